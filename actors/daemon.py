@@ -1,0 +1,172 @@
+"""The daemon: the root of the actor tree, its settings, limits and session registry."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from . import wire
+from .ids import IdSource
+from .model import ModelProvider, ScriptedModel
+from .runtime import Runtime, default_tools
+from .session.handle import SessionHandle
+from .session.session import Session
+from .session.tools import ToolRegistry
+from .session.transcript import Transcript, is_safe_session_id
+from .settings import Settings
+
+log = logging.getLogger("trellis.daemon")
+
+
+class UnknownSession(LookupError):
+    """No live session has that id (and, where it matters, none is on disk)."""
+
+
+class TooManySessions(Exception):
+    """The daemon already hosts its maximum number of sessions."""
+
+
+class InvalidSessionId(ValueError):
+    """A session id outside the safe alphabet (it becomes a file name)."""
+
+
+class Daemon:
+    """Owns sessions. Create it with :func:`open_daemon`."""
+
+    def __init__(self, runtime: Runtime, nursery: trio.Nursery) -> None:
+        self.runtime = runtime
+        self._nursery = nursery
+        self._sessions: dict[str, SessionHandle] = {}
+        self._starting: set[str] = set()
+        self.closed = trio.Event()
+
+    @property
+    def settings(self) -> Settings:
+        return self.runtime.settings
+
+    @property
+    def session_count(self) -> int:
+        return len(self._sessions)
+
+    def sessions(self) -> list[SessionHandle]:
+        return list(self._sessions.values())
+
+    def get(self, session_id: str) -> SessionHandle:
+        """The live session with this id, or :class:`UnknownSession`."""
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise UnknownSession(session_id) from None
+
+    async def create_session(self, cwd: str | None = None, session_id: str | None = None) -> tuple[SessionHandle, bool]:
+        """Start a session, or attach to the live one with ``session_id``; ``(handle, attached)``."""
+        if session_id is not None:
+            if not is_safe_session_id(session_id):
+                raise InvalidSessionId(session_id)
+            if session_id in self._sessions:
+                return self._sessions[session_id], True
+        return await self._start(session_id or self.runtime.ids.new("session"), cwd), False
+
+    async def load_session(self, session_id: str, cwd: str | None = None) -> SessionHandle:
+        """Restore a session's conversation from disk, starting the session if it is not live."""
+        if not is_safe_session_id(session_id):
+            raise InvalidSessionId(session_id)
+        handle = self._sessions.get(session_id)
+        if handle is None:
+            if not Transcript(self.runtime.state_dir, session_id).exists:
+                raise UnknownSession(session_id)
+            handle = await self._start(session_id, cwd)
+        await handle.load()
+        return handle
+
+    def transcript(self, session_id: str) -> list[dict[str, Any]]:
+        """A session's transcript from disk, live or not."""
+        if not is_safe_session_id(session_id):
+            raise InvalidSessionId(session_id)
+        transcript = Transcript(self.runtime.state_dir, session_id)
+        if not transcript.exists and session_id not in self._sessions:
+            raise UnknownSession(session_id)
+        return transcript.records()
+
+    async def _start(self, session_id: str, cwd: str | None) -> SessionHandle:
+        if len(self._sessions) + len(self._starting) >= self.settings.limits.max_sessions:
+            raise TooManySessions(f"at most {self.settings.limits.max_sessions} sessions")
+        if session_id in self._starting:
+            raise TooManySessions(f"session {session_id} is already starting")
+        self._starting.add(session_id)
+        try:
+            session = Session(self.runtime, session_id, os.path.abspath(cwd or self.runtime.workspace))
+            await self._nursery.start(self._supervise, session)
+            handle = SessionHandle(session)
+            self._sessions[session_id] = handle
+            return handle
+        finally:
+            self._starting.discard(session_id)
+
+    async def _supervise(self, session: Session, *, task_status: trio.TaskStatus[None]) -> None:
+        """Run one session; a crash is contained to it and reported as its closing event."""
+        try:
+            await session.run(task_status=task_status)
+        except Exception:
+            log.exception("session %s crashed", session.session_id)
+        finally:
+            self._sessions.pop(session.session_id, None)
+
+    async def close_session(self, session_id: str) -> None:
+        """Close a session and every actor under it."""
+        handle = self.get(session_id)
+        handle._ref.close()
+        with trio.move_on_after(5):
+            while session_id in self._sessions:
+                await trio.sleep(0.001)
+
+    def shutdown(self) -> None:
+        self._nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def open_daemon(
+    settings: Settings | None = None,
+    *,
+    model: ModelProvider | None = None,
+    state_dir: str | Path | None = None,
+    workspace: str | None = None,
+    ids: IdSource | None = None,
+    clock_ms: Any = None,
+    tools: Any = None,
+) -> AsyncIterator[Daemon]:
+    """Run a daemon for the body of the ``async with``; its sessions end with it.
+
+    Args:
+        settings: daemon settings (defaults when omitted).
+        model: the primary model; the scripted demo model when omitted.
+        state_dir: where transcripts live; nothing is written when omitted.
+        workspace: the default working directory of new sessions.
+        ids, clock_ms: sources of ids and timestamps (deterministic replays pass their own).
+        tools: a callable returning a fresh :class:`ToolRegistry` per session.
+    """
+    runtime = Runtime(
+        settings=settings or Settings(),
+        provider=model or ScriptedModel(),
+        ids=ids or IdSource(),
+        state_dir=Path(state_dir) if state_dir is not None else None,
+        workspace=os.path.abspath(workspace or os.getcwd()),
+        clock_ms=clock_ms or wire.wall_clock_ms,
+        make_tools=tools or default_tools,
+    )
+    async with trio.open_nursery() as nursery:
+        daemon = Daemon(runtime, nursery)
+        try:
+            yield daemon
+        finally:
+            daemon.closed.set()
+            nursery.cancel_scope.cancel()
+
+
+__all__ = ["Daemon", "InvalidSessionId", "TooManySessions", "ToolRegistry", "UnknownSession", "open_daemon"]

@@ -1,0 +1,23 @@
+"""Model providers: the scripted one (embedded default) and OpenAI-compatible."""
+
+from .base import (
+    ChatMessage,
+    ChatRequest,
+    ContextWindowExceeded,
+    Finish,
+    ModelError,
+    ModelProvider,
+    StreamItem,
+    TextDelta,
+    ThoughtDelta,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from .scripted import ScriptedModel, ScriptError, load_script
+
+__all__ = [
+    "ChatMessage", "ChatRequest", "ContextWindowExceeded", "Finish", "ModelError", "ModelProvider",
+    "ScriptError", "ScriptedModel", "StreamItem", "TextDelta", "ThoughtDelta", "ToolCall", "ToolSpec",
+    "Usage", "load_script",
+]

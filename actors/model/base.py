@@ -1,0 +1,120 @@
+"""The primary model behind one streaming interface.
+
+``async with provider.stream(request) as stream`` is the commit point: entering
+the block means a response stream exists (for HTTP: status and headers read).
+Errors raised while entering are :class:`ModelError` with ``committed=False``;
+errors while iterating have ``committed=True``. The Todo Stop Guard counts an
+attempt only for a committed stream, so the distinction is part of the contract.
+A request that would not fit the context window is refused before sending with
+:class:`ContextWindowExceeded`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Literal, Protocol
+
+import attrs
+
+# ----------------------------------------------------------------- conversation
+
+
+@attrs.frozen
+class ToolCall:
+    id: str
+    name: str
+    arguments: Any  # parsed JSON (a dict for well-formed calls), or the raw string when it is not JSON
+
+
+@attrs.frozen
+class ChatMessage:
+    """One message of the model-facing conversation (OpenAI chat shape)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+@attrs.frozen
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@attrs.frozen
+class ChatRequest:
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int | None = None
+    purpose: str = "primary"  # "primary", "compaction" or "suggestion"
+
+
+# ----------------------------------------------------------------- stream items
+
+
+@attrs.frozen
+class TextDelta:
+    text: str
+
+
+@attrs.frozen
+class ThoughtDelta:
+    text: str
+
+
+@attrs.frozen
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+@attrs.frozen
+class Finish:
+    reason: str | None
+
+
+StreamItem = TextDelta | ThoughtDelta | ToolCall | Usage | Finish
+
+
+# ----------------------------------------------------------------- errors
+
+
+class ModelError(Exception):
+    """A typed model failure. ``code`` is what ``turn_error`` carries."""
+
+    def __init__(self, code: str, message: str, *, committed: bool, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.committed = committed
+        self.retry_after = retry_after
+
+
+class ContextWindowExceeded(Exception):
+    """The request does not fit the model's context window; it was never sent."""
+
+    def __init__(self, needed: int, window: int) -> None:
+        super().__init__(f"request needs about {needed} tokens; the context window is {window}")
+        self.needed = needed
+        self.window = window
+
+
+class ModelProvider(Protocol):
+    name: str
+
+    def stream(self, request: ChatRequest) -> AbstractAsyncContextManager[AsyncIterator[StreamItem]]: ...
+
+
+def estimate_tokens(messages: tuple[ChatMessage, ...] | list[ChatMessage]) -> int:
+    """A cheap, conservative token estimate (about four characters a token)."""
+    chars = 0
+    for m in messages:
+        chars += len(m.content) + 16
+        for call in m.tool_calls:
+            chars += len(call.name) + len(str(call.arguments)) + 16
+    return chars // 4 + 1

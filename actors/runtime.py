@@ -1,0 +1,30 @@
+"""What every actor of one daemon shares: settings, the model, ids, clocks, storage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+from . import wire
+from .ids import IdSource
+from .model import ModelProvider
+from .session.todo import TodoWriteTool
+from .session.tools import ToolRegistry
+from .settings import Settings
+
+
+def default_tools() -> ToolRegistry:
+    return ToolRegistry([TodoWriteTool()])
+
+
+@attrs.frozen(kw_only=True)
+class Runtime:
+    settings: Settings
+    provider: ModelProvider
+    ids: IdSource = attrs.field(factory=IdSource)
+    state_dir: Path | None = None
+    workspace: str = "."
+    clock_ms: Callable[[], int] = wire.wall_clock_ms
+    make_tools: Callable[[], ToolRegistry] = default_tools

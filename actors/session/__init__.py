@@ -1,0 +1,1 @@
+"""Sessions: the session actor, its prompt FIFO, turns and tools."""

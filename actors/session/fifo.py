@@ -1,0 +1,368 @@
+"""The prompt FIFO actor: admission, queued/running prompts, aborts, mid-turn input, drain.
+
+It answers the one question the Todo Stop Guard's stop path asks of it —
+``drain`` — with ``{messages, items, hasQueuedPrompt}``, where
+``hasQueuedPrompt`` is true only when a complete prompt is queued and not
+aborted. Everything it changes it publishes, in qwen-code's event shapes.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from .. import wire
+from .._actor import ActorRef, Reply, open_mailbox
+from ..events import EventBus
+from ..ids import IdSource
+
+TurnState = Literal["queued", "running", "completed", "error", "cancelled"]
+MID_TURN_PREFIX = "[User message received during tool execution]: "
+MAX_DRAIN_ITEMS = 10
+TURN_RECORDS_KEPT = 256
+
+
+@attrs.define
+class PendingPrompt:
+    prompt_id: str
+    body: wire.PromptBody
+    text: str
+    queued_at: int
+    client_id: str | None = None
+    state: Literal["queued", "running"] = "queued"
+    started_at: int | None = None
+    aborted: bool = False
+    waited: bool = False  # it was admitted behind other work, so it gets pending_prompt_* events
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.body.meta or {}
+
+    @property
+    def is_trusted_retry(self) -> bool:
+        """A trusted retry/continue (``_meta.retry`` or ``_meta.continueLastTurn``)."""
+        m = self.meta
+        return m.get("retry") is True or m.get("continueLastTurn") is True
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"promptId": self.prompt_id, "state": self.state, "queuedAt": self.queued_at, "text": self.text}
+        if self.started_at is not None:
+            out["startedAt"] = self.started_at
+        if self.client_id is not None:
+            out["originatorClientId"] = self.client_id
+        return out
+
+
+@attrs.define
+class TurnRecord:
+    prompt_id: str
+    state: TurnState
+    prompt_text: str
+    queued_at: int
+    started_at: int | None = None
+    ended_at: int | None = None
+    stop_reason: str | None = None
+    error: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"promptId": self.prompt_id, "state": self.state, "promptText": self.prompt_text,
+                               "queuedAt": self.queued_at}
+        for key, value in (("startedAt", self.started_at), ("endedAt", self.ended_at),
+                           ("stopReason", self.stop_reason), ("error", self.error)):
+            if value is not None:
+                out[key] = value
+        return out
+
+
+@attrs.frozen
+class MidTurnItem:
+    message_id: str
+    text: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"messageId": self.message_id, "displayText": self.text, "content": [{"type": "text", "text": self.text}]}
+
+
+@attrs.frozen
+class DrainResult:
+    messages: tuple[str, ...]
+    items: tuple[MidTurnItem, ...]
+    has_queued_prompt: bool
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"messages": list(self.messages), "items": [i.to_wire() for i in self.items],
+                "hasQueuedPrompt": self.has_queued_prompt}
+
+
+@attrs.frozen
+class Admitted:
+    prompt_id: str
+    last_event_id: int
+    event_epoch: str
+
+
+@attrs.frozen
+class QueueFull:
+    limit: int
+    pending_count: int
+
+
+# ----------------------------------------------------------------- messages
+
+
+@attrs.frozen
+class Admit:
+    body: wire.PromptBody
+    client_id: str | None
+    reply: Reply[Admitted | QueueFull]
+
+
+@attrs.frozen
+class Abort:
+    prompt_id: str
+    reply: Reply[bool]
+
+
+@attrs.frozen
+class TakeNext:
+    reply: Reply[PendingPrompt | None]
+
+
+@attrs.frozen
+class Settle:
+    prompt_id: str
+    state: TurnState
+    stop_reason: str | None = None
+    error: str | None = None
+
+
+@attrs.frozen
+class SetActive:
+    """The session started (True) or finished (False) a piece of work; mid-turn input needs one."""
+
+    active: bool
+
+
+@attrs.frozen
+class PostMidTurn:
+    text: str
+    message_id: str | None
+    reply: Reply[dict[str, Any]]
+
+
+@attrs.frozen
+class Drain:
+    watch_queued_prompt: bool
+    reply: Reply[DrainResult]
+
+
+@attrs.frozen
+class ListPending:
+    reply: Reply[list[dict[str, Any]]]
+
+
+@attrs.frozen
+class GetTurn:
+    prompt_id: str  # or "current"
+    reply: Reply[dict[str, Any] | None]
+
+
+@attrs.frozen
+class Statistics:
+    reply: Reply[dict[str, Any]]
+
+
+FifoMessage = Admit | Abort | TakeNext | Settle | SetActive | PostMidTurn | Drain | ListPending | GetTurn | Statistics
+
+
+class PromptFifo:
+    """Pending prompts in admission order; the session takes them one at a time."""
+
+    def __init__(
+        self,
+        session_id: str,
+        bus: EventBus,
+        ids: IdSource,
+        *,
+        max_pending: int,
+        max_mid_turn: int,
+        wake_session: Callable[[], None],
+        cancel_running: Callable[[str], None],
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.session_id = session_id
+        self._bus = bus
+        self._ids = ids
+        self._max_pending = max_pending
+        self._max_mid_turn = max_mid_turn
+        self._wake_session = wake_session
+        self._cancel_running = cancel_running
+        self._now_ms = now_ms
+        self._entries: list[PendingPrompt] = []
+        self._mid_turn: deque[MidTurnItem] = deque()
+        self._turns: OrderedDict[str, TurnRecord] = OrderedDict()
+        self._active = False
+        self.ref: ActorRef[FifoMessage] | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[ActorRef[FifoMessage]] = trio.TASK_STATUS_IGNORED) -> None:
+        ref, inbox = open_mailbox(f"fifo:{self.session_id}", 64)
+        self.ref = ref
+        task_status.started(ref)
+        async with inbox:
+            async for message in inbox:
+                self.handle(message)
+
+    # The handler is synchronous on purpose: one message at a time, no await mid-change.
+    def handle(self, message: FifoMessage) -> None:
+        match message:
+            case Admit(body, client_id, reply):
+                reply.send(self._admit(body, client_id))
+            case Abort(prompt_id, reply):
+                reply.send(self._abort(prompt_id))
+            case TakeNext(reply):
+                reply.send(self._take_next())
+            case Settle(prompt_id, state, stop_reason, error):
+                self._settle(prompt_id, state, stop_reason, error)
+            case SetActive(active):
+                self._active = active
+            case PostMidTurn(text, message_id, reply):
+                reply.send(self._post_mid_turn(text, message_id))
+            case Drain(watch, reply):
+                reply.send(self._drain(watch))
+            case ListPending(reply):
+                reply.send([e.to_wire() for e in self._entries])
+            case GetTurn(prompt_id, reply):
+                reply.send(self._turn(prompt_id))
+            case Statistics(reply):
+                reply.send(self.statistics())
+            case _:
+                raise TypeError(f"PromptFifo cannot handle {message!r}")
+
+    # ------------------------------------------------------------- transitions
+
+    def _admit(self, body: wire.PromptBody, client_id: str | None) -> Admitted | QueueFull:
+        if len(self._entries) >= self._max_pending:
+            return QueueFull(self._max_pending, len(self._entries))
+        last_event_id = self._bus.last_event_id  # before anything this prompt publishes
+        entry = PendingPrompt(self._ids.new("prompt"), body, body.text, self._now_ms(), client_id)
+        entry.waited = self._active or bool(self._entries)
+        self._entries.append(entry)
+        self._record(TurnRecord(entry.prompt_id, "queued", entry.text, entry.queued_at))
+        if entry.waited:
+            self._bus.publish("pending_prompt_added",
+                              wire.pending_prompt_added(self.session_id, entry.prompt_id, entry.text, entry.queued_at),
+                              entry.prompt_id)
+        self._wake_session()
+        return Admitted(entry.prompt_id, last_event_id, self._bus.epoch)
+
+    def _abort(self, prompt_id: str) -> bool:
+        entry = next((e for e in self._entries if e.prompt_id == prompt_id and not e.aborted), None)
+        if entry is None:
+            return False
+        entry.aborted = True
+        if entry.state == "queued":
+            self._entries.remove(entry)
+            self._bus.publish("pending_prompt_completed",
+                              wire.pending_prompt_completed(self.session_id, prompt_id, "removed"), prompt_id)
+            self._bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled"), prompt_id)
+            self._update(prompt_id, state="cancelled", stop_reason="cancelled", ended_at=self._now_ms())
+        else:
+            self._cancel_running(prompt_id)
+        return True
+
+    def _take_next(self) -> PendingPrompt | None:
+        entry = next((e for e in self._entries if e.state == "queued"), None)
+        if entry is None:
+            return None
+        entry.state = "running"
+        entry.started_at = self._now_ms()
+        self._active = True
+        self._update(entry.prompt_id, state="running", started_at=entry.started_at)
+        if entry.waited:
+            self._bus.publish("pending_prompt_started",
+                              wire.pending_prompt_started(self.session_id, entry.prompt_id, entry.text), entry.prompt_id)
+        return entry
+
+    def _settle(self, prompt_id: str, state: TurnState, stop_reason: str | None, error: str | None) -> None:
+        entry = next((e for e in self._entries if e.prompt_id == prompt_id), None)
+        if entry is not None:
+            self._entries.remove(entry)
+            if entry.waited:
+                self._bus.publish("pending_prompt_completed",
+                                  wire.pending_prompt_completed(self.session_id, prompt_id, "completed"), prompt_id)
+        self._update(prompt_id, state=state, stop_reason=stop_reason, error=error, ended_at=self._now_ms())
+        self._active = False
+        self._promote_leftover_mid_turn()
+
+    def _promote_leftover_mid_turn(self) -> None:
+        """Mid-turn input that no tool boundary took runs as the next turn of its own."""
+        if not self._mid_turn:
+            return
+        items = list(self._mid_turn)
+        self._mid_turn.clear()
+        text = "\n".join(i.text for i in items)
+        body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=text)])
+        entry = PendingPrompt(self._ids.new("prompt"), body, text, self._now_ms(), waited=True)
+        self._entries.insert(0, entry)
+        self._record(TurnRecord(entry.prompt_id, "queued", text, entry.queued_at))
+        self._bus.publish("pending_prompt_added",
+                          wire.pending_prompt_added(self.session_id, entry.prompt_id, text, entry.queued_at),
+                          entry.prompt_id)
+        self._wake_session()
+
+    def _post_mid_turn(self, text: str, message_id: str | None) -> dict[str, Any]:
+        if not self._active:
+            return {"accepted": False, "reason": "session_idle"}
+        if len(self._mid_turn) >= self._max_mid_turn:
+            return {"accepted": False, "reason": "queue_full"}
+        item = MidTurnItem(message_id or self._ids.new("msg"), text)
+        self._mid_turn.append(item)
+        return {"accepted": True, "messageId": item.message_id}
+
+    def _drain(self, watch_queued_prompt: bool) -> DrainResult:
+        items = []
+        while self._mid_turn and len(items) < MAX_DRAIN_ITEMS:
+            items.append(self._mid_turn.popleft())
+        if items:
+            self._bus.publish("mid_turn_message_injected",
+                              wire.mid_turn_message_injected(self.session_id, [i.to_wire() for i in items]))
+        return DrainResult(tuple(i.text for i in items), tuple(items),
+                           watch_queued_prompt and self.has_queued_prompt)
+
+    @property
+    def has_queued_prompt(self) -> bool:
+        """A complete prompt is queued and not aborted."""
+        return any(e.state == "queued" and not e.aborted for e in self._entries)
+
+    def _turn(self, prompt_id: str) -> dict[str, Any] | None:
+        if prompt_id == "current":
+            running = next((e for e in self._entries if e.state == "running"), None)
+            if running is None:
+                return None
+            prompt_id = running.prompt_id
+        record = self._turns.get(prompt_id)
+        return record.to_wire() if record else None
+
+    def statistics(self) -> dict[str, Any]:
+        running = next((e.prompt_id for e in self._entries if e.state == "running"), None)
+        return {"pendingCount": len(self._entries), "currentPromptId": running,
+                "queuedCount": sum(1 for e in self._entries if e.state == "queued"),
+                "midTurnQueued": len(self._mid_turn), "hasQueuedPrompt": self.has_queued_prompt}
+
+    # ------------------------------------------------------------- turn records
+
+    def _record(self, record: TurnRecord) -> None:
+        self._turns[record.prompt_id] = record
+        while len(self._turns) > TURN_RECORDS_KEPT:
+            self._turns.popitem(last=False)
+
+    def _update(self, prompt_id: str, **changes: Any) -> None:
+        record = self._turns.get(prompt_id)
+        if record is not None:
+            for key, value in changes.items():
+                if value is not None:
+                    setattr(record, key, value)

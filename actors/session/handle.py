@@ -1,0 +1,87 @@
+"""The public face of a running session: every call is a message to one of its actors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import wire
+from ..events import Subscription
+from . import fifo as f
+from .session import Cancel, GetStatus, Load, Session
+
+ASK_TIMEOUT = 10.0
+
+
+class SessionHandle:
+    """Talk to a live session: submit prompts, steer them, read state, subscribe to events."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        assert session.ref is not None and session.fifo_ref is not None
+        self._ref = session.ref
+        self._fifo = session.fifo_ref
+
+    @property
+    def session_id(self) -> str:
+        return self._session.session_id
+
+    @property
+    def cwd(self) -> str:
+        return self._session.cwd
+
+    @property
+    def created_at(self) -> int:
+        return self._session.created_at
+
+    @property
+    def epoch(self) -> str:
+        return self._session.bus.epoch
+
+    @property
+    def last_event_id(self) -> int:
+        return self._session.bus.last_event_id
+
+    async def prompt(self, body: wire.PromptBody | str, *, client_id: str | None = None) -> f.Admitted | f.QueueFull:
+        """Admit a prompt to the FIFO. Returns at admission; the turn runs on its own."""
+        if isinstance(body, str):
+            body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=body)])
+        return await self._fifo.ask(lambda r: f.Admit(body, client_id, r), ASK_TIMEOUT)
+
+    async def abort_prompt(self, prompt_id: str) -> bool:
+        """Abort a queued or running prompt; ``False`` if it is unknown or already settled."""
+        return await self._fifo.ask(lambda r: f.Abort(prompt_id, r), ASK_TIMEOUT)
+
+    async def post_mid_turn_message(self, text: str, message_id: str | None = None) -> dict[str, Any]:
+        """Queue user input for the running turn: ``{accepted, messageId}`` or ``{accepted: False, reason}``."""
+        return await self._fifo.ask(lambda r: f.PostMidTurn(text, message_id, r), ASK_TIMEOUT)
+
+    async def cancel(self) -> bool:
+        """Cancel the running work, as a user cancellation."""
+        return await self._ref.ask(Cancel, ASK_TIMEOUT)
+
+    async def status(self) -> dict[str, Any]:
+        status = await self._ref.ask(GetStatus, ASK_TIMEOUT)
+        stats = await self._fifo.ask(f.Statistics, ASK_TIMEOUT)
+        status["pendingCount"] = stats["pendingCount"]
+        status["queuedCount"] = stats["queuedCount"]
+        return status
+
+    async def pending_prompts(self) -> list[dict[str, Any]]:
+        return await self._fifo.ask(f.ListPending, ASK_TIMEOUT)
+
+    async def turn(self, prompt_id: str) -> dict[str, Any] | None:
+        """The record of one prompt's turn (``"current"`` for the running one)."""
+        return await self._fifo.ask(lambda r: f.GetTurn(prompt_id, r), ASK_TIMEOUT)
+
+    async def load(self) -> int:
+        """Restore the conversation from disk; returns the number of messages restored."""
+        return await self._ref.ask(Load, ASK_TIMEOUT)
+
+    def subscribe(self, last_event_id: int | None = None, epoch: str | None = None,
+                  max_queued: int | None = None) -> Subscription:
+        """Events: the replay after ``last_event_id`` (if given), then live events."""
+        limit = max_queued or self._session.runtime.settings.limits.subscriber_queue
+        return self._session.bus.subscribe(last_event_id, epoch, limit)
+
+    def transcript(self) -> list[dict[str, Any]]:
+        return self._session.transcript.records()

@@ -1,0 +1,265 @@
+"""The session actor: one conversation, its prompt FIFO, its current work, its events.
+
+Two tasks run under the session's nursery besides the FIFO actor: the mailbox
+loop, which answers control messages one at a time (cancel, status, load), and
+the work loop, which runs one work item at a time — a foreground prompt taken
+from the FIFO — each inside a cancel scope the session owns. Whatever way a
+work item ends (completion, error, cancellation), its exit path publishes its
+terminal event and settles it with the FIFO.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import trio
+
+from .. import wire
+from .._actor import ActorRef, Reply, open_mailbox
+from ..events import EventBus
+from ..model import ChatMessage, ContextWindowExceeded, ModelError
+from ..runtime import Runtime
+from . import fifo as f
+from .transcript import Transcript
+from .turn import Turn
+
+log = logging.getLogger("trellis.session")
+
+
+@attrs.frozen
+class Cancel:
+    """Cancel the running work (a user cancellation)."""
+
+    reply: Reply[bool]
+
+
+@attrs.frozen
+class GetStatus:
+    reply: Reply[dict[str, Any]]
+
+
+@attrs.frozen
+class Load:
+    """Restore the conversation from the transcript on disk."""
+
+    reply: Reply[int]
+
+
+SessionMessage = Cancel | GetStatus | Load
+
+
+@attrs.define
+class Work:
+    """The work item in progress: what it is and the cancel scope that ends it."""
+
+    prompt_id: str
+    scope: trio.CancelScope
+    kind: str = "prompt"
+    cancel_reason: str | None = None
+
+
+class Wakeup:
+    """A level-triggered wake-up: ``set`` any number of times, ``wait`` consumes it."""
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def set(self) -> None:
+        self._flag = True
+        self._lot.unpark_all()
+
+    async def wait(self) -> None:
+        while not self._flag:
+            await self._lot.park()
+        self._flag = False
+
+
+class Session:
+    """The session actor. Start it with ``await nursery.start(session.run)``."""
+
+    def __init__(self, runtime: Runtime, session_id: str, cwd: str, *, created_at: int | None = None) -> None:
+        self.runtime = runtime
+        self.session_id = session_id
+        self.cwd = cwd
+        self.created_at = created_at if created_at is not None else runtime.clock_ms()
+        limits = runtime.settings.limits
+        self.bus = EventBus(limits.event_ring_size, clock_ms=runtime.clock_ms)
+        self.history: list[ChatMessage] = []
+        self.transcript = Transcript(runtime.state_dir, session_id)
+        self.tools = runtime.make_tools()
+        self.approval_mode = runtime.settings.approval_mode
+        self._wake = Wakeup()
+        self.current: Work | None = None
+        self.fifo = f.PromptFifo(
+            session_id, self.bus, runtime.ids,
+            max_pending=limits.max_pending_prompts, max_mid_turn=limits.max_mid_turn_messages,
+            wake_session=self._wake.set, cancel_running=self._cancel_prompt, now_ms=runtime.clock_ms,
+        )
+        self.fifo_ref: ActorRef[f.FifoMessage] | None = None
+        self.ref: ActorRef[SessionMessage] | None = None
+
+    @property
+    def provider(self) -> Any:
+        return self.runtime.provider
+
+    # ------------------------------------------------------------- actor
+
+    async def run(self, *, task_status: trio.TaskStatus[Session] = trio.TASK_STATUS_IGNORED) -> None:
+        ref, inbox = open_mailbox(f"session:{self.session_id}", self.runtime.settings.limits.mailbox_size)
+        self.ref = ref
+        close_reason = "closed"
+        try:
+            async with trio.open_nursery() as nursery:
+                self.fifo_ref = await nursery.start(self.fifo.run)
+                nursery.start_soon(self._work_loop, name=f"work:{self.session_id}")
+                task_status.started(self)
+                async with inbox:
+                    async for message in inbox:
+                        self._handle(message)
+                nursery.cancel_scope.cancel()
+        except BaseException as exc:
+            close_reason = "daemon_shutdown" if isinstance(exc, trio.Cancelled) else "crashed"
+            raise
+        finally:
+            self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
+
+    def _handle(self, message: SessionMessage) -> None:
+        match message:
+            case Cancel(reply):
+                reply.send(self._cancel_current("user"))
+            case GetStatus(reply):
+                reply.send(self.status())
+            case Load(reply):
+                reply.send(self.restore_from_disk())
+            case _:
+                raise TypeError(f"Session cannot handle {message!r}")
+
+    # ------------------------------------------------------------- work
+
+    async def _work_loop(self) -> None:
+        assert self.fifo_ref is not None
+        while True:
+            entry = await self.fifo_ref.ask(f.TakeNext)
+            if entry is not None:
+                await self.run_prompt(entry)
+                continue
+            await self._wake.wait()
+
+    @asynccontextmanager
+    async def work_item(self, prompt_id: str, kind: str) -> AsyncIterator[Work]:
+        """Own the cancel scope of one work item; its exit is where it settles."""
+        work = Work(prompt_id, trio.CancelScope(), kind)
+        self.current = work
+        try:
+            with work.scope:
+                yield work
+        finally:
+            self.current = None
+
+    async def run_prompt(self, entry: f.PendingPrompt) -> None:
+        prompt_id = entry.prompt_id
+        self.publish_update(wire.text_update("user_message_chunk", entry.text), prompt_id)
+        turn = Turn(self, prompt_id)
+        user_text = None if entry.is_trusted_retry and self._awaiting_answer() else entry.text
+        stop_reason: str | None = None
+        error: ModelError | Exception | None = None
+        async with self.work_item(prompt_id, "prompt") as work:
+            try:
+                stop_reason = await turn.run(user_text)
+            except ContextWindowExceeded:
+                stop_reason = "max_tokens"
+            except ModelError as exc:
+                error = exc
+            except Exception as exc:  # contained: the session goes on
+                log.exception("turn %s of session %s failed", prompt_id, self.session_id)
+                error = exc
+        if work.scope.cancelled_caught or (work.cancel_reason and stop_reason is None and error is None):
+            stop_reason = "cancelled"
+        self._finish(prompt_id, stop_reason, error)
+
+    def _finish(self, prompt_id: str, stop_reason: str | None, error: Exception | None) -> None:
+        assert self.fifo_ref is not None
+        if error is not None:
+            code = error.code if isinstance(error, ModelError) else "internal_error"
+            message = error.message if isinstance(error, ModelError) else f"internal error: {type(error).__name__}"
+            self.bus.publish("turn_error", wire.turn_error(self.session_id, prompt_id, message, code), prompt_id)
+            self.fifo_ref.tell_nowait(f.Settle(prompt_id, "error", error=message))
+            return
+        stop_reason = stop_reason or "end_turn"
+        self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, stop_reason), prompt_id)
+        state = "cancelled" if stop_reason == "cancelled" else "completed"
+        self.fifo_ref.tell_nowait(f.Settle(prompt_id, state, stop_reason=stop_reason))
+
+    def _awaiting_answer(self) -> bool:
+        """The conversation ends with input the model has not answered yet."""
+        return bool(self.history) and self.history[-1].role in ("user", "tool")
+
+    def _cancel_current(self, reason: str) -> bool:
+        work = self.current
+        if work is None:
+            return False
+        work.cancel_reason = reason
+        work.scope.cancel()
+        return True
+
+    def _cancel_prompt(self, prompt_id: str) -> None:
+        if self.current is not None and self.current.prompt_id == prompt_id:
+            self._cancel_current("user")
+
+    # ------------------------------------------------------------- conversation
+
+    def append_message(self, message: ChatMessage) -> None:
+        self.history.append(message)
+        self.transcript.append(message)
+
+    def close_dangling_tool_calls(self) -> None:
+        """Answer tool calls that a cancellation left unanswered, so the conversation stays valid."""
+        answered = {m.tool_call_id for m in self.history if m.role == "tool"}
+        for m in reversed(self.history):
+            if m.role == "assistant":
+                for call in m.tool_calls:
+                    if call.id not in answered:
+                        self.append_message(ChatMessage("tool", "Error: not executed (the turn ended first)",
+                                                        tool_call_id=call.id, name=call.name))
+                break
+
+    def publish_update(self, update: dict[str, Any], prompt_id: str | None = None) -> None:
+        self.bus.publish("session_update", {"sessionId": self.session_id, "update": update}, prompt_id)
+
+    async def drain_mid_turn(self, watch_queued_prompt: bool = False) -> f.DrainResult:
+        assert self.fifo_ref is not None
+        return await self.fifo_ref.ask(lambda r: f.Drain(watch_queued_prompt, r))
+
+    def restore_from_disk(self) -> int:
+        """Replace the conversation with the transcript on disk and replay it as events."""
+        messages = self.transcript.messages()
+        self.history = list(messages)
+        for m in messages:
+            if m.role == "user":
+                self.publish_update(wire.text_update("user_message_chunk", m.content, {"replay": True}))
+            elif m.role == "assistant" and m.content:
+                self.publish_update(wire.text_update("agent_message_chunk", m.content, {"replay": True}))
+        return len(messages)
+
+    # ------------------------------------------------------------- status
+
+    def status(self) -> dict[str, Any]:
+        work = self.current
+        return {
+            "sessionId": self.session_id,
+            "workspaceCwd": self.cwd,
+            "state": "running" if work else "idle",
+            "activeWorkState": work.kind if work else "idle",
+            "hasActivePrompt": bool(work and work.kind == "prompt"),
+            "currentPromptId": work.prompt_id if work else None,
+            "approvalMode": self.approval_mode,
+            "lastEventId": self.bus.last_event_id,
+            "eventEpoch": self.bus.epoch,
+            "subscribers": self.bus.subscriber_count,
+            "historyLength": len(self.history),
+        }

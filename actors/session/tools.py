@@ -1,0 +1,79 @@
+"""Tools the model can call, and the registry a session offers it.
+
+A tool validates its own arguments and returns a :class:`ToolResult`; what a
+result *means* (for the plan shown to clients, for the Todo Stop Guard) is the
+session's decision, not the tool's. ``builtin`` marks the daemon's own tools,
+so a discovered tool that shadows a built-in name is never mistaken for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import attrs
+
+from ..model import ToolSpec
+
+
+@attrs.frozen
+class ToolResult:
+    """What a tool produced: model-facing ``content``, client-facing ``display``, or an ``error``."""
+
+    content: str
+    display: Any = None
+    error: str | None = None
+
+    @classmethod
+    def failure(cls, message: str) -> ToolResult:
+        return cls(content=f"Error: {message}", display=message, error=message)
+
+
+@attrs.define
+class ToolContext:
+    """What a running tool may know about its surroundings."""
+
+    session_id: str
+    cwd: str
+    prompt_id: str | None
+    tool_call_id: str
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    builtin: bool
+    kind: str  # ACP tool kind: read, edit, execute, think, ...
+
+    async def execute(self, context: ToolContext, arguments: Any) -> ToolResult: ...
+
+
+class ToolRegistry:
+    """Tools by name. Registering a second tool under a taken name is refused."""
+
+    def __init__(self, tools: list[Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools or []:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def replace(self, tool: Tool) -> None:
+        """Put ``tool`` under its name, replacing what was there (a discovered tool may shadow)."""
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(ToolSpec(t.name, t.description, t.parameters) for t in self._tools.values())
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools

@@ -1,0 +1,126 @@
+"""Daemon settings: defaults, a JSON settings file, and limits.
+
+A settings file may carry keys we do not use (people share one file between
+tools): those are reported as warnings, never fatal. A key we know with a value
+of the wrong type is a :class:`SettingsError` naming the key.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+
+class SettingsError(ValueError):
+    """A settings file or value that cannot be used."""
+
+
+@attrs.frozen(kw_only=True)
+class Limits:
+    max_sessions: int = 256
+    max_pending_prompts: int = 32  # queued + running, per session
+    max_mid_turn_messages: int = 32
+    event_ring_size: int = 8000
+    subscriber_queue: int = 256
+    mailbox_size: int = 64
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """Everything a daemon reads at start. ``todo_stop_guard`` is read at start only."""
+
+    todo_stop_guard: bool = False
+    followup_suggestions: bool = False
+    disable_all_hooks: bool = False
+    safe_mode: bool = False
+    bare: bool = False
+    approval_mode: str = "default"
+    limits: Limits = Limits()
+    hooks: dict[str, Any] = attrs.field(factory=dict)
+    model: dict[str, Any] = attrs.field(factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def guard_enabled(self) -> bool:
+        """The guard is forced off in safe mode and bare mode (Plan is checked per session)."""
+        return self.todo_stop_guard and not self.safe_mode and not self.bare
+
+
+# dotted key -> (Settings/Limits field, expected type)
+_KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
+    "experimental.todoStopGuard": ("todo_stop_guard", bool),
+    "ui.enableFollowupSuggestions": ("followup_suggestions", bool),
+    "disableAllHooks": ("disable_all_hooks", bool),
+    "approvalMode": ("approval_mode", str),
+    "hooks": ("hooks", dict),
+    "model": ("model", dict),
+    "limits.maxSessions": ("limits.max_sessions", int),
+    "limits.maxPendingPrompts": ("limits.max_pending_prompts", int),
+    "limits.maxMidTurnMessages": ("limits.max_mid_turn_messages", int),
+    "limits.eventRingSize": ("limits.event_ring_size", int),
+    "limits.subscriberQueue": ("limits.subscriber_queue", int),
+}
+APPROVAL_MODES = ("default", "auto-edit", "yolo", "plan")
+
+
+def _walk(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if dotted in _KNOWN:
+            out.append((dotted, value))
+        elif isinstance(value, dict) and any(k.startswith(dotted + ".") for k in _KNOWN):
+            out.extend(_walk(value, dotted + "."))
+        else:
+            out.append((dotted, value))
+    return out
+
+
+def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | None = None) -> Settings:
+    """Apply a parsed settings document on top of ``base`` (defaults when omitted)."""
+    if not isinstance(data, dict):
+        raise SettingsError(f"{source}: expected a JSON object at the top level")
+    values: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    warnings: list[str] = []
+    for dotted, value in _walk(data):
+        if dotted not in _KNOWN:
+            warnings.append(f"{source}: unknown key {dotted!r} ignored")
+            continue
+        field, kind = _KNOWN[dotted]
+        if kind is int and (type(value) is not int or value < 1):
+            raise SettingsError(f"{source}: {dotted} must be a positive integer, got {value!r}")
+        if kind is not int and not isinstance(value, kind):
+            raise SettingsError(f"{source}: {dotted} must be a {kind.__name__}, got {type(value).__name__}")
+        if dotted == "approvalMode" and value not in APPROVAL_MODES:
+            raise SettingsError(f"{source}: approvalMode must be one of {list(APPROVAL_MODES)}, got {value!r}")
+        if field.startswith("limits."):
+            limits[field.removeprefix("limits.")] = value
+        else:
+            values[field] = value
+    base = base or Settings()
+    if limits:
+        values["limits"] = attrs.evolve(base.limits, **limits)
+    return attrs.evolve(base, **values, warnings=base.warnings + tuple(warnings))
+
+
+def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
+    """Read a settings file (if any), then apply keyword overrides (command-line flags)."""
+    settings = Settings()
+    if path is not None:
+        source = str(path)
+        try:
+            data = json.loads(Path(path).read_text())
+        except OSError as exc:
+            raise SettingsError(f"{source}: cannot read: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"{source}: invalid JSON: {exc}") from None
+        settings = settings_from_dict(data, source=source)
+    limit_overrides = {k: v for k, v in overrides.items() if k in attrs.fields_dict(Limits) and v is not None}
+    plain = {k: v for k, v in overrides.items() if k not in limit_overrides and v is not None}
+    if limit_overrides:
+        plain["limits"] = attrs.evolve(settings.limits, **limit_overrides)
+    return attrs.evolve(settings, **plain)

@@ -1,0 +1,458 @@
+"""The wire form of every message and event, in one place.
+
+Everything that crosses a process boundary — REST bodies, SSE frames, ACP
+``session/update`` payloads, transcript lines — is shaped here. The event data
+mirror qwen-code's daemon (see PROTOCOL.md) so its clients work unchanged.
+
+Decoding is strict: unknown fields, wrong scalar types (no ``"7"`` for 7) and
+unknown content-block types are refused with a :class:`WireError` naming the
+JSON path of the first problem.
+"""
+
+from __future__ import annotations
+
+import time
+import typing
+from typing import Any, Literal, TypeVar
+
+import attrs
+import cattrs
+import orjson
+from cattrs.cols import list_structure_factory
+from cattrs.gen import make_dict_structure_fn, override
+from cattrs.preconf.orjson import make_converter
+
+T = TypeVar("T")
+
+WIRE_VERSION = 1
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class WireError(ValueError):
+    """Input that does not have the expected wire form."""
+
+    def __init__(self, message: str, path: str = "$", code: str = "invalid_request") -> None:
+        super().__init__(f"{message} @ {path}")
+        self.message = message
+        self.path = path
+        self.code = code
+
+
+# --------------------------------------------------------------------------- events
+
+
+class Event:
+    """One bus event: a daemon event or an ACP ``session/update`` carried in one.
+
+    ``id`` is ``None`` for synthetic frames (replay markers, warnings), which are
+    never stored in the ring. The JSON frame is encoded once and shared by every
+    subscriber.
+    """
+
+    __slots__ = ("id", "type", "data", "prompt_id", "ts_ms", "_json")
+
+    def __init__(
+        self,
+        type: str,
+        data: dict[str, Any],
+        prompt_id: str | None = None,
+        id: int | None = None,
+        ts_ms: int = 0,
+    ) -> None:
+        self.id = id
+        self.type = type
+        self.data = data
+        self.prompt_id = prompt_id
+        self.ts_ms = ts_ms
+        self._json: bytes | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.id is not None:
+            out["id"] = self.id
+        out["v"] = WIRE_VERSION
+        out["type"] = self.type
+        if self.prompt_id is not None:
+            out["promptId"] = self.prompt_id
+        out["data"] = self.data
+        if self.ts_ms:
+            out["_meta"] = {"serverTimestamp": self.ts_ms}
+        return out
+
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = orjson.dumps(self.to_dict())
+        return self._json
+
+    def sse(self) -> bytes:
+        """The Server-Sent Events frame of this event."""
+        head = b"" if self.id is None else b"id: %d\n" % self.id
+        return head + b"event: " + self.type.encode() + b"\ndata: " + self.json() + b"\n\n"
+
+    @property
+    def update(self) -> dict[str, Any] | None:
+        """The ACP update of a ``session_update`` event, else ``None``."""
+        if self.type == "session_update":
+            return self.data.get("update")
+        return None
+
+    def __repr__(self) -> str:
+        return f"Event(id={self.id!r}, type={self.type!r}, prompt_id={self.prompt_id!r}, data={self.data!r})"
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# Daemon event data. Each builder is the one definition of that event's shape.
+
+
+def session_update(session_id: str, update: dict[str, Any]) -> dict[str, Any]:
+    return {"sessionId": session_id, "update": update}
+
+
+def text_update(kind: str, text: str, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``agent_message_chunk`` / ``agent_thought_chunk`` / ``user_message_chunk``."""
+    update: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+    if meta:
+        update["_meta"] = meta
+    return update
+
+
+def content_update(kind: str, block: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": kind, "content": block}
+    if meta:
+        update["_meta"] = meta
+    return update
+
+
+def plan_update(todos: list[dict[str, Any]]) -> dict[str, Any]:
+    """Todos as an ACP ``plan``; the todo id travels in ``_meta``."""
+    return {
+        "sessionUpdate": "plan",
+        "entries": [
+            {"content": t["content"], "status": t["status"], "priority": "medium", "_meta": {"todoId": t["id"]}}
+            for t in todos
+        ],
+    }
+
+
+def tool_call_update(
+    kind: str, tool_call_id: str, *, title: str | None = None, status: str, raw_input: Any = None,
+    content: list[dict[str, Any]] | None = None, tool_kind: str | None = None,
+) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": kind, "toolCallId": tool_call_id, "status": status}
+    if title is not None:
+        update["title"] = title
+    if tool_kind is not None:
+        update["kind"] = tool_kind
+    if raw_input is not None:
+        update["rawInput"] = raw_input
+    if content is not None:
+        update["content"] = content
+    return update
+
+
+def turn_complete(session_id: str, prompt_id: str, stop_reason: str) -> dict[str, Any]:
+    return {"sessionId": session_id, "stopReason": stop_reason, "promptId": prompt_id}
+
+
+def turn_error(session_id: str, prompt_id: str, message: str, code: str) -> dict[str, Any]:
+    return {"sessionId": session_id, "message": message, "code": code, "promptId": prompt_id}
+
+
+def pending_prompt_added(session_id: str, prompt_id: str, text: str, queued_at: int) -> dict[str, Any]:
+    return {"sessionId": session_id, "promptId": prompt_id, "text": text, "queuedAt": queued_at}
+
+
+def pending_prompt_started(session_id: str, prompt_id: str, text: str) -> dict[str, Any]:
+    return {"sessionId": session_id, "promptId": prompt_id, "text": text}
+
+
+def pending_prompt_completed(session_id: str, prompt_id: str, state: str) -> dict[str, Any]:
+    return {"sessionId": session_id, "promptId": prompt_id, "state": state}
+
+
+def mid_turn_message_injected(session_id: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "sessionId": session_id,
+        "messages": [i["displayText"] for i in items],
+        "messageIds": [i["messageId"] for i in items],
+        "items": items,
+    }
+
+
+def session_closed(session_id: str, reason: str) -> dict[str, Any]:
+    return {"sessionId": session_id, "reason": reason}
+
+
+def state_resync_required(reason: str, last_delivered_id: int, earliest_available_id: int) -> Event:
+    return Event(
+        "state_resync_required",
+        {"reason": reason, "lastDeliveredId": last_delivered_id, "earliestAvailableId": earliest_available_id},
+    )
+
+
+def replay_complete(replayed_count: int, last_replayed_event_id: int, last_event_id: int) -> Event:
+    return Event(
+        "replay_complete",
+        {"replayedCount": replayed_count, "lastReplayedEventId": last_replayed_event_id, "lastEventId": last_event_id},
+    )
+
+
+def slow_client_warning(queued: int, limit: int) -> Event:
+    return Event("slow_client_warning", {"queued": queued, "limit": limit})
+
+
+def client_evicted(queued: int, limit: int) -> Event:
+    return Event("client_evicted", {"reason": "queue_overflow", "queued": queued, "limit": limit})
+
+
+# --------------------------------------------------------------------------- content blocks
+
+
+@attrs.frozen(kw_only=True)
+class TextBlock:
+    type: Literal["text"]
+    text: str
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ImageBlock:
+    type: Literal["image"]
+    data: str
+    mimeType: str
+    uri: str | None = None
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AudioBlock:
+    type: Literal["audio"]
+    data: str
+    mimeType: str
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ResourceLinkBlock:
+    type: Literal["resource_link"]
+    uri: str
+    name: str
+    mimeType: str | None = None
+    title: str | None = None
+    description: str | None = None
+    size: int | None = None
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class EmbeddedResource:
+    uri: str
+    text: str | None = None
+    blob: str | None = None
+    mimeType: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ResourceBlock:
+    type: Literal["resource"]
+    resource: EmbeddedResource
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
+ContentBlock = TextBlock | ImageBlock | AudioBlock | ResourceLinkBlock | ResourceBlock
+_BLOCKS: dict[str, type] = {
+    "text": TextBlock,
+    "image": ImageBlock,
+    "audio": AudioBlock,
+    "resource_link": ResourceLinkBlock,
+    "resource": ResourceBlock,
+}
+
+
+def block_text(block: ContentBlock) -> str:
+    """The plain text a person would read for a content block."""
+    if isinstance(block, TextBlock):
+        return block.text
+    if isinstance(block, ResourceLinkBlock):
+        return f"[{block.name}]({block.uri})"
+    if isinstance(block, ResourceBlock):
+        return block.resource.text if block.resource.text is not None else f"[resource {block.resource.uri}]"
+    return f"[{block.type}]"
+
+
+# --------------------------------------------------------------------------- request bodies
+
+
+@attrs.frozen(kw_only=True)
+class CreateSessionBody:
+    cwd: str | None = None
+    sessionId: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PromptBody:
+    prompt: list[ContentBlock]
+    meta: dict[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        return "\n".join(block_text(b) for b in self.prompt)
+
+
+@attrs.frozen(kw_only=True)
+class MidTurnMessageBody:
+    message: str
+    messageId: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class LoadBody:
+    cwd: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SelectedOutcome:
+    outcome: Literal["selected"]
+    optionId: str
+
+
+@attrs.frozen(kw_only=True)
+class CancelledOutcome:
+    outcome: Literal["cancelled"]
+
+
+@attrs.frozen(kw_only=True)
+class PermissionVoteBody:
+    outcome: SelectedOutcome | CancelledOutcome
+
+
+# --------------------------------------------------------------------------- the converter
+
+
+def _strict(kind: type) -> Any:
+    names = {int: "an integer", str: "a string", bool: "a boolean", float: "a number"}
+
+    def hook(value: Any, _: Any) -> Any:
+        ok = type(value) is kind or (kind is float and type(value) is int)
+        if not ok:
+            raise ValueError(f"expected {names[kind]}")
+        return value
+
+    return hook
+
+
+def _tagged(conv: cattrs.Converter, options: dict[str, type], what: str, field: str) -> Any:
+    """A union told apart by one tag field, with a clear error for a bad tag."""
+
+    def hook(value: Any, _: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a {what} object")
+        tag = value.get(field)
+        if tag not in options:
+            raise ValueError(f"unknown {what} {field} {tag!r}; expected one of {sorted(options)}")
+        return conv.structure(value, options[tag])
+
+    return hook
+
+
+def _strict_list(type_: Any, conv: cattrs.Converter) -> Any:
+    inner = list_structure_factory(type_, conv)
+
+    def hook(value: Any, _: Any) -> Any:
+        if not isinstance(value, list):
+            raise ValueError("expected a JSON array")
+        return inner(value, _)
+
+    return hook
+
+
+def _dict_hook(value: Any, _: Any) -> Any:
+    if not isinstance(value, dict):
+        raise ValueError("expected a JSON object")
+    return value
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = make_converter(forbid_extra_keys=True)
+    for kind in (int, str, bool, float):
+        conv.register_structure_hook(kind, _strict(kind))
+    conv.register_structure_hook_func(lambda t: t == dict[str, Any], _dict_hook)
+    conv.register_structure_hook_func(lambda t: t == ContentBlock, _tagged(conv, _BLOCKS, "content block", "type"))
+    outcomes = SelectedOutcome | CancelledOutcome
+    conv.register_structure_hook_func(
+        lambda t: t == outcomes,
+        _tagged(conv, {"selected": SelectedOutcome, "cancelled": CancelledOutcome}, "permission", "outcome"),
+    )
+    conv.register_structure_hook_factory(lambda t: typing.get_origin(t) is list, _strict_list)
+    for cls in (
+        TextBlock, ImageBlock, AudioBlock, ResourceLinkBlock, ResourceBlock, EmbeddedResource,
+        CreateSessionBody, PromptBody, LoadBody,
+    ):
+        # `_meta` on the wire, `meta` in Python.
+        conv.register_structure_hook(
+            cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, meta=override(rename="_meta"))
+        )
+        conv.register_unstructure_hook(
+            cls, cattrs.gen.make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=True, meta=override(rename="_meta"))
+        )
+    return conv
+
+
+converter = _make_converter()
+
+
+def _format(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, KeyError):
+        return "required field missing"
+    if isinstance(exc, ValueError) and not isinstance(exc, cattrs.BaseValidationError):
+        return str(exc)
+    return cattrs.v.format_exception(exc, type_)
+
+
+def structure(value: Any, cls: type[T]) -> T:
+    """Structure already-parsed JSON into ``cls``, raising :class:`WireError`."""
+    if not isinstance(value, dict):
+        raise WireError(f"expected a JSON object, got {type(value).__name__}")
+    try:
+        return converter.structure(value, cls)
+    except cattrs.BaseValidationError as exc:
+        first = cattrs.transform_error(exc, path="$", format_exception=_format)[0]
+        message, _, path = first.rpartition(" @ ")
+        path = path.replace(".meta", "._meta")  # the Python name of the `_meta` fields
+        raise WireError(message, path) from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise WireError(_format(exc, cls)) from None
+
+
+def decode(body: bytes, cls: type[T]) -> T:
+    """Parse a JSON body and structure it into ``cls``, raising :class:`WireError`."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise WireError(f"invalid JSON: {exc}", "$", "invalid_json") from None
+    return structure(value, cls)
+
+
+def unstructure(value: Any) -> Any:
+    return converter.unstructure(value)
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value)
+
+
+def loads(data: bytes | str) -> Any:
+    return orjson.loads(data)
