@@ -1,0 +1,273 @@
+"""The REST + SSE surface of the daemon (wire-compatible with qwen-code's ``qwen serve``).
+
+Routes translate HTTP into calls on :class:`actors.SessionHandle`; bodies are
+validated by :mod:`actors.wire` before anything changes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import OrderedDict
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from quart import Response, make_response, request
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from actors import Admitted, Daemon, InvalidSessionId, SessionHandle, TooManySessions, TooManySubscribers, UnknownSession, wire
+from actors.session.transcript import TranscriptError
+
+from . import sse
+from .errors import HttpError, json_response, not_found_session
+
+T = TypeVar("T")
+
+MAX_BODY = 10 * 1024 * 1024
+PROTOCOL_VERSION = 1
+FEATURES = [
+    "non_blocking_prompt",
+    "session_mid_turn_message_mutation",
+    "session_mid_turn_message_query",
+    "mid_turn_messages",
+    "pending_prompts",
+    "event_replay",
+    "session_load",
+    "todo_stop_guard",
+]
+CLIENTS_PER_SESSION = 64
+
+
+class ClientRegistry:
+    """Client ids handed out per session (``X-Qwen-Client-Id``), the newest kept."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, OrderedDict[str, None]] = {}
+
+    def register(self, session_id: str) -> str:
+        clients = self._clients.setdefault(session_id, OrderedDict())
+        client_id = secrets.token_hex(12)
+        clients[client_id] = None
+        while len(clients) > CLIENTS_PER_SESSION:
+            clients.popitem(last=False)
+        return client_id
+
+    def check(self, session_id: str, client_id: str | None) -> None:
+        if client_id is not None and client_id not in self._clients.get(session_id, {}):
+            raise HttpError(400, "unknown or stale client id; resume the session to get a new one",
+                            "invalid_client_id", "header.X-Qwen-Client-Id")
+
+    def forget(self, session_id: str) -> None:
+        self._clients.pop(session_id, None)
+
+
+def _is_loopback_origin(origin: str) -> bool:
+    host = urlsplit(origin).hostname or ""
+    return host in ("localhost", "127.0.0.1", "::1")
+
+
+def create_app(
+    daemon: Daemon,
+    *,
+    token: str | None = None,
+    allowed_origins: tuple[str, ...] = (),
+) -> QuartTrio:
+    """The quart-trio application serving ``daemon``."""
+    app = QuartTrio("trellis")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+    app.config["RESPONSE_TIMEOUT"] = None
+    app.config["BODY_TIMEOUT"] = 60
+    clients = ClientRegistry()
+    expected = f"Bearer {token}".encode() if token else None
+
+    # ------------------------------------------------------------- helpers
+
+    def session(session_id: str) -> SessionHandle:
+        try:
+            handle = daemon.get(session_id)
+        except UnknownSession:
+            raise not_found_session(session_id) from None
+        clients.check(session_id, request.headers.get("X-Qwen-Client-Id"))
+        return handle
+
+    async def body(cls: type[T], *, optional: bool = False) -> T:
+        raw = await request.get_data()
+        if optional and not raw.strip():
+            raw = b"{}"
+        try:
+            return wire.decode(raw, cls)
+        except wire.WireError as exc:
+            raise HttpError(400, exc.message, exc.code, exc.path) from None
+
+    # ------------------------------------------------------------- guards
+
+    @app.before_request
+    async def check_access() -> Response | None:
+        origin = request.headers.get("Origin")
+        if origin and not (_is_loopback_origin(origin) or origin in allowed_origins):
+            return HttpError(403, f"origin {origin!r} is not allowed", "origin_not_allowed", "header.Origin").response()
+        if expected is not None and request.path != "/health":
+            given = request.headers.get("Authorization", "").encode()
+            if not secrets.compare_digest(given, expected):
+                return HttpError(401, "missing or wrong bearer token", "unauthorized", "header.Authorization").response()
+        return None
+
+    @app.errorhandler(HttpError)
+    async def on_http_error(exc: HttpError) -> Response:
+        return exc.response()
+
+    @app.errorhandler(HTTPException)
+    async def on_werkzeug_error(exc: HTTPException) -> Response:
+        codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+        message = "request body exceeds 10 MB" if exc.code == 413 else (exc.description or exc.name)
+        return HttpError(exc.code or 500, message, codes.get(exc.code or 0, "http_error")).response()
+
+    # ------------------------------------------------------------- daemon
+
+    @app.get("/health")
+    async def health() -> Response:
+        return json_response({"status": "ok"})
+
+    @app.get("/capabilities")
+    async def capabilities() -> Response:
+        limits = daemon.settings.limits
+        return json_response({
+            "protocolVersion": PROTOCOL_VERSION,
+            "features": FEATURES,
+            "model": daemon.runtime.provider.name,
+            "todoStopGuard": daemon.settings.guard_enabled,
+            "limits": {
+                "maxSessions": limits.max_sessions,
+                "maxPendingPrompts": limits.max_pending_prompts,
+                "maxMidTurnMessages": limits.max_mid_turn_messages,
+                "eventRingSize": limits.event_ring_size,
+                "maxBodyBytes": MAX_BODY,
+            },
+        })
+
+    @app.post("/session")
+    async def create_session() -> Response:
+        b = await body(wire.CreateSessionBody, optional=True)
+        try:
+            handle, attached = await daemon.create_session(b.cwd, b.sessionId)
+        except InvalidSessionId:
+            raise HttpError(400, "sessionId may use only letters, digits, '.', '_' and '-' (at most 128)",
+                            "invalid_session_id", "$.sessionId") from None
+        except TooManySessions as exc:
+            raise HttpError(503, str(exc), "too_many_sessions", limit=daemon.settings.limits.max_sessions) from None
+        return json_response(_session_info(handle, attached, clients.register(handle.session_id)))
+
+    # ------------------------------------------------------------- one session
+
+    @app.get("/session/<session_id>/status")
+    async def status(session_id: str) -> Response:
+        return json_response(await session(session_id).status())
+
+    @app.delete("/session/<session_id>")
+    async def close_session(session_id: str) -> Response:
+        session(session_id)
+        await daemon.close_session(session_id)
+        clients.forget(session_id)
+        return Response(b"", status=204)
+
+    @app.post("/session/<session_id>/prompt")
+    async def prompt(session_id: str) -> Response:
+        handle = session(session_id)
+        b = await body(wire.PromptBody)
+        if not b.prompt:
+            raise HttpError(400, "prompt must contain at least one content block", "empty_prompt", "$.prompt")
+        admitted = await handle.prompt(b, client_id=request.headers.get("X-Qwen-Client-Id"))
+        if not isinstance(admitted, Admitted):
+            raise HttpError(503, f"the session already has {admitted.pending_count} pending prompt(s)",
+                            "prompt_queue_full", limit=admitted.limit, pendingCount=admitted.pending_count)
+        return json_response({"promptId": admitted.prompt_id, "lastEventId": admitted.last_event_id,
+                              "eventEpoch": admitted.event_epoch}, 202)
+
+    @app.get("/session/<session_id>/pending-prompts")
+    async def pending_prompts(session_id: str) -> Response:
+        return json_response({"pendingPrompts": await session(session_id).pending_prompts()})
+
+    @app.delete("/session/<session_id>/pending-prompts/<prompt_id>")
+    async def remove_pending_prompt(session_id: str, prompt_id: str) -> Response:
+        return json_response({"removed": await session(session_id).abort_prompt(prompt_id)})
+
+    @app.post("/session/<session_id>/mid-turn-message")
+    async def mid_turn_message(session_id: str) -> Response:
+        handle = session(session_id)
+        b = await body(wire.MidTurnMessageBody)
+        if not b.message.strip():
+            raise HttpError(400, "message must not be empty", "empty_message", "$.message")
+        return json_response(await handle.post_mid_turn_message(b.message, b.messageId))
+
+    @app.post("/session/<session_id>/cancel")
+    async def cancel(session_id: str) -> Response:
+        await session(session_id).cancel()
+        return Response(b"", status=204)
+
+    @app.get("/session/<session_id>/turns/<prompt_id>")
+    async def turn(session_id: str, prompt_id: str) -> Response:
+        record = await session(session_id).turn(prompt_id)
+        if record is None:
+            raise HttpError(404, f"no turn {prompt_id!r} in this session", "turn_not_found", "url.promptId")
+        return json_response(record)
+
+    @app.post("/session/<session_id>/load")
+    @app.post("/session/<session_id>/resume")
+    async def load(session_id: str) -> Response:
+        b = await body(wire.LoadBody, optional=True)
+        resume = request.path.endswith("/resume")
+        try:
+            if resume and session_id in {h.session_id for h in daemon.sessions()}:
+                handle, attached = daemon.get(session_id), True
+            else:
+                handle, attached = await daemon.load_session(session_id, b.cwd), False
+        except UnknownSession:
+            raise HttpError(404, f"no live session and no transcript for {session_id!r}",
+                            "session_not_found", "url.sessionId") from None
+        except InvalidSessionId:
+            raise HttpError(400, "invalid session id", "invalid_session_id", "url.sessionId") from None
+        except TranscriptError as exc:
+            raise HttpError(500, f"transcript unreadable: {exc}", "transcript_corrupt") from None
+        except TooManySessions as exc:
+            raise HttpError(503, str(exc), "too_many_sessions") from None
+        info = _session_info(handle, attached, clients.register(session_id))
+        info["restoredMessages"] = len([r for r in handle.transcript() if r.get("type") == "message"])
+        return json_response(info)
+
+    @app.get("/session/<session_id>/transcript")
+    async def transcript(session_id: str) -> Response:
+        try:
+            records = daemon.transcript(session_id)
+        except (UnknownSession, InvalidSessionId):
+            raise not_found_session(session_id) from None
+        return json_response({"sessionId": session_id, "entries": records})
+
+    @app.get("/session/<session_id>/events")
+    async def events(session_id: str) -> Response:
+        handle = session(session_id)
+        cursor = sse.parse_cursor(request.headers.get("Last-Event-ID") or request.args.get("lastEventId"))
+        epoch = request.headers.get("X-Qwen-Event-Epoch") or request.args.get("epoch")
+        max_queued = None
+        if "maxQueued" in request.args:
+            raw = request.args["maxQueued"]
+            if not raw.isdigit() or not 16 <= int(raw) <= 2048:
+                raise HttpError(400, "maxQueued must be an integer from 16 to 2048", "invalid_request", "query.maxQueued")
+            max_queued = int(raw)
+        try:
+            subscription = handle.subscribe(cursor, epoch, max_queued)
+        except TooManySubscribers as exc:
+            raise HttpError(503, str(exc), "too_many_subscribers") from None
+        response = await make_response(
+            sse.frames(subscription),
+            {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+             "X-Qwen-Event-Epoch": handle.epoch, "X-Accel-Buffering": "no"},
+        )
+        response.timeout = None
+        return response
+
+    return app
+
+
+def _session_info(handle: SessionHandle, attached: bool, client_id: str) -> dict[str, Any]:
+    return {"sessionId": handle.session_id, "workspaceCwd": handle.cwd, "attached": attached,
+            "clientId": client_id, "createdAt": handle.created_at}

@@ -1,0 +1,113 @@
+"""``python -m transport``: run the daemon."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from functools import partial
+from pathlib import Path
+
+import trio
+
+from actors import ScriptError, SettingsError, load_script, load_settings, open_daemon
+from actors.model import ModelProvider, ScriptedModel
+
+from .server import InsecureBind, serve
+
+DEFAULT_PORT = 4170
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m transport",
+        description="Trellis daemon: LLM agent sessions over REST + SSE (qwen serve compatible).",
+    )
+    net = p.add_argument_group("network")
+    net.add_argument("--hostname", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback)")
+    net.add_argument("--port", type=int, default=DEFAULT_PORT,
+                     help=f"port to bind (default {DEFAULT_PORT}; 0 picks a free port and prints it)")
+    net.add_argument("--token", default=None,
+                     help="bearer token clients must send (default: $TRELLIS_TOKEN); required off loopback")
+    net.add_argument("--require-auth", action="store_true", help="require the token on loopback too")
+    net.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                     help="browser origin allowed besides loopback ones (repeatable)")
+    state = p.add_argument_group("state")
+    state.add_argument("--workspace", default=None, help="default working directory of new sessions (default: cwd)")
+    state.add_argument("--settings", default=None, metavar="FILE", help="JSON settings file")
+    state.add_argument("--state-dir", default=None, metavar="DIR",
+                       help="where transcripts are kept (default: ./.trellis)")
+    model = p.add_argument_group("model")
+    model.add_argument("--model", choices=["scripted", "openai"], default="scripted",
+                       help="primary model provider (default: scripted, the embedded demo model)")
+    model.add_argument("--script", default=None, metavar="FILE", help="script for the scripted model (JSON)")
+    limits = p.add_argument_group("limits")
+    limits.add_argument("--max-sessions", type=int, default=None, help="sessions per daemon (default 256)")
+    limits.add_argument("--max-pending-prompts", type=int, default=None,
+                        help="queued + running prompts per session (default 32)")
+    limits.add_argument("--event-ring-size", type=int, default=None, help="events kept per session (default 8000)")
+    modes = p.add_argument_group("modes")
+    modes.add_argument("--safe-mode", action="store_true", default=None, help="safe mode (forces the Todo Stop Guard off)")
+    modes.add_argument("--bare", action="store_true", default=None, help="bare mode (forces the Todo Stop Guard off)")
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def _positive(parser: argparse.ArgumentParser, name: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        parser.error(f"{name} must be a positive integer")
+
+
+def make_model(args: argparse.Namespace) -> ModelProvider:
+    if args.model == "openai":
+        from actors.model.openai import OpenAIConfig, OpenAIModel
+
+        return OpenAIModel(OpenAIConfig.from_env(os.environ))
+    if args.script:
+        return load_script(args.script)
+    return ScriptedModel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for name in ("max_sessions", "max_pending_prompts", "event_ring_size"):
+        _positive(parser, "--" + name.replace("_", "-"), getattr(args, name))
+    if not 0 <= args.port <= 65535:
+        parser.error("--port must be from 0 to 65535")
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings(
+            args.settings, safe_mode=args.safe_mode, bare=args.bare, max_sessions=args.max_sessions,
+            max_pending_prompts=args.max_pending_prompts, event_ring_size=args.event_ring_size,
+        )
+        model = make_model(args)
+    except (SettingsError, ScriptError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for warning in settings.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    token = args.token or os.environ.get("TRELLIS_TOKEN") or None
+    state_dir = Path(args.state_dir or ".trellis")
+
+    async def run() -> None:
+        async with open_daemon(settings, model=model, state_dir=state_dir, workspace=args.workspace) as daemon:
+            async with trio.open_nursery() as nursery:
+                url = await nursery.start(partial(
+                    serve, daemon, host=args.hostname, port=args.port, token=token,
+                    require_auth=args.require_auth, allowed_origins=tuple(args.allow_origin),
+                ))
+                print(f"listening on {url}", flush=True)
+
+    try:
+        trio.run(run)
+    except InsecureBind as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    except OSError as exc:
+        print(f"error: cannot serve on {args.hostname}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,40 @@
+"""Error answers: every 4xx/5xx body is ``{"error", "code", "path"}``.
+
+``error`` is the sentence qwen clients display; ``code`` is machine-readable;
+``path`` names the offending field (``$.prompt[0].text`` for a body,
+``url.sessionId`` for a URL parameter) when there is one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from quart import Response
+
+
+class HttpError(Exception):
+    """Raised by a route; rendered as a JSON error answer."""
+
+    def __init__(self, status: int, message: str, code: str, path: str | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.path = path
+        self.extra = extra
+
+    def response(self) -> Response:
+        body: dict[str, Any] = {"error": self.message, "code": self.code}
+        if self.path is not None:
+            body["path"] = self.path
+        body.update(self.extra)
+        return json_response(body, self.status)
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status=status, headers=headers, content_type="application/json")
+
+
+def not_found_session(session_id: str) -> HttpError:
+    return HttpError(404, f"unknown session {session_id!r}", "session_not_found", "url.sessionId")

@@ -1,0 +1,36 @@
+"""Server-Sent Events: cursor parsing and the frame stream of one subscription."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import trio
+
+from actors import Subscription
+
+KEEPALIVE_SECONDS = 15.0
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def parse_cursor(raw: str | None) -> int | None:
+    """A ``Last-Event-ID``: a plain decimal up to 2**53-1, otherwise ignored (live only)."""
+    if raw is None or not raw.isascii() or not raw.isdigit():
+        return None
+    value = int(raw)
+    return value if value <= MAX_SAFE_INTEGER else None
+
+
+async def frames(subscription: Subscription, keepalive: float = KEEPALIVE_SECONDS) -> AsyncIterator[bytes]:
+    """SSE bytes: a retry hint, then every event; keep-alive comments while idle."""
+    try:
+        yield b"retry: 3000\n\n"
+        while True:
+            event = None
+            with trio.move_on_after(keepalive):
+                try:
+                    event = await subscription.get()
+                except StopAsyncIteration:
+                    return
+            yield b": keepalive\n\n" if event is None else event.sse()
+    finally:
+        subscription.close()
