@@ -120,7 +120,10 @@ def create_app(
     async def on_werkzeug_error(exc: HTTPException) -> Response:
         codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
         message = "request body exceeds 10 MB" if exc.code == 413 else (exc.description or exc.name)
-        return HttpError(exc.code or 500, message, codes.get(exc.code or 0, "http_error")).response()
+        response = HttpError(exc.code or 500, message, codes.get(exc.code or 0, "http_error")).response()
+        if exc.code == 413:
+            response.headers["Connection"] = "close"  # the unread body must not be taken for the next request
+        return response
 
     # ------------------------------------------------------------- daemon
 

@@ -55,14 +55,15 @@ class Subscription:
         if self._closed:
             return
         live = self._live
-        live.append(event)
-        n = len(live)
-        if n > self._max:
-            live.clear()
-            live.append(wire.client_evicted(n, self._max))
+        if len(live) >= self._max:
+            # What is queued stays deliverable (contiguous ids, then the warning), so the
+            # client can resume from the last id it read; the overflowing event is not queued.
+            live.append(wire.client_evicted(len(live), self._max))
             self.evicted = True
             self._end()
             return
+        live.append(event)
+        n = len(live)
         if n >= self._warn_at and not self._warned:
             self._warned = True
             live.append(wire.slow_client_warning(n, self._max))
@@ -71,7 +72,7 @@ class Subscription:
 
     def _end(self) -> None:
         self._closed = True
-        self._bus._drop(self)
+        self._bus._needs_prune = True  # removed after the current fan-out, never during it
         self._lot.unpark_all()
 
     # -- the reader's side
@@ -138,6 +139,7 @@ class EventBus:
         self._clock_ms = clock_ms
         self._max_subscribers = max_subscribers
         self.closed = False
+        self._needs_prune = False
         self.observers: list[Callable[[Event], Any]] = []
 
     @property
@@ -150,7 +152,13 @@ class EventBus:
 
     @property
     def subscriber_count(self) -> int:
+        self._prune()
         return len(self._subscribers)
+
+    def _prune(self) -> None:
+        if self._needs_prune:
+            self._needs_prune = False
+            self._subscribers = [s for s in self._subscribers if not s._closed]
 
     def publish(self, type: str, data: dict[str, Any], prompt_id: str | None = None) -> Event:
         """Stamp, store and fan out one event; returns it (with its id). Never blocks."""
@@ -161,12 +169,14 @@ class EventBus:
             observe(event)
         for sub in self._subscribers:
             sub._push(event)
+        self._prune()
         return event
 
     def subscribe(
         self, last_event_id: int | None = None, epoch: str | None = None, max_queued: int = DEFAULT_MAX_QUEUED
     ) -> Subscription:
         """Open a subscription. Without a cursor it is live only; with one it replays first."""
+        self._prune()
         if len(self._subscribers) >= self._max_subscribers:
             raise TooManySubscribers(f"at most {self._max_subscribers} subscribers per session")
         replay: deque[Event] = deque()
@@ -198,17 +208,12 @@ class EventBus:
         frames.append(wire.replay_complete(len(replayed), last_replayed, self.last_event_id))  # type: ignore[arg-type]
         return frames
 
-    def _drop(self, sub: Subscription) -> None:
-        try:
-            self._subscribers.remove(sub)
-        except ValueError:
-            pass
-
     def close_with(self, type: str, data: dict[str, Any]) -> None:
         """Publish a terminal event, then end every subscription."""
         if self.closed:
             return
         self.publish(type, data)
         self.closed = True
-        for sub in list(self._subscribers):
+        for sub in self._subscribers:
             sub._end()
+        self._prune()

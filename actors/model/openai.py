@@ -1,0 +1,408 @@
+"""The OpenAI-compatible model: ``POST {base_url}/chat/completions`` with ``stream: true``.
+
+One client code path for OpenAI, vLLM, Ollama, llama.cpp, LiteLLM and the
+loopback fake (:mod:`transport.fake_openai`). The stream is parsed by our own
+accumulator because servers disagree on the details of tool-call deltas:
+
+- tool-call fragments are keyed by ``index`` when present; a new ``id`` at a
+  used index opens a new call (parallel calls all sent at index 0); a fragment
+  without ``index`` opens a new call when it carries an ``id`` that differs from
+  the last call's, and otherwise continues the last call;
+- ``arguments`` may be string fragments (joined, parsed once at the end; a
+  result that is not JSON is passed on as the raw string) or a JSON object;
+- whether the model asked for tools is decided by what was accumulated, not by
+  ``finish_reason`` (several servers send ``"stop"`` for tool calls): with calls,
+  a missing or ``"stop"`` finish reason is reported as ``"tool_calls"``;
+- the stream ends at ``data: [DONE]`` or at a clean EOF after at least one chunk
+  (servers that forget ``[DONE]`` are common, and a clean EOF is not a cut: a cut
+  shows up as an incomplete chunked body, i.e. ``stream_interrupted``). A clean
+  EOF before any chunk is ``malformed_stream``;
+- each ``data:`` line is one JSON chunk; comment lines (``:``), ``event:``,
+  ``id:``, ``retry:`` and blank lines are ignored. A chunk carrying ``error`` is
+  a ``server_error``.
+
+Tool calls and usage (the last one reported) are yielded after the stream ends,
+then :class:`Finish`.
+
+Error codes — before the commit point (``committed=False``): ``connection_error``,
+``timeout``, ``rate_limited`` (with ``retry_after``), ``http_<status>`` for other
+non-2xx statuses below 500, ``server_error`` (5xx). After it (``committed=True``):
+``timeout``, ``stream_interrupted``, ``malformed_stream``, ``server_error``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import httpx
+import orjson
+import trio
+
+from .base import (
+    ChatMessage,
+    ChatRequest,
+    ContextWindowExceeded,
+    Finish,
+    ModelError,
+    StreamItem,
+    TextDelta,
+    ThoughtDelta,
+    ToolCall,
+    Usage,
+    estimate_tokens,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MODEL = "gpt-4o-mini"
+MAX_BACKOFF = 30.0
+
+
+@attrs.frozen(kw_only=True)
+class OpenAIConfig:
+    """Where and how to reach an OpenAI-compatible server. The key is never shown in reprs."""
+
+    base_url: str = DEFAULT_BASE_URL
+    api_key: str | None = attrs.field(default=None, repr=False)
+    model: str = DEFAULT_MODEL
+    connect_timeout: float = 10.0
+    read_timeout: float = 120.0  # the longest silence tolerated between two reads
+    context_window: int | None = None
+    max_tokens: int | None = None
+    max_retries: int = 0  # retries before the commit point (429, 5xx, connection errors)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> OpenAIConfig:
+        """Read ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``OPENAI_MODEL``; overrides that are not None win."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {
+            "base_url": env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
+            "api_key": env.get("OPENAI_API_KEY") or None,
+            "model": env.get("OPENAI_MODEL") or DEFAULT_MODEL,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+# ----------------------------------------------------------------- request
+
+
+def _arguments_json(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+
+
+def message_to_wire(m: ChatMessage) -> dict[str, Any]:
+    """One :class:`ChatMessage` in the chat-completions shape."""
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content}
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.role == "assistant" and m.tool_calls:
+        out["content"] = m.content or None
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments_json(c.arguments)}}
+            for c in m.tool_calls
+        ]
+    elif m.name and m.role != "assistant":
+        out["name"] = m.name
+    return out
+
+
+# ----------------------------------------------------------------- stream parsing
+
+
+@attrs.define
+class _Slot:
+    id: str | None
+    name: str = ""
+    parts: list[str] = attrs.field(factory=list)
+    obj: Any = None
+
+
+class ToolCallAccumulator:
+    """Builds complete tool calls from streamed ``delta.tool_calls`` fragments (see the module doc)."""
+
+    def __init__(self) -> None:
+        self.slots: list[_Slot] = []
+        self._by_index: dict[int, _Slot] = {}
+
+    def add(self, fragment: dict[str, Any]) -> None:
+        index = fragment.get("index")
+        call_id = fragment.get("id") or None
+        if index is not None:
+            slot = self._by_index.get(index)
+            if slot is None or (call_id and slot.id and call_id != slot.id):
+                slot = self._by_index[index] = self._open(call_id)
+        elif not self.slots or (call_id and call_id != self.slots[-1].id):
+            slot = self._open(call_id)
+        else:
+            slot = self.slots[-1]
+        if call_id and not slot.id:
+            slot.id = call_id
+        function = fragment.get("function") or {}
+        if function.get("name") and not slot.name:
+            slot.name = function["name"]
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            slot.parts.append(arguments)
+        elif arguments is not None:
+            slot.obj = arguments
+
+    def _open(self, call_id: str | None) -> _Slot:
+        slot = _Slot(call_id)
+        self.slots.append(slot)
+        return slot
+
+    def calls(self) -> list[ToolCall]:
+        out = []
+        for n, slot in enumerate(self.slots, 1):
+            raw = "".join(slot.parts)
+            if slot.obj is not None and not raw.strip():
+                arguments = slot.obj
+            elif not raw.strip():
+                arguments = {}
+            else:
+                try:
+                    arguments = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    arguments = raw
+            out.append(ToolCall(slot.id or f"call_{n}", slot.name, arguments))
+        return out
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    def num(key: str) -> int:
+        value = raw.get(key)
+        return int(value) if isinstance(value, (int, float)) else 0
+
+    prompt, completion = num("prompt_tokens"), num("completion_tokens")
+    return Usage(prompt, completion, num("total_tokens") or prompt + completion)
+
+
+# ----------------------------------------------------------------- errors
+
+
+def _retry_after(value: str | None) -> float | None:
+    """``Retry-After`` as seconds (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_detail(body: bytes) -> str:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body.decode("utf-8", "replace").strip()[:300]
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])[:300]
+    if isinstance(error, str):
+        return error[:300]
+    return body.decode("utf-8", "replace").strip()[:300]
+
+
+def _status_code(status: int) -> str:
+    if status == 429:
+        return "rate_limited"
+    if status >= 500:
+        return "server_error"
+    return f"http_{status}"
+
+
+# ----------------------------------------------------------------- the model
+
+
+class OpenAIModel:
+    """A :class:`~actors.model.base.ModelProvider` for OpenAI-compatible chat completions.
+
+    Pass ``client`` to share an :class:`httpx.AsyncClient` (its timeouts are
+    overridden per request by the config's); otherwise one is created and
+    closed by :meth:`aclose`.
+    """
+
+    name = "openai"
+
+    def __init__(self, config: OpenAIConfig, *, client: httpx.AsyncClient | None = None) -> None:
+        self.config = config
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.AsyncClient()
+        self._url = config.base_url.rstrip("/") + "/chat/completions"
+        self._timeout = httpx.Timeout(
+            connect=config.connect_timeout, read=config.read_timeout,
+            write=config.read_timeout, pool=config.connect_timeout,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel(url={self._url!r}, model={self.config.model!r})"
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    def _scrub(self, text: str) -> str:
+        key = self.config.api_key
+        return text.replace(key, "***") if key else text
+
+    def _error(self, code: str, message: str, *, committed: bool, retry_after: float | None = None) -> ModelError:
+        return ModelError(code, self._scrub(message), committed=committed, retry_after=retry_after)
+
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body for ``request``; raises :class:`ContextWindowExceeded` if it cannot fit."""
+        max_tokens = request.max_tokens if request.max_tokens is not None else self.config.max_tokens
+        window = self.config.context_window
+        if window is not None:
+            needed = estimate_tokens(request.messages) + (max_tokens or 0)
+            if needed > window:
+                raise ContextWindowExceeded(needed, window)
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": [message_to_wire(m) for m in request.messages],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = [
+                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                for t in request.tools
+            ]
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        return body
+
+    @asynccontextmanager
+    async def stream(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[StreamItem]]:
+        """Send ``request``; entering returns once a 2xx status and headers are read."""
+        content = orjson.dumps(self.request_body(request))
+        response = await self._open(content)
+        items = self._items(response)
+        try:
+            yield items
+        finally:
+            with trio.CancelScope(shield=True):
+                await items.aclose()
+                await response.aclose()
+
+    async def _open(self, content: bytes) -> httpx.Response:
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self.config.api_key:
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        attempt = 0
+        while True:
+            try:
+                return await self._attempt(content, headers)
+            except ModelError as exc:
+                retryable = exc.code in ("rate_limited", "server_error", "connection_error")
+                if not retryable or attempt >= self.config.max_retries:
+                    raise
+                delay = exc.retry_after if exc.retry_after is not None else 0.5 * 2**attempt
+                delay = min(delay, MAX_BACKOFF)
+                attempt += 1
+                log.warning("openai: %s; retry %d/%d in %.1fs", exc.code, attempt, self.config.max_retries, delay)
+                await trio.sleep(delay)
+
+    async def _attempt(self, content: bytes, headers: dict[str, str]) -> httpx.Response:
+        log.debug("openai: POST %s model=%s", self._url, self.config.model)
+        http_request = self._client.build_request("POST", self._url, content=content, headers=headers,
+                                                  timeout=self._timeout)
+        try:
+            response = await self._client.send(http_request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise self._error("timeout", f"no response from {self._url}: {type(exc).__name__}",
+                              committed=False) from None
+        except httpx.HTTPError as exc:
+            raise self._error("connection_error", f"cannot reach {self._url}: {type(exc).__name__}: {exc}",
+                              committed=False) from None
+        if response.is_success:
+            return response
+        try:
+            body = await response.aread()
+        except httpx.HTTPError:
+            body = b""
+        finally:
+            await response.aclose()
+        status = response.status_code
+        retry_after = _retry_after(response.headers.get("retry-after"))
+        detail = _error_detail(body) or response.reason_phrase
+        raise self._error(_status_code(status), f"HTTP {status} from {self._url}: {detail}",
+                          committed=False, retry_after=retry_after)
+
+    async def _items(self, response: httpx.Response) -> AsyncIterator[StreamItem]:
+        calls = ToolCallAccumulator()
+        usage: Usage | None = None
+        finish: str | None = None
+        chunks = 0
+        lines = response.aiter_lines()
+        try:
+            async for line in lines:
+                if not line.startswith("data:"):
+                    continue  # blank lines, comments, event:/id:/retry: fields
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    # Let the body end (it does right away) so the connection can be reused.
+                    with trio.move_on_after(1.0):
+                        async for _ in lines:
+                            pass
+                    break
+                try:
+                    chunk = orjson.loads(payload)
+                except orjson.JSONDecodeError:
+                    raise self._error("malformed_stream", f"a stream chunk is not JSON: {payload[:120]!r}",
+                                      committed=True) from None
+                if not isinstance(chunk, dict):
+                    raise self._error("malformed_stream", f"a stream chunk is not an object: {payload[:120]!r}",
+                                      committed=True)
+                chunks += 1
+                if chunk.get("error"):
+                    detail = _error_detail(orjson.dumps({"error": chunk["error"]}))
+                    raise self._error("server_error", f"the server reported an error mid-stream: {detail}",
+                                      committed=True)
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    if reasoning and isinstance(reasoning, str):
+                        yield ThoughtDelta(reasoning)
+                    text = delta.get("content")
+                    if text:
+                        yield TextDelta(text)
+                    for fragment in delta.get("tool_calls") or ():
+                        calls.add(fragment)
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
+                if chunk.get("usage"):
+                    usage = _usage(chunk["usage"])
+            else:
+                if not chunks:
+                    kind = response.headers.get("content-type", "?")
+                    raise self._error("malformed_stream", f"the response ended before any chunk ({kind})",
+                                      committed=True)
+        except httpx.TimeoutException as exc:
+            raise self._error("timeout", f"the stream stalled: {type(exc).__name__}", committed=True) from None
+        except httpx.DecodingError as exc:
+            raise self._error("malformed_stream", f"cannot decode the stream: {exc}", committed=True) from None
+        except httpx.HTTPError as exc:
+            raise self._error("stream_interrupted", f"the stream was cut: {type(exc).__name__}: {exc}",
+                              committed=True) from None
+        accumulated = calls.calls()
+        for call in accumulated:
+            yield call
+        if usage is not None:
+            yield usage
+        if accumulated and finish in (None, "stop"):
+            finish = "tool_calls"
+        yield Finish(finish)

@@ -1,0 +1,218 @@
+"""The actor pattern in actors/_actor.py: mailboxes, tell/ask, deadlines, late replies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from actors._actor import ActorGone, ActorRef, MailboxFull, PendingReply, Reply, open_mailbox
+
+
+@attrs.frozen
+class Add:
+    a: int
+    b: int
+    reply: Reply[int]
+
+
+@attrs.frozen
+class Note:
+    text: str
+
+
+@attrs.frozen
+class SlowAdd:
+    a: int
+    b: int
+    delay: float
+    reply: Reply[int]
+
+
+async def adder(inbox: trio.MemoryReceiveChannel[Any], seen: list[Any]) -> None:
+    """A tiny actor: one message at a time until its mailbox closes."""
+    async with inbox:
+        async for message in inbox:
+            seen.append(message)
+            match message:
+                case Add(a, b, reply):
+                    reply.send(a + b)
+                case SlowAdd(a, b, delay, reply):
+                    await trio.sleep(delay)
+                    reply.send(a + b)
+                case Note():
+                    pass
+
+
+async def test_tell_and_ask_round_trip() -> None:
+    ref, inbox = open_mailbox("adder", 4)
+    seen: list[Any] = []
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(adder, inbox, seen)
+            await ref.tell(Note("hello"))
+            assert await ref.ask(lambda reply: Add(2, 3, reply)) == 5
+            assert await ref.ask(lambda reply: Add(10, -4, reply), timeout=1) == 6
+            ref.close()  # the actor finishes what it has, then stops
+    assert [type(m) for m in seen] == [Note, Add, Add]
+    assert seen[0] == Note("hello")
+    assert ref.name == "adder"
+
+
+async def test_messages_are_handled_one_at_a_time_in_order() -> None:
+    ref, inbox = open_mailbox("adder", 8)
+    seen: list[Any] = []
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            for i in range(5):
+                ref.tell_nowait(Note(str(i)))
+            nursery.start_soon(adder, inbox, seen)
+            ref.close()
+    assert [m.text for m in seen] == ["0", "1", "2", "3", "4"]
+
+
+async def test_ask_times_out_with_too_slow_error(autojump_clock: trio.testing.MockClock) -> None:
+    ref, inbox = open_mailbox("silent", 4)
+    kept: list[Any] = []
+
+    async def silent() -> None:
+        async for message in inbox:
+            kept.append(message)  # never answers
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(silent)
+        start = trio.current_time()
+        with pytest.raises(trio.TooSlowError):
+            await ref.ask(lambda reply: Add(1, 1, reply), timeout=3)
+        assert trio.current_time() - start == pytest.approx(3)
+        assert len(kept) == 1  # the message was delivered; only the answer was late
+        nursery.cancel_scope.cancel()
+
+
+async def test_ask_deadline_covers_waiting_for_mailbox_space(autojump_clock: trio.testing.MockClock) -> None:
+    ref, _inbox = open_mailbox("stuck", 1)
+    ref.tell_nowait(Note("fills the mailbox"))
+    start = trio.current_time()
+    with pytest.raises(trio.TooSlowError):
+        await ref.ask(lambda reply: Add(1, 1, reply), timeout=2)
+    assert trio.current_time() - start == pytest.approx(2)
+
+
+async def test_ask_nowait_poll_picks_up_a_late_answer(autojump_clock: trio.testing.MockClock) -> None:
+    ref, inbox = open_mailbox("slow", 4)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(adder, inbox, [])
+        pending = ref.ask_nowait(lambda reply: SlowAdd(20, 22, 5.0, reply))
+        assert isinstance(pending, PendingReply)
+        assert pending.poll() == (False, None)
+        assert not pending.done
+        with pytest.raises(trio.TooSlowError):
+            await pending.wait(timeout=1)
+        assert pending.poll() == (False, None)  # still late
+        await trio.sleep(10)  # the actor answers at t=5
+        assert pending.poll() == (True, 42)
+        assert pending.done
+        assert pending.poll() == (True, 42)  # idempotent once done
+        with trio.fail_after(0.001):
+            assert await pending.wait() == 42  # answers at once, no waiting
+        ref.close()
+
+
+async def test_pending_wait_gets_an_answer_within_its_timeout(autojump_clock: trio.testing.MockClock) -> None:
+    ref, inbox = open_mailbox("slow", 4)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(adder, inbox, [])
+        pending = ref.ask_nowait(lambda reply: SlowAdd(1, 2, 2.0, reply))
+        start = trio.current_time()
+        assert await pending.wait(timeout=5) == 3
+        assert trio.current_time() - start == pytest.approx(2)
+        ref.close()
+
+
+async def test_full_mailbox_tell_nowait_raises_and_tell_waits_for_space() -> None:
+    ref, inbox = open_mailbox("busy", 2)
+    ref.tell_nowait(Note("a"))
+    ref.tell_nowait(Note("b"))
+    with pytest.raises(MailboxFull):
+        ref.tell_nowait(Note("c"))
+    with pytest.raises(MailboxFull):
+        ref.ask_nowait(lambda reply: Add(1, 1, reply))
+
+    delivered = trio.Event()
+
+    async def blocked_teller() -> None:
+        await ref.tell(Note("d"))
+        delivered.set()
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(blocked_teller)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not delivered.is_set()  # backpressure: it waits, nothing is dropped
+            assert (await inbox.receive()).text == "a"
+            await delivered.wait()
+            assert [(await inbox.receive()).text for _ in range(2)] == ["b", "d"]
+            with pytest.raises(trio.WouldBlock):
+                inbox.receive_nowait()
+
+
+async def test_closed_mailbox_gives_actor_gone() -> None:
+    ref, _inbox = open_mailbox("closed", 2)
+    ref.close()
+    with pytest.raises(ActorGone):
+        ref.tell_nowait(Note("x"))
+    with pytest.raises(ActorGone):
+        await ref.tell(Note("x"))
+    with pytest.raises(ActorGone):
+        await ref.ask(lambda reply: Add(1, 1, reply), timeout=1)
+    with pytest.raises(ActorGone):
+        ref.ask_nowait(lambda reply: Add(1, 1, reply))
+
+
+async def test_stopped_actor_gives_actor_gone() -> None:
+    ref, inbox = open_mailbox("stopped", 2)
+    await inbox.aclose()  # the actor's side went away
+    with pytest.raises(ActorGone):
+        ref.tell_nowait(Note("x"))
+    with pytest.raises(ActorGone):
+        await ref.tell(Note("x"))
+
+
+async def test_pending_reply_raises_actor_gone_when_the_reply_channel_ends() -> None:
+    send, receive = trio.open_memory_channel[int](1)
+    pending = PendingReply(receive)
+    await send.aclose()
+    with pytest.raises(ActorGone):
+        pending.poll()
+    with trio.fail_after(1), pytest.raises(ActorGone):
+        await pending.wait()
+
+
+async def test_reply_send_twice_raises() -> None:
+    send, receive = trio.open_memory_channel[int](1)
+    reply = Reply(send)
+    reply.send(1)
+    with pytest.raises(RuntimeError):
+        reply.send(2)
+    assert receive.receive_nowait() == 1
+    with pytest.raises(trio.WouldBlock):
+        receive.receive_nowait()
+
+
+async def test_reply_to_an_asker_that_went_away_is_silent() -> None:
+    send, receive = trio.open_memory_channel[int](1)
+    await receive.aclose()
+    reply = Reply(send)
+    reply.send(7)  # nobody waits: no error
+    with pytest.raises(RuntimeError):
+        reply.send(8)  # but it is still one-shot
+
+
+def test_actor_ref_is_the_send_side() -> None:
+    ref, inbox = open_mailbox("x", 3)
+    assert isinstance(ref, ActorRef)
+    ref.tell_nowait(Note("n"))
+    assert inbox.receive_nowait() == Note("n")
