@@ -9,8 +9,9 @@ A script is a list of responses, one used per chat request, in order; when it
 runs out the fake answers ``ok`` (``fallback``). A response is one of::
 
     [step, ...]                                  # a stream; same as {"steps": [...]}
-    {"steps": [...], "done": true, "delay": 0}   # done=false omits "data: [DONE]";
-                                                 # delay = seconds before the headers (null: forever)
+    {"steps": [...], "done": true, "delay": 0, "burst": false}
+        # done=false omits "data: [DONE]"; delay = seconds before the headers (null: forever);
+        # burst=true sends chunks back to back in 64 KiB writes (benchmarks), not one write each
     {"status": 429, "body": {...} | "text", "headers": {"Retry-After": "2"}, "delay": 0}
 
 Steps (each an object with one key)::
@@ -20,7 +21,9 @@ Steps (each an object with one key)::
     {"tool_call": {"name": "todo_write", "arguments": {...} | "raw text", "id": "call_x",
                    "index": 0 | null, "split": 3, "object": false}}
     {"usage": {"prompt_tokens": 10, "completion_tokens": 5}}   a chunk with empty choices
-    {"finish": "stop"}                finish_reason chunk (default: tool_calls/stop, at the end)
+    {"finish": "stop"}                finish_reason chunk (default: "tool_calls" if the response has
+                                      calls, else "stop", sent after the last step but before
+                                      trailing usage chunks)
     {"stall": 2.5 | null}             sleep N seconds (null: forever) before the next step
     {"cut": true}                     close the connection mid-body (incomplete chunked body)
     {"raw": "data: {oops\\n\\n"}      bytes sent verbatim
@@ -102,6 +105,7 @@ class Plan:
     delay: float | None = 0.0
     ops: tuple[Any, ...] = ()  # ("delta", delta, finish) | ("usage", usage) | bytes | _Stall | _Cut
     done: bool = True
+    burst: bool = False
 
 
 def _fail(where: str, what: str) -> ValueError:
@@ -144,9 +148,9 @@ class _Compiler:
                 data = orjson.dumps(body)
                 headers.setdefault("Content-Type", "application/json")
             return Plan(raw["status"], tuple((str(k), str(v)) for k, v in headers.items()), data, delay)
-        extra = set(raw) - {"steps", "done", "delay"}
+        extra = set(raw) - {"steps", "done", "delay", "burst"}
         if extra or not isinstance(raw.get("steps", []), list):
-            raise _fail(where, f"{{steps: [...], done?, delay?}} (found {sorted(raw)})")
+            raise _fail(where, f"{{steps: [...], done?, delay?, burst?}} (found {sorted(raw)})")
         ops: list[Any] = [("delta", {"role": "assistant", "content": ""}, None)]
         calls = 0
         finished = False
@@ -181,9 +185,12 @@ class _Compiler:
                 ops.append(value.encode())
             else:
                 raise _fail(here, "one of text, thought, tool_call, usage, finish, stall, cut, raw")
-        if not finished:
-            ops.append(("delta", {}, "tool_calls" if calls else "stop"))
-        return Plan(ops=tuple(ops), done=bool(raw.get("done", True)), delay=delay)
+        if not finished:  # before trailing usage chunks, as OpenAI orders them
+            at = len(ops)
+            while type(ops[at - 1]) is tuple and ops[at - 1][0] == "usage":
+                at -= 1
+            ops.insert(at, ("delta", {}, "tool_calls" if calls else "stop"))
+        return Plan(ops=tuple(ops), done=bool(raw.get("done", True)), delay=delay, burst=bool(raw.get("burst")))
 
     def tool_call(self, value: Any, position: int, where: str) -> list[Any]:
         if not isinstance(value, dict) or not isinstance(value.get("name"), str):
@@ -385,13 +392,29 @@ class FakeOpenAI:
             return "finished"
         await self._send(stream, conn, h11.Response(status_code=200, headers=[
             ("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")]))
+        pending: list[bytes] = []
+        size = 0
+
+        async def flush() -> None:
+            nonlocal size
+            if pending:
+                await stream.send_all(conn.send(h11.Data(data=b"".join(pending))))
+                pending.clear()
+                size = 0
+
         for item in render(plan, model, completion_id):
             if type(item) is bytes:
-                await stream.send_all(conn.send(h11.Data(data=item)))
-            elif type(item) is _Stall:
+                pending.append(item)
+                size += len(item)
+                if not plan.burst or size >= 65536:
+                    await flush()
+                continue
+            await flush()
+            if type(item) is _Stall:
                 await (trio.sleep_forever() if item.seconds is None else trio.sleep(item.seconds))
             else:
                 return "cut"
+        await flush()
         await self._send(stream, conn, h11.EndOfMessage())
         return "finished"
 
