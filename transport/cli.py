@@ -14,7 +14,7 @@ import trio
 from actors import ScriptError, SettingsError, load_script, load_settings, open_daemon
 from actors.model import ModelProvider, ScriptedModel
 
-from .server import InsecureBind, serve
+from .server import InsecureBind, check_bind, serve
 
 DEFAULT_PORT = 4170
 
@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     modes = p.add_argument_group("modes")
     modes.add_argument("--safe-mode", action="store_true", default=None, help="safe mode (forces the Todo Stop Guard off)")
     modes.add_argument("--bare", action="store_true", default=None, help="bare mode (forces the Todo Stop Guard off)")
-    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
+                   help="log verbosity on stderr (default warning)")
     return p
 
 
@@ -89,6 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     for warning in settings.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     token = args.token or os.environ.get("TRELLIS_TOKEN") or None
+    try:
+        check_bind(args.hostname, token, args.require_auth)
+    except InsecureBind as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     state_dir = Path(args.state_dir or ".trellis")
 
     async def run() -> None:
@@ -102,12 +108,16 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         trio.run(run)
-    except InsecureBind as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 0
-    except OSError as exc:
-        print(f"error: cannot serve on {args.hostname}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+    except BaseExceptionGroup as group:
+        bind_errors, rest = group.split(OSError)
+        if bind_errors is None or rest is not None:
+            raise
+        first = bind_errors.exceptions[0]
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        print(f"error: cannot serve on {args.hostname}:{args.port}: {getattr(first, 'strerror', None) or first}",
+              file=sys.stderr)
         return 1
     return 0

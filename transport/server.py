@@ -27,6 +27,12 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_bind(host: str, token: str | None, require_auth: bool = False) -> None:
+    """Refuse a bind that would expose the daemon without a token."""
+    if not token and (require_auth or not is_loopback(host)):
+        raise InsecureBind(f"refusing to serve on {host} without a token (pass --token or set TRELLIS_TOKEN)")
+
+
 async def serve(
     daemon: Daemon,
     *,
@@ -42,8 +48,7 @@ async def serve(
     A loopback bind may run without a token; any other bind, or ``require_auth``,
     refuses to start without one.
     """
-    if not token and (require_auth or not is_loopback(host)):
-        raise InsecureBind(f"refusing to serve on {host} without a token (pass --token or set TRELLIS_TOKEN)")
+    check_bind(host, token, require_auth)
     config = Config()
     bind_host = f"[{host}]" if ":" in host and not host.startswith("[") else host
     config.bind = [f"{bind_host}:{port}"]
