@@ -37,6 +37,12 @@ class Reply(Generic[T]):
         self._send = send
         self._sent = False
 
+    def close(self) -> None:
+        """Answer nothing, on purpose: the asker gets :class:`ActorGone` at once."""
+        if not self._sent:
+            self._sent = True
+            self._send.close()
+
     def send(self, value: T) -> None:
         if self._sent:
             raise RuntimeError("reply already sent")
@@ -130,3 +136,28 @@ def open_mailbox(name: str, capacity: int) -> tuple[ActorRef[Any], trio.MemoryRe
     """A bounded mailbox: the reference to hand out and the channel the actor reads."""
     send, receive = trio.open_memory_channel[Any](capacity)
     return ActorRef(name, send), receive
+
+
+def refuse_unhandled(inbox: trio.MemoryReceiveChannel[Any]) -> None:
+    """Close the replies of messages still in a stopping actor's mailbox (their askers get ActorGone)."""
+    while True:
+        try:
+            message = inbox.receive_nowait()
+        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            return
+        reply = getattr(message, "reply", None)
+        if isinstance(reply, Reply):
+            reply.close()
+
+
+async def serve_mailbox(inbox: trio.MemoryReceiveChannel[M], handle: Callable[[M], None]) -> None:
+    """Hand each message to ``handle``, one at a time, until the mailbox closes or the actor is cancelled.
+
+    Whatever way it stops, messages it never handled get their replies closed.
+    """
+    try:
+        async for message in inbox:
+            handle(message)
+    finally:
+        refuse_unhandled(inbox)
+        inbox.close()

@@ -116,6 +116,8 @@ def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
             data = json.loads(Path(path).read_text())
         except OSError as exc:
             raise SettingsError(f"{source}: cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise SettingsError(f"{source}: not UTF-8 text: {exc.reason} at byte {exc.start}") from None
         except json.JSONDecodeError as exc:
             raise SettingsError(f"{source}: invalid JSON: {exc}") from None
         settings = settings_from_dict(data, source=source)

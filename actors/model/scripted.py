@@ -107,8 +107,10 @@ def _parse_step(step: Any, where: str, counter: Callable[[], str]) -> Any:
         return ToolCall(call_id or counter(), name, value.get("arguments", {}))
     if key == "usage":
         _expect(isinstance(value, dict), here, "an object of token counts")
+        for k, v in value.items():
+            _expect(type(v) is int and v >= 0, f"{here}.{k}", "a non-negative integer")
         try:
-            return Usage(**{k: int(v) for k, v in value.items()})
+            return Usage(**value)
         except TypeError as exc:
             raise ScriptError(f"{here}: {exc}") from None
     if key == "sleep":
@@ -151,6 +153,8 @@ def load_script(source: str | Path | dict[str, Any] | list[Any]) -> ScriptedMode
             data = json.loads(Path(source).read_text())
         except OSError as exc:
             raise ScriptError(f"{where}: cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ScriptError(f"{where}: not UTF-8 text: {exc.reason} at byte {exc.start}") from None
         except json.JSONDecodeError as exc:
             raise ScriptError(f"{where}: invalid JSON: {exc}") from None
     else:

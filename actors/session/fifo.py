@@ -16,7 +16,7 @@ import attrs
 import trio
 
 from .. import wire
-from .._actor import ActorRef, Reply, open_mailbox
+from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
 from ..events import EventBus
 from ..ids import IdSource
 
@@ -212,9 +212,7 @@ class PromptFifo:
         ref, inbox = open_mailbox(f"fifo:{self.session_id}", 64)
         self.ref = ref
         task_status.started(ref)
-        async with inbox:
-            async for message in inbox:
-                self.handle(message)
+        await serve_mailbox(inbox, self.handle)
 
     # The handler is synchronous on purpose: one message at a time, no await mid-change.
     def handle(self, message: FifoMessage) -> None:

@@ -19,7 +19,7 @@ import attrs
 import trio
 
 from .. import wire
-from .._actor import ActorRef, Reply, open_mailbox
+from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
 from ..events import EventBus
 from ..model import ChatMessage, ContextWindowExceeded, ModelError
 from ..runtime import Runtime
@@ -118,9 +118,7 @@ class Session:
                 self.fifo_ref = await nursery.start(self.fifo.run)
                 nursery.start_soon(self._work_loop, name=f"work:{self.session_id}")
                 task_status.started(self)
-                async with inbox:
-                    async for message in inbox:
-                        self._handle(message)
+                await serve_mailbox(inbox, self._handle)
                 nursery.cancel_scope.cancel()
         except BaseException as exc:
             close_reason = "daemon_shutdown" if isinstance(exc, trio.Cancelled) else "crashed"

@@ -2,7 +2,7 @@
 
 A successful result's display is the envelope ``{"type": "todo_list",
 "todos": [...]}``. :func:`parse_todo_envelope` is the only way the session reads
-todos back, and it accepts nothing looser than that envelope.
+todos back: no arguments, no JSON strings, no partial items.
 """
 
 from __future__ import annotations
@@ -53,7 +53,12 @@ def _parse_items(items: Any, where: str) -> list[Todo] | str:
 
 
 def parse_todo_envelope(display: Any) -> list[Todo] | None:
-    """The todos of a strict ``{type: 'todo_list', todos: [...]}`` envelope, else ``None``."""
+    """The todos of a strict ``{type: 'todo_list', todos: [...]}`` envelope, else ``None``.
+
+    ``type`` must be ``todo_list`` and every item must be a complete todo; other
+    top-level keys (the reference tool adds ``changes``) are ignored. Whether a
+    result is *trusted* is decided by the session from the tool that produced it.
+    """
     if not isinstance(display, dict) or display.get("type") != "todo_list":
         return None
     parsed = _parse_items(display.get("todos"), "todos")

@@ -216,3 +216,26 @@ def test_actor_ref_is_the_send_side() -> None:
     assert isinstance(ref, ActorRef)
     ref.tell_nowait(Note("n"))
     assert inbox.receive_nowait() == Note("n")
+
+
+@attrs.frozen
+class Question:
+    reply: Reply[Any]
+
+
+async def test_an_ask_left_in_a_stopping_actors_mailbox_gets_actor_gone() -> None:
+    from actors._actor import open_mailbox, serve_mailbox
+
+    ref, inbox = open_mailbox("stopper", 4)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            ref.tell_nowait("stop")
+            pending = ref.ask_nowait(Question)
+
+            def handle(message: object) -> None:
+                # The actor stops on its first message; the ask behind it is never handled.
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(serve_mailbox, inbox, handle)
+    with pytest.raises(ActorGone):
+        pending.poll()

@@ -137,6 +137,11 @@ def test_envelope_rejects_anything_looser(display: Any) -> None:
     assert parse_todo_envelope(display) is None
 
 
-def test_envelope_with_extra_top_level_fields_is_not_strict() -> None:
-    """``{type, todos}`` and nothing else: a look-alike with more fields is not the tool's result."""
-    assert parse_todo_envelope({"type": "todo_list", "todos": TODOS, "source": "subagent"}) is None
+def test_envelope_may_carry_extra_top_level_fields_like_the_reference_tool() -> None:
+    """qwen-code's envelope also carries ``changes``/``planId``; strictness is about ``type`` and ``todos``.
+
+    Trust comes from *which* tool produced the result (the built-in, at top level), which the
+    session checks; the envelope check is about the shape of the todos.
+    """
+    parsed = parse_todo_envelope({"type": "todo_list", "todos": TODOS, "changes": {"added": 1}})
+    assert parsed is not None and len(parsed) == len(TODOS)
