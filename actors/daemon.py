@@ -160,13 +160,19 @@ async def open_daemon(
         clock_ms=clock_ms or wire.wall_clock_ms,
         make_tools=tools or default_tools,
     )
-    async with trio.open_nursery() as nursery:
-        daemon = Daemon(runtime, nursery)
-        try:
-            yield daemon
-        finally:
-            daemon.closed.set()
-            nursery.cancel_scope.cancel()
+    try:
+        async with trio.open_nursery() as nursery:
+            daemon = Daemon(runtime, nursery)
+            try:
+                yield daemon
+            finally:
+                daemon.closed.set()
+                nursery.cancel_scope.cancel()
+    finally:
+        aclose = getattr(runtime.provider, "aclose", None)
+        if aclose is not None:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await aclose()
 
 
 __all__ = ["Daemon", "InvalidSessionId", "TooManySessions", "ToolRegistry", "UnknownSession", "open_daemon"]

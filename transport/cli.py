@@ -11,7 +11,7 @@ from pathlib import Path
 
 import trio
 
-from actors import ScriptError, SettingsError, load_script, load_settings, open_daemon
+from actors import ScriptError, Settings, SettingsError, load_script, load_settings, open_daemon
 from actors.model import ModelProvider, ScriptedModel
 
 from .server import InsecureBind, check_bind, serve
@@ -39,9 +39,25 @@ def build_parser() -> argparse.ArgumentParser:
     state.add_argument("--state-dir", default=None, metavar="DIR",
                        help="where transcripts are kept (default: ./.trellis)")
     model = p.add_argument_group("model")
-    model.add_argument("--model", choices=["scripted", "openai"], default="scripted",
-                       help="primary model provider (default: scripted, the embedded demo model)")
+    model.add_argument("--model", choices=["scripted", "openai"], default=None,
+                       help="primary model provider (default: settings model.provider, else scripted, "
+                            "the embedded demo model)")
     model.add_argument("--script", default=None, metavar="FILE", help="script for the scripted model (JSON)")
+    model.add_argument("--openai-base-url", default=None, metavar="URL",
+                       help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL, then settings model.baseUrl)")
+    model.add_argument("--openai-model", default=None, metavar="NAME",
+                       help="model name (default: $OPENAI_MODEL, then settings model.name)")
+    model.add_argument("--openai-api-key", default=None, metavar="KEY",
+                       help="API key (prefer $OPENAI_API_KEY: a flag shows in the process list)")
+    model.add_argument("--context-window", type=int, default=None, metavar="TOKENS",
+                       help="context window; larger requests are refused before sending (stop reason max_tokens)")
+    model.add_argument("--max-tokens", type=int, default=None, metavar="TOKENS", help="max_tokens per model call")
+    model.add_argument("--model-connect-timeout", type=float, default=None, metavar="SECONDS",
+                       help="connect timeout (default 10)")
+    model.add_argument("--model-read-timeout", type=float, default=None, metavar="SECONDS",
+                       help="longest silence between two reads of a stream (default 120)")
+    model.add_argument("--model-retries", type=int, default=None, metavar="N",
+                       help="retries of 429/5xx/connection errors before a stream is returned (default 0)")
     limits = p.add_argument_group("limits")
     limits.add_argument("--max-sessions", type=int, default=None, help="sessions per daemon (default 256)")
     limits.add_argument("--max-pending-prompts", type=int, default=None,
@@ -60,11 +76,23 @@ def _positive(parser: argparse.ArgumentParser, name: str, value: int | None) -> 
         parser.error(f"{name} must be a positive integer")
 
 
-def make_model(args: argparse.Namespace) -> ModelProvider:
-    if args.model == "openai":
+def make_model(args: argparse.Namespace, settings: Settings) -> ModelProvider:
+    provider = args.model or settings.model.get("provider", "scripted")
+    if provider == "openai":
         from actors.model.openai import OpenAIConfig, OpenAIModel
 
-        return OpenAIModel(OpenAIConfig.from_env(os.environ))
+        try:
+            config = OpenAIConfig.from_sources(
+                os.environ, settings.model, base_url=args.openai_base_url, model=args.openai_model,
+                api_key=args.openai_api_key, context_window=args.context_window, max_tokens=args.max_tokens,
+                connect_timeout=args.model_connect_timeout, read_timeout=args.model_read_timeout,
+                max_retries=args.model_retries,
+            )
+        except ValueError as exc:
+            raise SettingsError(f"{args.settings or 'settings'}: {exc}") from None
+        return OpenAIModel(config)
+    if provider != "scripted":
+        raise SettingsError(f"{args.settings or 'settings'}: model.provider must be 'scripted' or 'openai'")
     if args.script:
         return load_script(args.script)
     return ScriptedModel()
@@ -73,7 +101,7 @@ def make_model(args: argparse.Namespace) -> ModelProvider:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    for name in ("max_sessions", "max_pending_prompts", "event_ring_size"):
+    for name in ("max_sessions", "max_pending_prompts", "event_ring_size", "context_window", "max_tokens"):
         _positive(parser, "--" + name.replace("_", "-"), getattr(args, name))
     if not 0 <= args.port <= 65535:
         parser.error("--port must be from 0 to 65535")
@@ -83,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             args.settings, safe_mode=args.safe_mode, bare=args.bare, max_sessions=args.max_sessions,
             max_pending_prompts=args.max_pending_prompts, event_ring_size=args.event_ring_size,
         )
-        model = make_model(args)
+        model = make_model(args, settings)
     except (SettingsError, ScriptError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

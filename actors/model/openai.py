@@ -91,6 +91,54 @@ class OpenAIConfig:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
+    @classmethod
+    def from_sources(
+        cls, environ: Mapping[str, str] | None, settings: Mapping[str, Any], **flags: Any
+    ) -> OpenAIConfig:
+        """Environment, then the settings file's ``model`` object, then command-line flags.
+
+        Raises ``ValueError`` naming the settings key (``model.<key>``) of a value of the wrong type.
+        """
+        from_settings: dict[str, Any] = {}
+        for key, (field, check, wanted) in _SETTINGS_KEYS.items():
+            if key not in settings:
+                continue
+            value = settings[key]
+            if not check(value):
+                shown = "" if key == "apiKey" else f", got {value!r}"  # never echo a key
+                raise ValueError(f"model.{key} must be {wanted}{shown}")
+            from_settings[field] = value
+        return cls.from_env(environ, **{**from_settings, **{k: v for k, v in flags.items() if v is not None}})
+
+
+def _text(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _positive(v: Any) -> bool:
+    return type(v) in (int, float) and v > 0
+
+
+def _positive_int(v: Any) -> bool:
+    return type(v) is int and v > 0
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
+# settings key -> (config field, check, what the check wants)
+_SETTINGS_KEYS: dict[str, tuple[str, Any, str]] = {
+    "baseUrl": ("base_url", _text, "a string"),
+    "apiKey": ("api_key", _text, "a string"),
+    "name": ("model", _text, "a string"),
+    "connectTimeout": ("connect_timeout", _positive, "a positive number"),
+    "readTimeout": ("read_timeout", _positive, "a positive number"),
+    "contextWindow": ("context_window", _positive_int, "a positive integer"),
+    "maxTokens": ("max_tokens", _positive_int, "a positive integer"),
+    "maxRetries": ("max_retries", _count, "a non-negative integer"),
+}
+
 
 # ----------------------------------------------------------------- request
 
