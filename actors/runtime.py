@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import attrs
@@ -16,7 +17,13 @@ from .settings import Settings
 
 
 def default_tools() -> ToolRegistry:
-    return ToolRegistry([TodoWriteTool()])
+    from .background.tools import BACKGROUND_TOOLS
+
+    return ToolRegistry([TodoWriteTool(), *(tool() for tool in BACKGROUND_TOOLS)])
+
+
+def local_now() -> datetime:
+    return datetime.now().astimezone()
 
 
 @attrs.frozen(kw_only=True)
@@ -28,3 +35,4 @@ class Runtime:
     workspace: str = "."
     clock_ms: Callable[[], int] = wire.wall_clock_ms
     make_tools: Callable[[], ToolRegistry] = default_tools
+    now: Callable[[], datetime] = local_now  # wall-clock time for cron and wakeups

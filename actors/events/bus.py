@@ -72,7 +72,10 @@ class Subscription:
 
     def _end(self) -> None:
         self._closed = True
-        self._bus._needs_prune = True  # removed after the current fan-out, never during it
+        bus = self._bus
+        bus._needs_prune = True  # removed after the current fan-out, never during it
+        if not bus._publishing:
+            bus._prune()
         self._lot.unpark_all()
 
     # -- the reader's side
@@ -140,6 +143,8 @@ class EventBus:
         self._max_subscribers = max_subscribers
         self.closed = False
         self._needs_prune = False
+        self._publishing = False
+        self.on_last_unsubscribe: Callable[[], Any] | None = None
         self.observers: list[Callable[[Event], Any]] = []
 
     @property
@@ -158,7 +163,10 @@ class EventBus:
     def _prune(self) -> None:
         if self._needs_prune:
             self._needs_prune = False
+            had = len(self._subscribers)
             self._subscribers = [s for s in self._subscribers if not s._closed]
+            if had and not self._subscribers and self.on_last_unsubscribe is not None:
+                self.on_last_unsubscribe()  # every client went away
 
     def publish(self, type: str, data: dict[str, Any], prompt_id: str | None = None) -> Event:
         """Stamp, store and fan out one event; returns it (with its id). Never blocks."""
@@ -167,8 +175,12 @@ class EventBus:
         self.ring.append(event)
         for observe in self.observers:
             observe(event)
-        for sub in self._subscribers:
-            sub._push(event)
+        self._publishing = True
+        try:
+            for sub in self._subscribers:
+                sub._push(event)
+        finally:
+            self._publishing = False
         self._prune()
         return event
 

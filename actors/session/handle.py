@@ -7,7 +7,8 @@ from typing import Any
 from .. import wire
 from ..events import Subscription
 from . import fifo as f
-from .session import Cancel, GetStatus, Load, Session
+from ..settings import APPROVAL_MODES
+from .session import Cancel, GetStatus, Load, Session, SetApprovalMode, Vote
 
 ASK_TIMEOUT = 10.0
 
@@ -72,6 +73,25 @@ class SessionHandle:
     async def turn(self, prompt_id: str) -> dict[str, Any] | None:
         """The record of one prompt's turn (``"current"`` for the running one)."""
         return await self._fifo.ask(lambda r: f.GetTurn(prompt_id, r), ASK_TIMEOUT)
+
+    async def set_approval_mode(self, mode: str) -> str:
+        """``default``, ``auto-edit``, ``yolo`` or ``plan``."""
+        if mode not in APPROVAL_MODES:
+            raise ValueError(f"approval mode must be one of {list(APPROVAL_MODES)}, got {mode!r}")
+        return await self._ref.ask(lambda r: SetApprovalMode(mode, r), ASK_TIMEOUT)
+
+    def has_permission_request(self, request_id: str) -> bool:
+        return request_id in self._session.permissions.pending_ids
+
+    async def vote(self, request_id: str, outcome: str, option_id: str | None = None) -> bool:
+        """Answer a permission request; ``False`` when it is unknown or already resolved (first vote wins).
+
+        Raises ``ValueError`` for an option the request did not offer.
+        """
+        answer = await self._ref.ask(lambda r: Vote(request_id, outcome, option_id, r), ASK_TIMEOUT)
+        if isinstance(answer, str):
+            raise ValueError(answer)
+        return answer
 
     async def load(self) -> int:
         """Restore the conversation from disk; returns the number of messages restored."""

@@ -22,8 +22,13 @@ from .. import wire
 from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
 from ..events import EventBus
 from ..model import ChatMessage, ContextWindowExceeded, ModelError
+from ..background.automatic import AutomaticItem
+from ..background.manager import BackgroundManager
 from ..runtime import Runtime
+from ..settings import APPROVAL_MODES
 from . import fifo as f
+from .permissions import PermissionBroker, UnknownOption
+from .tools import PermissionCancelled, ToolContext
 from .transcript import Transcript
 from .turn import Turn
 
@@ -49,7 +54,23 @@ class Load:
     reply: Reply[int]
 
 
-SessionMessage = Cancel | GetStatus | Load
+@attrs.frozen
+class SetApprovalMode:
+    mode: str
+    reply: Reply[str]
+
+
+@attrs.frozen
+class Vote:
+    """A client's answer to a permission request."""
+
+    request_id: str
+    outcome: str
+    option_id: str | None
+    reply: Reply[bool | str]
+
+
+SessionMessage = Cancel | GetStatus | Load | SetApprovalMode | Vote
 
 
 @attrs.define
@@ -102,6 +123,12 @@ class Session:
         )
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
         self.ref: ActorRef[SessionMessage] | None = None
+        self.permissions = PermissionBroker(session_id, self.bus, runtime.ids)
+        self.bus.on_last_unsubscribe = self.permissions.cancel_all  # a client that left approves nothing
+        self.always_allowed: set[str] = set()
+        self.background = BackgroundManager(
+            session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
+        )
 
     @property
     def provider(self) -> Any:
@@ -116,6 +143,7 @@ class Session:
         try:
             async with trio.open_nursery() as nursery:
                 self.fifo_ref = await nursery.start(self.fifo.run)
+                await nursery.start(self.background.run)
                 nursery.start_soon(self._work_loop, name=f"work:{self.session_id}")
                 task_status.started(self)
                 await serve_mailbox(inbox, self._handle)
@@ -124,6 +152,7 @@ class Session:
             close_reason = "daemon_shutdown" if isinstance(exc, trio.Cancelled) else "crashed"
             raise
         finally:
+            self.permissions.cancel_all()
             self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
 
     def _handle(self, message: SessionMessage) -> None:
@@ -134,23 +163,44 @@ class Session:
                 reply.send(self.status())
             case Load(reply):
                 reply.send(self.restore_from_disk())
+            case SetApprovalMode(mode, reply):
+                reply.send(self._set_approval_mode(mode))
+            case Vote(request_id, outcome, option_id, reply):
+                try:
+                    reply.send(self.permissions.vote(request_id, outcome, option_id))
+                except UnknownOption as exc:
+                    reply.send(str(exc))
             case _:
                 raise TypeError(f"Session cannot handle {message!r}")
 
     # ------------------------------------------------------------- work
 
     async def _work_loop(self) -> None:
+        """One work item at a time: a queued prompt first, else the head automatic item."""
         assert self.fifo_ref is not None
         while True:
             entry = await self.fifo_ref.ask(f.TakeNext)
             if entry is not None:
                 await self.run_prompt(entry)
                 continue
+            item = self.background.queue.peek()
+            if item is not None:
+                await self.run_automatic(self.background.queue.take(item))
+                continue
             await self._wake.wait()
+
+    def _wake_if_idle(self) -> None:
+        # Automatic items posted during foreground work wait for its exit (see work_item).
+        if self.current is None:
+            self._wake.set()
 
     @asynccontextmanager
     async def work_item(self, prompt_id: str, kind: str) -> AsyncIterator[Work]:
-        """Own the cancel scope of one work item; its exit is where it settles."""
+        """Own the cancel scope of one work item; its exit is where it settles.
+
+        The exit also releases the automatic items that waited for this work, on every path
+        out — completion, error or cancellation — so no caller has to remember to.
+        """
         work = Work(prompt_id, trio.CancelScope(), kind)
         self.current = work
         try:
@@ -158,19 +208,43 @@ class Session:
                 yield work
         finally:
             self.current = None
+            self._wake.set()
 
     async def run_prompt(self, entry: f.PendingPrompt) -> None:
         prompt_id = entry.prompt_id
         self.publish_update(wire.text_update("user_message_chunk", entry.text), prompt_id)
-        turn = Turn(self, prompt_id)
         user_text = None if entry.is_trusted_retry and self._awaiting_answer() else entry.text
+        stop_reason, error = await self._run_turn(prompt_id, "prompt", user_text)
+        assert self.fifo_ref is not None
+        state = "error" if error else ("cancelled" if stop_reason == "cancelled" else "completed")
+        self.fifo_ref.tell_nowait(f.Settle(prompt_id, state, stop_reason=stop_reason,
+                                           error=self._error_message(error) if error else None))
+
+    async def run_automatic(self, item: AutomaticItem) -> None:
+        """An automatic turn: a notification, @wakeup or cron fire, run while no prompt waits."""
+        prompt_id = self.runtime.ids.new("auto")
+        text = item.prompt_text()
+        meta = {"source": item.source, "taskId": item.task_id}
+        self.publish_update(wire.text_update("user_message_chunk", text, meta), prompt_id)
+        assert self.fifo_ref is not None
+        self.fifo_ref.tell_nowait(f.SetActive(True))
+        try:
+            await self._run_turn(prompt_id, "automatic", text)
+        finally:
+            self.fifo_ref.tell_nowait(f.SetActive(False))
+
+    async def _run_turn(self, prompt_id: str, kind: str, user_text: str | None) -> tuple[str | None, Exception | None]:
+        """Run one turn in its work item; publish its terminal event. Returns (stop reason, error)."""
+        turn = Turn(self, prompt_id)
         stop_reason: str | None = None
-        error: ModelError | Exception | None = None
-        async with self.work_item(prompt_id, "prompt") as work:
+        error: Exception | None = None
+        async with self.work_item(prompt_id, kind) as work:
             try:
                 stop_reason = await turn.run(user_text)
             except ContextWindowExceeded:
                 stop_reason = "max_tokens"
+            except PermissionCancelled:
+                stop_reason = "cancelled"
             except ModelError as exc:
                 error = exc
             except Exception as exc:  # contained: the session goes on
@@ -178,20 +252,18 @@ class Session:
                 error = exc
         if work.scope.cancelled_caught or (work.cancel_reason and stop_reason is None and error is None):
             stop_reason = "cancelled"
-        self._finish(prompt_id, stop_reason, error)
-
-    def _finish(self, prompt_id: str, stop_reason: str | None, error: Exception | None) -> None:
-        assert self.fifo_ref is not None
         if error is not None:
             code = error.code if isinstance(error, ModelError) else "internal_error"
-            message = error.message if isinstance(error, ModelError) else f"internal error: {type(error).__name__}"
-            self.bus.publish("turn_error", wire.turn_error(self.session_id, prompt_id, message, code), prompt_id)
-            self.fifo_ref.tell_nowait(f.Settle(prompt_id, "error", error=message))
-            return
+            self.bus.publish("turn_error", wire.turn_error(self.session_id, prompt_id, self._error_message(error), code),
+                             prompt_id)
+            return None, error
         stop_reason = stop_reason or "end_turn"
         self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, stop_reason), prompt_id)
-        state = "cancelled" if stop_reason == "cancelled" else "completed"
-        self.fifo_ref.tell_nowait(f.Settle(prompt_id, state, stop_reason=stop_reason))
+        return stop_reason, None
+
+    @staticmethod
+    def _error_message(error: Exception) -> str:
+        return error.message if isinstance(error, ModelError) else f"internal error: {type(error).__name__}"
 
     def _awaiting_answer(self) -> bool:
         """The conversation ends with input the model has not answered yet."""
@@ -208,6 +280,33 @@ class Session:
     def _cancel_prompt(self, prompt_id: str) -> None:
         if self.current is not None and self.current.prompt_id == prompt_id:
             self._cancel_current("user")
+
+    # ------------------------------------------------------------- services lent to tools
+
+    async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any) -> str | None:
+        """Apply the approval mode to one tool call; ask the client in ``default`` mode."""
+        mode = self.approval_mode
+        if mode == "plan":
+            return "plan mode: execution is refused until the plan is approved"
+        if mode in ("auto-edit", "yolo") or kind in self.always_allowed:
+            return None
+        tool_call = {"toolCallId": context.tool_call_id, "status": "pending", "title": title, "kind": kind,
+                     "rawInput": raw_input}
+        decision = await self.permissions.request(tool_call, prompt_id=context.prompt_id)
+        if decision.outcome == "cancelled":
+            raise PermissionCancelled(title)
+        if not decision.allowed:
+            return "the user denied this call"
+        if decision.option is not None and decision.option.kind == "allow_always":
+            self.always_allowed.add(kind)
+        return None
+
+    def _set_approval_mode(self, mode: str) -> str:
+        if mode not in APPROVAL_MODES:  # the handle validates; a bad message must not crash the actor
+            return self.approval_mode
+        self.approval_mode = mode
+        self.publish_update({"sessionUpdate": "current_mode_update", "currentModeId": mode})
+        return mode
 
     # ------------------------------------------------------------- conversation
 
@@ -260,4 +359,7 @@ class Session:
             "eventEpoch": self.bus.epoch,
             "subscribers": self.bus.subscriber_count,
             "historyLength": len(self.history),
+            "backgroundTasks": self.background.status(),
+            "automaticQueue": len(self.background.queue),
+            "pendingPermissions": self.permissions.pending_ids,
         }

@@ -29,6 +29,21 @@ class ToolResult:
         return cls(content=f"Error: {message}", display=message, error=message)
 
 
+class PermissionCancelled(Exception):
+    """A permission request was cancelled (by the user or a departing client): the turn stops."""
+
+
+class ToolServices(Protocol):
+    """What the session lends its tools."""
+
+    @property
+    def background(self) -> Any: ...
+
+    async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any) -> str | None:
+        """``None`` when the call may run, else the reason it may not; raises :class:`PermissionCancelled`."""
+        ...
+
+
 @attrs.define
 class ToolContext:
     """What a running tool may know about its surroundings."""
@@ -37,6 +52,7 @@ class ToolContext:
     cwd: str
     prompt_id: str | None
     tool_call_id: str
+    services: ToolServices | None = None
 
 
 class Tool(Protocol):

@@ -105,7 +105,7 @@ class Turn:
                                       raw_input=arguments, tool_kind=tool.kind),
                 self.prompt_id,
             )
-        context = ToolContext(session.session_id, session.cwd, self.prompt_id, call.id)
+        context = ToolContext(session.session_id, session.cwd, self.prompt_id, call.id, session)
         result = await tool.execute(context, arguments)
         if trusted_todo:
             todos = parse_todo_envelope(result.display) if result.error is None else None

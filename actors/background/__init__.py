@@ -1,0 +1,1 @@
+"""Background work as actors: shells, monitors, wakeups, cron jobs and the automatic queue."""

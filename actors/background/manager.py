@@ -1,0 +1,259 @@
+"""A session's background work: the nursery its actors live in, their registry, the automatic queue.
+
+Shells, monitors, wakeups and cron jobs are actors started in the manager's
+nursery, which lives inside the session's: closing the session cancels them
+all, and each kills what it started on the way out. Their terminal
+notifications and fires go to the :class:`AutomaticQueue`, from which an idle
+session starts automatic turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import trio
+
+from .._actor import ActorRef
+from ..ids import IdSource
+from . import monitor as m
+from . import scheduler as sch
+from . import shell as sh
+from .automatic import AutomaticItem, AutomaticQueue, Posted
+from .registry import BackgroundItem, BackgroundRegistry, Baseline
+
+NOTIFICATION_TEXT_LIMIT = 8000
+MAX_LIVE_TASKS = 256
+
+
+class BackgroundLimit(Exception):
+    """Too many live background tasks in one session."""
+
+
+class BackgroundManager:
+    """Starts, tracks and stops one session's background actors."""
+
+    def __init__(
+        self,
+        session_id: str,
+        ids: IdSource,
+        *,
+        publish: Callable[[str, dict[str, Any]], None],
+        wake: Callable[[], None],
+        now: Callable[[], datetime],
+        related: Callable[[AutomaticItem], bool] = lambda _: False,
+    ) -> None:
+        self.session_id = session_id
+        self._ids = ids
+        self._publish = publish
+        self._now = now
+        self.related = related
+        self.registry = BackgroundRegistry()
+        self.queue = AutomaticQueue(on_post=wake)
+        self._shells: dict[str, sh.ShellTask] = {}
+        self._listeners: dict[str, list[Callable[[str | None], None]]] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    # ------------------------------------------------------------- queries
+
+    def snapshot(self) -> Baseline:
+        """The baseline: ids live now plus task ids of notifications and wakeups already queued."""
+        return self.registry.snapshot(self.queue.queued_task_ids())
+
+    def status(self) -> list[dict[str, Any]]:
+        return [item.to_wire() for item in self.registry]
+
+    def read_output(self, task_id: str) -> tuple[BackgroundItem, str, int] | None:
+        shell = self._shells.get(task_id)
+        item = self.registry.get(task_id)
+        if shell is None or item is None:
+            return None
+        text, lost = shell.output.read_new()
+        return item, text, lost
+
+    # ------------------------------------------------------------- shells
+
+    async def start_shell(self, command: str, cwd: str) -> BackgroundItem:
+        self._check_capacity()
+        task_id = self._ids.new("shell")
+        item = self.registry.add(BackgroundItem(task_id, "shell", command, started_at=trio.current_time()))
+
+        def on_output(text: str) -> None:
+            self._event(item, "output", text=text)
+            for listen in self._listeners.get(task_id, ()):
+                listen(text)
+
+        def on_exit(code: int | None, killed: bool) -> None:
+            item.exit_code = code
+            item.state = "killed" if killed else ("completed" if code == 0 else "failed")
+            item.ended_at = trio.current_time()
+            for listen in self._listeners.pop(task_id, ()):
+                listen(None)
+            self._event(item, "finished")
+            verb = "was killed" if killed else f"finished with exit code {code}"
+            self.notify(item, f"Background shell {task_id} (`{command}`) {verb}. "
+                              f"Read its output with shell_output {{\"task_id\": \"{task_id}\"}}.")
+
+        task = sh.ShellTask(task_id, command, cwd, on_output=on_output, on_exit=on_exit)
+        self._shells[task_id] = task
+        assert self._nursery is not None
+        try:
+            item.actor = await self._nursery.start(task.run)
+        except OSError as exc:
+            item.state = "failed"
+            raise BackgroundLimit(f"cannot start the shell: {exc}") from None
+        self._event(item, "started")
+        return item
+
+    async def kill(self, task_id: str) -> bool:
+        """Stop a shell (its whole process group), monitor, wakeup or cron job."""
+        item = self.registry.get(task_id)
+        if item is None or not item.live or item.actor is None:
+            return False
+        ref: ActorRef[Any] = item.actor
+        message = {"shell": sh.Kill, "monitor": m.Stop}.get(item.kind, sch.Cancel)
+        try:
+            await ref.ask(message, timeout=10)
+        except Exception:
+            return False
+        if item.kind in ("wakeup", "cron"):
+            item.state = "cancelled"
+            item.ended_at = trio.current_time()
+            self.queue.remove_task(task_id)
+            self._event(item, "finished")
+        return True
+
+    # ------------------------------------------------------------- monitors
+
+    async def start_monitor(self, *, command: str | None, follow: str | None, cwd: str,
+                            timeout: float = m.DEFAULT_TIMEOUT) -> BackgroundItem:
+        self._check_capacity()
+        if follow is not None:
+            followed = self.registry.get(follow)
+            if followed is None or followed.kind != "shell" or not followed.live:
+                raise LookupError(f"no running background shell {follow!r} to follow")
+        task_id = self._ids.new("monitor")
+        label = command if command is not None else f"follow {follow}"
+        item = self.registry.add(BackgroundItem(task_id, "monitor", label, started_at=trio.current_time()))
+
+        def deliver(text: str, final: bool) -> None:
+            self._event(item, "output", text=text)
+            if final:
+                item.state = "completed"
+                item.ended_at = trio.current_time()
+                self._event(item, "finished")
+            self.notify(item, text, merge=True)
+
+        monitor = m.Monitor(task_id, timeout=timeout, deliver=deliver)
+        assert self._nursery is not None
+        if follow is not None:
+            self._listeners.setdefault(follow, []).append(
+                lambda text: monitor.source_ended() if text is None else monitor.feed(text))
+            item.actor = await self._nursery.start(monitor.run)
+        else:
+            assert command is not None
+            process = sh.ShellProcess(command, cwd, sh.OutputBuffer(64 * 1024), monitor.feed)
+            await process.start()
+            item.actor = await self._nursery.start(monitor.run)
+
+            async def feed_from_process() -> None:
+                try:
+                    await process.run()
+                    monitor.source_ended()
+                finally:
+                    process.kill_now()
+
+            self._nursery.start_soon(feed_from_process)
+        self._event(item, "started")
+        return item
+
+    # ------------------------------------------------------------- wakeups and cron
+
+    async def schedule_wakeup(self, *, delay: float | None, at: datetime | None, note: str) -> BackgroundItem:
+        self._check_capacity()
+        if (delay is None) == (at is None):
+            raise sch.ScheduleError("give exactly one of delay (seconds) or at (an ISO 8601 time)")
+        when = at if at is not None else self._now() + timedelta(seconds=delay or 0)
+        task_id = self._ids.new("wakeup")
+        item = self.registry.add(BackgroundItem(task_id, "wakeup", note, state="scheduled",
+                                                started_at=trio.current_time()))
+
+        def fire() -> None:
+            item.state = "fired"
+            item.ended_at = trio.current_time()
+            self._event(item, "finished")
+            self.post(AutomaticItem(self._ids.new("auto"), "wakeup", task_id, f"@wakeup: {note}"))
+
+        timer = sch.Timer(task_id, self._now, sch.once_at(when), fire)
+        assert self._nursery is not None
+        item.actor = await self._nursery.start(timer.run)
+        self._event(item, "started", at=when.isoformat())
+        return item
+
+    async def create_cron(self, schedule: str, prompt: str, recurring: bool) -> BackgroundItem:
+        self._check_capacity()
+        schedule = sch.parse_cron(schedule)
+        task_id = self._ids.new("cron")
+        item = self.registry.add(BackgroundItem(task_id, "cron", f"{schedule}: {prompt}", state="scheduled",
+                                                started_at=trio.current_time()))
+
+        def fire() -> None:
+            self._event(item, "output", text="fired")
+            if not recurring:
+                item.state = "fired"
+                item.ended_at = trio.current_time()
+                self._event(item, "finished")
+            self.post(AutomaticItem(self._ids.new("auto"), "cron", task_id, prompt, recurring=recurring))
+
+        timer = sch.Timer(task_id, self._now, sch.cron_times(schedule, recurring), fire)
+        assert self._nursery is not None
+        item.actor = await self._nursery.start(timer.run)
+        self._event(item, "started", schedule=schedule, recurring=recurring)
+        return item
+
+    # ------------------------------------------------------------- the automatic queue
+
+    def post(self, item: AutomaticItem) -> Posted:
+        posted = self.queue.post(item, self.related)
+        if posted.evicted is not None:
+            self._publish("background_task", {"sessionId": self.session_id, "taskId": posted.evicted.task_id,
+                                               "status": "notification_dropped", "reason": "queue_full"})
+        if not posted.accepted:
+            self._publish("background_task", {"sessionId": self.session_id, "taskId": item.task_id,
+                                              "status": "notification_dropped", "reason": "queue_full"})
+        return posted
+
+    def notify(self, item: BackgroundItem, text: str, *, merge: bool = False) -> None:
+        """Queue a notification for the model; a monitor's batches merge into its queued one."""
+        if merge:
+            queued = next((q for q in self.queue.items if q.is_notification and q.task_id == item.task_id), None)
+            if queued is not None:
+                joined = queued.text + "\n" + text
+                if len(joined) > NOTIFICATION_TEXT_LIMIT:
+                    joined = joined[-NOTIFICATION_TEXT_LIMIT:]
+                queued.text = joined
+                return
+        self.post(AutomaticItem(self._ids.new("auto"), "notification", item.task_id, text, kind=item.kind))
+
+    # ------------------------------------------------------------- helpers
+
+    def _check_capacity(self) -> None:
+        if len(self.registry.live()) >= MAX_LIVE_TASKS:
+            raise BackgroundLimit(f"at most {MAX_LIVE_TASKS} live background tasks per session")
+
+    def _event(self, item: BackgroundItem, status: str, **extra: Any) -> None:
+        data = {"sessionId": self.session_id, "taskId": item.task_id, "kind": item.kind, "status": status,
+                "label": item.label}
+        if status == "finished":
+            data["state"] = item.state
+            if item.exit_code is not None:
+                data["exitCode"] = item.exit_code
+        data.update(extra)
+        self._publish("background_task", data)

@@ -1,0 +1,179 @@
+"""Shells: real subprocesses, each in its own process group.
+
+A shell's output goes into an :class:`OutputBuffer` (bounded; a reader gets
+only what is new since its last read). :class:`ShellProcess` runs one command
+to its end; :class:`ShellTask` is the actor that runs one in the background and
+answers ``Kill`` — ending the whole process group, grandchildren included.
+Whatever way the actor stops (its session closed, the daemon stopped), its
+process group is killed on the way out, so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+
+import attrs
+import trio
+
+from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
+
+OUTPUT_LIMIT = 4 * 1024 * 1024  # characters kept per shell
+DRAIN_AFTER_EXIT = 0.5  # seconds to read what is still in the pipe once the shell exited
+KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
+
+
+class OutputBuffer:
+    """Append-only text with a bounded tail and a read cursor for incremental reads."""
+
+    def __init__(self, limit: int = OUTPUT_LIMIT) -> None:
+        self._chunks: list[str] = []
+        self._start = 0  # absolute offset of the first kept character
+        self._end = 0  # absolute offset after the last character
+        self._cursor = 0  # absolute offset of the first unread character
+        self._limit = limit
+
+    @property
+    def total(self) -> int:
+        return self._end
+
+    def append(self, text: str) -> None:
+        if not text:
+            return
+        self._chunks.append(text)
+        self._end += len(text)
+        kept = self._end - self._start
+        while kept > self._limit and len(self._chunks) > 1:
+            dropped = self._chunks.pop(0)
+            self._start += len(dropped)
+            kept -= len(dropped)
+
+    def read_new(self) -> tuple[str, int]:
+        """Everything written since the last read, and how many characters were lost to the bound."""
+        lost = max(0, self._start - self._cursor)
+        text = "".join(self._chunks)
+        new = text[max(0, self._cursor - self._start):]
+        self._cursor = self._end
+        return new, lost
+
+    def tail(self, n: int = 4000) -> str:
+        return "".join(self._chunks)[-n:]
+
+
+def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal a whole process group; a group that is already gone is fine."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class ShellProcess:
+    """One command in its own process group, read to the end."""
+
+    def __init__(self, command: str, cwd: str, output: OutputBuffer,
+                 on_output: Callable[[str], None] = lambda _: None) -> None:
+        self.command = command
+        self.cwd = cwd
+        self.output = output
+        self._on_output = on_output
+        self.process: trio.Process | None = None
+
+    async def start(self) -> None:
+        self.process = await trio.lowlevel.open_process(
+            ["/bin/sh", "-c", self.command], cwd=self.cwd, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    async def run(self) -> int:
+        """Read output until the shell exits (and its pipe drains); returns the exit code."""
+        assert self.process is not None and self.process.stdout is not None
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        code: int | None = None
+
+        async def read() -> None:
+            async for chunk in self.process.stdout:  # type: ignore[union-attr]
+                self._emit(decoder.decode(chunk))
+            self._emit(decoder.decode(b"", final=True))
+
+        async with trio.open_nursery() as nursery:
+            reading = trio.CancelScope()
+
+            async def reader() -> None:
+                with reading:
+                    await read()
+
+            nursery.start_soon(reader)
+            code = await self.process.wait()
+            # A grandchild may hold the pipe open: read what is there, then stop waiting for it.
+            reading.deadline = trio.current_time() + DRAIN_AFTER_EXIT
+        return code
+
+    def _emit(self, text: str) -> None:
+        if text:
+            self.output.append(text)
+            self._on_output(text)
+
+    async def terminate(self) -> None:
+        """SIGTERM the group, SIGKILL it after a grace period."""
+        if self.process is None:
+            return
+        kill_group(self.process.pid, signal.SIGTERM)
+        with trio.move_on_after(KILL_GRACE):
+            await self.process.wait()
+        kill_group(self.process.pid, signal.SIGKILL)
+
+    def kill_now(self) -> None:
+        if self.process is not None:
+            kill_group(self.process.pid, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------- the actor
+
+
+@attrs.frozen
+class Kill:
+    reply: Reply[bool]
+
+
+class ShellTask:
+    """A background shell actor. Output is read from :attr:`output`; ``Kill`` ends the group."""
+
+    def __init__(self, task_id: str, command: str, cwd: str, *,
+                 on_output: Callable[[str], None], on_exit: Callable[[int | None, bool], None]) -> None:
+        self.task_id = task_id
+        self.output = OutputBuffer()
+        self.shell = ShellProcess(command, cwd, self.output, on_output)
+        self._on_exit = on_exit
+        self._killed = False
+        self._scope = trio.CancelScope()
+
+    async def run(self, *, task_status: trio.TaskStatus[ActorRef[Kill]] = trio.TASK_STATUS_IGNORED) -> None:
+        ref, inbox = open_mailbox(f"shell:{self.task_id}", 8)
+        code: int | None = None
+        try:
+            await self.shell.start()
+            async with trio.open_nursery() as nursery:
+                task_status.started(ref)
+                nursery.start_soon(serve_mailbox, inbox, self._handle)
+                with self._scope:
+                    code = await self.shell.run()
+                if self._killed:
+                    with trio.CancelScope(shield=True):
+                        await self.shell.terminate()
+                        assert self.shell.process is not None
+                        code = self.shell.process.returncode
+                nursery.cancel_scope.cancel()
+        finally:
+            self.shell.kill_now()  # a closing session leaves no process behind
+        self._on_exit(code, self._killed)
+
+    def _handle(self, message: Kill) -> None:
+        match message:
+            case Kill(reply):
+                self._killed = True
+                self._scope.cancel()
+                reply.send(True)
