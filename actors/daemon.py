@@ -14,7 +14,7 @@ import trio
 from . import wire
 from .ids import IdSource
 from .model import ModelProvider, ScriptedModel
-from .runtime import Runtime, default_tools
+from .runtime import Runtime, default_tools, local_now
 from .session.handle import SessionHandle
 from .session.session import Session
 from .session.tools import ToolRegistry
@@ -140,6 +140,7 @@ async def open_daemon(
     ids: IdSource | None = None,
     clock_ms: Any = None,
     tools: Any = None,
+    now: Any = None,
 ) -> AsyncIterator[Daemon]:
     """Run a daemon for the body of the ``async with``; its sessions end with it.
 
@@ -150,6 +151,7 @@ async def open_daemon(
         workspace: the default working directory of new sessions.
         ids, clock_ms: sources of ids and timestamps (deterministic replays pass their own).
         tools: a callable returning a fresh :class:`ToolRegistry` per session.
+        now: wall-clock time for cron and wakeups (an aware ``datetime``); replays tie it to virtual time.
     """
     runtime = Runtime(
         settings=settings or Settings(),
@@ -159,6 +161,7 @@ async def open_daemon(
         workspace=os.path.abspath(workspace or os.getcwd()),
         clock_ms=clock_ms or wire.wall_clock_ms,
         make_tools=tools or default_tools,
+        now=now or local_now,
     )
     try:
         async with trio.open_nursery() as nursery:

@@ -26,6 +26,7 @@ class Limits:
     event_ring_size: int = 8000
     subscriber_queue: int = 256
     mailbox_size: int = 64
+    client_grace_seconds: float = 10.0  # how long pending permissions outlive the last subscriber
 
 
 @attrs.frozen(kw_only=True)
@@ -62,6 +63,7 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "limits.maxMidTurnMessages": ("limits.max_mid_turn_messages", int),
     "limits.eventRingSize": ("limits.event_ring_size", int),
     "limits.subscriberQueue": ("limits.subscriber_queue", int),
+    "limits.clientGraceSeconds": ("limits.client_grace_seconds", float),
 }
 APPROVAL_MODES = ("default", "auto-edit", "yolo", "plan")
 
@@ -93,7 +95,9 @@ def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | 
         field, kind = _KNOWN[dotted]
         if kind is int and (type(value) is not int or value < 1):
             raise SettingsError(f"{source}: {dotted} must be a positive integer, got {value!r}")
-        if kind is not int and not isinstance(value, kind):
+        if kind is float and (type(value) not in (int, float) or value <= 0):
+            raise SettingsError(f"{source}: {dotted} must be a positive number, got {value!r}")
+        if kind not in (int, float) and not isinstance(value, kind):
             raise SettingsError(f"{source}: {dotted} must be a {kind.__name__}, got {type(value).__name__}")
         if dotted == "approvalMode" and value not in APPROVAL_MODES:
             raise SettingsError(f"{source}: approvalMode must be one of {list(APPROVAL_MODES)}, got {value!r}")

@@ -339,6 +339,11 @@ class PermissionVoteBody:
     outcome: SelectedOutcome | CancelledOutcome
 
 
+@attrs.frozen(kw_only=True)
+class ApprovalModeBody:
+    mode: Literal["default", "auto-edit", "yolo", "plan"]
+
+
 # --------------------------------------------------------------------------- the converter
 
 
@@ -415,6 +420,8 @@ converter = _make_converter()
 
 
 def _format(exc: BaseException, type_: Any) -> str:
+    if typing.get_origin(type_) is Literal:
+        return f"must be one of {list(typing.get_args(type_))}"
     if isinstance(exc, KeyError):
         return "required field missing"
     if isinstance(exc, ValueError) and not isinstance(exc, cattrs.BaseValidationError):

@@ -207,6 +207,37 @@ def create_app(
         await session(session_id).cancel()
         return Response(b"", status=204)
 
+    async def vote(handle: SessionHandle, request_id: str) -> Response:
+        b = await body(wire.PermissionVoteBody)
+        option = b.outcome.optionId if isinstance(b.outcome, wire.SelectedOutcome) else None
+        try:
+            accepted = await handle.vote(request_id, b.outcome.outcome, option)
+        except ValueError as exc:
+            raise HttpError(400, str(exc), "unknown_option", "$.outcome.optionId") from None
+        if not accepted:
+            raise HttpError(404, f"no pending permission request {request_id!r}", "permission_not_found",
+                            "url.requestId")
+        return json_response({"accepted": True, "requestId": request_id})
+
+    @app.post("/session/<session_id>/permission/<request_id>")
+    async def session_permission(session_id: str, request_id: str) -> Response:
+        return await vote(session(session_id), request_id)
+
+    @app.post("/permission/<request_id>")
+    async def permission(request_id: str) -> Response:
+        handle = next((h for h in daemon.sessions() if h.has_permission_request(request_id)), None)
+        if handle is None:
+            await body(wire.PermissionVoteBody)  # bad bodies are still 400, not 404
+            raise HttpError(404, f"no pending permission request {request_id!r}", "permission_not_found",
+                            "url.requestId")
+        return await vote(handle, request_id)
+
+    @app.post("/session/<session_id>/approval-mode")
+    async def approval_mode(session_id: str) -> Response:
+        handle = session(session_id)
+        b = await body(wire.ApprovalModeBody)
+        return json_response({"mode": await handle.set_approval_mode(b.mode)})
+
     @app.get("/session/<session_id>/turns/<prompt_id>")
     async def turn(session_id: str, prompt_id: str) -> Response:
         record = await session(session_id).turn(prompt_id)

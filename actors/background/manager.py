@@ -168,7 +168,7 @@ class BackgroundManager:
                     await process.run()
                     monitor.source_ended()
                 finally:
-                    process.kill_now()
+                    await process.kill_and_reap()
 
             self._nursery.start_soon(feed_from_process)
         self._event(item, "started")

@@ -130,6 +130,13 @@ class ShellProcess:
         if self.process is not None:
             kill_group(self.process.pid, signal.SIGKILL)
 
+    async def kill_and_reap(self) -> None:
+        """SIGKILL the group and reap the shell, even from a cancelled scope."""
+        self.kill_now()
+        if self.process is not None:
+            with trio.CancelScope(shield=True), trio.move_on_after(2):
+                await self.process.wait()
+
 
 # ----------------------------------------------------------------- the actor
 
@@ -149,6 +156,7 @@ class ShellTask:
         self.shell = ShellProcess(command, cwd, self.output, on_output)
         self._on_exit = on_exit
         self._killed = False
+        self._kill_replies: list[Reply[bool]] = []  # answered once the group is gone
         self._scope = trio.CancelScope()
 
     async def run(self, *, task_status: trio.TaskStatus[ActorRef[Kill]] = trio.TASK_STATUS_IGNORED) -> None:
@@ -168,12 +176,14 @@ class ShellTask:
                         code = self.shell.process.returncode
                 nursery.cancel_scope.cancel()
         finally:
-            self.shell.kill_now()  # a closing session leaves no process behind
+            await self.shell.kill_and_reap()  # a closing session leaves no process behind
         self._on_exit(code, self._killed)
+        for reply in self._kill_replies:
+            reply.send(True)
 
     def _handle(self, message: Kill) -> None:
         match message:
             case Kill(reply):
                 self._killed = True
                 self._scope.cancel()
-                reply.send(True)
+                self._kill_replies.append(reply)

@@ -98,7 +98,7 @@ class ShellTool(_Base):
                 with trio.CancelScope(shield=True):
                     await process.terminate()
         finally:
-            process.kill_now()
+            await process.kill_and_reap()
         text, lost = output.read_new()
         note = f"[{lost} characters of output dropped]\n" if lost else ""
         if code is None:

@@ -124,8 +124,9 @@ class Session:
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
         self.ref: ActorRef[SessionMessage] | None = None
         self.permissions = PermissionBroker(session_id, self.bus, runtime.ids)
-        self.bus.on_last_unsubscribe = self.permissions.cancel_all  # a client that left approves nothing
+        self.bus.on_last_unsubscribe = self._clients_left
         self.always_allowed: set[str] = set()
+        self._nursery: trio.Nursery | None = None
         self.background = BackgroundManager(
             session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
         )
@@ -142,6 +143,7 @@ class Session:
         close_reason = "closed"
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 self.fifo_ref = await nursery.start(self.fifo.run)
                 await nursery.start(self.background.run)
                 nursery.start_soon(self._work_loop, name=f"work:{self.session_id}")
@@ -300,6 +302,16 @@ class Session:
         if decision.option is not None and decision.option.kind == "allow_always":
             self.always_allowed.add(kind)
         return None
+
+    def _clients_left(self) -> None:
+        """The last subscriber went away: pending permissions are cancelled unless one returns in time."""
+        if self.permissions.pending_ids and self._nursery is not None:
+            self._nursery.start_soon(self._cancel_permissions_after_grace)
+
+    async def _cancel_permissions_after_grace(self) -> None:
+        await trio.sleep(self.runtime.settings.limits.client_grace_seconds)
+        if self.bus.subscriber_count == 0:
+            self.permissions.cancel_all()  # a client that left approves nothing
 
     def _set_approval_mode(self, mode: str) -> str:
         if mode not in APPROVAL_MODES:  # the handle validates; a bad message must not crash the actor

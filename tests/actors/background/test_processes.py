@@ -1,0 +1,110 @@
+"""Background shells as real subprocesses, driven through a session's tools."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import trio
+
+from actors import CountingIds, Settings, load_script, open_daemon
+
+
+def call(name: str, **arguments) -> dict:
+    return {"tool_call": {"name": name, "arguments": arguments}}
+
+
+def alive(pid: int) -> bool:
+    """Alive: present in /proc and not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def wait_for(predicate, timeout: float = 10.0) -> None:
+    with trio.fail_after(timeout):
+        while not predicate():
+            await trio.sleep(0.02)
+
+
+async def run_until_idle(session, sub) -> list:
+    got = []
+    async for event in sub:
+        got.append(event)
+        if event.type in ("turn_complete", "turn_error"):
+            return got
+    return got
+
+
+YOLO = Settings(approval_mode="yolo")
+
+
+async def test_incremental_shell_output_loses_no_line_and_repeats_none(tmp_path):
+    lines = 300
+    command = (f'for i in $(seq 1 {lines}); do printf "line-%d\\n" $i; '
+               f'[ $((i % 50)) -eq 0 ] && sleep 0.1; done; true')
+    reads = [{"delay": 0.1, "steps": [call("shell_output", task_id="shell-1")]} for _ in range(15)]
+    model = load_script({"responses": [[call("shell", command=command, run_in_background=True)], *reads,
+                                       [{"text": "done"}]]})
+    with trio.fail_after(30):
+        async with open_daemon(YOLO, model=model, ids=CountingIds(), workspace=str(tmp_path)) as daemon:
+            session, _ = await daemon.create_session()
+            sub = session.subscribe()
+            await session.prompt("watch it")
+            await run_until_idle(session, sub)
+    outputs = []
+    for request in model.calls[2:]:
+        result = request.messages[-1]
+        assert result.role == "tool" and result.name == "shell_output"
+        outputs.append(result.content.split("\n", 1)[1])
+    assert outputs[-1] == "" and "status: completed, exit code 0" in model.calls[-1].messages[-1].content
+    seen = "".join(outputs).split()
+    assert seen == [f"line-{i}" for i in range(1, lines + 1)]
+    assert sum(1 for o in outputs if o) >= 3  # it really was read in pieces
+
+
+async def test_kill_task_ends_the_shell_and_its_grandchild(tmp_path):
+    command = "sleep 300 & echo $! > child.pid; echo $$ > parent.pid; wait"
+    model = load_script({"responses": [
+        [call("shell", command=command, run_in_background=True)],
+        {"delay": 0.5, "steps": [call("kill_task", task_id="shell-1")]},
+        [{"text": "killed"}],
+    ]})
+    with trio.fail_after(30):
+        async with open_daemon(YOLO, model=model, ids=CountingIds(), workspace=str(tmp_path)) as daemon:
+            session, _ = await daemon.create_session()
+            sub = session.subscribe()
+            await session.prompt("start and kill")
+            await wait_for(lambda: (tmp_path / "child.pid").exists() and (tmp_path / "parent.pid").exists())
+            await trio.sleep(0.05)
+            pids = [int((tmp_path / n).read_text()) for n in ("parent.pid", "child.pid")]
+            assert all(alive(p) for p in pids)
+            events = await run_until_idle(session, sub)
+            assert "Stopped shell-1" in model.calls[2].messages[-1].content
+            await wait_for(lambda: not any(alive(p) for p in pids), 5)
+            finished = [e.data for e in events if e.type == "background_task" and e.data["status"] == "finished"]
+            assert finished and finished[0]["state"] == "killed"
+
+
+async def test_closing_the_session_kills_everything_it_started(tmp_path):
+    starts = [call("shell", command=f"sleep 300 & echo $! > c{n}.pid; echo $$ > p{n}.pid; wait",
+                   run_in_background=True) for n in range(3)]
+    model = load_script({"responses": [[*starts], [{"text": "started"}]]})
+    with trio.fail_after(30):
+        async with open_daemon(YOLO, model=model, ids=CountingIds(), workspace=str(tmp_path)) as daemon:
+            session, _ = await daemon.create_session()
+            sub = session.subscribe()
+            await session.prompt("start three")
+            await run_until_idle(session, sub)
+            names = [f"{k}{n}.pid" for n in range(3) for k in "cp"]
+            await wait_for(lambda: all((tmp_path / n).exists() for n in names))
+            await trio.sleep(0.05)
+            pids = [int((tmp_path / n).read_text()) for n in names]
+            assert all(alive(p) for p in pids)
+            status = await session.status()
+            assert [t["status"] for t in status["backgroundTasks"]] == ["running"] * 3
+            await daemon.close_session(session.session_id)
+            await wait_for(lambda: not any(alive(p) for p in pids), 5)
+    assert os.getpid() > 0
