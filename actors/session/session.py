@@ -19,7 +19,7 @@ import attrs
 import trio
 
 from .. import wire
-from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
+from .._actor import ActorGone, ActorRef, Reply, open_mailbox, serve_mailbox
 from ..events import EventBus
 from ..model import ChatMessage, ContextWindowExceeded, ModelError
 from ..background.automatic import AutomaticItem
@@ -217,10 +217,9 @@ class Session:
         self.publish_update(wire.text_update("user_message_chunk", entry.text), prompt_id)
         user_text = None if entry.is_trusted_retry and self._awaiting_answer() else entry.text
         stop_reason, error = await self._run_turn(prompt_id, "prompt", user_text)
-        assert self.fifo_ref is not None
         state = "error" if error else ("cancelled" if stop_reason == "cancelled" else "completed")
-        self.fifo_ref.tell_nowait(f.Settle(prompt_id, state, stop_reason=stop_reason,
-                                           error=self._error_message(error) if error else None))
+        await self._tell_fifo(f.Settle(prompt_id, state, stop_reason=stop_reason,
+                                       error=self._error_message(error) if error else None))
 
     async def run_automatic(self, item: AutomaticItem) -> None:
         """An automatic turn: a notification, @wakeup or cron fire, run while no prompt waits."""
@@ -228,12 +227,20 @@ class Session:
         text = item.prompt_text()
         meta = {"source": item.source, "taskId": item.task_id}
         self.publish_update(wire.text_update("user_message_chunk", text, meta), prompt_id)
-        assert self.fifo_ref is not None
-        self.fifo_ref.tell_nowait(f.SetActive(True))
+        await self._tell_fifo(f.SetActive(True))
         try:
             await self._run_turn(prompt_id, "automatic", text)
         finally:
-            self.fifo_ref.tell_nowait(f.SetActive(False))
+            await self._tell_fifo(f.SetActive(False))
+
+    async def _tell_fifo(self, message: f.FifoMessage) -> None:
+        """Tell the FIFO something it must not miss, also from a cancelled exit path."""
+        assert self.fifo_ref is not None
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
+            try:
+                await self.fifo_ref.tell(message)
+            except ActorGone:
+                pass  # the session is closing; the FIFO went first
 
     async def _run_turn(self, prompt_id: str, kind: str, user_text: str | None) -> tuple[str | None, Exception | None]:
         """Run one turn in its work item; publish its terminal event. Returns (stop reason, error)."""
