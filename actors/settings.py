@@ -41,8 +41,18 @@ class Settings:
     approval_mode: str = "default"
     limits: Limits = Limits()
     hooks: dict[str, Any] = attrs.field(factory=dict)
+    stop_hook_block_cap: int = 8  # consecutive Stop-hook blocks before the hook is overridden
+    max_tool_calls_per_turn: int = 128  # loop protection
+    max_repeated_failures: int = 3  # the same failing call (name and arguments) this often in a row is a loop
     model: dict[str, Any] = attrs.field(factory=dict)
     warnings: tuple[str, ...] = ()
+
+    @property
+    def hook_config(self) -> Any:
+        """The parsed ``hooks`` (none at all when ``disableAllHooks``)."""
+        from .session.hooks import HooksConfig, parse_hooks
+
+        return HooksConfig() if self.disable_all_hooks else parse_hooks(self.hooks)
 
     @property
     def guard_enabled(self) -> bool:
@@ -57,6 +67,9 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "disableAllHooks": ("disable_all_hooks", bool),
     "approvalMode": ("approval_mode", str),
     "hooks": ("hooks", dict),
+    "stopHookBlockingCap": ("stop_hook_block_cap", int),
+    "loopProtection.maxToolCallsPerTurn": ("max_tool_calls_per_turn", int),
+    "loopProtection.maxRepeatedFailures": ("max_repeated_failures", int),
     "model": ("model", dict),
     "limits.maxSessions": ("limits.max_sessions", int),
     "limits.maxPendingPrompts": ("limits.max_pending_prompts", int),
@@ -105,6 +118,13 @@ def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | 
             limits[field.removeprefix("limits.")] = value
         else:
             values[field] = value
+    if "hooks" in values:
+        from .session.hooks import HookConfigError, parse_hooks
+
+        try:
+            parse_hooks(values["hooks"])
+        except HookConfigError as exc:
+            raise SettingsError(f"{source}: {exc}") from None
     base = base or Settings()
     if limits:
         values["limits"] = attrs.evolve(base.limits, **limits)

@@ -102,6 +102,7 @@ class BackgroundManager:
                               f"Read its output with shell_output {{\"task_id\": \"{task_id}\"}}.")
 
         task = sh.ShellTask(task_id, command, cwd, on_output=on_output, on_exit=on_exit)
+        self._shells = {k: v for k, v in self._shells.items() if self.registry.get(k) is not None}
         self._shells[task_id] = task
         assert self._nursery is not None
         try:
@@ -154,23 +155,44 @@ class BackgroundManager:
         monitor = m.Monitor(task_id, timeout=timeout, deliver=deliver)
         assert self._nursery is not None
         if follow is not None:
-            self._listeners.setdefault(follow, []).append(
-                lambda text: monitor.source_ended() if text is None else monitor.feed(text))
-            item.actor = await self._nursery.start(monitor.run)
+            def listen(text: str | None) -> None:
+                monitor.source_ended() if text is None else monitor.feed(text)
+
+            listeners = self._listeners.setdefault(follow, [])
+            listeners.append(listen)
+
+            async def followed(*, task_status: trio.TaskStatus[Any]) -> None:
+                try:
+                    await monitor.run(task_status=task_status)
+                finally:
+                    if listen in listeners:
+                        listeners.remove(listen)  # a stopped monitor buffers nothing more
+
+            item.actor = await self._nursery.start(followed)
         else:
             assert command is not None
             process = sh.ShellProcess(command, cwd, sh.OutputBuffer(64 * 1024), monitor.feed)
-            await process.start()
-            item.actor = await self._nursery.start(monitor.run)
+            try:
+                await process.start()
+            except OSError:
+                item.state, item.ended_at = "failed", trio.current_time()
+                raise
 
-            async def feed_from_process() -> None:
-                try:
-                    await process.run()
-                    monitor.source_ended()
-                finally:
-                    await process.kill_and_reap()
+            async def commanded(*, task_status: trio.TaskStatus[Any]) -> None:
+                # The command lives exactly as long as its monitor.
+                async with trio.open_nursery() as inner:
+                    async def feed() -> None:
+                        try:
+                            await process.run()
+                            monitor.source_ended()
+                        finally:
+                            await process.kill_and_reap()
 
-            self._nursery.start_soon(feed_from_process)
+                    inner.start_soon(feed)
+                    await monitor.run(task_status=task_status)
+                    inner.cancel_scope.cancel()
+
+            item.actor = await self._nursery.start(commanded)
         self._event(item, "started")
         return item
 
@@ -180,7 +202,10 @@ class BackgroundManager:
         self._check_capacity()
         if (delay is None) == (at is None):
             raise sch.ScheduleError("give exactly one of delay (seconds) or at (an ISO 8601 time)")
-        when = at if at is not None else self._now() + timedelta(seconds=delay or 0)
+        try:
+            when = at if at is not None else self._now() + timedelta(seconds=delay or 0)
+        except (OverflowError, ValueError):
+            raise sch.ScheduleError("delay is too large") from None
         task_id = self._ids.new("wakeup")
         item = self.registry.add(BackgroundItem(task_id, "wakeup", note, state="scheduled",
                                                 started_at=trio.current_time()))

@@ -48,7 +48,8 @@ class LineBatcher:
     def _admit(self, line: str) -> None:
         now = self._now()
         if now - self._window_start >= 1.0:
-            flooded = self._window_count > FLOOD_LINES
+            # The flood goes on only if the window that just closed was flooded and came right before this one.
+            flooded = self._window_count > FLOOD_LINES and now - self._window_start < 2.0
             if not flooded:
                 self.flood_since = None
             self._window_start, self._window_count = now, 0

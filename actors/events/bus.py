@@ -22,6 +22,7 @@ from typing import Any
 import trio
 
 from .. import wire
+from . import compaction
 from ..wire import Event
 
 DEFAULT_RING_SIZE = 8000
@@ -219,6 +220,10 @@ class EventBus:
         last_replayed = replayed[-1].id if replayed else cursor
         frames.append(wire.replay_complete(len(replayed), last_replayed, self.last_event_id))  # type: ignore[arg-type]
         return frames
+
+    def compact_turn(self, prompt_id: str) -> None:
+        """Fold one finished turn's events in the ring (see :mod:`.compaction`)."""
+        self.ring = deque(compaction.compact(self.ring, prompt_id), maxlen=self.ring.maxlen)
 
     def close_with(self, type: str, data: dict[str, Any]) -> None:
         """Publish a terminal event, then end every subscription."""

@@ -36,6 +36,7 @@ class ChatMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    origin: str | None = None  # for user messages: prompt, mid_turn, hook, guard, automatic (never sent)
 
 
 @attrs.frozen
@@ -51,6 +52,7 @@ class ChatRequest:
     tools: tuple[ToolSpec, ...] = ()
     max_tokens: int | None = None
     purpose: str = "primary"  # "primary", "compaction" or "suggestion"
+    model: str | None = None  # a per-session model name, for providers that serve several
 
 
 # ----------------------------------------------------------------- stream items

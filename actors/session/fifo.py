@@ -21,7 +21,6 @@ from ..events import EventBus
 from ..ids import IdSource
 
 TurnState = Literal["queued", "running", "completed", "error", "cancelled"]
-MID_TURN_PREFIX = "[User message received during tool execution]: "
 MAX_DRAIN_ITEMS = 10
 TURN_RECORDS_KEPT = 256
 
@@ -193,6 +192,7 @@ class PromptFifo:
         wake_session: Callable[[], None],
         cancel_running: Callable[[str], None],
         now_ms: Callable[[], int],
+        queue_released: Callable[[], None] = lambda: None,
     ) -> None:
         self.session_id = session_id
         self._bus = bus
@@ -201,6 +201,7 @@ class PromptFifo:
         self._max_mid_turn = max_mid_turn
         self._wake_session = wake_session
         self._cancel_running = cancel_running
+        self._queue_released = queue_released
         self._now_ms = now_ms
         self._entries: list[PendingPrompt] = []
         self._mid_turn: deque[MidTurnItem] = deque()
@@ -268,6 +269,8 @@ class PromptFifo:
                               wire.pending_prompt_completed(self.session_id, prompt_id, "removed"), prompt_id)
             self._bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled"), prompt_id)
             self._update(prompt_id, state="cancelled", stop_reason="cancelled", ended_at=self._now_ms())
+            if not self.has_queued_prompt:
+                self._queue_released()  # a chain that yielded to the queue must not wait for it
         else:
             self._cancel_running(prompt_id)
         return True

@@ -1,11 +1,13 @@
-"""The session actor: one conversation, its prompt FIFO, its current work, its events.
+"""The session actor: one conversation, its prompt FIFO, its background work, its events.
 
-Two tasks run under the session's nursery besides the FIFO actor: the mailbox
-loop, which answers control messages one at a time (cancel, status, load), and
-the work loop, which runs one work item at a time — a foreground prompt taken
-from the FIFO — each inside a cancel scope the session owns. Whatever way a
-work item ends (completion, error, cancellation), its exit path publishes its
-terminal event and settles it with the FIFO.
+Besides the FIFO and the background manager, two tasks run under the
+session's nursery: the mailbox loop, which answers control messages one at a
+time (cancel, status, lifecycle events, permission votes), and the work loop,
+which runs one work item at a time — a foreground prompt from the FIFO, or an
+automatic turn — each inside a cancel scope the session owns. Whatever way a
+work item ends, its exit path suspends the guard chain if it was cancelled,
+publishes its terminal event, settles it with the FIFO and releases the
+automatic queue that waited for it.
 """
 
 from __future__ import annotations
@@ -19,20 +21,32 @@ import attrs
 import trio
 
 from .. import wire
-from .._actor import ActorGone, ActorRef, Reply, open_mailbox, serve_mailbox
-from ..events import EventBus
-from ..model import ChatMessage, ContextWindowExceeded, ModelError
+from .._actor import ActorGone, ActorRef, PendingReply, Reply, open_mailbox, serve_mailbox
 from ..background.automatic import AutomaticItem
 from ..background.manager import BackgroundManager
+from ..events import EventBus
+from ..guard import TodoStopGuard, is_continuation_prompt
+from ..model import ChatMessage, ChatRequest, ModelError, TextDelta
+from ..model.base import estimate_tokens
 from ..runtime import Runtime
 from ..settings import APPROVAL_MODES
 from . import fifo as f
+from .chain import WorkChain
+from .hooks import HookResult
+from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
-from .tools import PermissionCancelled, ToolContext
+from .tools import ToolContext
 from .transcript import Transcript
 from .turn import Turn
 
 log = logging.getLogger("trellis.session")
+
+DRAIN_DEADLINE = 2.0  # seconds a mid-turn drain may take before the stop path goes on without it
+COMPACT_AT = 0.8  # compact history once a request would fill this share of the context window
+KEEP_AFTER_COMPACTION = 6  # recent messages kept verbatim
+
+
+# ----------------------------------------------------------------- messages
 
 
 @attrs.frozen
@@ -49,7 +63,7 @@ class GetStatus:
 
 @attrs.frozen
 class Load:
-    """Restore the conversation from the transcript on disk."""
+    """Restore the conversation from the transcript on disk (clears guard trust)."""
 
     reply: Reply[int]
 
@@ -58,6 +72,35 @@ class Load:
 class SetApprovalMode:
     mode: str
     reply: Reply[str]
+
+
+@attrs.frozen
+class SetModel:
+    """Use another model name; the work chain goes on."""
+
+    model: str
+    reply: Reply[str]
+
+
+@attrs.frozen
+class ChangeCwd:
+    cwd: str
+    reply: Reply[str]
+
+
+@attrs.frozen
+class Rewind:
+    """Keep the conversation before user turn ``turn`` (counted from 0); clears guard trust."""
+
+    turn: int
+    reply: Reply[int | str]
+
+
+@attrs.frozen
+class Snapshot:
+    """A copy of the conversation, for a fork; the fork clears this session's trust too."""
+
+    reply: Reply[list[ChatMessage]]
 
 
 @attrs.frozen
@@ -70,7 +113,7 @@ class Vote:
     reply: Reply[bool | str]
 
 
-SessionMessage = Cancel | GetStatus | Load | SetApprovalMode | Vote
+SessionMessage = Cancel | GetStatus | Load | SetApprovalMode | SetModel | ChangeCwd | Rewind | Snapshot | Vote
 
 
 @attrs.define
@@ -103,33 +146,42 @@ class Wakeup:
 class Session:
     """The session actor. Start it with ``await nursery.start(session.run)``."""
 
-    def __init__(self, runtime: Runtime, session_id: str, cwd: str, *, created_at: int | None = None) -> None:
+    def __init__(self, runtime: Runtime, session_id: str, cwd: str, *, created_at: int | None = None,
+                 history: list[ChatMessage] | None = None) -> None:
         self.runtime = runtime
+        settings = runtime.settings
         self.session_id = session_id
         self.cwd = cwd
         self.created_at = created_at if created_at is not None else runtime.clock_ms()
-        limits = runtime.settings.limits
-        self.bus = EventBus(limits.event_ring_size, clock_ms=runtime.clock_ms)
-        self.history: list[ChatMessage] = []
+        self.bus = EventBus(settings.limits.event_ring_size, clock_ms=runtime.clock_ms)
+        self.history: list[ChatMessage] = list(history or [])
         self.transcript = Transcript(runtime.state_dir, session_id)
+        if history:
+            self.transcript.rewrite(self.history)
         self.tools = runtime.make_tools()
-        self.approval_mode = runtime.settings.approval_mode
-        self._wake = Wakeup()
+        self.hooks = settings.hook_config
+        self.approval_mode = settings.approval_mode
+        self.model_name: str | None = None
         self.current: Work | None = None
+        self._wake = Wakeup()
+        self._nursery: trio.Nursery | None = None
+        self._late_drain: PendingReply[f.DrainResult] | None = None
         self.fifo = f.PromptFifo(
             session_id, self.bus, runtime.ids,
-            max_pending=limits.max_pending_prompts, max_mid_turn=limits.max_mid_turn_messages,
+            max_pending=settings.limits.max_pending_prompts, max_mid_turn=settings.limits.max_mid_turn_messages,
             wake_session=self._wake.set, cancel_running=self._cancel_prompt, now_ms=runtime.clock_ms,
+            queue_released=self._queue_released,
         )
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
         self.ref: ActorRef[SessionMessage] | None = None
         self.permissions = PermissionBroker(session_id, self.bus, runtime.ids)
         self.bus.on_last_unsubscribe = self._clients_left
         self.always_allowed: set[str] = set()
-        self._nursery: trio.Nursery | None = None
         self.background = BackgroundManager(
             session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
         )
+        self.chain = WorkChain(TodoStopGuard(enabled=settings.guard_enabled), self.background)
+        self.background.related = self.chain.is_related
 
     @property
     def provider(self) -> Any:
@@ -164,9 +216,22 @@ class Session:
             case GetStatus(reply):
                 reply.send(self.status())
             case Load(reply):
+                self._invalidate()
                 reply.send(self.restore_from_disk())
             case SetApprovalMode(mode, reply):
                 reply.send(self._set_approval_mode(mode))
+            case SetModel(model, reply):
+                self.model_name = model  # no new work chain
+                reply.send(model)
+            case ChangeCwd(cwd, reply):
+                self.cwd = cwd
+                self._invalidate()
+                reply.send(cwd)
+            case Rewind(turn, reply):
+                reply.send(self._rewind(turn))
+            case Snapshot(reply):
+                self._invalidate()
+                reply.send(list(self.history))
             case Vote(request_id, outcome, option_id, reply):
                 try:
                     reply.send(self.permissions.vote(request_id, outcome, option_id))
@@ -178,14 +243,14 @@ class Session:
     # ------------------------------------------------------------- work
 
     async def _work_loop(self) -> None:
-        """One work item at a time: a queued prompt first, else the head automatic item."""
+        """One work item at a time: a queued prompt first, else an automatic item the chain allows."""
         assert self.fifo_ref is not None
         while True:
             entry = await self.fifo_ref.ask(f.TakeNext)
             if entry is not None:
                 await self.run_prompt(entry)
                 continue
-            item = self.background.queue.peek()
+            item = self.chain.select_automatic()
             if item is not None:
                 await self.run_automatic(self.background.queue.take(item))
                 continue
@@ -200,38 +265,76 @@ class Session:
     async def work_item(self, prompt_id: str, kind: str) -> AsyncIterator[Work]:
         """Own the cancel scope of one work item; its exit is where it settles.
 
-        The exit also releases the automatic items that waited for this work, on every path
-        out — completion, error or cancellation — so no caller has to remember to.
+        Leaving by cancellation suspends the guard chain (every cancellation path, by
+        construction), and every exit — completion, error, cancellation — releases the
+        automatic items that waited for this work.
         """
         work = Work(prompt_id, trio.CancelScope(), kind)
         self.current = work
         try:
             with work.scope:
                 yield work
+            if work.scope.cancelled_caught:
+                self.chain.guard.suspend()
         finally:
             self.current = None
             self._wake.set()
 
     async def run_prompt(self, entry: f.PendingPrompt) -> None:
         prompt_id = entry.prompt_id
+        self.chain.prepare_for_prompt(trusted_retry=entry.is_trusted_retry, plan=self.approval_mode == "plan")
         self.publish_update(wire.text_update("user_message_chunk", entry.text), prompt_id)
         user_text = None if entry.is_trusted_retry and self._awaiting_answer() else entry.text
-        stop_reason, error = await self._run_turn(prompt_id, "prompt", user_text)
+        stop_reason, error = await self._run_turn(prompt_id, "prompt", user_text, "prompt")
         state = "error" if error else ("cancelled" if stop_reason == "cancelled" else "completed")
         await self._tell_fifo(f.Settle(prompt_id, state, stop_reason=stop_reason,
                                        error=self._error_message(error) if error else None))
+        if stop_reason == "end_turn":
+            await self._suggest_followups(prompt_id)
 
     async def run_automatic(self, item: AutomaticItem) -> None:
         """An automatic turn: a notification, @wakeup or cron fire, run while no prompt waits."""
         prompt_id = self.runtime.ids.new("auto")
+        self.chain.prepare_for_automatic_turn(item, plan=self.approval_mode == "plan")
         text = item.prompt_text()
         meta = {"source": item.source, "taskId": item.task_id}
         self.publish_update(wire.text_update("user_message_chunk", text, meta), prompt_id)
         await self._tell_fifo(f.SetActive(True))
         try:
-            await self._run_turn(prompt_id, "automatic", text)
+            await self._run_turn(prompt_id, "automatic", text, "automatic")
         finally:
             await self._tell_fifo(f.SetActive(False))
+
+    async def _run_turn(self, prompt_id: str, kind: str, user_text: str | None,
+                        origin: str) -> tuple[str | None, Exception | None]:
+        """Run one turn in its work item; publish its terminal event. Returns (stop reason, error)."""
+        turn = Turn(self, prompt_id, foreground=kind == "prompt")
+        stop_reason: str | None = None
+        error: Exception | None = None
+        async with self.work_item(prompt_id, kind) as work:
+            try:
+                stop_reason = await turn.run(user_text, origin)
+            except ModelError as exc:
+                error = exc
+            except Exception as exc:  # contained: the session goes on
+                log.exception("turn %s of session %s failed", prompt_id, self.session_id)
+                self.chain.guard.pause_for_trusted_retry()
+                error = exc
+        if work.scope.cancelled_caught or (work.cancel_reason and stop_reason is None and error is None):
+            stop_reason = "cancelled"
+        if error is not None:
+            code = error.code if isinstance(error, ModelError) else "internal_error"
+            self.bus.publish("turn_error", wire.turn_error(self.session_id, prompt_id, self._error_message(error),
+                                                           code), prompt_id)
+        else:
+            stop_reason = stop_reason or "end_turn"
+            self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, stop_reason), prompt_id)
+        self.bus.compact_turn(prompt_id)
+        return stop_reason, error
+
+    @staticmethod
+    def _error_message(error: Exception) -> str:
+        return error.message if isinstance(error, ModelError) else f"internal error: {type(error).__name__}"
 
     async def _tell_fifo(self, message: f.FifoMessage) -> None:
         """Tell the FIFO something it must not miss, also from a cancelled exit path."""
@@ -241,38 +344,6 @@ class Session:
                 await self.fifo_ref.tell(message)
             except ActorGone:
                 pass  # the session is closing; the FIFO went first
-
-    async def _run_turn(self, prompt_id: str, kind: str, user_text: str | None) -> tuple[str | None, Exception | None]:
-        """Run one turn in its work item; publish its terminal event. Returns (stop reason, error)."""
-        turn = Turn(self, prompt_id)
-        stop_reason: str | None = None
-        error: Exception | None = None
-        async with self.work_item(prompt_id, kind) as work:
-            try:
-                stop_reason = await turn.run(user_text)
-            except ContextWindowExceeded:
-                stop_reason = "max_tokens"
-            except PermissionCancelled:
-                stop_reason = "cancelled"
-            except ModelError as exc:
-                error = exc
-            except Exception as exc:  # contained: the session goes on
-                log.exception("turn %s of session %s failed", prompt_id, self.session_id)
-                error = exc
-        if work.scope.cancelled_caught or (work.cancel_reason and stop_reason is None and error is None):
-            stop_reason = "cancelled"
-        if error is not None:
-            code = error.code if isinstance(error, ModelError) else "internal_error"
-            self.bus.publish("turn_error", wire.turn_error(self.session_id, prompt_id, self._error_message(error), code),
-                             prompt_id)
-            return None, error
-        stop_reason = stop_reason or "end_turn"
-        self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, stop_reason), prompt_id)
-        return stop_reason, None
-
-    @staticmethod
-    def _error_message(error: Exception) -> str:
-        return error.message if isinstance(error, ModelError) else f"internal error: {type(error).__name__}"
 
     def _awaiting_answer(self) -> bool:
         """The conversation ends with input the model has not answered yet."""
@@ -290,7 +361,37 @@ class Session:
         if self.current is not None and self.current.prompt_id == prompt_id:
             self._cancel_current("user")
 
-    # ------------------------------------------------------------- services lent to tools
+    def _queue_released(self) -> None:
+        """The FIFO's last queued prompt was aborted: a chain that yielded to it ends; queues go on."""
+        if self.chain.release_queued_prompt_wait():
+            self._wake.set()
+
+    # ------------------------------------------------------------- mid-turn input
+
+    async def drain_mid_turn(self, watch_queued_prompt: bool = False) -> f.DrainResult:
+        """Ask the FIFO for mid-turn input, within :data:`DRAIN_DEADLINE`.
+
+        A drain that misses its deadline is kept: when its answer comes later, its
+        messages are injected with the next drain, but its queued-prompt snapshot is
+        discarded, because it may already be stale.
+        """
+        assert self.fifo_ref is not None
+        recovered: tuple[str, ...] = ()
+        if self._late_drain is not None:
+            arrived, late = self._late_drain.poll()
+            if not arrived:
+                return f.DrainResult((), (), False)  # the earlier drain is still out; don't stack another
+            self._late_drain = None
+            recovered = late.messages if late is not None else ()
+        pending = self.fifo_ref.ask_nowait(lambda r: f.Drain(watch_queued_prompt, r))
+        try:
+            result = await pending.wait(DRAIN_DEADLINE)
+        except trio.TooSlowError:
+            self._late_drain = pending
+            return f.DrainResult(recovered, (), False)
+        return f.DrainResult(recovered + result.messages, result.items, result.has_queued_prompt)
+
+    # ------------------------------------------------------------- services lent to tools and turns
 
     async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any) -> str | None:
         """Apply the approval mode to one tool call; ask the client in ``default`` mode."""
@@ -310,6 +411,73 @@ class Session:
             self.always_allowed.add(kind)
         return None
 
+    def hook_payload(self, event: str, **fields: Any) -> dict[str, Any]:
+        transcript = str(self.transcript.path) if self.transcript.path else None
+        return {"session_id": self.session_id, "transcript_path": transcript, "cwd": self.cwd,
+                "hook_event_name": event, "permission_mode": self.approval_mode, **fields}
+
+    def report_hook(self, event: str, outcome: HookResult, prompt_id: str) -> None:
+        if outcome.system_messages or outcome.failures:
+            self.bus.publish("hook_result", {"sessionId": self.session_id, "hookEvent": event,
+                                             "systemMessages": list(outcome.system_messages),
+                                             "failures": list(outcome.failures)}, prompt_id)
+
+    def publish_notice(self, text: str, prompt_id: str | None) -> None:
+        """A discrete message from the daemon itself to the client (never merged with model text)."""
+        self.publish_update(wire.text_update("agent_message_chunk", text,
+                                             {"source": "daemon", "qwenDiscreteMessage": True}), prompt_id)
+
+    def _context_window(self) -> int | None:
+        return getattr(self.provider, "context_window", None)
+
+    def needs_compaction(self, parts: tuple[tuple[str, str], ...]) -> bool:
+        window = self._context_window()
+        if not window:
+            return False
+        pending = [ChatMessage("user", text) for _, text in parts]
+        return estimate_tokens(self.history + pending) > window * COMPACT_AT
+
+    async def compact_history(self) -> bool:
+        """Summarise older history with a model call; ``False`` when that fails."""
+        keep = KEEP_AFTER_COMPACTION
+        # Never split an assistant message from its tool results.
+        while keep < len(self.history) and self.history[-keep].role == "tool":
+            keep += 1
+        older, recent = self.history[:-keep], self.history[-keep:]
+        if not older:
+            return False
+        request = ChatRequest((ChatMessage("system", "Summarise this conversation for your own later use."),
+                               *older), purpose="compaction", model=self.model_name)
+        try:
+            async with self.provider.stream(request) as stream:
+                summary = "".join([item.text async for item in stream if type(item) is TextDelta])
+        except Exception as exc:  # any failure is a compaction failure; the caller decides what it means
+            log.info("compaction failed in session %s: %s", self.session_id, exc)
+            return False
+        self.history = [ChatMessage("user", f"[Summary of the earlier conversation]\n{summary}", origin="summary"),
+                        *recent]
+        self.transcript.rewrite(self.history)
+        return True
+
+    async def _suggest_followups(self, prompt_id: str) -> None:
+        """Opt-in follow-up suggestions after a completed foreground turn, unless the chain may resume."""
+        if not self.runtime.settings.followup_suggestions or not self.chain.suggestions_allowed:
+            return
+        request = ChatRequest((*self.history, ChatMessage("user", "Suggest up to three short follow-up prompts, "
+                                                                  "one per line.")),
+                              purpose="suggestion", model=self.model_name)
+        try:
+            async with self.provider.stream(request) as stream:
+                text = "".join([item.text async for item in stream if type(item) is TextDelta])
+        except Exception:
+            return  # suggestions are a nicety; their failure is not the turn's
+        suggestions = [line.strip(" -*\t") for line in text.splitlines() if line.strip(" -*\t")][:3]
+        if suggestions:
+            self.bus.publish("followup_suggestion", {"sessionId": self.session_id, "promptId": prompt_id,
+                                                     "suggestions": suggestions}, prompt_id)
+
+    # ------------------------------------------------------------- clients and lifecycle
+
     def _clients_left(self) -> None:
         """The last subscriber went away: pending permissions are cancelled unless one returns in time."""
         if self.permissions.pending_ids and self._nursery is not None:
@@ -324,8 +492,26 @@ class Session:
         if mode not in APPROVAL_MODES:  # the handle validates; a bad message must not crash the actor
             return self.approval_mode
         self.approval_mode = mode
+        if mode == "plan":
+            self._invalidate()  # the guard is forced off in Plan; leaving Plan does not revive it
         self.publish_update({"sessionUpdate": "current_mode_update", "currentModeId": mode})
         return mode
+
+    def _invalidate(self) -> None:
+        self.chain.invalidate(turn_running=self.current is not None)
+        self._wake.set()  # automatic work the old chain held back may run now
+
+    def _rewind(self, turn: int) -> int | str:
+        if self.current is not None:
+            return "the session is busy; cancel the running work first"
+        starts = [i for i, m in enumerate(self.history) if m.role == "user" and m.origin in ("prompt", None)
+                  and not is_continuation_prompt(m.content)]
+        if not 0 <= turn < len(starts):
+            return f"turn must be from 0 to {len(starts) - 1}" if starts else "there is no user turn to rewind to"
+        self.history = self.history[: starts[turn]]
+        self.transcript.rewrite(self.history)
+        self._invalidate()
+        return len(self.history)
 
     # ------------------------------------------------------------- conversation
 
@@ -346,10 +532,6 @@ class Session:
 
     def publish_update(self, update: dict[str, Any], prompt_id: str | None = None) -> None:
         self.bus.publish("session_update", {"sessionId": self.session_id, "update": update}, prompt_id)
-
-    async def drain_mid_turn(self, watch_queued_prompt: bool = False) -> f.DrainResult:
-        assert self.fifo_ref is not None
-        return await self.fifo_ref.ask(lambda r: f.Drain(watch_queued_prompt, r))
 
     def restore_from_disk(self) -> int:
         """Replace the conversation with the transcript on disk and replay it as events."""
@@ -374,6 +556,7 @@ class Session:
             "hasActivePrompt": bool(work and work.kind == "prompt"),
             "currentPromptId": work.prompt_id if work else None,
             "approvalMode": self.approval_mode,
+            "model": self.model_name,
             "lastEventId": self.bus.last_event_id,
             "eventEpoch": self.bus.epoch,
             "subscribers": self.bus.subscriber_count,
@@ -381,4 +564,6 @@ class Session:
             "backgroundTasks": self.background.status(),
             "automaticQueue": len(self.background.queue),
             "pendingPermissions": self.permissions.pending_ids,
+            "todoStopGuard": self.chain.guard.summary(),
+            "queuedPromptPriority": self.chain.queued_prompt_priority,
         }

@@ -29,10 +29,6 @@ class ToolResult:
         return cls(content=f"Error: {message}", display=message, error=message)
 
 
-class PermissionCancelled(Exception):
-    """A permission request was cancelled (by the user or a departing client): the turn stops."""
-
-
 class ToolServices(Protocol):
     """What the session lends its tools."""
 

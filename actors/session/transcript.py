@@ -36,6 +36,8 @@ def message_to_dict(m: ChatMessage) -> dict[str, Any]:
         out["tool_call_id"] = m.tool_call_id
     if m.name is not None:
         out["name"] = m.name
+    if m.origin is not None:
+        out["origin"] = m.origin
     return out
 
 
@@ -47,7 +49,8 @@ def message_from_dict(d: Any, where: str) -> ChatMessage:
         tool_calls = tuple(ToolCall(c["id"], c["name"], c.get("arguments")) for c in calls)
     except (KeyError, TypeError):
         raise TranscriptError(f"{where}: malformed tool_calls") from None
-    return ChatMessage(d["role"], str(d.get("content", "")), tool_calls, d.get("tool_call_id"), d.get("name"))
+    return ChatMessage(d["role"], str(d.get("content", "")), tool_calls, d.get("tool_call_id"), d.get("name"),
+                       d.get("origin"))
 
 
 class Transcript:

@@ -1,87 +1,197 @@
-"""The model-turn loop: stream, publish, run tools, repeat until a natural stop.
+"""The model-turn loop: stream, publish, run tools, repeat until the stop path says stop.
 
-A :class:`Turn` is one piece of work — a foreground prompt or an automatic turn
-— as seen by the model: it appends to the session's conversation, streams each
-model call (entering the provider's stream is the commit point), executes the
-tool calls it gets back, drains mid-turn user input at every tool boundary, and
-ends at the first natural stop (a model response without tool calls).
+A :class:`Turn` is one piece of work — a foreground prompt or an automatic turn —
+as the model sees it. Each model stream has a *sponsor* (:class:`Send`): the
+user's prompt or mid-turn input, an external Stop hook's continuation, the
+Todo Stop Guard (an attempt, committed when the provider returns the stream),
+or both of the last two at once. Tool results continue the same sponsor's loop,
+subject to the guard's tool-closure rules. At a natural stop the stop path
+(:mod:`.stop`) decides whether anything continues the turn.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from .. import wire
-from ..model import (
-    ChatMessage,
-    ChatRequest,
-    TextDelta,
-    ThoughtDelta,
-    ToolCall,
-)
-from .fifo import MID_TURN_PREFIX, DrainResult
-from .todo import TODO_WRITE, parse_todo_envelope
+from ..guard import Continue, Exhausted, continuation_prompt, continuation_update, exhaustion_update
+from ..model import ChatMessage, ChatRequest, ContextWindowExceeded, ModelError, TextDelta, ThoughtDelta, ToolCall
+from .hooks import run_hooks
+from .outcomes import ORDINARY, HardStop, LoopDetected, PostToolUseStop, Send, TokenLimit, mid_turn_parts
+from .stop import at_natural_stop
+from .todo import TODO_WRITE, parse_todo_envelope, unfinished_count
 from .tools import ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from .session import Session
 
+END = object()  # a pre-send check ended the turn
+
 
 class Turn:
     """One foreground prompt or automatic turn on a session's conversation."""
 
-    def __init__(self, session: Session, prompt_id: str) -> None:
+    def __init__(self, session: Session, prompt_id: str, *, foreground: bool = True) -> None:
         self.session = session
         self.prompt_id = prompt_id
+        self.foreground = foreground
         self.model_calls = 0
+        self.hook_blocks = 0  # consecutive Stop-hook blocks in this turn
+        self.last_text = ""
         self._seen_call_ids: set[str] = set()
+        self._tool_calls = 0
+        self._repeated_failure = ("", 0)
 
     # ------------------------------------------------------------- the loop
 
-    async def run(self, user_text: str | None) -> str:
-        """Run to a stop; returns the ACP stop reason (``end_turn``, ...)."""
+    async def run(self, user_text: str | None, origin: str = "prompt") -> str:
+        """Run to a stop; returns the ACP stop reason (``end_turn``, ``cancelled``, ...)."""
         if user_text is not None:
-            self.session.append_message(ChatMessage("user", user_text))
+            self.session.append_message(ChatMessage("user", user_text, origin=origin))
+        send: Send | None = ORDINARY
         try:
-            while True:
-                calls = await self.stream_once()
+            while send is not None:
+                calls = await self.stream(send)
+                if calls is END:
+                    return "end_turn"
                 if calls:
-                    await self.run_tools(calls)
-                    await self.inject_mid_turn_input()
-                    continue
-                return "end_turn"
+                    await self.run_tools(calls)  # type: ignore[arg-type]
+                    send = await self.after_tools(send)
+                else:
+                    send = await at_natural_stop(self)
+            return "end_turn"
+        except HardStop as stop:
+            self.session.chain.guard.suspend()  # every hard terminal path suspends the chain, here
+            return stop.reason
         finally:
             self.session.close_dangling_tool_calls()
 
-    async def stream_once(self) -> list[ToolCall]:
-        """One primary-model call; returns the tool calls it asked for."""
+    # ------------------------------------------------------------- one stream
+
+    async def stream(self, send: Send) -> list[ToolCall] | object:
+        """One primary-model stream for ``send``; its tool calls, or ``END``."""
         session = self.session
-        request = ChatRequest(tuple(session.history), session.tools.specs())
-        publish = session.publish_update
+        if send.guard is not None:
+            checked = await self.before_guard_send(send)
+            if checked is None:
+                return END
+            send = checked
+        send = await self.fit_context(send)
+        if send is None:
+            return END
+        pending = [ChatMessage("user", text, origin=origin) for origin, text in send.parts]
+        request = ChatRequest(tuple(session.history) + tuple(pending), session.tools.specs(), model=session.model_name)
         text: list[str] = []
         calls: list[ToolCall] = []
+        committed = False
         self.model_calls += 1
-        async with session.provider.stream(request) as stream:  # commit point
-            async for item in stream:
-                kind = type(item)
-                if kind is TextDelta:
-                    text.append(item.text)
-                    publish(wire.text_update("agent_message_chunk", item.text), self.prompt_id)
-                elif kind is ThoughtDelta:
-                    publish(wire.text_update("agent_thought_chunk", item.text), self.prompt_id)
-                elif kind is ToolCall:
-                    calls.append(item)
-        session.append_message(ChatMessage("assistant", "".join(text), tuple(calls)))
+        try:
+            async with session.provider.stream(request) as stream:  # the commit point
+                committed = True
+                for message in pending:
+                    session.append_message(message)
+                if send.guard is not None:
+                    self.commit(send.guard)
+                async for item in stream:
+                    kind = type(item)
+                    if kind is TextDelta:
+                        text.append(item.text)
+                        session.publish_update(wire.text_update("agent_message_chunk", item.text), self.prompt_id)
+                    elif kind is ThoughtDelta:
+                        session.publish_update(wire.text_update("agent_thought_chunk", item.text), self.prompt_id)
+                    elif kind is ToolCall:
+                        calls.append(item)
+        except ContextWindowExceeded:
+            self._keep_unsent(pending)
+            raise TokenLimit() from None
+        except ModelError:
+            if not committed:
+                self._keep_unsent(pending)
+            session.chain.guard.pause_for_trusted_retry()  # API/network errors keep state for a trusted retry
+            raise
+        except trio.Cancelled:
+            if not committed:
+                self._keep_unsent(pending)
+            raise
+        self.last_text = "".join(text)
+        session.append_message(ChatMessage("assistant", self.last_text, tuple(calls)))
         return calls
+
+    def _keep_unsent(self, pending: list[ChatMessage]) -> None:
+        """An unsent continuation keeps its user input, minus the guard's text."""
+        for message in pending:
+            if message.origin != "guard":
+                self.session.append_message(message)
+
+    def commit(self, decision: Continue) -> None:
+        """The guard stream exists: count the attempt and say so (never with todo text)."""
+        if self.session.chain.guard.commit_continuation(decision.attempt):
+            self.session.publish_update(continuation_update(decision), self.prompt_id)
+
+    async def before_guard_send(self, send: Send) -> Send | None:
+        """Re-check a guard-sponsored send just before it goes out (mid-turn input, FIFO, plan mode)."""
+        session = self.session
+        guard = session.chain.guard
+        drained = await session.drain_mid_turn(watch_queued_prompt=True)
+        if drained.messages:
+            guard.accept_mid_turn_user_input()  # new user input sponsors the send; no attempt is used
+            return Send(send.without_guard().parts + mid_turn_parts(drained.messages), None, send.hook)
+        if drained.has_queued_prompt and guard.await_queued_prompt():
+            session.chain.queued_prompt_priority = True  # FIFO priority: end the request, use no attempt
+            return None
+        if session.approval_mode == "plan":
+            guard.clear_trust()
+        assert send.guard is not None
+        if send.guard.tool_closure:
+            again = guard.decide_tool_closure(send.guard.attempt - 1, session.chain.has_relevant_background_input())
+        else:
+            again = guard.decide(session.chain.has_relevant_background_input())
+        if again != send.guard:
+            rest = send.without_guard()
+            return rest if rest.hook else None
+        return send
+
+    async def fit_context(self, send: Send) -> Send | None:
+        """Compact older history when the next request would not fit; a failure suspends the chain."""
+        session = self.session
+        late_attempt = send.guard is not None and send.guard.attempt > 1
+        if late_attempt or self.hook_blocks > 1 or not session.needs_compaction(send.parts):
+            return send
+        if await session.compact_history():
+            return send
+        if send.guard is None:
+            return send  # an ordinary send goes on; the provider refuses it if it still does not fit
+        session.chain.guard.suspend()
+        rest = send.without_guard()
+        return rest if rest.hook else None
 
     # ------------------------------------------------------------- tools
 
     async def run_tools(self, calls: list[ToolCall]) -> None:
+        settings = self.session.runtime.settings
         for call in calls:
+            self._tool_calls += 1
+            if self._tool_calls > settings.max_tool_calls_per_turn:
+                raise LoopDetected(f"more than {settings.max_tool_calls_per_turn} tool calls in one turn")
             result = await self.run_tool(call)
             self.session.append_message(ChatMessage("tool", result.content, tool_call_id=call.id, name=call.name))
+            self._note_failure(call, result)
+            await self.post_tool_use(call, result)
+
+    def _note_failure(self, call: ToolCall, result: ToolResult) -> None:
+        """The same call failing again and again (say, with the same invalid arguments) is a loop."""
+        signature = f"{call.name}:{json.dumps(call.arguments, sort_keys=True, default=str)}"
+        if result.error is None:
+            self._repeated_failure = ("", 0)
+            return
+        last, count = self._repeated_failure
+        count = count + 1 if last == signature else 1
+        self._repeated_failure = (signature, count)
+        if count >= self.session.runtime.settings.max_repeated_failures:
+            raise LoopDetected(f"{call.name} failed {count} times in a row with the same arguments")
 
     async def run_tool(self, call: ToolCall) -> ToolResult:
         session = self.session
@@ -108,10 +218,11 @@ class Turn:
         context = ToolContext(session.session_id, session.cwd, self.prompt_id, call.id, session)
         result = await tool.execute(context, arguments)
         if trusted_todo:
+            # Observed after execution and status, before PostToolUse hooks; only a strict envelope counts.
             todos = parse_todo_envelope(result.display) if result.error is None else None
             if todos is not None:
                 session.publish_update(wire.plan_update([t.to_dict() for t in todos]), self.prompt_id)
-                self.observe_todo_write(todos)
+                session.chain.guard.observe_todo_write(unfinished_count(todos), allow_arm=session.approval_mode != "plan")
             return result
         status = "failed" if result.error else "completed"
         session.publish_update(
@@ -121,6 +232,18 @@ class Turn:
         )
         return result
 
+    async def post_tool_use(self, call: ToolCall, result: ToolResult) -> None:
+        session = self.session
+        groups = session.hooks.post_tool_use
+        if not groups:
+            return
+        payload = session.hook_payload("PostToolUse", tool_name=call.name, tool_input=call.arguments,
+                                       tool_response={"content": result.content, "error": result.error})
+        outcome = await run_hooks(groups, payload, session.cwd, call.name)
+        session.report_hook("PostToolUse", outcome, self.prompt_id)
+        if outcome.stop_chain:
+            raise PostToolUseStop(outcome.stop_reason or "a PostToolUse hook stopped the chain")
+
     def _publish_failure(self, call: ToolCall, message: str) -> ToolResult:
         self.session.publish_update(
             wire.tool_call_update("tool_call", call.id, title=call.name, status="failed",
@@ -129,19 +252,29 @@ class Turn:
         )
         return ToolResult.failure(message)
 
-    def observe_todo_write(self, todos: Any) -> None:
-        """A trusted todo list was written (the Todo Stop Guard observes it here)."""
-
-    # ------------------------------------------------------------- mid-turn input
-
-    async def inject_mid_turn_input(self) -> DrainResult:
-        """Drain mid-turn user messages into the conversation before the next model call."""
-        drained = await self.session.drain_mid_turn()
+    async def after_tools(self, previous: Send) -> Send | None:
+        """Who sponsors the send of these tool results: mid-turn input, the guard, a hook, or nobody."""
+        session = self.session
+        drained = await session.drain_mid_turn()
         if drained.messages:
-            text = "\n".join(MID_TURN_PREFIX + m for m in drained.messages)
-            self.session.append_message(ChatMessage("user", text))
-        return drained
+            session.chain.guard.accept_mid_turn_user_input()
+            return Send(mid_turn_parts(drained.messages))
+        if previous.guard is None:
+            return Send(hook=previous.hook)  # an ordinary tool loop goes on
+        decision = session.chain.guard.decide_tool_closure(previous.guard.attempt,
+                                                     session.chain.has_relevant_background_input())
+        if isinstance(decision, Continue):
+            parts = () if decision.tool_closure else (("guard", continuation_prompt(decision.attempt,
+                                                                                    decision.unfinished_count)),)
+            return Send(parts, decision, previous.hook)
+        if isinstance(decision, Exhausted):
+            self.report_exhaustion(decision)
+        # No third guard stream: the results stay in the conversation; a hook's own loop goes on.
+        return Send(hook=True) if previous.hook else None
+
+    def report_exhaustion(self, decision: Exhausted) -> None:
+        if self.session.chain.guard.mark_exhaustion_reported():
+            self.session.publish_update(exhaustion_update(decision), self.prompt_id)
 
 
-TurnFactory = Callable[["Session", str], Turn]
-Runner = Callable[[Turn], Awaitable[str]]
+__all__ = ["END", "Turn"]

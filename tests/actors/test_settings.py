@@ -37,7 +37,7 @@ def test_file_with_known_keys(tmp_path: Path) -> None:
         "ui": {"enableFollowupSuggestions": True},
         "disableAllHooks": True,
         "approvalMode": "auto-edit",
-        "hooks": {"Stop": [{"command": "true"}]},
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]},
         "model": {"provider": "openai", "baseUrl": "http://127.0.0.1:1/v1"},
         "limits": {"maxSessions": 3, "maxPendingPrompts": 4, "maxMidTurnMessages": 5, "eventRingSize": 100,
                    "subscriberQueue": 16},
@@ -47,7 +47,7 @@ def test_file_with_known_keys(tmp_path: Path) -> None:
     assert s.followup_suggestions is True
     assert s.disable_all_hooks is True
     assert s.approval_mode == "auto-edit"
-    assert s.hooks == {"Stop": [{"command": "true"}]}
+    assert s.hooks == {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}
     assert s.model["provider"] == "openai"
     assert s.limits == Limits(max_sessions=3, max_pending_prompts=4, max_mid_turn_messages=5, event_ring_size=100,
                               subscriber_queue=16)

@@ -45,7 +45,7 @@ async def test_incremental_shell_output_loses_no_line_and_repeats_none(tmp_path)
     lines = 300
     command = (f'for i in $(seq 1 {lines}); do printf "line-%d\\n" $i; '
                f'[ $((i % 50)) -eq 0 ] && sleep 0.1; done; true')
-    reads = [{"delay": 0.1, "steps": [call("shell_output", task_id="shell-1")]} for _ in range(15)]
+    reads = [{"delay": 0.1, "steps": [call("shell_output", task_id="shell-1")]} for _ in range(40)]
     model = load_script({"responses": [[call("shell", command=command, run_in_background=True)], *reads,
                                        [{"text": "done"}]]})
     with trio.fail_after(30):
@@ -55,6 +55,7 @@ async def test_incremental_shell_output_loses_no_line_and_repeats_none(tmp_path)
             await session.prompt("watch it")
             await run_until_idle(session, sub)
     outputs = []
+    # Reads every 0.1 s for 4 s: the 0.6 s loop has long finished by the last one.
     for request in model.calls[2:]:
         result = request.messages[-1]
         assert result.role == "tool" and result.name == "shell_output"

@@ -1,0 +1,29 @@
+"""Deterministic scenario replays of the real actors (``python -m actors.replay``).
+
+A scenario (``scenarios/*.json``, format in ``scenarios/README.md``) declares
+settings, a scripted model, a timeline of external inputs at virtual times,
+and what must hold. :func:`replay` runs it in process under
+``MockClock(autojump_threshold=0)`` with Trio's scheduler seeded, records a
+canonical trace and returns its SHA-256 digest and any failures::
+
+    result = replay("scenarios/fifo_order.json", seed=3)
+    assert result.ok, result.failures
+
+Extend it by registering timeline actions (:func:`register_action`) and
+invariants (:func:`register_invariant`).
+"""
+
+from .actions import ACTIONS, register_action
+from .determinism import deterministic, run_deterministic
+from .fields import Field, ScenarioError
+from .invariants import INVARIANTS, register_invariant
+from .runner import Result, replay
+from .scenario import Scenario, Step, load_scenario, parse_scenario
+from .trace import Trace, format_trace
+from .world import World
+
+__all__ = [
+    "ACTIONS", "INVARIANTS", "Field", "Result", "Scenario", "ScenarioError", "Step", "Trace", "World",
+    "deterministic", "format_trace", "load_scenario", "parse_scenario", "register_action", "register_invariant",
+    "replay", "run_deterministic",
+]

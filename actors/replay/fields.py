@@ -1,0 +1,193 @@
+"""Validating scenario fields: each problem names the file, the field and what was expected.
+
+A field is declared as a :class:`Field` whose ``check`` takes ``(value, where,
+ctx)`` and returns the value to use (or raises :class:`ScenarioError`). Actions
+and invariants declare their parameters with these, so a new action or
+invariant gets the same error messages for free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+
+class ScenarioError(ValueError):
+    """A scenario file that does not have the documented form."""
+
+    def __init__(self, source: str, where: str, expected: str, got: Any = attrs.NOTHING) -> None:
+        shown = "" if got is attrs.NOTHING else f", got {_show(got)}"
+        super().__init__(f"{source}: {where}: expected {expected}{shown}")
+        self.source = source
+        self.where = where
+        self.expected = expected
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@attrs.define
+class ParseContext:
+    """What parsing has seen so far: the file name and the labels defined earlier in the timeline."""
+
+    source: str
+    sessions: list[str] = attrs.field(factory=list)
+    prompts: list[str] = attrs.field(factory=list)
+
+    def fail(self, where: str, expected: str, got: Any = attrs.NOTHING) -> ScenarioError:
+        return ScenarioError(self.source, where, expected, got)
+
+
+Check = Callable[[Any, str, ParseContext], Any]
+
+
+@attrs.frozen
+class Field:
+    check: Check
+    required: bool = False
+    default: Any = None
+    # Resolves a default from the context (e.g. "the last session created"); used when absent.
+    default_from: Callable[[ParseContext, str], Any] | None = None
+
+
+def join(where: str, name: str) -> str:
+    """The JSON path of field ``name`` of the object at ``where`` (``""`` is the top level)."""
+    return f"{where}.{name}" if where else name
+
+
+def parse_fields(raw: Any, fields: dict[str, Field], where: str, ctx: ParseContext,
+                 *, reserved: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Check an object against declared fields; returns the parsed values (defaults filled in)."""
+    if not isinstance(raw, dict):
+        raise ctx.fail(where or "$", "an object", raw)
+    unknown = sorted(set(raw) - set(fields) - reserved)
+    if unknown:
+        allowed = sorted(set(fields) | reserved)
+        raise ctx.fail(join(where, unknown[0]), f"one of the fields {allowed} (unknown field)")
+    out: dict[str, Any] = {}
+    for name, field in fields.items():  # in declaration order: later fields may use labels earlier ones defined
+        here = join(where, name)
+        if name in raw:
+            out[name] = field.check(raw[name], here, ctx)
+        elif field.required:
+            raise ctx.fail(here, "a value (required field missing)")
+        elif field.default_from is not None:
+            out[name] = field.default_from(ctx, here)
+        else:
+            out[name] = field.default
+    return out
+
+
+# ----------------------------------------------------------------- scalar checks
+
+
+def string(value: Any, where: str, ctx: ParseContext) -> str:
+    if not isinstance(value, str):
+        raise ctx.fail(where, "a string", value)
+    return value
+
+
+def label_text(value: Any, where: str, ctx: ParseContext) -> str:
+    if not isinstance(value, str) or not value or len(value) > 64:
+        raise ctx.fail(where, "a non-empty label of at most 64 characters", value)
+    return value
+
+
+def boolean(value: Any, where: str, ctx: ParseContext) -> bool:
+    if type(value) is not bool:
+        raise ctx.fail(where, "true or false", value)
+    return value
+
+
+def number(value: Any, where: str, ctx: ParseContext) -> float:
+    if type(value) not in (int, float) or value < 0:
+        raise ctx.fail(where, "a non-negative number", value)
+    return float(value)
+
+
+def count(value: Any, where: str, ctx: ParseContext) -> int:
+    if type(value) is not int or value < 0:
+        raise ctx.fail(where, "a non-negative integer", value)
+    return value
+
+
+def obj(value: Any, where: str, ctx: ParseContext) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ctx.fail(where, "an object", value)
+    return value
+
+
+def anything(value: Any, where: str, ctx: ParseContext) -> Any:
+    return value
+
+
+def one_of(*choices: str) -> Check:
+    def check(value: Any, where: str, ctx: ParseContext) -> str:
+        if value not in choices:
+            raise ctx.fail(where, f"one of {list(choices)}", value)
+        return value
+    return check
+
+
+def list_of(item: Check) -> Check:
+    def check(value: Any, where: str, ctx: ParseContext) -> list[Any]:
+        if not isinstance(value, list):
+            raise ctx.fail(where, "a list", value)
+        return [item(v, f"{where}[{i}]", ctx) for i, v in enumerate(value)]
+    return check
+
+
+# ----------------------------------------------------------------- labels (checked against the timeline so far)
+
+
+def new_session_label(value: Any, where: str, ctx: ParseContext) -> str:
+    label = label_text(value, where, ctx)
+    if label in ctx.sessions:
+        raise ctx.fail(where, f"a session label not used before (known: {ctx.sessions})", value)
+    ctx.sessions.append(label)
+    return label
+
+
+def session_label(value: Any, where: str, ctx: ParseContext) -> str:
+    label = label_text(value, where, ctx)
+    if label not in ctx.sessions:
+        raise ctx.fail(where, f"the label of a session created earlier in the timeline (known: {ctx.sessions})", value)
+    return label
+
+
+def last_session(ctx: ParseContext, where: str) -> str:
+    if not ctx.sessions:
+        raise ctx.fail(where, "a create_session action earlier in the timeline")
+    return ctx.sessions[-1]
+
+
+def new_prompt_label(value: Any, where: str, ctx: ParseContext) -> str:
+    label = label_text(value, where, ctx)
+    if label in ctx.prompts:
+        raise ctx.fail(where, f"a prompt label not used before (known: {ctx.prompts})", value)
+    ctx.prompts.append(label)
+    return label
+
+
+def auto_prompt_label(ctx: ParseContext, where: str) -> str:
+    label = f"prompt{len(ctx.prompts) + 1}"
+    while label in ctx.prompts:
+        label += "'"
+    ctx.prompts.append(label)
+    return label
+
+
+def prompt_label(value: Any, where: str, ctx: ParseContext) -> str:
+    label = label_text(value, where, ctx)
+    if label not in ctx.prompts:
+        raise ctx.fail(where, f"the label of a prompt given earlier in the timeline (known: {ctx.prompts})", value)
+    return label
+
+
+# Field shorthands used by the built-in actions.
+SESSION = Field(session_label, default_from=last_session)
+NEW_PROMPT = Field(new_prompt_label, default_from=auto_prompt_label)

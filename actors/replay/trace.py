@@ -1,0 +1,216 @@
+"""The canonical trace of a replay: what happened, at which virtual time, in which order.
+
+A trace is a list of records (plain JSON objects), each with ``kind`` and ``t``
+(virtual seconds, rounded to microseconds):
+
+- ``action``: a timeline step as it starts (``step``, ``do``, ``args``);
+- ``result``: what the step returned (``step``, ``do``, ``value``);
+- ``event``: a bus event (``session`` label, ``gen`` — the session's incarnation,
+  which a restart increments — ``id``, ``type``, ``promptId``, ``data``);
+- ``model``: a primary-model request (``call`` from 1, ``purpose``, ``messages``);
+- ``settled``: the moment all work had finished, after the last step.
+
+Serialised as compact JSON lines with sorted keys, after a format line; the
+SHA-256 of that text is the trace's digest. Nothing wall-clock enters it: the
+runner gives the daemon a virtual ``clock_ms`` and counted ids, event envelopes'
+``_meta.serverTimestamp`` is not recorded, and the temporary state directory is
+written as ``$STATE``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import orjson
+import trio
+
+from ..model import ChatMessage, ChatRequest
+from ..wire import Event
+
+TRACE_FORMAT = 1
+TERMINAL_TYPES = frozenset({"turn_complete", "turn_error"})
+# Data keys that carry real time; dropped wherever they appear in event data.
+WALL_CLOCK_KEYS = frozenset({"serverTimestamp"})
+
+
+def _now() -> float:
+    return round(trio.current_time(), 6)
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _scrub(v) for k, v in value.items() if k not in WALL_CLOCK_KEYS}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def _default(value: Any) -> Any:
+    if attrs.has(type(value)):
+        return attrs.asdict(value)
+    raise TypeError(f"{type(value).__name__} has no canonical JSON form")
+
+
+def message_record(m: ChatMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "name": c.name} for c in m.tool_calls]
+    if m.tool_call_id is not None:
+        out["tool_call_id"] = m.tool_call_id
+    return out
+
+
+class Trace:
+    """Records of one replay, in the order they happened."""
+
+    def __init__(self, scrub_paths: tuple[str, ...] = ()) -> None:
+        self.records: list[dict[str, Any]] = []
+        self._scrub_paths = scrub_paths
+        self._model_calls = 0
+
+    # ------------------------------------------------------------- recording (inside trio.run)
+
+    def action(self, step: int, do: str, args: dict[str, Any]) -> None:
+        self.records.append({"kind": "action", "t": _now(), "step": step, "do": do, "args": args})
+
+    def result(self, step: int, do: str, value: Any) -> None:
+        self.records.append({"kind": "result", "t": _now(), "step": step, "do": do, "value": value})
+
+    def event(self, session: str, gen: int, event: Event) -> None:
+        self.records.append({"kind": "event", "t": _now(), "session": session, "gen": gen, "id": event.id,
+                             "type": event.type, "promptId": event.prompt_id, "data": _scrub(event.data)})
+
+    def model_call(self, request: ChatRequest) -> None:
+        self._model_calls += 1
+        self.records.append({"kind": "model", "t": _now(), "call": self._model_calls, "purpose": request.purpose,
+                             "messages": [message_record(m) for m in request.messages]})
+
+    def settled(self) -> None:
+        """Every session is idle with nothing pending: the timeline's consequences are over."""
+        self.records.append({"kind": "settled", "t": _now()})
+
+    # ------------------------------------------------------------- canonical form
+
+    def lines(self) -> list[str]:
+        """The canonical text: a format line, then one sorted-key compact JSON line per record."""
+        out = [f'{{"trace_format":{TRACE_FORMAT}}}']
+        for record in self.records:
+            line = orjson.dumps(record, option=orjson.OPT_SORT_KEYS, default=_default).decode()
+            for path in self._scrub_paths:
+                line = line.replace(path, "$STATE")
+            out.append(line)
+        return out
+
+    def digest(self) -> str:
+        return hashlib.sha256(("\n".join(self.lines()) + "\n").encode()).hexdigest()
+
+    # ------------------------------------------------------------- queries (for expectations and invariants)
+
+    def of_kind(self, kind: str) -> Iterator[dict[str, Any]]:
+        return (r for r in self.records if r["kind"] == kind)
+
+    def events(self) -> list[dict[str, Any]]:
+        return list(self.of_kind("event"))
+
+    def model_calls(self) -> list[dict[str, Any]]:
+        return list(self.of_kind("model"))
+
+    def admissions(self) -> list[dict[str, Any]]:
+        """Prompts admitted by timeline steps, in admission order: ``{label, promptId, session, step}``."""
+        steps = {r["step"]: r for r in self.of_kind("action")}
+        out = []
+        for r in self.of_kind("result"):
+            value = r["value"]
+            if isinstance(value, dict) and "promptId" in value:
+                args = steps[r["step"]]["args"]
+                out.append({"label": args.get("label"), "promptId": value["promptId"],
+                            "session": args.get("session"), "step": r["step"]})
+        return out
+
+    def prompt_ids(self) -> dict[str, str]:
+        """Prompt label -> prompt id, for the prompts the timeline got admitted."""
+        return {a["label"]: a["promptId"] for a in self.admissions() if a["label"] is not None}
+
+
+# ----------------------------------------------------------------- event helpers
+
+
+def update_kind(event: dict[str, Any]) -> str | None:
+    """The ``sessionUpdate`` of a ``session_update`` event, else ``None``."""
+    if event["type"] != "session_update":
+        return None
+    update = event["data"].get("update") or {}
+    return update.get("sessionUpdate")
+
+
+def is_turn_start(event: dict[str, Any]) -> bool:
+    """The first event of a prompt's turn: its user message echoed (not a transcript replay)."""
+    if update_kind(event) != "user_message_chunk" or event["promptId"] is None:
+        return False
+    return not (event["data"]["update"].get("_meta") or {}).get("replay")
+
+
+def terminal_state(event: dict[str, Any]) -> dict[str, Any]:
+    """``{state, stop_reason}`` of a ``turn_complete``; ``{state: "error", code}`` of a ``turn_error``."""
+    if event["type"] == "turn_error":
+        return {"state": "error", "code": event["data"].get("code")}
+    stop = event["data"].get("stopReason")
+    return {"state": "cancelled" if stop == "cancelled" else "completed", "stop_reason": stop}
+
+
+# ----------------------------------------------------------------- readable form
+
+
+def _clip(text: str, n: int = 70) -> str:
+    text = text.replace("\n", "\\n")
+    return repr(text if len(text) <= n else text[: n - 1] + "…")
+
+
+def _describe_event(r: dict[str, Any]) -> str:
+    data = r["data"]
+    kind = update_kind(r)
+    if kind is not None:
+        update = data.get("update") or {}
+        content = update.get("content")
+        detail = ""
+        if isinstance(content, dict) and content.get("type") == "text":
+            detail = _clip(content.get("text", ""))
+        elif "toolCallId" in update:
+            detail = f"{update['toolCallId']} {update.get('title', '')} {update.get('status', '')}".strip()
+        elif kind == "plan":
+            detail = " ".join(f"[{e.get('status')}]" for e in update.get("entries", []))
+        if (update.get("_meta") or {}).get("replay"):
+            detail += " (replay)"
+        return f"session_update {kind} {detail}".rstrip()
+    rest = {k: v for k, v in data.items() if k not in ("sessionId", "promptId")}
+    shown = orjson.dumps(rest, option=orjson.OPT_SORT_KEYS).decode() if rest else ""
+    return f"{r['type']} {shown}".rstrip()
+
+
+def format_record(r: dict[str, Any]) -> str:
+    """One record as a line for people."""
+    t = f"{r['t']:9.3f}"
+    kind = r["kind"]
+    if kind == "action":
+        args = " ".join(f"{k}={v!r}" for k, v in r["args"].items() if v is not None)
+        return f"{t}  step #{r['step']:<3} {r['do']} {args}".rstrip()
+    if kind == "result":
+        return f"{t}  step #{r['step']:<3} -> {orjson.dumps(r['value'], option=orjson.OPT_SORT_KEYS).decode()}"
+    if kind == "event":
+        prompt = f" [{r['promptId']}]" if r["promptId"] else ""
+        return f"{t}  {r['session']}/{r['gen']} #{r['id']:<4}{prompt} {_describe_event(r)}"
+    if kind == "model":
+        messages = r["messages"]
+        last = messages[-1] if messages else {"role": "-", "content": ""}
+        return (f"{t}  model call {r['call']} ({r['purpose']}, {len(messages)} messages) "
+                f"last {last['role']}: {_clip(last['content'])}")
+    if kind == "settled":
+        return f"{t}  settled: every session idle, nothing pending"
+    return f"{t}  {r}"
+
+
+def format_trace(trace: Trace) -> str:
+    return "\n".join(format_record(r) for r in trace.records)

@@ -1,0 +1,186 @@
+"""External command hooks: ``Stop`` and ``PostToolUse``, in the Claude Code hook contract.
+
+Settings (``hooks`` in the settings file)::
+
+    {"Stop": [{"hooks": [{"type": "command", "command": "./check.sh", "timeout": 30}]}],
+     "PostToolUse": [{"matcher": "shell|todo_write", "hooks": [{"type": "command", "command": "..."}]}]}
+
+A command gets JSON on stdin (``session_id``, ``transcript_path``, ``cwd``,
+``hook_event_name``, and per event ``stop_hook_active`` + ``last_assistant_message``
+or ``tool_name`` + ``tool_input`` + ``tool_response``). It blocks a stop with
+stdout ``{"decision": "block", "reason": ...}`` or exit code 2 (stderr is the
+reason); ``{"continue": false}`` stops the chain. Anything else — another exit
+code, bad JSON, a timeout, a command that cannot start — fails open and is
+reported, never blocking.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import attrs
+import trio
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_STOP_BLOCK_CAP = 8
+OUTPUT_LIMIT = 64 * 1024
+
+
+class HookConfigError(ValueError):
+    """A ``hooks`` setting that does not have the documented form."""
+
+
+@attrs.frozen
+class HookCommand:
+    command: str
+    timeout: float = DEFAULT_TIMEOUT
+
+
+@attrs.frozen
+class HookGroup:
+    matcher: re.Pattern[str] | None
+    commands: tuple[HookCommand, ...]
+
+    def matches(self, tool_name: str | None) -> bool:
+        return self.matcher is None or tool_name is None or bool(self.matcher.fullmatch(tool_name))
+
+
+@attrs.frozen
+class HooksConfig:
+    stop: tuple[HookGroup, ...] = ()
+    post_tool_use: tuple[HookGroup, ...] = ()
+
+    def has(self, event: str) -> bool:
+        return bool(self.stop if event == "Stop" else self.post_tool_use)
+
+
+def parse_hooks(raw: Any, where: str = "hooks") -> HooksConfig:
+    if raw is None:
+        return HooksConfig()
+    if not isinstance(raw, dict):
+        raise HookConfigError(f"{where}: expected an object keyed by hook event")
+    groups: dict[str, tuple[HookGroup, ...]] = {}
+    for event in ("Stop", "PostToolUse"):
+        entries = raw.get(event, [])
+        if not isinstance(entries, list):
+            raise HookConfigError(f"{where}.{event}: expected a list of hook groups")
+        groups[event] = tuple(_group(e, f"{where}.{event}[{i}]") for i, e in enumerate(entries))
+    return HooksConfig(groups["Stop"], groups["PostToolUse"])
+
+
+def _group(raw: Any, where: str) -> HookGroup:
+    if not isinstance(raw, dict) or not isinstance(raw.get("hooks"), list):
+        raise HookConfigError(f"{where}: expected an object {{matcher?, hooks: [...]}}")
+    matcher = raw.get("matcher")
+    pattern = None
+    if matcher not in (None, "", "*"):
+        if not isinstance(matcher, str):
+            raise HookConfigError(f"{where}.matcher: expected a string")
+        try:
+            pattern = re.compile(matcher)
+        except re.error as exc:
+            raise HookConfigError(f"{where}.matcher: not a valid pattern: {exc}") from None
+    commands = []
+    for i, hook in enumerate(raw["hooks"]):
+        at = f"{where}.hooks[{i}]"
+        if not isinstance(hook, dict) or hook.get("type", "command") != "command":
+            raise HookConfigError(f"{at}: expected {{type: 'command', command, timeout?}}")
+        command = hook.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise HookConfigError(f"{at}.command: expected a non-empty string")
+        timeout = hook.get("timeout", DEFAULT_TIMEOUT)
+        if type(timeout) not in (int, float) or timeout <= 0:
+            raise HookConfigError(f"{at}.timeout: expected a positive number of seconds")
+        commands.append(HookCommand(command, float(timeout)))
+    return HookGroup(pattern, tuple(commands))
+
+
+# ----------------------------------------------------------------- running hooks
+
+
+@attrs.frozen
+class HookResult:
+    """What the hooks of one event said, folded together."""
+
+    block_reasons: tuple[str, ...] = ()
+    stop_chain: bool = False
+    stop_reason: str | None = None
+    system_messages: tuple[str, ...] = ()
+    failures: tuple[str, ...] = ()  # fail-open problems, reported to clients
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.block_reasons)
+
+
+async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd: str,
+                    tool_name: str | None = None) -> HookResult:
+    """Run every matching command hook of one event, one after another."""
+    blocks: list[str] = []
+    messages: list[str] = []
+    failures: list[str] = []
+    stop_chain, stop_reason = False, None
+    data = json.dumps(payload).encode()
+    for group in groups:
+        if not group.matches(tool_name):
+            continue
+        for hook in group.commands:
+            outcome = await _run_one(hook, data, cwd)
+            if isinstance(outcome, str):
+                failures.append(f"{hook.command!r}: {outcome}")
+                continue
+            code, stdout, stderr = outcome
+            if code == 2:
+                blocks.append(stderr.strip() or "blocked by a hook")
+                continue
+            if code != 0:
+                failures.append(f"{hook.command!r} exited with {code}: {stderr.strip()[:500]}")
+                continue
+            parsed = _parse_output(stdout)
+            if isinstance(parsed, str):
+                failures.append(f"{hook.command!r}: {parsed}")
+                continue
+            if isinstance(parsed.get("systemMessage"), str):
+                messages.append(parsed["systemMessage"])
+            if parsed.get("continue") is False:
+                stop_chain = True
+                reason = parsed.get("stopReason") or parsed.get("reason")
+                stop_reason = reason if isinstance(reason, str) else stop_reason
+            if parsed.get("decision") == "block":
+                reason = parsed.get("reason")
+                blocks.append(reason if isinstance(reason, str) and reason else "blocked by a hook")
+    return HookResult(tuple(blocks), stop_chain, stop_reason, tuple(messages), tuple(failures))
+
+
+def _parse_output(stdout: str) -> dict[str, Any] | str:
+    text = stdout.strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return "output is not JSON; ignored"
+    if not isinstance(value, dict):
+        return "output is not a JSON object; ignored"
+    return value
+
+
+async def _run_one(hook: HookCommand, stdin: bytes, cwd: str) -> tuple[int, str, str] | str:
+    try:
+        with trio.move_on_after(hook.timeout) as scope:
+            result = await trio.run_process(
+                ["/bin/sh", "-c", hook.command], stdin=stdin, capture_stdout=True, capture_stderr=True,
+                check=False, cwd=cwd, start_new_session=True,
+            )
+    except OSError as exc:
+        return f"could not start: {exc.strerror or exc}"
+    if scope.cancelled_caught:
+        return f"timed out after {hook.timeout:g} s"
+    out = result.stdout[:OUTPUT_LIMIT].decode("utf-8", "replace")
+    err = result.stderr[:OUTPUT_LIMIT].decode("utf-8", "replace")
+    return result.returncode, out, err
+
+
+__all__ = ["DEFAULT_STOP_BLOCK_CAP", "HookConfigError", "HookResult", "HooksConfig", "parse_hooks", "run_hooks"]

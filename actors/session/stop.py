@@ -1,0 +1,131 @@
+"""The stop path: what happens at a natural model stop (spec 000, "Stop ordering").
+
+1. Drain mid-turn user messages. If any exist, skip Stop hooks and the guard,
+   reset the guard budget, and run the user continuation in the current loop.
+2. If the FIFO holds a complete, non-aborted prompt, finish the request and mark
+   the chain as awaiting it.
+3. On foreground turns, evaluate external Stop hooks (their cap, fail-open errors).
+4. Evaluate the guard when it is armed, not suspended or awaiting, has
+   unfinished items, is outside Plan, and has no relevant background input.
+5. If a hook and the guard both block, combine their reasons into one
+   continuation model call (their counters stay independent).
+
+With the guard off, steps 1, 2 and 4 do nothing: a stop behaves as it always did.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..guard import Continue, Exhausted, continuation_prompt
+from .fifo import DrainResult
+from .hooks import run_hooks
+from .outcomes import Send, StopHookCapReached, mid_turn_parts
+
+if TYPE_CHECKING:
+    from .turn import Turn
+
+
+async def at_natural_stop(turn: Turn) -> Send | None:
+    """The next send that continues this turn, or ``None`` to end it."""
+    session = turn.session
+    if session.approval_mode == "plan":
+        session.chain.guard.clear_trust()  # forced off in Plan
+    if session.chain.queued_prompt_priority:
+        return None  # an earlier drain saw a queued prompt: FIFO priority stays in force
+
+    drained = await drain_for_stop(turn)                                  # 1.
+    if drained.messages:
+        session.chain.guard.accept_mid_turn_user_input()
+        return Send(mid_turn_parts(drained.messages))
+    if session.chain.queued_prompt_priority:                                    # 2.
+        return None
+
+    hook_reason, late = await stop_hooks(turn)                            # 3.
+    if session.chain.queued_prompt_priority:
+        return None
+    if late.messages:
+        # User input arrived during a slow hook: it runs now; the hook's block still counts.
+        session.chain.guard.accept_mid_turn_user_input()
+        return combine(hook_reason, None, mid_turn_parts(late.messages))
+
+    guard_part = guard_decision(turn)                                     # 4.
+    return combine(hook_reason, guard_part)                               # 5.
+
+
+NOTHING = DrainResult((), (), False)
+
+
+async def drain_for_stop(turn: Turn) -> DrainResult:
+    """Step 1 (and the FIFO check of step 2): only while the guard inspects this stop."""
+    session = turn.session
+    guard = session.chain.guard
+    if not guard.needs_stop_inspection:
+        return NOTHING
+    yielding = guard.await_queued_prompt()
+    drained = await session.drain_mid_turn(watch_queued_prompt=True)
+    if drained.has_queued_prompt and yielding:
+        session.chain.queued_prompt_priority = True  # kept even if the mid-turn continuation completes the todos
+    else:
+        guard.resume_trusted_prompt()  # no queued prompt: stop awaiting
+    return drained
+
+
+async def stop_hooks(turn: Turn) -> tuple[str | None, DrainResult]:
+    """Step 3: a foreground turn's external Stop hooks. Their block reason, and input that came meanwhile."""
+    session = turn.session
+    groups = session.hooks.stop
+    if not turn.foreground or not groups:
+        return None, NOTHING
+    cap = session.runtime.settings.stop_hook_block_cap
+    if turn.hook_blocks >= cap:
+        decision = session.chain.guard.decide(session.chain.has_relevant_background_input())
+        if isinstance(decision, Exhausted):
+            turn.report_exhaustion(decision)  # reported before the hook's cap overrides the stop
+        session.publish_notice(f"Stop hook blocked continuation {turn.hook_blocks} consecutive time(s); "
+                               "overriding and ending the turn.", turn.prompt_id)
+        raise StopHookCapReached()
+    payload = session.hook_payload("Stop", stop_hook_active=turn.hook_blocks > 0,
+                                   last_assistant_message=turn.last_text)
+    try:
+        outcome = await run_hooks(groups, payload, session.cwd)
+    except BaseException:
+        session.chain.guard.pause_for_trusted_retry()
+        raise
+    session.report_hook("Stop", outcome, turn.prompt_id)
+    reason = None
+    if outcome.blocked:
+        turn.hook_blocks += 1
+        reason = "\n".join(outcome.block_reasons)
+    else:
+        turn.hook_blocks = 0
+    late = NOTHING
+    if session.chain.guard.needs_stop_inspection:
+        # The hook may have been slow: look again for a queued prompt and for user input.
+        late = await session.drain_mid_turn(watch_queued_prompt=True)
+        if late.has_queued_prompt and session.chain.guard.await_queued_prompt():
+            session.chain.queued_prompt_priority = True
+    return reason, late
+
+
+def guard_decision(turn: Turn) -> Continue | None:
+    """Step 4: the guard's own decision; exhaustion is reported once and ends the chain."""
+    session = turn.session
+    decision = session.chain.guard.decide(session.chain.has_relevant_background_input())
+    if isinstance(decision, Exhausted):
+        turn.report_exhaustion(decision)
+        return None
+    return decision if isinstance(decision, Continue) else None
+
+
+def combine(hook_reason: str | None, guard: Continue | None,
+            mid_turn: tuple[tuple[str, str], ...] = ()) -> Send | None:
+    """Step 5: one continuation for whatever blocked the stop."""
+    parts: list[tuple[str, str]] = list(mid_turn)
+    if hook_reason is not None:
+        parts.append(("hook", hook_reason))
+    if guard is not None:
+        parts.append(("guard", continuation_prompt(guard.attempt, guard.unfinished_count)))
+    if not parts:
+        return None
+    return Send(tuple(parts), guard, hook_reason is not None)
