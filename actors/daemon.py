@@ -85,6 +85,17 @@ class Daemon:
         await handle.load()
         return handle
 
+    async def fork_session(self, source_id: str, session_id: str | None = None) -> SessionHandle:
+        """A new session with a copy of ``source_id``'s conversation; neither keeps guard trust."""
+        source = self.get(source_id)
+        if session_id is not None:
+            if not is_safe_session_id(session_id):
+                raise InvalidSessionId(session_id)
+            if session_id in self._sessions or Transcript(self.runtime.state_dir, session_id).exists:
+                raise InvalidSessionId(f"{session_id} is taken")
+        history = await source.snapshot()
+        return await self._start(session_id or self.runtime.ids.new("session"), source.cwd, history)
+
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """A session's transcript from disk, live or not."""
         if not is_safe_session_id(session_id):
@@ -94,14 +105,14 @@ class Daemon:
             raise UnknownSession(session_id)
         return transcript.records()
 
-    async def _start(self, session_id: str, cwd: str | None) -> SessionHandle:
+    async def _start(self, session_id: str, cwd: str | None, history: list[Any] | None = None) -> SessionHandle:
         if len(self._sessions) + len(self._starting) >= self.settings.limits.max_sessions:
             raise TooManySessions(f"at most {self.settings.limits.max_sessions} sessions")
         if session_id in self._starting:
             raise TooManySessions(f"session {session_id} is already starting")
         self._starting.add(session_id)
         try:
-            session = Session(self.runtime, session_id, os.path.abspath(cwd or self.runtime.workspace))
+            session = Session(self.runtime, session_id, os.path.abspath(cwd or self.runtime.workspace), history=history)
             await self._nursery.start(self._supervise, session)
             handle = SessionHandle(session)
             self._sessions[session_id] = handle

@@ -340,6 +340,26 @@ class PermissionVoteBody:
 
 
 @attrs.frozen(kw_only=True)
+class RewindBody:
+    turn: int
+
+
+@attrs.frozen(kw_only=True)
+class ForkBody:
+    sessionId: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CwdBody:
+    cwd: str
+
+
+@attrs.frozen(kw_only=True)
+class ModelBody:
+    model: str
+
+
+@attrs.frozen(kw_only=True)
 class ApprovalModeBody:
     mode: Literal["default", "auto-edit", "yolo", "plan"]
 

@@ -232,6 +232,48 @@ def create_app(
                             "url.requestId")
         return await vote(handle, request_id)
 
+    @app.post("/session/<session_id>/rewind")
+    async def rewind(session_id: str) -> Response:
+        handle = session(session_id)
+        b = await body(wire.RewindBody)
+        try:
+            kept = await handle.rewind(b.turn)
+        except ValueError as exc:
+            status, code = (409, "session_busy") if "busy" in str(exc) else (400, "invalid_turn")
+            raise HttpError(status, str(exc), code, "$.turn") from None
+        return json_response({"historyLength": kept})
+
+    @app.post("/session/<session_id>/fork")
+    async def fork(session_id: str) -> Response:
+        session(session_id)
+        b = await body(wire.ForkBody, optional=True)
+        try:
+            handle = await daemon.fork_session(session_id, b.sessionId)
+        except InvalidSessionId as exc:
+            raise HttpError(400, f"invalid or taken session id: {exc}", "invalid_session_id", "$.sessionId") from None
+        except TooManySessions as exc:
+            raise HttpError(503, str(exc), "too_many_sessions") from None
+        return json_response(_session_info(handle, False, clients.register(handle.session_id)))
+
+    @app.post("/session/<session_id>/cwd")
+    async def change_cwd(session_id: str) -> Response:
+        handle = session(session_id)
+        b = await body(wire.CwdBody)
+        try:
+            cwd = await handle.change_cwd(b.cwd)
+        except ValueError as exc:
+            raise HttpError(400, str(exc), "invalid_cwd", "$.cwd") from None
+        return json_response({"workspaceCwd": cwd})
+
+    @app.post("/session/<session_id>/model")
+    async def set_model(session_id: str) -> Response:
+        handle = session(session_id)
+        b = await body(wire.ModelBody)
+        try:
+            return json_response({"model": await handle.set_model(b.model)})
+        except ValueError as exc:
+            raise HttpError(400, str(exc), "invalid_model", "$.model") from None
+
     @app.post("/session/<session_id>/approval-mode")
     async def approval_mode(session_id: str) -> Response:
         handle = session(session_id)

@@ -299,6 +299,11 @@ class OpenAIModel:
     def __repr__(self) -> str:
         return f"OpenAIModel(url={self._url!r}, model={self.config.model!r})"
 
+    @property
+    def context_window(self) -> int | None:
+        """The configured window; the session compacts history before a request would exceed it."""
+        return self.config.context_window
+
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.aclose()
@@ -319,7 +324,7 @@ class OpenAIModel:
             if needed > window:
                 raise ContextWindowExceeded(needed, window)
         body: dict[str, Any] = {
-            "model": self.config.model,
+            "model": request.model or self.config.model,
             "messages": [message_to_wire(m) for m in request.messages],
             "stream": True,
             "stream_options": {"include_usage": True},

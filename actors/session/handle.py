@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .. import wire
 from ..events import Subscription
 from . import fifo as f
 from ..settings import APPROVAL_MODES
-from .session import Cancel, GetStatus, Load, Session, SetApprovalMode, Vote
+from .session import ChangeCwd, Cancel, GetStatus, Load, Rewind, Session, SetApprovalMode, SetModel, Snapshot, Vote
 
 ASK_TIMEOUT = 10.0
 
@@ -79,6 +80,30 @@ class SessionHandle:
         if mode not in APPROVAL_MODES:
             raise ValueError(f"approval mode must be one of {list(APPROVAL_MODES)}, got {mode!r}")
         return await self._ref.ask(lambda r: SetApprovalMode(mode, r), ASK_TIMEOUT)
+
+    async def set_model(self, model: str) -> str:
+        """Use another model name from the next model call on; the work chain goes on."""
+        if not model.strip():
+            raise ValueError("model must not be empty")
+        return await self._ref.ask(lambda r: SetModel(model, r), ASK_TIMEOUT)
+
+    async def change_cwd(self, cwd: str) -> str:
+        """Move the session to another existing directory (clears Todo Stop Guard trust)."""
+        path = os.path.abspath(os.path.join(self.cwd, cwd))
+        if not os.path.isdir(path):
+            raise ValueError(f"{path} is not a directory")
+        return await self._ref.ask(lambda r: ChangeCwd(path, r), ASK_TIMEOUT)
+
+    async def rewind(self, turn: int) -> int:
+        """Drop user turn ``turn`` (from 0) and everything after it; returns the messages kept."""
+        answer = await self._ref.ask(lambda r: Rewind(turn, r), ASK_TIMEOUT)
+        if isinstance(answer, str):
+            raise ValueError(answer)
+        return answer
+
+    async def snapshot(self) -> list:
+        """A copy of the conversation (for a fork; clears this session's guard trust)."""
+        return await self._ref.ask(Snapshot, ASK_TIMEOUT)
 
     def has_permission_request(self, request_id: str) -> bool:
         return request_id in self._session.permissions.pending_ids
