@@ -45,6 +45,8 @@ class Daemon:
         self._sessions: dict[str, SessionHandle] = {}
         self._starting: set[str] = set()
         self.closed = trio.Event()
+        # Called with each new session before it publishes anything (replays record traces this way).
+        self.session_observers: list[Any] = []
 
     @property
     def settings(self) -> Settings:
@@ -113,6 +115,8 @@ class Daemon:
         self._starting.add(session_id)
         try:
             session = Session(self.runtime, session_id, os.path.abspath(cwd or self.runtime.workspace), history=history)
+            for observe in self.session_observers:
+                observe(session)
             await self._nursery.start(self._supervise, session)
             handle = SessionHandle(session)
             self._sessions[session_id] = handle

@@ -69,6 +69,7 @@ class World:
         self.daemon_generation = 0
         self._daemon: Daemon | None = None
         self._stack = contextlib.AsyncExitStack()
+        self._naming: tuple[str, int] | None = None  # the label of the session being opened
 
     # ------------------------------------------------------------- the daemon
 
@@ -83,6 +84,7 @@ class World:
             self.settings, model=self.model, ids=self.ids, clock_ms=virtual_clock_ms,
             state_dir=self.state_dir, workspace=str(self.workspace),
         ))
+        self._daemon.session_observers.append(self._observe_new_session)
         self.daemon_generation += 1
 
     async def stop_daemon(self) -> None:
@@ -99,17 +101,21 @@ class World:
 
     # ------------------------------------------------------------- sessions
 
-    def observe(self, slot: SessionSlot) -> None:
-        """Record every event of this session incarnation's bus in the trace."""
-        label, gen, trace = slot.label, slot.gen, self.trace
-        slot.handle._session.bus.observers.append(lambda event: trace.event(label, gen, event))
+    def _observe_new_session(self, session: Any) -> None:
+        """Record every event of a new session from its first one (runs before it publishes anything)."""
+        label, gen = self._naming if self._naming is not None else (session.session_id, 1)
+        trace = self.trace
+        session.bus.observers.append(lambda event: trace.event(label, gen, event))
 
     async def open_session(self, label: str, session_id: str | None = None, *, gen: int = 1) -> SessionSlot:
-        """Start (or re-start, after a restart) a session and observe it before it publishes anything."""
-        handle, _ = await self.daemon.create_session(session_id=session_id)
+        """Start (or re-start, after a restart) a session; it is observed from its first event."""
+        self._naming = (label, gen)
+        try:
+            handle, _ = await self.daemon.create_session(session_id=session_id)
+        finally:
+            self._naming = None
         slot = SessionSlot(label, handle.session_id, handle, gen)
         self.sessions[label] = slot
-        self.observe(slot)
         return slot
 
     def session(self, label: str) -> SessionHandle:
@@ -123,12 +129,11 @@ class World:
         return all(check(slot.handle._session) for slot in self.live_sessions() for check in QUIET_CHECKS)
 
 
-def no_prompt_work(session: Any) -> bool:
-    """Nothing running, nothing in the prompt FIFO."""
-    return session.current is None and not session.fifo.statistics()["pendingCount"]
+def no_work(session: Any) -> bool:
+    """Nothing running, nothing in the prompt FIFO, no automatic item the session would start."""
+    return session.is_idle()
 
 
-# What "the session has settled" means: every check must pass. More kinds of work (an automatic
-# queue, background actors) add a check here, e.g. ``QUIET_CHECKS.append(no_automatic_work)``.
-QUIET_CHECKS: list[Callable[[Any], bool]] = [no_prompt_work]
+# What "the session has settled" means: every check must pass.
+QUIET_CHECKS: list[Callable[[Any], bool]] = [no_work]
 

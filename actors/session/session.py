@@ -143,6 +143,13 @@ class Wakeup:
         self._flag = False
 
 
+def _only_cancelled(exc: BaseException) -> bool:
+    """A cancellation, also when a nursery wrapped it in an exception group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)
+
+
 class Session:
     """The session actor. Start it with ``await nursery.start(session.run)``."""
 
@@ -203,7 +210,7 @@ class Session:
                 await serve_mailbox(inbox, self._handle)
                 nursery.cancel_scope.cancel()
         except BaseException as exc:
-            close_reason = "daemon_shutdown" if isinstance(exc, trio.Cancelled) else "crashed"
+            close_reason = "daemon_shutdown" if _only_cancelled(exc) else "crashed"
             raise
         finally:
             self.permissions.cancel_all()
@@ -545,6 +552,11 @@ class Session:
         return len(messages)
 
     # ------------------------------------------------------------- status
+
+    def is_idle(self) -> bool:
+        """Nothing running and nothing the session would start now (prompts or runnable automatic items)."""
+        return self.current is None and not self.fifo.statistics()["pendingCount"] \
+            and self.chain.select_automatic() is None
 
     def status(self) -> dict[str, Any]:
         work = self.current
