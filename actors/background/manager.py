@@ -131,6 +131,32 @@ class BackgroundManager:
             self._event(item, "finished")
         return True
 
+    # ------------------------------------------------------------- work run elsewhere
+
+    def track(self, kind: str, label: str) -> BackgroundItem:
+        """Register background work that runs outside this manager (a subagent run: kind ``agent``).
+
+        The caller reports its end with :meth:`finish`; until then it is live, so it takes part
+        in work-chain baselines like a shell would.
+        """
+        self._check_capacity()
+        item = self.registry.add(BackgroundItem(self._ids.new(kind), kind, label,  # type: ignore[arg-type]
+                                                started_at=trio.current_time()))
+        self._event(item, "started")
+        return item
+
+    def finish(self, task_id: str, *, state: str = "completed", text: str, exit_code: int | None = None,
+               notify: bool = True) -> bool:
+        """End tracked work: record its state and (by default) post its terminal notification."""
+        item = self.registry.get(task_id)
+        if item is None or not item.live:
+            return False
+        item.state, item.exit_code, item.ended_at = state, exit_code, trio.current_time()
+        self._event(item, "finished")
+        if notify:
+            self.notify(item, text)
+        return True
+
     # ------------------------------------------------------------- monitors
 
     async def start_monitor(self, *, command: str | None, follow: str | None, cwd: str,

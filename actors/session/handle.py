@@ -9,7 +9,7 @@ from .. import wire
 from ..events import Subscription
 from . import fifo as f
 from ..settings import APPROVAL_MODES
-from .session import ChangeCwd, Cancel, GetStatus, Load, Rewind, Session, SetApprovalMode, SetModel, Snapshot, Vote
+from .session import ChangeCwd, Cancel, ReleaseQueuedPromptWait, GetStatus, Load, Rewind, Session, SetApprovalMode, SetModel, Snapshot, Vote
 
 ASK_TIMEOUT = 10.0
 
@@ -104,6 +104,14 @@ class SessionHandle:
     async def snapshot(self) -> list:
         """A copy of the conversation (for a fork; clears this session's guard trust)."""
         return await self._ref.ask(Snapshot, ASK_TIMEOUT)
+
+    async def release_queued_prompt_wait(self) -> bool:
+        """The queued prompt the Todo Stop Guard yielded to was aborted elsewhere (a bridge's queue)."""
+        return await self._ref.ask(ReleaseQueuedPromptWait, ASK_TIMEOUT)
+
+    def set_drain_source(self, source: Any) -> None:
+        """Let a bridge answer mid-turn drains: ``source(watch_queued_prompt) -> PendingReply[DrainResult]``."""
+        self._session.drain_source = source
 
     def has_permission_request(self, request_id: str) -> bool:
         return request_id in self._session.permissions.pending_ids

@@ -13,7 +13,7 @@ automatic queue that waited for it.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -113,7 +113,15 @@ class Vote:
     reply: Reply[bool | str]
 
 
-SessionMessage = Cancel | GetStatus | Load | SetApprovalMode | SetModel | ChangeCwd | Rewind | Snapshot | Vote
+@attrs.frozen
+class ReleaseQueuedPromptWait:
+    """A bridge says the queued prompt the guard yielded to is gone (``craft/todoStopGuardQueueReleased``)."""
+
+    reply: Reply[bool]
+
+
+SessionMessage = (Cancel | GetStatus | Load | SetApprovalMode | SetModel | ChangeCwd | Rewind | Snapshot | Vote
+                  | ReleaseQueuedPromptWait)
 
 
 @attrs.define
@@ -173,6 +181,9 @@ class Session:
         self._wake = Wakeup()
         self._nursery: trio.Nursery | None = None
         self._late_drain: PendingReply[f.DrainResult] | None = None
+        # Where mid-turn input comes from: this daemon's FIFO, unless a bridge (an ACP client that
+        # owns the real queue) installs its own source. It returns a PendingReply of a DrainResult.
+        self.drain_source: Callable[[bool], PendingReply[f.DrainResult]] | None = None
         self.fifo = f.PromptFifo(
             session_id, self.bus, runtime.ids,
             max_pending=settings.limits.max_pending_prompts, max_mid_turn=settings.limits.max_mid_turn_messages,
@@ -239,6 +250,8 @@ class Session:
             case Snapshot(reply):
                 self._invalidate()
                 reply.send(list(self.history))
+            case ReleaseQueuedPromptWait(reply):
+                reply.send(self._queue_released())
             case Vote(request_id, outcome, option_id, reply):
                 try:
                     reply.send(self.permissions.vote(request_id, outcome, option_id))
@@ -368,10 +381,12 @@ class Session:
         if self.current is not None and self.current.prompt_id == prompt_id:
             self._cancel_current("user")
 
-    def _queue_released(self) -> None:
-        """The FIFO's last queued prompt was aborted: a chain that yielded to it ends; queues go on."""
-        if self.chain.release_queued_prompt_wait():
+    def _queue_released(self) -> bool:
+        """The last queued prompt was aborted: a chain that yielded to it ends; queues go on."""
+        released = self.chain.release_queued_prompt_wait()
+        if released:
             self._wake.set()
+        return released
 
     # ------------------------------------------------------------- mid-turn input
 
@@ -383,6 +398,7 @@ class Session:
         discarded, because it may already be stale.
         """
         assert self.fifo_ref is not None
+        fifo_ref = self.fifo_ref
         recovered: tuple[str, ...] = ()
         if self._late_drain is not None:
             arrived, late = self._late_drain.poll()
@@ -390,7 +406,10 @@ class Session:
                 return f.DrainResult((), (), False)  # the earlier drain is still out; don't stack another
             self._late_drain = None
             recovered = late.messages if late is not None else ()
-        pending = self.fifo_ref.ask_nowait(lambda r: f.Drain(watch_queued_prompt, r))
+        if self.drain_source is not None:
+            pending = self.drain_source(watch_queued_prompt)
+        else:
+            pending = fifo_ref.ask_nowait(lambda r: f.Drain(watch_queued_prompt, r))
         try:
             result = await pending.wait(DRAIN_DEADLINE)
         except trio.TooSlowError:
