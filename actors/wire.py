@@ -184,6 +184,33 @@ def mid_turn_message_injected(session_id: str, items: list[dict[str, Any]]) -> d
     }
 
 
+def permission_request(session_id: str, request_id: str, tool_call: dict[str, Any],
+                       options: list[dict[str, str]]) -> dict[str, Any]:
+    return {"requestId": request_id, "sessionId": session_id, "toolCall": tool_call, "options": options}
+
+
+def permission_resolved(session_id: str, request_id: str, outcome: dict[str, Any]) -> dict[str, Any]:
+    return {"requestId": request_id, "sessionId": session_id, "outcome": outcome}
+
+
+def background_task(session_id: str, task_id: str, status: str, **fields: Any) -> dict[str, Any]:
+    """``status``: started, output, finished, or notification_dropped."""
+    return {"sessionId": session_id, "taskId": task_id, "status": status, **fields}
+
+
+def hook_result(session_id: str, hook_event: str, system_messages: list[str], failures: list[str]) -> dict[str, Any]:
+    return {"sessionId": session_id, "hookEvent": hook_event, "systemMessages": system_messages,
+            "failures": failures}
+
+
+def followup_suggestion(session_id: str, prompt_id: str, suggestions: list[str]) -> dict[str, Any]:
+    return {"sessionId": session_id, "promptId": prompt_id, "suggestions": suggestions}
+
+
+def mode_update(mode: str) -> dict[str, Any]:
+    return {"sessionUpdate": "current_mode_update", "currentModeId": mode}
+
+
 def session_closed(session_id: str, reason: str) -> dict[str, Any]:
     return {"sessionId": session_id, "reason": reason}
 

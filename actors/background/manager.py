@@ -15,6 +15,7 @@ from typing import Any
 
 import trio
 
+from .. import wire
 from .._actor import ActorRef
 from ..ids import IdSource
 from . import monitor as m
@@ -274,11 +275,11 @@ class BackgroundManager:
     def post(self, item: AutomaticItem) -> Posted:
         posted = self.queue.post(item, self.related)
         if posted.evicted is not None:
-            self._publish("background_task", {"sessionId": self.session_id, "taskId": posted.evicted.task_id,
-                                               "status": "notification_dropped", "reason": "queue_full"})
+            self._publish("background_task", wire.background_task(self.session_id, posted.evicted.task_id,
+                                                                  "notification_dropped", reason="queue_full"))
         if not posted.accepted:
-            self._publish("background_task", {"sessionId": self.session_id, "taskId": item.task_id,
-                                              "status": "notification_dropped", "reason": "queue_full"})
+            self._publish("background_task", wire.background_task(self.session_id, item.task_id,
+                                                                  "notification_dropped", reason="queue_full"))
         return posted
 
     def notify(self, item: BackgroundItem, text: str, *, merge: bool = False) -> None:
@@ -300,11 +301,10 @@ class BackgroundManager:
             raise BackgroundLimit(f"at most {MAX_LIVE_TASKS} live background tasks per session")
 
     def _event(self, item: BackgroundItem, status: str, **extra: Any) -> None:
-        data = {"sessionId": self.session_id, "taskId": item.task_id, "kind": item.kind, "status": status,
-                "label": item.label}
+        fields: dict[str, Any] = {"kind": item.kind, "label": item.label}
         if status == "finished":
-            data["state"] = item.state
+            fields["state"] = item.state
             if item.exit_code is not None:
-                data["exitCode"] = item.exit_code
-        data.update(extra)
-        self._publish("background_task", data)
+                fields["exitCode"] = item.exit_code
+        self._publish("background_task", wire.background_task(self.session_id, item.task_id, status, **fields,
+                                                              **extra))

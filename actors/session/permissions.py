@@ -13,6 +13,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
+from .. import wire
 from ..events import EventBus
 from ..ids import IdSource
 
@@ -85,10 +86,8 @@ class PermissionBroker:
         request_id = self._ids.new("perm")
         pending = _Pending(options)
         self._pending[request_id] = pending
-        self._bus.publish("permission_request", {
-            "requestId": request_id, "sessionId": self._session_id, "toolCall": tool_call,
-            "options": [o.to_wire() for o in options],
-        }, prompt_id)
+        self._bus.publish("permission_request", wire.permission_request(
+            self._session_id, request_id, tool_call, [o.to_wire() for o in options]), prompt_id)
         try:
             await pending.done.wait()
         finally:
@@ -122,5 +121,5 @@ class PermissionBroker:
         pending = self._pending.pop(request_id)
         pending.decision = decision
         pending.done.set()
-        self._bus.publish("permission_resolved", {"requestId": request_id, "sessionId": self._session_id,
-                                                  "outcome": decision.to_wire()})
+        self._bus.publish("permission_resolved",
+                          wire.permission_resolved(self._session_id, request_id, decision.to_wire()))

@@ -444,9 +444,8 @@ class Session:
 
     def report_hook(self, event: str, outcome: HookResult, prompt_id: str) -> None:
         if outcome.system_messages or outcome.failures:
-            self.bus.publish("hook_result", {"sessionId": self.session_id, "hookEvent": event,
-                                             "systemMessages": list(outcome.system_messages),
-                                             "failures": list(outcome.failures)}, prompt_id)
+            self.bus.publish("hook_result", wire.hook_result(self.session_id, event, list(outcome.system_messages),
+                                                             list(outcome.failures)), prompt_id)
 
     def publish_notice(self, text: str, prompt_id: str | None) -> None:
         """A discrete message from the daemon itself to the client (never merged with model text)."""
@@ -499,8 +498,8 @@ class Session:
             return  # suggestions are a nicety; their failure is not the turn's
         suggestions = [line.strip(" -*\t") for line in text.splitlines() if line.strip(" -*\t")][:3]
         if suggestions:
-            self.bus.publish("followup_suggestion", {"sessionId": self.session_id, "promptId": prompt_id,
-                                                     "suggestions": suggestions}, prompt_id)
+            self.bus.publish("followup_suggestion", wire.followup_suggestion(self.session_id, prompt_id, suggestions),
+                             prompt_id)
 
     # ------------------------------------------------------------- clients and lifecycle
 
@@ -520,7 +519,7 @@ class Session:
         self.approval_mode = mode
         if mode == "plan":
             self._invalidate()  # the guard is forced off in Plan; leaving Plan does not revive it
-        self.publish_update({"sessionUpdate": "current_mode_update", "currentModeId": mode})
+        self.publish_update(wire.mode_update(mode))
         return mode
 
     def _invalidate(self) -> None:
@@ -557,7 +556,7 @@ class Session:
                 break
 
     def publish_update(self, update: dict[str, Any], prompt_id: str | None = None) -> None:
-        self.bus.publish("session_update", {"sessionId": self.session_id, "update": update}, prompt_id)
+        self.bus.publish("session_update", wire.session_update(self.session_id, update), prompt_id)
 
     def restore_from_disk(self) -> int:
         """Replace the conversation with the transcript on disk and replay it as events."""
