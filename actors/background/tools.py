@@ -24,6 +24,21 @@ def _object(arguments: Any, allowed: set[str]) -> dict[str, Any] | str:
     return arguments
 
 
+TASK_ID_SCHEMA = {"type": "object", "properties": {"task_id": {"type": "string"}}, "required": ["task_id"],
+                  "additionalProperties": False}
+
+
+def _task_id(arguments: Any) -> str | ToolResult:
+    """The ``task_id`` of a ``{task_id}`` call, or the failure to answer with."""
+    args = _object(arguments, {"task_id"})
+    if isinstance(args, str):
+        return ToolResult.failure(args)
+    task_id = args.get("task_id")
+    if not isinstance(task_id, str):
+        return ToolResult.failure("task_id must be a string")
+    return task_id
+
+
 def _manager(context: ToolContext) -> BackgroundManager:
     assert context.services is not None, "background tools need a session"
     return context.services.background
@@ -112,16 +127,12 @@ class ShellOutputTool(_Base):
     name = "shell_output"
     kind = "read"
     description = "Read a background shell's output that is new since the last read, with its status and exit code."
-    parameters = {"type": "object", "properties": {"task_id": {"type": "string"}}, "required": ["task_id"],
-                  "additionalProperties": False}
+    parameters = TASK_ID_SCHEMA
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
-        args = _object(arguments, {"task_id"})
-        if isinstance(args, str):
-            return ToolResult.failure(args)
-        task_id = args.get("task_id")
-        if not isinstance(task_id, str):
-            return ToolResult.failure("task_id must be a string")
+        task_id = _task_id(arguments)
+        if isinstance(task_id, ToolResult):
+            return task_id
         read = _manager(context).read_output(task_id)
         if read is None:
             return ToolResult.failure(f"no background shell {task_id!r}")
@@ -136,16 +147,12 @@ class KillTaskTool(_Base):
     name = "kill_task"
     kind = "execute"
     description = "Stop a background task: a shell (its whole process group), a monitor, a wakeup or a cron job."
-    parameters = {"type": "object", "properties": {"task_id": {"type": "string"}}, "required": ["task_id"],
-                  "additionalProperties": False}
+    parameters = TASK_ID_SCHEMA
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
-        args = _object(arguments, {"task_id"})
-        if isinstance(args, str):
-            return ToolResult.failure(args)
-        task_id = args.get("task_id")
-        if not isinstance(task_id, str):
-            return ToolResult.failure("task_id must be a string")
+        task_id = _task_id(arguments)
+        if isinstance(task_id, ToolResult):
+            return task_id
         if not await _manager(context).kill(task_id):
             return ToolResult.failure(f"no live background task {task_id!r}")
         return ToolResult(f"Stopped {task_id}.", {"taskId": task_id})
@@ -258,17 +265,15 @@ class CronDeleteTool(_Base):
     name = "cron_delete"
     kind = "other"
     description = "Delete a cron job by its task id."
-    parameters = {"type": "object", "properties": {"task_id": {"type": "string"}}, "required": ["task_id"],
-                  "additionalProperties": False}
+    parameters = TASK_ID_SCHEMA
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
-        args = _object(arguments, {"task_id"})
-        if isinstance(args, str):
-            return ToolResult.failure(args)
-        task_id = args.get("task_id")
+        task_id = _task_id(arguments)
+        if isinstance(task_id, ToolResult):
+            return task_id
         manager = _manager(context)
-        item = manager.registry.get(task_id) if isinstance(task_id, str) else None
-        if item is None or item.kind != "cron" or not await manager.kill(task_id):  # type: ignore[arg-type]
+        item = manager.registry.get(task_id)
+        if item is None or item.kind != "cron" or not await manager.kill(task_id):
             return ToolResult.failure(f"no live cron job {task_id!r}")
         return ToolResult(f"Deleted {task_id}.", {"taskId": task_id})
 
