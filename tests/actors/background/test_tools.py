@@ -146,7 +146,7 @@ INVALID: list[tuple[Any, Any, str]] = [
     (CronCreateTool, {"schedule": "99 * * * *", "prompt": "p"}, "not a valid cron expression"),
     (CronCreateTool, {"schedule": "* * * * *", "prompt": "p", "tz": "UTC"}, "unknown argument"),
     (CronDeleteTool, (), "arguments must be an object"),
-    (CronDeleteTool, {}, "no live cron job None"),
+    (CronDeleteTool, {}, "task_id must be a string"),
     (CronDeleteTool, {"task_id": "cron-404"}, "no live cron job 'cron-404'"),
     (CronDeleteTool, {"task_id": "cron-1", "x": 1}, "unknown argument"),
 ]
