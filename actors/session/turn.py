@@ -28,9 +28,6 @@ from .tools import ToolContext, ToolResult
 if TYPE_CHECKING:
     from .session import Session
 
-END = object()  # a pre-send check ended the turn
-
-
 class Turn:
     """One foreground prompt or automatic turn on a session's conversation."""
 
@@ -54,12 +51,13 @@ class Turn:
         send: Send | None = ORDINARY
         try:
             while send is not None:
-                calls = await self.stream(send)
-                if calls is END:
+                streamed = await self.stream(send)
+                if streamed is None:
                     return "end_turn"
+                sent, calls = streamed  # what really went out: a pre-send check may have changed it
                 if calls:
-                    await self.run_tools(calls)  # type: ignore[arg-type]
-                    send = await self.after_tools(send)
+                    await self.run_tools(calls)
+                    send = await self.after_tools(sent)
                 else:
                     send = await at_natural_stop(self)
             return "end_turn"
@@ -71,17 +69,21 @@ class Turn:
 
     # ------------------------------------------------------------- one stream
 
-    async def stream(self, send: Send) -> list[ToolCall] | object:
-        """One primary-model stream for ``send``; its tool calls, or ``END``."""
+    async def stream(self, send: Send) -> tuple[Send, list[ToolCall]] | None:
+        """One primary-model stream for ``send``: what was sent and the tool calls it asked for.
+
+        ``None`` when a pre-send check ended the turn instead (FIFO priority, a dropped guard send).
+        """
         session = self.session
         if send.guard is not None:
             checked = await self.before_guard_send(send)
             if checked is None:
-                return END
+                return None
             send = checked
-        send = await self.fit_context(send)
-        if send is None:
-            return END
+        fitted = await self.fit_context(send)
+        if fitted is None:
+            return None
+        send = fitted
         pending = [ChatMessage("user", text, origin=origin) for origin, text in send.parts]
         request = ChatRequest(tuple(session.history) + tuple(pending), session.tools.specs(), model=session.model_name)
         text: list[str] = []
@@ -118,7 +120,7 @@ class Turn:
             raise
         self.last_text = "".join(text)
         session.append_message(ChatMessage("assistant", self.last_text, tuple(calls)))
-        return calls
+        return send, calls
 
     def _keep_unsent(self, pending: list[ChatMessage]) -> None:
         """An unsent continuation keeps its user input, minus the guard's text."""
@@ -277,4 +279,4 @@ class Turn:
             self.session.publish_update(exhaustion_update(decision), self.prompt_id)
 
 
-__all__ = ["END", "Turn"]
+__all__ = ["Turn"]
