@@ -20,6 +20,7 @@ from .session.session import Session
 from .session.tools import ToolRegistry
 from .session.transcript import Transcript, is_safe_session_id
 from .settings import Settings
+from .subagents.registry import SubagentRegistry
 
 log = logging.getLogger("trellis.daemon")
 
@@ -47,6 +48,8 @@ class Daemon:
         self.closed = trio.Event()
         # Called with each new session before it publishes anything (replays record traces this way).
         self.session_observers: list[Any] = []
+        # Subagent runs by name (set by open_daemon): see actors.subagents.
+        self.subagents: Any = None
 
     @property
     def settings(self) -> Settings:
@@ -178,15 +181,19 @@ async def open_daemon(
         make_tools=tools or default_tools,
         now=now or local_now,
     )
+    subagents: SubagentRegistry | None = None
     try:
         async with trio.open_nursery() as nursery:
             daemon = Daemon(runtime, nursery)
+            daemon.subagents = subagents = SubagentRegistry(daemon, nursery)
             try:
                 yield daemon
             finally:
                 daemon.closed.set()
                 nursery.cancel_scope.cancel()
     finally:
+        if subagents is not None:
+            subagents.close()  # after the runs ended: tokens revoked, a temporary config directory removed
         aclose = getattr(runtime.provider, "aclose", None)
         if aclose is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(5):

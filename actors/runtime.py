@@ -18,8 +18,9 @@ from .settings import Settings
 
 def default_tools() -> ToolRegistry:
     from .background.tools import BACKGROUND_TOOLS
+    from .subagents.tools import AgentTool
 
-    return ToolRegistry([TodoWriteTool(), *(tool() for tool in BACKGROUND_TOOLS)])
+    return ToolRegistry([TodoWriteTool(), *(tool() for tool in BACKGROUND_TOOLS), AgentTool()])
 
 
 def local_now() -> datetime:

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from .fields import ScenarioError
 from .golden import read_goldens, write_goldens
@@ -76,6 +76,8 @@ def run_file(path: str, seeds: list[int], *, update: bool, show_trace: bool, out
             say(format_trace(result.trace))
     digests = {r.seed: r.digest for r in results}
     failing: dict[int, list[str]] = {r.seed: list(r.failures) for r in results if r.failures}
+    if scenario.known_bug:
+        return _known_bug(scenario.name, path, scenario.known_bug, seeds, digests, failing, say)
     if not update:
         for seed, digest in digests.items():
             golden = goldens.get(seed)
@@ -105,11 +107,29 @@ def run_file(path: str, seeds: list[int], *, update: bool, show_trace: bool, out
         note = (f"no golden digest for {len(missing)} seed(s) (record with --update)" if missing
                 else "matches golden")
     if len(seeds) == 1:
-        say(f"ok    {name:<28} seed {seeds[0]:<6} {digests[seeds[0]]}  {note}")
+        say(f"ok    {name:<36} seed {seeds[0]:<6} {digests[seeds[0]]}  {note}")
     else:
         span = f"{seeds[0]}..{seeds[-1]}"
-        say(f"ok    {name:<28} seeds {span:<5} {combined_digest(digests)}  "
+        say(f"ok    {name:<36} seeds {span:<5} {combined_digest(digests)}  "
             f"{distinct} distinct trace(s); {note}")
+    return 0
+
+
+def _known_bug(name: str, path: str, bug: str, seeds: list[int], digests: dict[int, str],
+               failing: dict[int, list[str]], say: Any) -> int:
+    """A scenario marked ``known_bug`` must fail (it states the right behaviour); it has no goldens.
+
+    One line: ``xfail`` while it fails (exit status unaffected), ``XPASS`` (a failure) once every
+    seed passes — the bug is fixed: remove ``known_bug`` and record goldens.
+    """
+    span = f"seed {seeds[0]:<6}" if len(seeds) == 1 else f"seeds {f'{seeds[0]}..{seeds[-1]}':<5}"
+    digest = digests[seeds[0]] if len(seeds) == 1 else combined_digest(digests)
+    if not failing:
+        say(f"XPASS {name:<36} {span} {digest}  passes now: remove known_bug and record goldens ({bug})")
+        return 1
+    first = failing[min(failing)][0]
+    say(f"xfail {name:<36} {span} {digest}  known bug, {len(failing)} of {len(seeds)} seeds fail as expected: "
+        f"{first} (reproduce: {reproduce_command(path, min(failing))})")
     return 0
 
 

@@ -9,8 +9,18 @@
 - ``events``: event patterns that must occur in this order (a subsequence of all events);
 - ``model_requests``: per call (``call`` from 1): ``role`` and ``content`` of the
   last message, ``contains`` (a substring of it), ``roles`` (of every message),
-  ``messages`` (their number);
-- ``settled_by``: the virtual time by which all work had finished.
+  ``messages`` (their number), ``refused`` (the error code of a request refused
+  before a stream was returned);
+- ``settled_by``: the virtual time by which all work had finished;
+- ``guard_attempts``: the ``_meta.attempt`` of the Todo Stop Guard's updates
+  (continuations and the exhaustion report), in order: a list for the whole
+  trace, or an object from prompt label (or ``"@auto"``, every automatic turn)
+  to a list;
+- ``status``: session label -> a subset its final status must match (e.g.
+  ``{"todoStopGuard": {"suspended": true}}``);
+- ``absent``: event patterns no event may match;
+- ``counts``: ``[{match, count}]``: how many events match an event pattern;
+- ``hook_runs``: scripted hook command -> how many times it ran.
 
 A timeline step's own ``expect`` is checked against that step's result.
 """
@@ -23,7 +33,7 @@ import attrs
 
 from . import fields as F
 from .patterns import EventPattern, pattern, subset_match
-from .trace import TERMINAL_TYPES, Trace, terminal_state
+from .trace import STATUS_KEYS, TERMINAL_TYPES, Trace, guard_update, terminal_state
 
 STATES = ("completed", "cancelled", "error", "rejected", "none")
 
@@ -55,11 +65,58 @@ _REQUEST_FIELDS = {
     "contains": F.Field(F.string),
     "roles": F.Field(F.list_of(F.one_of("system", "user", "assistant", "tool"))),
     "messages": F.Field(F.count),
+    "refused": F.Field(F.string),
 }
 
 
 def _request(value: Any, where: str, ctx: F.ParseContext) -> dict[str, Any]:
     return {k: v for k, v in F.parse_fields(value, _REQUEST_FIELDS, where, ctx).items() if v is not None}
+
+
+AUTO = "@auto"
+
+
+def _attempt_list(value: Any, where: str, ctx: F.ParseContext) -> list[int]:
+    return F.list_of(_positive)(value, where, ctx)
+
+
+def _guard_attempts(value: Any, where: str, ctx: F.ParseContext) -> dict[str | None, list[int]]:
+    """A list (the whole trace: key ``None``) or prompt label / ``@auto`` -> list."""
+    if isinstance(value, list):
+        return {None: _attempt_list(value, where, ctx)}
+    if not isinstance(value, dict):
+        raise ctx.fail(where, "a list of attempts, or an object from prompt label (or \"@auto\") to a list", value)
+    out: dict[str | None, list[int]] = {}
+    for label, attempts in value.items():
+        here = f"{where}.{label}"
+        key = AUTO if label == AUTO else F.prompt_label(label, here, ctx)
+        out[key] = _attempt_list(attempts, here, ctx)
+    return out
+
+
+def _status_specs(value: Any, where: str, ctx: F.ParseContext) -> dict[str, dict[str, Any]]:
+    F.obj(value, where, ctx)
+    out = {}
+    for label, spec in value.items():
+        here = f"{where}.{label}"
+        F.session_label(label, here, ctx)
+        F.obj(spec, here, ctx)
+        for key in spec:
+            if key not in STATUS_KEYS:
+                raise ctx.fail(f"{here}.{key}", f"one of the recorded status fields {list(STATUS_KEYS)}")
+        out[label] = spec
+    return out
+
+
+def _count_spec(value: Any, where: str, ctx: F.ParseContext) -> tuple[EventPattern, int]:
+    spec = F.parse_fields(value, {"match": F.Field(pattern, required=True), "count": F.Field(F.count, required=True)},
+                          where, ctx)
+    return spec["match"], spec["count"]
+
+
+def _hook_runs(value: Any, where: str, ctx: F.ParseContext) -> dict[str, int]:
+    F.obj(value, where, ctx)
+    return {command: F.count(n, f"{where}.{command}", ctx) for command, n in value.items()}
 
 
 EXPECT_FIELDS = {
@@ -68,6 +125,11 @@ EXPECT_FIELDS = {
     "events": F.Field(F.list_of(pattern), default=[]),
     "model_requests": F.Field(F.list_of(_request), default=[]),
     "settled_by": F.Field(F.number),
+    "guard_attempts": F.Field(_guard_attempts, default={}),
+    "status": F.Field(_status_specs, default={}),
+    "absent": F.Field(F.list_of(pattern), default=[]),
+    "counts": F.Field(F.list_of(_count_spec), default=[]),
+    "hook_runs": F.Field(_hook_runs, default={}),
 }
 
 
@@ -78,6 +140,11 @@ class Expectations:
     events: list[EventPattern] = attrs.field(factory=list)
     model_requests: list[dict[str, Any]] = attrs.field(factory=list)
     settled_by: float | None = None
+    guard_attempts: dict[str | None, list[int]] = attrs.field(factory=dict)
+    status: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    absent: list[EventPattern] = attrs.field(factory=list)
+    counts: list[tuple[EventPattern, int]] = attrs.field(factory=list)
+    hook_runs: dict[str, int] = attrs.field(factory=dict)
 
 
 def parse_expectations(value: Any, where: str, ctx: F.ParseContext) -> Expectations:
@@ -126,6 +193,66 @@ def _check_request(spec: dict[str, Any], calls: list[dict[str, Any]]) -> list[st
         out.append(f"{where}: roles {roles}, expected {spec['roles']}")
     if "messages" in spec and len(messages) != spec["messages"]:
         out.append(f"{where}: {len(messages)} messages, expected {spec['messages']}")
+    if "refused" in spec and calls[n - 1].get("refused") != spec["refused"]:
+        out.append(f"{where}: refused {calls[n - 1].get('refused')!r}, expected {spec['refused']!r}")
+    return out
+
+
+def guard_attempts(trace: Trace, key: str | None) -> list[int]:
+    """The attempts of the guard updates of prompt label ``key`` (``@auto``: automatic turns; ``None``: all)."""
+    ids = trace.prompt_ids()
+    out = []
+    for e in trace.events():
+        meta = guard_update(e)
+        if meta is None:
+            continue
+        pid = e["promptId"] or ""
+        if key is None or (key == AUTO and pid.startswith("auto-")) or (key != AUTO and pid == ids.get(key)):
+            out.append(meta.get("attempt"))
+    return out
+
+
+def _check_guard(expect: Expectations, trace: Trace) -> list[str]:
+    out = []
+    for key, expected in expect.guard_attempts.items():
+        got = guard_attempts(trace, key)
+        if got != expected:
+            where = "expect.guard_attempts" + ("" if key is None else f".{key}")
+            out.append(f"{where}: guard updates with attempts {got}, expected {expected}")
+    return out
+
+
+def _check_status(expect: Expectations, trace: Trace) -> list[str]:
+    out = []
+    for label, spec in expect.status.items():
+        got = trace.final_status(label)
+        if got is None:
+            out.append(f"expect.status.{label}: the session was not live when the replay settled")
+            continue
+        for key, value in spec.items():
+            if not subset_match(value, got.get(key)):
+                out.append(f"expect.status.{label}.{key}: got {got.get(key)!r}, expected {value!r}")
+    return out
+
+
+def _check_counts(expect: Expectations, trace: Trace) -> list[str]:
+    ids = trace.prompt_ids()
+    events = trace.events()
+    out = []
+    for n, p in enumerate(expect.absent):
+        hit = next((e for e in events if p.matches(e, ids)), None)
+        if hit is not None:
+            out.append(f"expect.absent[{n}]: event {hit['session']}#{hit['id']} matches {p}")
+    for n, (p, count) in enumerate(expect.counts):
+        got = sum(1 for e in events if p.matches(e, ids))
+        if got != count:
+            out.append(f"expect.counts[{n}]: {got} events match {p}, expected {count}")
+    runs: dict[str, int] = {}
+    for r in trace.of_kind("hook"):
+        runs[r["command"]] = max(runs.get(r["command"], 0), r["n"])
+    for command, count in expect.hook_runs.items():
+        if runs.get(command, 0) != count:
+            out.append(f"expect.hook_runs.{command}: ran {runs.get(command, 0)} times, expected {count}")
     return out
 
 
@@ -146,6 +273,9 @@ def check_expectations(expect: Expectations, steps: Any, trace: Trace) -> list[s
         settled = next((r["t"] for r in trace.of_kind("settled")), None)
         if settled is None or settled > expect.settled_by:
             out.append(f"expect.settled_by: settled at {settled}, expected by {expect.settled_by}")
+    out += _check_guard(expect, trace)
+    out += _check_status(expect, trace)
+    out += _check_counts(expect, trace)
     results = {r["step"]: r["value"] for r in trace.of_kind("result")}
     for step in steps:
         if step.expect is not attrs.NOTHING:

@@ -37,6 +37,8 @@ class ParseContext:
     source: str
     sessions: list[str] = attrs.field(factory=list)
     prompts: list[str] = attrs.field(factory=list)
+    # Other label namespaces an action defines (``background`` tasks, ``client`` subscriptions, ...).
+    names: dict[str, list[str]] = attrs.field(factory=dict)
 
     def fail(self, where: str, expected: str, got: Any = attrs.NOTHING) -> ScenarioError:
         return ScenarioError(self.source, where, expected, got)
@@ -186,6 +188,33 @@ def prompt_label(value: Any, where: str, ctx: ParseContext) -> str:
     if label not in ctx.prompts:
         raise ctx.fail(where, f"the label of a prompt given earlier in the timeline (known: {ctx.prompts})", value)
     return label
+
+
+def new_label(namespace: str, what: str) -> Check:
+    """A label of ``namespace`` defined here (not used before); ``what`` names it in errors."""
+    def check(value: Any, where: str, ctx: ParseContext) -> str:
+        label = label_text(value, where, ctx)
+        known = ctx.names.setdefault(namespace, [])
+        if label in known:
+            raise ctx.fail(where, f"a {what} label not used before (known: {known})", value)
+        known.append(label)
+        return label
+    return check
+
+
+def label_of(namespace: str, what: str) -> Check:
+    """A label of ``namespace`` defined earlier in the timeline."""
+    def check(value: Any, where: str, ctx: ParseContext) -> str:
+        label = label_text(value, where, ctx)
+        known = ctx.names.get(namespace, [])
+        if label not in known:
+            raise ctx.fail(where, f"the label of a {what} defined earlier in the timeline (known: {known})", value)
+        return label
+    return check
+
+
+def string_list(value: Any, where: str, ctx: ParseContext) -> list[str]:
+    return list_of(string)(value, where, ctx)
 
 
 # Field shorthands used by the built-in actions.

@@ -21,7 +21,7 @@ import attrs
 
 from . import fields as F
 from .patterns import EventPattern, pattern
-from .trace import TERMINAL_TYPES, Trace, is_turn_start
+from .trace import TERMINAL_TYPES, Trace, guard_update, is_turn_start, update_kind
 
 Check = Callable[..., Iterable[str]]
 
@@ -157,6 +157,51 @@ def precedes(trace: Trace, first: EventPattern, then: EventPattern) -> list[str]
         return [f"{then} (event {events[b]['session']}#{events[b]['id']}) came before "
                 f"{first} (event {events[a]['session']}#{events[a]['id']})"]
     return []
+
+
+@register_invariant("guard_bounded")
+def guard_bounded(trace: Trace) -> list[str]:
+    """Guard continuations never go past ``maxAttempts``, and within a turn each stage counts 1, 2, ...
+    (a new stage starts again at 1 only after user input); exhaustion repeats the last attempt."""
+    out = []
+    last: dict[str, int] = {}
+    for e in trace.events():
+        meta = guard_update(e)
+        if meta is None:
+            continue
+        attempt, most = meta.get("attempt"), meta.get("maxAttempts")
+        text = e["data"]["update"].get("content", {}).get("text", "")
+        where = f"event {e['session']}#{e['id']}"
+        if not isinstance(attempt, int) or not isinstance(most, int) or not 1 <= attempt <= most:
+            out.append(f"{where}: attempt {attempt!r} outside 1..{most!r}")
+            continue
+        before = last.get(e["promptId"] or "")
+        exhausted = "stopped after" in text
+        if exhausted and before is not None and attempt != before:
+            out.append(f"{where}: exhaustion reported at attempt {attempt} after attempt {before}")
+        elif not exhausted and before is not None and attempt not in (1, before + 1):
+            out.append(f"{where}: attempt {attempt} follows attempt {before}")
+        last[e["promptId"] or ""] = attempt
+    return out
+
+
+@register_invariant("no_todo_text_in_guard")
+def no_todo_text_in_guard(trace: Trace) -> list[str]:
+    """Guard telemetry never carries todo text (any plan entry's content written in the replay)."""
+    texts: set[str] = set()
+    for e in trace.events():
+        if update_kind(e) == "plan":
+            texts |= {entry.get("content") for entry in e["data"]["update"].get("entries", [])
+                      if isinstance(entry.get("content"), str) and entry.get("content")}
+    out = []
+    for e in trace.events():
+        if guard_update(e) is None:
+            continue
+        shown = str(e["data"]["update"])
+        for text in sorted(texts):
+            if text in shown:
+                out.append(f"event {e['session']}#{e['id']}: guard update contains todo text {text!r}")
+    return out
 
 
 # ----------------------------------------------------------------- parsing and checking

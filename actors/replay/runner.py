@@ -23,6 +23,7 @@ import trio.testing
 from .actions import ACTIONS
 from .determinism import run_deterministic
 from .expect import check_expectations
+from .hooks import ScriptedHooks, scripted_hooks
 from .invariants import check_invariants
 from .scenario import Scenario, load_scenario
 from .trace import Trace
@@ -59,8 +60,10 @@ def replay(scenario: Scenario | str | Path, seed: int = 0) -> Result:
         # Longest first, so a path that contains the other (macOS's /private/var/...) is replaced whole.
         paths = sorted({str(state_dir), str(state_dir.resolve())}, key=len, reverse=True)
         trace = Trace(scrub_paths=tuple(paths))
+        hooks = ScriptedHooks(scenario.hooks, trace) if scenario.hooks else None
         try:
-            settled = run_deterministic(_drive, scenario, trace, state_dir, seed=seed)
+            with scripted_hooks(hooks):
+                settled = run_deterministic(_drive, scenario, trace, state_dir, seed=seed)
             if not settled:
                 failures.append(f"did not settle within {scenario.timeout:g} virtual seconds")
         except Exception as exc:  # a crash of the runtime is a finding, reported like any failure
@@ -91,8 +94,13 @@ async def _drive(scenario: Scenario, trace: Trace, state_dir: Path) -> bool:
                 except Exception as exc:  # recorded, so a scenario can expect an action to fail
                     value = {"error": type(exc).__name__, "message": str(exc)}
                 trace.result(step.index, step.do, value)
+                world.note_guard_changes()
             await settle(world)
+            world.note_guard_changes()
             trace.settled()
+            for slot in world.live_sessions():
+                session = slot.handle._session
+                trace.status(slot.label, slot.gen, {**session.status(), **session.fifo.statistics()})
     return not scope.cancelled_caught
 
 

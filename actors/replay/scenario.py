@@ -21,6 +21,7 @@ from ..settings import APPROVAL_MODES, Limits, Settings
 from . import fields as F
 from .actions import ACTIONS
 from .expect import Expectations, parse_expectations
+from .hooks import HookRun, parse_hook_scripts
 from .invariants import InvariantUse, invariant_use
 
 DEFAULT_TIMEOUT = 3600.0  # virtual seconds
@@ -56,6 +57,8 @@ class Scenario:
     invariants: tuple[InvariantUse, ...]
     timeout: float = DEFAULT_TIMEOUT
     path: Path | None = None
+    hooks: dict[str, tuple[HookRun, ...]] = attrs.field(factory=dict)  # command -> scripted runs
+    known_bug: str | None = None  # the scenario states the right behaviour; the runtime does not have it yet
 
     def build_model(self) -> ScriptedModel:
         """A fresh scripted model (models keep a cursor, so each replay needs its own)."""
@@ -93,7 +96,12 @@ def _settings(value: Any, where: str, ctx: F.ParseContext) -> Settings:
         if key == "approval_mode" and raw not in APPROVAL_MODES:
             raise ctx.fail(here, f"one of {list(APPROVAL_MODES)}", raw)
         values[key] = raw
-    return Settings(**values)
+    settings = Settings(**values)
+    try:
+        settings.hook_config  # noqa: B018 (parses settings.hooks)
+    except ValueError as exc:
+        raise ctx.fail(f"{where}.hooks", f"hooks in the documented form ({exc})") from None
+    return settings
 
 
 # ----------------------------------------------------------------- model
@@ -162,9 +170,12 @@ def parse_scenario(data: Any, source: str = "<scenario>", path: Path | None = No
         "expect": F.Field(parse_expectations, default=Expectations()),
         "invariants": F.Field(F.list_of(invariant_use), default=[]),
         "timeout": F.Field(F.number, default=DEFAULT_TIMEOUT),
+        "hooks": F.Field(F.anything),  # checked below, against settings.hooks
+        "known_bug": F.Field(F.string),
     }
     parsed = F.parse_fields(data, top, "", ctx)
     parsed["invariants"] = tuple(parsed["invariants"])
+    parsed["hooks"] = parse_hook_scripts(parsed["hooks"], "hooks", ctx, parsed["settings"])
     return Scenario(source=source, path=path, **parsed)
 
 

@@ -7,8 +7,15 @@ A trace is a list of records (plain JSON objects), each with ``kind`` and ``t``
 - ``result``: what the step returned (``step``, ``do``, ``value``);
 - ``event``: a bus event (``session`` label, ``gen`` — the session's incarnation,
   which a restart increments — ``id``, ``type``, ``promptId``, ``data``);
-- ``model``: a primary-model request (``call`` from 1, ``purpose``, ``messages``);
-- ``settled``: the moment all work had finished, after the last step.
+- ``model``: a primary-model request (``call`` from 1, ``purpose``, ``messages``; ``refused``: the
+  error code when the provider refused it before returning a stream);
+- ``guard``: a session's Todo Stop Guard state changed (``session``, ``gen``, ``changed``:
+  the summary fields, and ``queuedPromptPriority``, that differ from before); noticed when the
+  session publishes its next event, and recorded right after that event;
+- ``hook``: a scripted hook command ran (``command``, ``event``, ``n`` — its run count, ``output``);
+- ``bridge``: a scripted bridge drain was asked (``asked``) or answered (``answered``);
+- ``settled``: the moment all work had finished, after the last step;
+- ``status``: each live session's final status (a stable subset; see ``STATUS_KEYS``).
 
 Serialised as compact JSON lines with sorted keys, after a format line; the
 SHA-256 of that text is the trace's digest. Nothing wall-clock enters it: the
@@ -30,7 +37,12 @@ import trio
 from ..model import ChatMessage, ChatRequest
 from ..wire import Event
 
-TRACE_FORMAT = 1
+TRACE_FORMAT = 2
+# The status fields a trace records (the rest carry random epochs or say nothing stable).
+STATUS_KEYS = ("state", "activeWorkState", "currentPromptId", "approvalMode", "model", "workspaceCwd", "historyLength",
+               "backgroundTasks", "automaticQueue", "pendingPermissions", "subscribers", "todoStopGuard",
+               "queuedPromptPriority", "pendingCount", "queuedCount", "midTurnQueued")
+GUARD_SOURCE = "todo_stop_guard"
 TERMINAL_TYPES = frozenset({"turn_complete", "turn_error"})
 # Data keys that carry real time; dropped wherever they appear in event data.
 WALL_CLOCK_KEYS = frozenset({"serverTimestamp"})
@@ -83,14 +95,31 @@ class Trace:
         self.records.append({"kind": "event", "t": _now(), "session": session, "gen": gen, "id": event.id,
                              "type": event.type, "promptId": event.prompt_id, "data": _scrub(event.data)})
 
-    def model_call(self, request: ChatRequest) -> None:
+    def model_call(self, request: ChatRequest) -> dict[str, Any]:
+        """Record a request; the caller adds ``refused`` (the error code) if no stream comes back."""
         self._model_calls += 1
-        self.records.append({"kind": "model", "t": _now(), "call": self._model_calls, "purpose": request.purpose,
-                             "messages": [message_record(m) for m in request.messages]})
+        record = {"kind": "model", "t": _now(), "call": self._model_calls, "purpose": request.purpose,
+                  "messages": [message_record(m) for m in request.messages]}
+        self.records.append(record)
+        return record
 
     def settled(self) -> None:
         """Every session is idle with nothing pending: the timeline's consequences are over."""
         self.records.append({"kind": "settled", "t": _now()})
+
+    def guard(self, session: str, gen: int, changed: dict[str, Any]) -> None:
+        self.records.append({"kind": "guard", "t": _now(), "session": session, "gen": gen, "changed": changed})
+
+    def hook(self, command: str, event: str | None, n: int, output: Any) -> None:
+        self.records.append({"kind": "hook", "t": _now(), "command": command, "event": event, "n": n,
+                             "output": output})
+
+    def bridge(self, session: str, what: str, n: int, **data: Any) -> None:
+        self.records.append({"kind": "bridge", "t": _now(), "session": session, "what": what, "n": n, **data})
+
+    def status(self, session: str, gen: int, status: dict[str, Any]) -> None:
+        self.records.append({"kind": "status", "t": _now(), "session": session, "gen": gen,
+                             "status": {k: status[k] for k in STATUS_KEYS if k in status}})
 
     # ------------------------------------------------------------- canonical form
 
@@ -130,6 +159,14 @@ class Trace:
                             "session": args.get("session"), "step": r["step"]})
         return out
 
+    def final_status(self, session: str) -> dict[str, Any] | None:
+        """The status recorded for ``session`` when the replay settled (its last incarnation)."""
+        found = None
+        for r in self.of_kind("status"):
+            if r["session"] == session:
+                found = r["status"]
+        return found
+
     def prompt_ids(self) -> dict[str, str]:
         """Prompt label -> prompt id, for the prompts the timeline got admitted."""
         return {a["label"]: a["promptId"] for a in self.admissions() if a["label"] is not None}
@@ -159,6 +196,14 @@ def terminal_state(event: dict[str, Any]) -> dict[str, Any]:
         return {"state": "error", "code": event["data"].get("code")}
     stop = event["data"].get("stopReason")
     return {"state": "cancelled" if stop == "cancelled" else "completed", "stop_reason": stop}
+
+
+def guard_update(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``_meta`` of a Todo Stop Guard telemetry update (continuation or exhaustion), else ``None``."""
+    if update_kind(event) != "agent_message_chunk":
+        return None
+    meta = event["data"]["update"].get("_meta") or {}
+    return meta if meta.get("source") == GUARD_SOURCE else None
 
 
 # ----------------------------------------------------------------- readable form
@@ -205,10 +250,21 @@ def format_record(r: dict[str, Any]) -> str:
     if kind == "model":
         messages = r["messages"]
         last = messages[-1] if messages else {"role": "-", "content": ""}
+        refused = f" -> refused: {r['refused']}" if "refused" in r else ""
         return (f"{t}  model call {r['call']} ({r['purpose']}, {len(messages)} messages) "
-                f"last {last['role']}: {_clip(last['content'])}")
+                f"last {last['role']}: {_clip(last['content'])}{refused}")
     if kind == "settled":
         return f"{t}  settled: every session idle, nothing pending"
+    if kind == "guard":
+        changed = " ".join(f"{k}={v}" for k, v in r["changed"].items())
+        return f"{t}  {r['session']}/{r['gen']} guard {changed}"
+    if kind == "hook":
+        return f"{t}  hook {r['event']} {r['command']!r} run {r['n']} -> {orjson.dumps(r['output']).decode()}"
+    if kind == "bridge":
+        rest = {k: v for k, v in r.items() if k not in ("kind", "t", "session", "what", "n")}
+        return f"{t}  {r['session']} bridge drain {r['n']} {r['what']} {orjson.dumps(rest, option=orjson.OPT_SORT_KEYS).decode()}"
+    if kind == "status":
+        return f"{t}  {r['session']}/{r['gen']} status {orjson.dumps(r['status'], option=orjson.OPT_SORT_KEYS).decode()}"
     return f"{t}  {r}"
 
 

@@ -2,14 +2,17 @@
 
 Actions (``actions.py``) change the world only through this object, so what a
 replay can do is visible in one place: open and close the daemon, open
-sessions with the trace observing their event bus, and map the scenario's
-labels to real session and prompt ids.
+sessions with the trace observing their event bus, map the scenario's labels
+to real session, prompt, background-task and client ids, and run the few
+helper tasks a timeline needs (fake background completions at a virtual time,
+a slow bridge's late drain answers) in the world's own nursery.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +20,12 @@ import attrs
 import trio
 
 from .. import CountingIds, Daemon, SessionHandle, Settings, open_daemon
-from ..model import ChatRequest, ScriptedModel
+from ..model import ChatRequest, ContextWindowExceeded, ModelError, ScriptedModel
 from .trace import Trace
+
+# Virtual wall-clock time: the daemon's ``now()`` (cron, wakeups) is this instant plus virtual seconds.
+# Half a minute before a minute boundary, so a ``* * * * *`` cron job first fires at t = 30.
+EPOCH = datetime(2026, 11, 30, 12, 0, 30, tzinfo=timezone.utc)
 
 
 class RecordingModel:
@@ -30,9 +37,18 @@ class RecordingModel:
         self.inner = inner
         self.trace = trace
 
-    def stream(self, request: ChatRequest) -> Any:
-        self.trace.model_call(request)
-        return self.inner.stream(request)
+    @contextlib.asynccontextmanager
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Any]:
+        record = self.trace.model_call(request)
+        opened = False
+        try:
+            async with self.inner.stream(request) as stream:
+                opened = True
+                yield stream
+        except (ModelError, ContextWindowExceeded) as exc:
+            if not opened:  # refused before a stream existed: nothing was committed
+                record["refused"] = getattr(exc, "code", "context_window_exceeded")
+            raise
 
     def __getattr__(self, name: str) -> Any:  # calls, remaining, context_window, ...
         return getattr(self.inner, name)
@@ -43,6 +59,11 @@ def virtual_clock_ms() -> int:
     return int(round(trio.current_time() * 1000))
 
 
+def virtual_now() -> datetime:
+    """The daemon's wall clock in a replay: :data:`EPOCH` plus the virtual time."""
+    return EPOCH + timedelta(seconds=trio.current_time())
+
+
 @attrs.define
 class SessionSlot:
     """A session as the scenario knows it: by label; ``gen`` counts its incarnations (restarts)."""
@@ -51,6 +72,17 @@ class SessionSlot:
     session_id: str
     handle: SessionHandle
     gen: int = 1
+    clients: dict[str, Any] = attrs.field(factory=dict)  # client label -> open Subscription
+
+
+@attrs.define
+class BackgroundSlot:
+    """A background task the timeline started (``background``, ``wakeup``, ``cron``), by label."""
+
+    label: str
+    session: str
+    task_id: str
+    manager: Any  # the BackgroundManager of the session incarnation that owns it
 
 
 class World:
@@ -66,10 +98,16 @@ class World:
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.sessions: dict[str, SessionSlot] = {}
         self.prompts: dict[str, str] = {}  # prompt label -> prompt id
+        self.background: dict[str, BackgroundSlot] = {}
         self.daemon_generation = 0
+        self.pending = 0  # helper tasks whose effect is still to come (the replay has not settled)
         self._daemon: Daemon | None = None
         self._stack = contextlib.AsyncExitStack()
+        self._helpers: trio.Nursery | None = None
+        self._helpers_cm: Any = None
         self._naming: tuple[str, int] | None = None  # the label of the session being opened
+        self._watched: list[tuple[str, int, Any]] = []  # (label, gen, session) of every session opened
+        self._guard_last: dict[tuple[str, int], dict[str, Any]] = {}
 
     # ------------------------------------------------------------- the daemon
 
@@ -81,7 +119,7 @@ class World:
     async def start_daemon(self) -> None:
         self._stack = contextlib.AsyncExitStack()
         self._daemon = await self._stack.enter_async_context(open_daemon(
-            self.settings, model=self.model, ids=self.ids, clock_ms=virtual_clock_ms,
+            self.settings, model=self.model, ids=self.ids, clock_ms=virtual_clock_ms, now=virtual_now,
             state_dir=self.state_dir, workspace=str(self.workspace),
         ))
         self._daemon.session_observers.append(self._observe_new_session)
@@ -93,19 +131,73 @@ class World:
         await self._stack.aclose()
 
     async def __aenter__(self) -> World:
-        await self.start_daemon()
+        self._helpers_cm = trio.open_nursery()
+        self._helpers = await self._helpers_cm.__aenter__()
+        try:
+            await self.start_daemon()
+        except BaseException as exc:
+            self._helpers.cancel_scope.cancel()
+            await self._helpers_cm.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.stop_daemon()
+        try:
+            await self.stop_daemon()
+        finally:
+            assert self._helpers is not None
+            self._helpers.cancel_scope.cancel()
+            await self._helpers_cm.__aexit__(None, None, None)
+
+    # ------------------------------------------------------------- helper tasks
+
+    def later(self, when: float, effect: Callable[[], Awaitable[None] | None]) -> None:
+        """Run ``effect`` at virtual time ``when`` (now, if that has passed); the replay waits for it."""
+        assert self._helpers is not None
+        self.pending += 1
+
+        async def run() -> None:
+            try:
+                await trio.sleep_until(when)
+                result = effect()
+                if result is not None:
+                    await result
+            finally:
+                self.pending -= 1
+
+        self._helpers.start_soon(run)
 
     # ------------------------------------------------------------- sessions
 
     def _observe_new_session(self, session: Any) -> None:
-        """Record every event of a new session from its first one (runs before it publishes anything)."""
+        """Record every event of a new session from its first one (runs before it publishes anything),
+        and each change of its guard state (noticed at its next event, or after a timeline step)."""
         label, gen = self._naming if self._naming is not None else (session.session_id, 1)
         trace = self.trace
-        session.bus.observers.append(lambda event: trace.event(label, gen, event))
+        watched = (label, gen, session)
+        self._watched.append(watched)
+
+        def observe(event: Any) -> None:
+            trace.event(label, gen, event)
+            self._note_guard(*watched)
+
+        session.bus.observers.append(observe)
+
+    def _note_guard(self, label: str, gen: int, session: Any) -> None:
+        now = {**session.chain.guard.summary(), "queuedPromptPriority": session.chain.queued_prompt_priority}
+        last = self._guard_last.get((label, gen))
+        if last is None:
+            self._guard_last[(label, gen)] = now  # the initial state: recorded only as it changes
+            return
+        changed = {k: v for k, v in now.items() if last.get(k) != v}
+        if changed:
+            self._guard_last[(label, gen)] = now
+            self.trace.guard(label, gen, changed)
+
+    def note_guard_changes(self) -> None:
+        """Record guard changes no event has shown yet (the runner calls this after each step)."""
+        for watched in self._watched:
+            self._note_guard(*watched)
 
     async def open_session(self, label: str, session_id: str | None = None, *, gen: int = 1) -> SessionSlot:
         """Start (or re-start, after a restart) a session; it is observed from its first event."""
@@ -118,6 +210,17 @@ class World:
         self.sessions[label] = slot
         return slot
 
+    async def fork_session(self, source: str, label: str) -> SessionSlot:
+        """A new session with a copy of ``source``'s conversation (observed from its first event)."""
+        self._naming = (label, 1)
+        try:
+            handle = await self.daemon.fork_session(self.sessions[source].session_id)
+        finally:
+            self._naming = None
+        slot = SessionSlot(label, handle.session_id, handle)
+        self.sessions[label] = slot
+        return slot
+
     def session(self, label: str) -> SessionHandle:
         return self.sessions[label].handle
 
@@ -125,8 +228,10 @@ class World:
         return [s for s in self.sessions.values() if not s.handle._session.bus.closed]
 
     def is_quiet(self) -> bool:
-        """No live session has work left (asked only while every task is blocked)."""
-        return all(check(slot.handle._session) for slot in self.live_sessions() for check in QUIET_CHECKS)
+        """No live session has work left, and no helper task has an effect to come
+        (asked only while every task is blocked)."""
+        return self.pending == 0 and all(
+            check(slot.handle._session) for slot in self.live_sessions() for check in QUIET_CHECKS)
 
 
 def no_work(session: Any) -> bool:
@@ -134,6 +239,11 @@ def no_work(session: Any) -> bool:
     return session.is_idle()
 
 
-# What "the session has settled" means: every check must pass.
-QUIET_CHECKS: list[Callable[[Any], bool]] = [no_work]
+def no_scheduled_wakeup(session: Any) -> bool:
+    """No @wakeup is still to fire (it would start an automatic turn). Recurring cron jobs never
+    end, so they do not hold a replay open: a scenario that wants a fire waits for it with a step."""
+    return not session.background.registry.live("wakeup")
 
+
+# What "the session has settled" means: every check must pass.
+QUIET_CHECKS: list[Callable[[Any], bool]] = [no_work, no_scheduled_wakeup]

@@ -95,10 +95,16 @@ class WorkChain:
         else:
             self.guard.clear_trust()
 
-    def release_queued_prompt_wait(self) -> bool:
-        """The queued prompt the chain yielded to was aborted: end the chain and release the queues."""
+    def release_queued_prompt_wait(self, *, turn_running: bool) -> bool:
+        """The queued prompt the chain yielded to was aborted: end the chain and release the queues.
+
+        Ending the chain never lifts a block a lifecycle event put on a running turn.
+        """
         if not (self.queued_prompt_priority or self.guard.awaiting_queued_prompt):
             return False
         self.queued_prompt_priority = False
-        self.guard.clear_trust()
+        if self.guard.is_hard_suspended:
+            self.guard.resume_trusted_prompt()  # only stops awaiting; the suspension stays
+        else:
+            self.invalidate(turn_running=turn_running)
         return True

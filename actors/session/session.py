@@ -383,7 +383,7 @@ class Session:
 
     def _queue_released(self) -> bool:
         """The last queued prompt was aborted: a chain that yielded to it ends; queues go on."""
-        released = self.chain.release_queued_prompt_wait()
+        released = self.chain.release_queued_prompt_wait(turn_running=self.current is not None)
         if released:
             self._wake.set()
         return released

@@ -42,12 +42,13 @@ async def at_natural_stop(turn: Turn) -> Send | None:
         return None
 
     hook_reason, late = await stop_hooks(turn)                            # 3.
-    if session.chain.queued_prompt_priority:
-        return None
     if late.messages:
-        # User input arrived during a slow hook: it runs now; the hook's block still counts.
+        # User input arrived during a slow hook: it runs first (a queued prompt seen with it
+        # keeps its priority and ends the turn at the next stop); the hook's block still counts.
         session.chain.guard.accept_mid_turn_user_input()
         return combine(hook_reason, None, mid_turn_parts(late.messages))
+    if session.chain.queued_prompt_priority:
+        return None
 
     guard_part = guard_decision(turn)                                     # 4.
     return combine(hook_reason, guard_part)                               # 5.

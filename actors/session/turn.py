@@ -75,15 +75,15 @@ class Turn:
         ``None`` when a pre-send check ended the turn instead (FIFO priority, a dropped guard send).
         """
         session = self.session
+        fitted = await self.fit_context(send)  # compaction first: the re-checks must see what it let happen
+        if fitted is None:
+            return None
+        send = fitted
         if send.guard is not None:
             checked = await self.before_guard_send(send)
             if checked is None:
                 return None
             send = checked
-        fitted = await self.fit_context(send)
-        if fitted is None:
-            return None
-        send = fitted
         pending = [ChatMessage("user", text, origin=origin) for origin, text in send.parts]
         request = ChatRequest(tuple(session.history) + tuple(pending), session.tools.specs(), model=session.model_name)
         text: list[str] = []
@@ -139,6 +139,8 @@ class Turn:
         guard = session.chain.guard
         drained = await session.drain_mid_turn(watch_queued_prompt=True)
         if drained.messages:
+            if drained.has_queued_prompt and guard.await_queued_prompt():
+                session.chain.queued_prompt_priority = True  # the input runs first; then the FIFO wins
             guard.accept_mid_turn_user_input()  # new user input sponsors the send; no attempt is used
             return Send(send.without_guard().parts + mid_turn_parts(drained.messages), None, send.hook)
         if drained.has_queued_prompt and guard.await_queued_prompt():

@@ -1,0 +1,95 @@
+"""Files a run owns: its private MCP config file and the report file its stops are appended to.
+
+The MCP config file has the form command-line agents read with ``--mcp-config``.
+It is created atomically (written to a private temporary file, flushed, then
+renamed into place) with mode 0600, one per run and never shared: a shared
+path was a race between two starts, and the loser would read the winner's
+identity.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SERVER_NAME = "trellis"
+
+
+def make_private_dir(path: Path | None) -> tuple[Path, bool]:
+    """The directory config files go into (mode 0700); ``(path, created_temporary)``."""
+    if path is None:
+        return Path(tempfile.mkdtemp(prefix="trellis-subagents-")), True
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path, False
+
+
+def write_mcp_config(directory: Path, name: str, url: str) -> Path:
+    """Write ``{"mcpServers": {"trellis": {"type": "http", "url": url}}}`` atomically, mode 0600."""
+    body = json.dumps({"mcpServers": {SERVER_NAME: {"type": "http", "url": url}}}, indent=2).encode() + b"\n"
+    # The final name carries fresh randomness too, so two runs of one name never share a path.
+    final = directory / f"{name}.{secrets.token_hex(8)}.mcp.json"
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")  # O_EXCL, mode 0600
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o600)
+        os.link(tmp, final)  # fails rather than replace an existing file
+    finally:
+        os.unlink(tmp)
+    return final
+
+
+def read_signal_url(config_path: str | Path) -> str:
+    """The signal URL from an MCP config file (what a subagent does with ``--mcp-config``)."""
+    data: Any = json.loads(Path(config_path).read_text())
+    try:
+        url = data["mcpServers"][SERVER_NAME]["url"]
+    except (KeyError, TypeError):
+        raise ValueError(f"{config_path}: no mcpServers.{SERVER_NAME}.url") from None
+    if not isinstance(url, str):
+        raise ValueError(f"{config_path}: mcpServers.{SERVER_NAME}.url is not a string")
+    return url
+
+
+def remove_quietly(path: Path | None) -> None:
+    if path is not None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def append_report(path: Path, text: str) -> None:
+    """Append ``text`` to a report file and make it durable before returning.
+
+    The seed daemon lost report lines to a file dropped without a flush; here
+    every append is flushed and fsynced, and the file is closed on every path.
+    """
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(text if text.endswith("\n") else text + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def check_named_report(path: Path) -> str | None:
+    """Why a report path the subagent named cannot be used, or ``None``.
+
+    The daemon appends only to a regular file that already exists (the subagent
+    says it wrote there); it never creates a file, nor follows a symlink, on a
+    subagent's word.
+    """
+    try:
+        info = path.lstat()
+    except OSError:
+        return f"{path} does not exist"
+    if not stat.S_ISREG(info.st_mode):
+        return f"{path} is not a regular file"
+    return None

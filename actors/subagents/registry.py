@@ -1,0 +1,288 @@
+"""The daemon's subagent runs by name, their tokens, and where their config files live.
+
+``start`` mints a token, writes the run's own MCP config file and starts the
+run under the daemon's nursery; a start that never reaches a spawn revokes its
+token and deletes its file before it answers. A run that ends does the same
+before it reports the end. Runs stay readable (``status``) after they end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from .._actor import ActorGone
+from ..settings import SettingsError
+from .files import make_private_dir, remove_quietly, write_mcp_config
+from .run import RunSpec, Signal, SpawnFailed, Stop, SubagentRun
+from .runners import CommandRunner, RunnerError, SessionRunner
+from .tokens import TokenRegistry
+
+log = logging.getLogger("trellis.subagents")
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_BRIEF = 100_000  # characters
+MAX_GOAL = 20_000
+DEFAULT_MAX_TURNS = 5
+MAX_TURNS_LIMIT = 50
+MAX_LIVE_RUNS = 64
+FINISHED_KEPT = 256
+RUNNERS = ("session", "command")
+SIGNAL_TIMEOUT = 10.0
+STOP_WAIT = 15.0  # how long ``stop`` waits for the run to settle before answering
+START_FIELDS = {"name", "brief", "goal", "max_turns", "report_file", "cwd", "runner"}
+
+# Daemons by their runtime, so a session's ``agent`` tool finds its daemon's registry (see registry_for).
+_BY_RUNTIME: dict[int, SubagentRegistry] = {}
+
+
+class StartError(Exception):
+    """``start`` was refused; nothing was spawned and no token stays live."""
+
+
+class UnknownRun(LookupError):
+    """No run has that name."""
+
+
+@attrs.frozen(kw_only=True)
+class SubagentConfig:
+    """The ``subagents`` settings.
+
+    ``{"subagents": {"runners": {"command": {"template": "claude -p {brief} --mcp-config {config}"},
+    "session": {"model": "..."}}, "defaultRunner": "session", "signalGraceSeconds": 60}}``
+    """
+
+    command_template: str | None = None
+    session_model: str | None = None
+    default_runner: str = "session"
+    signal_grace_seconds: float = 60.0
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> SubagentConfig:
+        """Read ``settings.subagents`` (a dict, absent until the settings know the key)."""
+        raw = getattr(settings, "subagents", None) or {}
+        if not isinstance(raw, dict):
+            raise SettingsError("subagents must be an object")
+        runners = raw.get("runners", {})
+        command = runners.get("command", {}) if isinstance(runners, dict) else None
+        session = runners.get("session", {}) if isinstance(runners, dict) else None
+        if not isinstance(command, dict) or not isinstance(session, dict):
+            raise SettingsError("subagents.runners.command and subagents.runners.session must be objects")
+        template, model = command.get("template"), session.get("model")
+        if template is not None and not isinstance(template, str):
+            raise SettingsError("subagents.runners.command.template must be a string")
+        if model is not None and not isinstance(model, str):
+            raise SettingsError("subagents.runners.session.model must be a string")
+        default = raw.get("defaultRunner", "session")
+        if default not in RUNNERS:
+            raise SettingsError(f"subagents.defaultRunner must be one of {list(RUNNERS)}")
+        grace = raw.get("signalGraceSeconds", 60.0)
+        if type(grace) not in (int, float) or grace <= 0:
+            raise SettingsError("subagents.signalGraceSeconds must be a positive number")
+        return cls(command_template=template, session_model=model, default_runner=default,
+                   signal_grace_seconds=float(grace))
+
+
+class SubagentRegistry:
+    """Runs by name for one daemon. Created by ``open_daemon`` as ``daemon.subagents``."""
+
+    def __init__(self, daemon: Any, nursery: trio.Nursery, *, config: SubagentConfig | None = None) -> None:
+        self.daemon = daemon
+        self.config = config or SubagentConfig.from_settings(daemon.settings)
+        self.tokens: TokenRegistry[SubagentRun] = TokenRegistry()
+        # Where signal URLs point: the daemon's HTTP address, set by whoever serves it.
+        self.base_url: str | None = None
+        self._nursery = nursery
+        self._runs: dict[str, SubagentRun] = {}
+        self._starting: set[str] = set()
+        self._dir: Path | None = None
+        self._dir_is_temporary = False
+        # Called with every run that ended (after its own listeners); the MCP routes forget its sessions.
+        self.on_run_end: list[Callable[[SubagentRun], None]] = []
+        _BY_RUNTIME[id(daemon.runtime)] = self
+
+    # ------------------------------------------------------------- start
+
+    async def start(self, arguments: dict[str, Any], *, cwd: str | None = None,
+                    on_end: Callable[[SubagentRun], None] | None = None) -> SubagentRun:
+        """Validate ``arguments`` (the ``start`` tool's), spawn the run, return it once it is running.
+
+        ``cwd`` is the default working directory (the calling session's); ``on_end`` is called once
+        the run has ended. Raises :class:`StartError` when nothing was spawned.
+        """
+        spec = self._spec(arguments, cwd)
+        if self.base_url is None:
+            raise StartError("the daemon is not serving HTTP, so a subagent could not reach its signal URL")
+        if spec.name in self._starting or (spec.name in self._runs and not self._runs[spec.name].ended.is_set()):
+            raise StartError(f"a run named {spec.name!r} is underway")
+        if sum(not r.ended.is_set() for r in self._runs.values()) + len(self._starting) >= MAX_LIVE_RUNS:
+            raise StartError(f"at most {MAX_LIVE_RUNS} live subagent runs")
+        runner = self._runner(spec.runner)
+        run = SubagentRun(spec, clock_ms=self.daemon.runtime.clock_ms, grace=self.config.signal_grace_seconds)
+        run.cleanup = self._cleanup
+        if on_end is not None:
+            run.listeners.append(on_end)
+        run.listeners.append(self._ended)
+        self._starting.add(spec.name)
+        try:
+            run.token = self.tokens.mint(run)
+            url = f"{self.base_url.rstrip('/')}/signal/mcp/{run.token}"
+            run.config_path = await trio.to_thread.run_sync(write_mcp_config, self._config_dir(), spec.name, url)
+            result = await self._nursery.start(run.run, runner)
+        except OSError as exc:
+            self._cleanup(run)
+            raise StartError(f"cannot write the run's MCP config file: {exc.strerror or exc}") from None
+        except BaseException:
+            self._cleanup(run)
+            raise
+        finally:
+            self._starting.discard(spec.name)
+        if isinstance(result, SpawnFailed):
+            self._cleanup(run)
+            raise StartError(f"the run never reached a spawn: {result.reason}")
+        self._runs[spec.name] = run
+        self._forget_old()
+        return run
+
+    def _spec(self, a: dict[str, Any], default_cwd: str | None) -> RunSpec:
+        if not isinstance(a, dict):
+            raise StartError("arguments must be an object")
+        extra = set(a) - START_FIELDS
+        if extra:
+            raise StartError(f"unknown argument(s) {sorted(extra)}")
+        name, brief, goal = a.get("name"), a.get("brief"), a.get("goal")
+        if not isinstance(name, str) or not NAME.match(name):
+            raise StartError("name must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+        if not isinstance(brief, str) or not brief.strip() or len(brief) > MAX_BRIEF:
+            raise StartError(f"brief must be a non-empty string of at most {MAX_BRIEF} characters")
+        if goal is not None and (not isinstance(goal, str) or not goal.strip() or len(goal) > MAX_GOAL):
+            raise StartError(f"goal must be a non-empty string of at most {MAX_GOAL} characters")
+        max_turns = a.get("max_turns", DEFAULT_MAX_TURNS)
+        if type(max_turns) is not int or not 1 <= max_turns <= MAX_TURNS_LIMIT:
+            raise StartError(f"max_turns must be an integer from 1 to {MAX_TURNS_LIMIT}")
+        runner = a.get("runner", self.config.default_runner)
+        if runner not in RUNNERS:
+            raise StartError(f"runner must be one of {list(RUNNERS)}")
+        cwd = a.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise StartError("cwd must be a string")
+        base = default_cwd or self.daemon.runtime.workspace
+        cwd = os.path.abspath(os.path.join(base, cwd)) if cwd else os.path.abspath(base)
+        if not os.path.isdir(cwd):
+            raise StartError(f"cwd {cwd} is not a directory")
+        report = a.get("report_file")
+        report_path = None
+        if report is not None:
+            if not isinstance(report, str) or not report.strip():
+                raise StartError("report_file must be a non-empty string")
+            report_path = Path(cwd, report)
+            if report_path.is_dir() or not report_path.parent.is_dir():
+                raise StartError(f"report_file {report_path} must be a file in an existing directory")
+        # Without a goal a run is one turn, whatever max_turns says.
+        return RunSpec(name, brief, goal, max_turns if goal is not None else 1, report_path, cwd, runner)
+
+    def _runner(self, kind: str) -> Any:
+        if kind == "session":
+            return SessionRunner(self.daemon, self.config.session_model)
+        template = self.config.command_template
+        if not template:
+            raise StartError("no command runner is configured (settings key subagents.runners.command.template)")
+        try:
+            return CommandRunner(template)
+        except RunnerError as exc:
+            raise StartError(str(exc)) from None
+
+    def _config_dir(self) -> Path:
+        if self._dir is None:
+            state_dir = self.daemon.runtime.state_dir
+            self._dir, self._dir_is_temporary = make_private_dir(
+                Path(state_dir) / "subagents" if state_dir is not None else None)
+        return self._dir
+
+    def _cleanup(self, run: SubagentRun) -> None:
+        """Revoke the run's token and delete its config file (idempotent)."""
+        if run.token is not None:
+            self.tokens.revoke(run.token)
+        remove_quietly(run.config_path)
+
+    def _ended(self, run: SubagentRun) -> None:
+        for listen in self.on_run_end:
+            listen(run)
+
+    def _forget_old(self) -> None:
+        ended = [name for name, run in self._runs.items() if run.ended.is_set()]
+        for name in ended[: max(0, len(ended) - FINISHED_KEPT)]:
+            del self._runs[name]
+
+    # ------------------------------------------------------------- the parent's questions
+
+    def get(self, name: str) -> SubagentRun:
+        try:
+            return self._runs[name]
+        except KeyError:
+            raise UnknownRun(name) from None
+
+    def status(self, name: str) -> dict[str, Any]:
+        """The run's state, ``turn N of M``, last-event age and end reason."""
+        return self.get(name).status()
+
+    def list(self) -> list[dict[str, Any]]:
+        return [run.status() for run in self._runs.values()]
+
+    async def stop(self, name: str) -> dict[str, Any]:
+        """Stop a live run (its turn is cancelled, its process group killed); answers once it settled."""
+        run = self.get(name)
+        if not run.ended.is_set() and run.ref is not None:
+            try:
+                await run.ref.ask(Stop, timeout=SIGNAL_TIMEOUT)
+            except (ActorGone, trio.TooSlowError):
+                pass  # it is ending on its own
+            with trio.move_on_after(STOP_WAIT):
+                await run.ended.wait()
+        return run.status()
+
+    async def await_resume(self, name: str, timeout: float) -> dict[str, Any]:
+        """Wait up to ``timeout`` s for the run to end or need help: ``{outcome, ...status}``."""
+        run = self.get(name)
+        outcome = await run.await_resume(timeout)
+        return {"outcome": outcome, **run.status()}
+
+    # ------------------------------------------------------------- the subagent's signals
+
+    def resolve(self, token: str) -> SubagentRun | None:
+        """The live run ``token`` was minted for; ``None`` for unminted and revoked tokens alike."""
+        return self.tokens.resolve(token)
+
+    async def signal(self, run: SubagentRun, kind: str, arguments: dict[str, Any]) -> tuple[bool, str] | None:
+        """Deliver a signal to ``run``; ``None`` when the run has gone (answer as for a revoked token)."""
+        if run.ref is None:
+            return None
+        try:
+            return await run.ref.ask(lambda reply: Signal(kind, arguments, reply), timeout=SIGNAL_TIMEOUT)
+        except (ActorGone, trio.TooSlowError):
+            return None
+
+    def close(self) -> None:
+        """The daemon is gone: forget it, and remove a temporary config directory."""
+        _BY_RUNTIME.pop(id(self.daemon.runtime), None)
+        for run in self._runs.values():
+            self._cleanup(run)
+        if self._dir is not None and self._dir_is_temporary:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def registry_for(services: Any) -> SubagentRegistry | None:
+    """The registry of the daemon a session (a tool's ``context.services``) belongs to."""
+    runtime = getattr(services, "runtime", None)
+    registry = _BY_RUNTIME.get(id(runtime)) if runtime is not None else None
+    if registry is None or registry.daemon.runtime is not runtime:
+        return None
+    return registry

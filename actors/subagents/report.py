@@ -1,0 +1,66 @@
+"""A run's done message and the report file it is appended to.
+
+Every stop extends the done message (lines are only ever added), and each
+line is appended, flushed and fsynced to the report file when the run has
+one. The path is never inferred: it is the one ``start`` was given, or the
+one the subagent named in ``goal_reached`` (then the whole message so far is
+written there first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import trio
+
+from .files import append_report
+
+
+class DoneMessage:
+    """The lines of a run's done message, and the writer that keeps the report file up to date."""
+
+    def __init__(self, name: str, path: Path | None, clock_ms: Callable[[], int]) -> None:
+        self.name = name
+        self.path = path
+        self.lines: list[tuple[int, str]] = []
+        self.error: str | None = None  # the report file could not be written (shown in status)
+        self._clock_ms = clock_ms
+        self._written = 0
+        self._lock = trio.Lock()
+
+    @property
+    def text(self) -> str:
+        return "\n".join(line for _, line in self.lines)
+
+    def add(self, line: str) -> None:
+        """Extend the done message (never replace it); call :meth:`flush` to write it out."""
+        self.lines.append((self._clock_ms(), line))
+
+    def name_path(self, path: Path) -> bool:
+        """Use ``path`` when the run has no report file yet; ``False`` if it already has one."""
+        if self.path is not None:
+            return False
+        self.path = path
+        return True
+
+    async def flush(self) -> None:
+        """Append every line not yet on disk; lines go out in order, each flush fsynced."""
+        async with self._lock:
+            path = self.path
+            pending = self.lines[self._written:]
+            if path is None or self.error is not None or not pending:
+                return
+            text = "".join(f"{_stamp(ts)} subagent {self.name}: {line}\n" for ts, line in pending)
+            try:
+                # Not abandoned on cancel: a flush that started finishes, so no line is half-counted.
+                await trio.to_thread.run_sync(append_report, path, text)
+            except OSError as exc:
+                self.error = f"cannot write the report file {path}: {exc.strerror or exc}"
+                return
+            self._written += len(pending)
+
+
+def _stamp(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

@@ -1,0 +1,177 @@
+"""Runners: how a subagent's turn is run.
+
+``session`` — a child session of this daemon on the configured model. It gets
+two MCP-client tools, ``goal_reached`` and ``need_help``, which read the
+signal URL from the run's own MCP config file and call it over HTTP; a turn is
+one prompt, and it ends with the child's ``turn_complete`` / ``turn_error``.
+
+``command`` — an external CLI from ``subagents.runners.command.template``,
+split into words as a shell would (no shell runs), with ``{brief}`` and
+``{config}`` substituted inside each word. One process per turn, in its own
+process group; the turn ends when it exits; output is captured, bounded.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..background.shell import OutputBuffer, ShellProcess
+from ..session.fifo import Admitted
+from .tools import signal_client_tools
+
+if TYPE_CHECKING:
+    from .run import SubagentRun
+
+OUTPUT_LIMIT = 256 * 1024  # characters of a command's output kept per run
+OUTPUT_TAIL = 4000  # characters of it shown in status
+_PLACEHOLDER = re.compile(r"\{(brief|config)\}")
+
+
+class RunnerError(Exception):
+    """A runner that cannot run as configured."""
+
+
+# ----------------------------------------------------------------- session
+
+
+class SessionRunner:
+    """A child session of the daemon per run."""
+
+    name = "session"
+
+    def __init__(self, daemon: Any, model: str | None = None) -> None:
+        self._daemon = daemon
+        self._model = model
+
+    @asynccontextmanager
+    async def open(self, run: SubagentRun) -> AsyncIterator[SessionTurns]:
+        handle, _ = await self._daemon.create_session(run.spec.cwd)
+        try:
+            assert run.config_path is not None
+            tools = handle._session.tools  # the child's own registry (per session, built at its start)
+            for tool in signal_client_tools(run.config_path):
+                tools.register(tool)
+            if self._model:
+                await handle.set_model(self._model)
+            yield SessionTurns(handle, run)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(10):
+                try:
+                    await self._daemon.close_session(handle.session_id)
+                except LookupError:
+                    pass  # already gone
+
+
+class SessionTurns:
+    def __init__(self, handle: Any, run: SubagentRun) -> None:
+        self.handle = handle
+        self.run = run
+
+    async def turn(self, text: str, spawned: Callable[[], None]) -> str:
+        admitted = await self.handle.prompt(text)
+        if not isinstance(admitted, Admitted):
+            raise RunnerError("the child session refused the prompt (its queue is full)")
+        spawned()
+        try:
+            return await self._until_turn_ends(admitted)
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                try:
+                    await self.handle.abort_prompt(admitted.prompt_id)
+                except Exception:
+                    pass  # the session is closing anyway
+            raise
+
+    async def _until_turn_ends(self, admitted: Admitted) -> str:
+        cursor = admitted.last_event_id
+        while True:
+            async with self.handle.subscribe(last_event_id=cursor) as events:
+                async for event in events:
+                    if event.id is not None:
+                        cursor = event.id
+                    self.run.touch()
+                    data = event.data
+                    if event.type == "turn_complete" and data.get("promptId") == admitted.prompt_id:
+                        return f"stop reason {data.get('stopReason')}"
+                    if event.type == "turn_error" and data.get("promptId") == admitted.prompt_id:
+                        return f"turn error {data.get('code')}: {data.get('message')}"
+                    if event.type == "session_closed":
+                        raise RunnerError(f"the child session closed ({data.get('reason')})")
+            # The stream ended without either (a slow reader evicted): pick up where it stopped.
+
+
+# ----------------------------------------------------------------- command
+
+
+def build_argv(template: str, *, brief: str, config: str) -> list[str]:
+    """Split ``template`` as a shell would, then substitute placeholders inside each word, in one pass.
+
+    One pass, so a brief that itself contains ``{config}`` is passed on as written.
+    """
+    try:
+        words = shlex.split(template)
+    except ValueError as exc:
+        raise RunnerError(f"subagents.runners.command.template: {exc}") from None
+    if not words:
+        raise RunnerError("subagents.runners.command.template is empty")
+    values = {"brief": brief, "config": config}
+    return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], word) for word in words]
+
+
+class ArgvProcess(ShellProcess):
+    """A :class:`ShellProcess` started from an argument vector: no shell between us and the CLI."""
+
+    def __init__(self, argv: list[str], cwd: str, output: OutputBuffer,
+                 on_output: Callable[[str], None] = lambda _: None) -> None:
+        super().__init__(shlex.join(argv), cwd, output, on_output)
+        self.argv = argv
+
+    async def start(self) -> None:
+        self.process = await trio.lowlevel.open_process(
+            self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+
+class CommandRunner:
+    """An external CLI per turn."""
+
+    name = "command"
+
+    def __init__(self, template: str) -> None:
+        build_argv(template, brief="", config="")  # refuse a broken template at start, not at the first turn
+        self.template = template
+
+    @asynccontextmanager
+    async def open(self, run: SubagentRun) -> AsyncIterator[CommandTurns]:
+        yield CommandTurns(self.template, run)
+
+
+class CommandTurns:
+    def __init__(self, template: str, run: SubagentRun) -> None:
+        self.template = template
+        self.run = run
+        self.output = OutputBuffer(OUTPUT_LIMIT)
+
+    def _on_output(self, text: str) -> None:
+        self.run.touch()
+        self.run.output_tail = self.output.tail(OUTPUT_TAIL)
+
+    async def turn(self, text: str, spawned: Callable[[], None]) -> str:
+        assert self.run.config_path is not None
+        argv = build_argv(self.template, brief=text, config=str(self.run.config_path))
+        process = ArgvProcess(argv, self.run.spec.cwd, self.output, self._on_output)
+        await process.start()  # OSError here, on turn 1, means the start never reached a spawn
+        spawned()
+        try:
+            code = await process.run()
+        finally:
+            await process.kill_and_reap()  # the whole group, also when the run is stopped mid-turn
+        return f"exit code {code}"

@@ -1,0 +1,175 @@
+"""Model-callable tools: a session's ``agent`` tool, and a child session's two signal tools.
+
+``agent`` starts a run as background work of kind ``agent``: the run's end
+arrives in the calling session as a terminal notification, and while it is
+live it is part of the Todo Stop Guard's background baseline like a shell.
+
+``goal_reached`` / ``need_help`` are MCP-client tools: each call reads the
+signal URL from the run's own MCP config file and calls it over HTTP. Neither
+takes a name — the token in that URL is the only identity there is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from ..session.tools import ToolContext, ToolResult
+from .client import SignalRefused, call_signal_tool
+from .files import read_signal_url
+
+# ----------------------------------------------------------------- the child's signal tools
+
+GOAL_REACHED_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string", "maxLength": 8000, "description": "what was done"},
+        "report_file": {"type": "string", "maxLength": 4096, "description": "where you wrote a report, if you did"},
+    },
+    "additionalProperties": False,
+}
+NEED_HELP_SCHEMA = {
+    "type": "object",
+    "properties": {"question": {"type": "string", "minLength": 1, "maxLength": 8000}},
+    "required": ["question"],
+    "additionalProperties": False,
+}
+GOAL_REACHED_DESCRIPTION = (
+    "Report that the goal is reached (self-reported: the parent is told it is your claim). Ends the run after "
+    "this turn. Name the report file if you wrote one."
+)
+NEED_HELP_DESCRIPTION = "Say you are blocked and ask the parent a question. Ends the run after this turn."
+
+
+class SignalClientTool:
+    """``goal_reached`` or ``need_help``, called on the URL from this run's MCP config file."""
+
+    builtin = False  # an MCP tool, served by the signal endpoint; not a daemon built-in
+    kind = "other"
+
+    def __init__(self, name: str, description: str, parameters: dict[str, Any], config_path: Path) -> None:
+        self.name = name
+        self.description = description
+        self.parameters = parameters
+        self._config_path = config_path
+
+    async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
+        if not isinstance(arguments, dict):
+            return ToolResult.failure("arguments must be an object")
+        try:
+            url = await trio.to_thread.run_sync(read_signal_url, self._config_path)
+        except (OSError, ValueError) as exc:
+            return ToolResult.failure(f"cannot read the MCP config file: {exc}")
+        try:
+            is_error, text = await call_signal_tool(url, self.name, arguments)
+        except SignalRefused as exc:
+            return ToolResult.failure(str(exc))
+        except (httpx.HTTPError, ValueError) as exc:
+            return ToolResult.failure(f"the signal endpoint could not be reached: {type(exc).__name__}: {exc}")
+        return ToolResult.failure(text) if is_error else ToolResult(text, {"signal": self.name})
+
+
+def signal_client_tools(config_path: Path) -> list[SignalClientTool]:
+    """The two signal tools for the child session of the run whose config file is ``config_path``."""
+    return [SignalClientTool("goal_reached", GOAL_REACHED_DESCRIPTION, GOAL_REACHED_SCHEMA, config_path),
+            SignalClientTool("need_help", NEED_HELP_DESCRIPTION, NEED_HELP_SCHEMA, config_path)]
+
+
+# ----------------------------------------------------------------- the parent's agent tool
+
+AGENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "a name for the run (letters, digits, '.', '_', '-')"},
+        "brief": {"type": "string", "description": "what the subagent should do"},
+        "goal": {"type": "string", "description": "optional: re-prompt toward this until reported reached"},
+        "max_turns": {"type": "integer", "description": "turns at most, with a goal (default 5)"},
+        "report_file": {"type": "string", "description": "optional file the done message is appended to"},
+        "runner": {"type": "string", "enum": ["session", "command"]},
+    },
+    "required": ["name", "brief"],
+    "additionalProperties": False,
+}
+
+
+class _RunStopper:
+    """Lets ``kill_task`` stop an agent item: it answers an actor ``ask`` by stopping the run."""
+
+    def __init__(self, registry: Any, name: str) -> None:
+        self._registry = registry
+        self._name = name
+
+    async def ask(self, make: Any, timeout: float = 10.0) -> bool:
+        with trio.fail_after(timeout):
+            await self._registry.stop(self._name)
+        return True
+
+
+def notification_text(run: Any) -> str:
+    """The terminal notification of an agent item: the end reason spelled out, then the done message."""
+    from .texts import END_LABELS
+
+    status = run.status()
+    head = (f"Subagent run {run.name!r} ended at turn {status['turn']} of {status['maxTurns']}: "
+            f"{END_LABELS[status['endReason']]}.")
+    if status.get("question"):
+        head += f"\nIt asks: {status['question']}"
+    if status.get("reportFile"):
+        head += f"\nReport file: {status['reportFile']}"
+    return f"{head}\n{status['done']}"
+
+
+ITEM_STATES = {"no_goal": "completed", "goal_reached": "completed", "need_help": "failed", "turn_cap": "failed",
+               "stopped": "killed", "error": "failed"}
+
+
+class AgentTool:
+    """Start a subagent run as background work of kind ``agent``."""
+
+    name = "agent"
+    builtin = True
+    kind = "other"
+    description = (
+        "Start a subagent run in the background with a brief (and optionally a goal it is re-prompted toward, "
+        "up to max_turns). It runs on its own; its end arrives as a task notification saying how it ended "
+        "(goal_reached is the subagent's own claim). Stop it with kill_task."
+    )
+    parameters = AGENT_SCHEMA
+
+    async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
+        from ..background.manager import BackgroundLimit
+        from .registry import StartError, registry_for
+
+        if not isinstance(arguments, dict):
+            return ToolResult.failure("arguments must be an object")
+        extra = set(arguments) - set(AGENT_SCHEMA["properties"])  # type: ignore[arg-type]
+        if extra:
+            return ToolResult.failure(f"unknown argument(s) {sorted(extra)}")
+        registry = registry_for(context.services)
+        if registry is None or context.services is None:
+            return ToolResult.failure("subagents are not available in this daemon")
+        manager = context.services.background
+        name, brief = arguments.get("name"), arguments.get("brief")
+        try:
+            item = manager.track("agent", f"{name}: {brief}"[:200])
+        except BackgroundLimit as exc:
+            return ToolResult.failure(str(exc))
+
+        def on_end(run: Any) -> None:
+            manager.finish(item.task_id, state=ITEM_STATES.get(run.end_reason, "failed"),
+                           text=notification_text(run))
+
+        try:
+            run = await registry.start(arguments, cwd=context.cwd, on_end=on_end)
+        except StartError as exc:
+            manager.finish(item.task_id, state="failed", text=str(exc), notify=False)
+            return ToolResult.failure(str(exc))
+        item.actor = _RunStopper(registry, run.name)
+        return ToolResult(
+            f"Subagent run {run.name!r} started in the background as task {item.task_id} "
+            f"({run.spec.runner} runner, at most {run.max_turns} turn(s)). Its end arrives as a task notification.",
+            {"taskId": item.task_id, "name": run.name, "maxTurns": run.max_turns},
+        )
