@@ -36,7 +36,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20, help="seeds per scenario for the library run")
     args = parser.parse_args()
     pinned = pin_to_one_core()
-    scenarios = [load_scenario(p) for p in collect(args.paths)]
+    # Known-bug scenarios fail by design (some until their timeout): they are not benchmarked.
+    scenarios = [s for s in (load_scenario(p) for p in collect(args.paths)) if not s.known_bug]
     for s in scenarios:  # warm up imports and code paths
         replay(s, 0)
 
@@ -61,12 +62,12 @@ def main() -> None:
     print(f"replay benchmark: {len(scenarios)} scenarios, {args.replays} replays each (seeds 0..{args.replays - 1}), "
           f"{pinned}, Python {sys.version.split()[0]}")
     print()
-    print(f"| {'scenario':<28} | {'trace records':>13} | {'median ms':>9} | {'replays/s':>9} |")
-    print(f"|{'-' * 30}|{'-' * 15}|{'-' * 11}|{'-' * 11}|")
+    print(f"| {'scenario':<36} | {'trace records':>13} | {'median ms':>9} | {'replays/s':>9} |")
+    print(f"|{'-' * 38}|{'-' * 15}|{'-' * 11}|{'-' * 11}|")
     for name, records, median_ms, rate in rows:
-        print(f"| {name:<28} | {records:>13} | {median_ms:>9.2f} | {rate:>9.0f} |")
+        print(f"| {name:<36} | {records:>13} | {median_ms:>9.2f} | {rate:>9.0f} |")
     overall = sum(args.replays for _ in rows) / sum(args.replays / r[3] for r in rows)
-    print(f"| {'all (mean rate)':<28} | {'':>13} | {'':>9} | {overall:>9.0f} |")
+    print(f"| {'all (mean rate)':<36} | {'':>13} | {'':>9} | {overall:>9.0f} |")
     print()
     print(f"whole library, {args.seeds} seeds each ({total} replays): {library:.2f} s")
 

@@ -19,6 +19,7 @@ from actors import Admitted, Daemon, InvalidSessionId, SessionHandle, TooManySes
 from actors.session.transcript import TranscriptError
 
 from . import sse
+from .acp import register as register_acp
 from .errors import HttpError, json_response, not_found_session
 
 T = TypeVar("T")
@@ -71,8 +72,9 @@ def create_app(
     *,
     token: str | None = None,
     allowed_origins: tuple[str, ...] = (),
+    acp_grace: float = 10.0,
 ) -> QuartTrio:
-    """The quart-trio application serving ``daemon``."""
+    """The quart-trio application serving ``daemon`` (REST + SSE, and ACP at ``/acp``)."""
     app = QuartTrio("trellis")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.config["RESPONSE_TIMEOUT"] = None
@@ -341,6 +343,7 @@ def create_app(
         response.timeout = None
         return response
 
+    register_acp(app, daemon, grace=acp_grace)  # ACP over HTTP at /acp
     return app
 
 

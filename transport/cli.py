@@ -22,7 +22,8 @@ DEFAULT_PORT = 4170
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m transport",
-        description="Trellis daemon: LLM agent sessions over REST + SSE (qwen serve compatible).",
+        description="Trellis daemon: LLM agent sessions over REST + SSE (qwen serve compatible) and ACP at /acp. "
+                    "`python -m transport acp [flags]` runs the ACP agent on stdio instead.",
     )
     net = p.add_argument_group("network")
     net.add_argument("--hostname", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback)")
@@ -33,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument("--require-auth", action="store_true", help="require the token on loopback too")
     net.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                      help="browser origin allowed besides loopback ones (repeatable)")
+    net.add_argument("--acp-grace", type=float, default=10.0, metavar="SECONDS",
+                     help="how long a dropped /acp session stream keeps its prompt and permissions (default 10)")
     state = p.add_argument_group("state")
     state.add_argument("--workspace", default=None, help="default working directory of new sessions (default: cwd)")
     state.add_argument("--settings", default=None, metavar="FILE", help="JSON settings file")
@@ -99,12 +102,19 @@ def make_model(args: argparse.Namespace, settings: Settings) -> ModelProvider:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["acp"]:
+        from .acp import run_stdio  # `python -m transport acp`: the ACP agent on stdio, for editors
+
+        return run_stdio(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     for name in ("max_sessions", "max_pending_prompts", "event_ring_size", "context_window", "max_tokens"):
         _positive(parser, "--" + name.replace("_", "-"), getattr(args, name))
     if not 0 <= args.port <= 65535:
         parser.error("--port must be from 0 to 65535")
+    if args.acp_grace <= 0:
+        parser.error("--acp-grace must be a positive number of seconds")
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
         settings = load_settings(
@@ -131,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 url = await nursery.start(partial(
                     serve, daemon, host=args.hostname, port=args.port, token=token,
                     require_auth=args.require_auth, allowed_origins=tuple(args.allow_origin),
+                    acp_grace=args.acp_grace,
                 ))
                 print(f"listening on {url}", flush=True)
 

@@ -41,6 +41,7 @@ async def serve(
     token: str | None = None,
     require_auth: bool = False,
     allowed_origins: tuple[str, ...] = (),
+    acp_grace: float = 10.0,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``daemon`` over HTTP until cancelled; reports the bound URL through ``task_status``.
@@ -55,7 +56,7 @@ async def serve(
     config.graceful_timeout = 1.0
     config.accesslog = None
     config.errorlog = None
-    app = create_app(daemon, token=token, allowed_origins=allowed_origins)
+    app = create_app(daemon, token=token, allowed_origins=allowed_origins, acp_grace=acp_grace)
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(partial(hypercorn_serve, app, config, shutdown_trigger=trio.sleep_forever))
         task_status.started(binds[0])

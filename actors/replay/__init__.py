@@ -10,7 +10,9 @@ canonical trace and returns its SHA-256 digest and any failures::
     assert result.ok, result.failures
 
 Extend it by registering timeline actions (:func:`register_action`) and
-invariants (:func:`register_invariant`).
+invariants (:func:`register_invariant`). Hook commands are scripted, never run
+(``hooks.py``); a scenario that states behaviour the runtime lacks is marked
+``known_bug`` and must fail until it is fixed.
 """
 
 from .actions import ACTIONS, register_action

@@ -8,10 +8,10 @@ trace and can be checked with the step's ``expect``. To add an action::
     from actors.replay.actions import register_action
     from actors.replay import fields as F
 
-    @register_action("cron_fire", session=F.SESSION, job=F.Field(F.string, required=True))
-    async def cron_fire(world, args):
-        ...  # act on world.session(args["session"])
-        return {"fired": True}
+    @register_action("context_window", tokens=F.Field(F.count, required=True))
+    async def context_window(world, args):
+        world.model.inner.context_window = args["tokens"]  # world.session(label) is a SessionHandle
+        return {"tokens": args["tokens"]}
 
 Every step also takes ``at`` (virtual seconds), ``do`` and ``expect`` (a value the
 result must match; objects match as subsets).

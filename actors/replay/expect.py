@@ -10,7 +10,7 @@
 - ``model_requests``: per call (``call`` from 1): ``role`` and ``content`` of the
   last message, ``contains`` (a substring of it), ``roles`` (of every message),
   ``messages`` (their number), ``refused`` (the error code of a request refused
-  before a stream was returned);
+  before a stream was returned), ``purpose`` (``primary``, ``suggestion``, ``compaction``);
 - ``settled_by``: the virtual time by which all work had finished;
 - ``guard_attempts``: the ``_meta.attempt`` of the Todo Stop Guard's updates
   (continuations and the exhaustion report), in order: a list for the whole
@@ -66,6 +66,7 @@ _REQUEST_FIELDS = {
     "roles": F.Field(F.list_of(F.one_of("system", "user", "assistant", "tool"))),
     "messages": F.Field(F.count),
     "refused": F.Field(F.string),
+    "purpose": F.Field(F.string),
 }
 
 
@@ -193,6 +194,8 @@ def _check_request(spec: dict[str, Any], calls: list[dict[str, Any]]) -> list[st
         out.append(f"{where}: roles {roles}, expected {spec['roles']}")
     if "messages" in spec and len(messages) != spec["messages"]:
         out.append(f"{where}: {len(messages)} messages, expected {spec['messages']}")
+    if "purpose" in spec and calls[n - 1]["purpose"] != spec["purpose"]:
+        out.append(f"{where}: purpose {calls[n - 1]['purpose']!r}, expected {spec['purpose']!r}")
     if "refused" in spec and calls[n - 1].get("refused") != spec["refused"]:
         out.append(f"{where}: refused {calls[n - 1].get('refused')!r}, expected {spec['refused']!r}")
     return out

@@ -80,7 +80,8 @@ def configured_commands(settings: Settings) -> list[str]:
     return out
 
 
-def parse_hook_scripts(value: Any, where: str, ctx: F.ParseContext, settings: Settings) -> dict[str, tuple[HookRun, ...]]:
+def parse_hook_scripts(value: Any, where: str, ctx: F.ParseContext,
+                       settings: Settings) -> dict[str, tuple[HookRun, ...]]:
     """The ``hooks`` section: command -> runs; every configured command needs one, and only those."""
     commands = configured_commands(settings)
     if value is None:

@@ -12,6 +12,7 @@ invariants.
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 import traceback
 from pathlib import Path
@@ -55,7 +56,7 @@ def replay(scenario: Scenario | str | Path, seed: int = 0) -> Result:
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
     failures: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="trellis-replay-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="trellis-replay-", dir=_scratch_root()) as tmp:
         state_dir = Path(tmp)
         # Longest first, so a path that contains the other (macOS's /private/var/...) is replaced whole.
         paths = sorted({str(state_dir), str(state_dir.resolve())}, key=len, reverse=True)
@@ -71,6 +72,13 @@ def replay(scenario: Scenario | str | Path, seed: int = 0) -> Result:
     failures += check_expectations(scenario.expect, scenario.timeline, trace)
     failures += check_invariants(scenario.invariants, trace)
     return Result(scenario, seed, trace, trace.digest(), failures)
+
+
+def _scratch_root() -> str | None:
+    """Where replays keep their state directory: memory-backed ``/dev/shm`` where there is one
+    (transcripts are written and removed on every replay), else the system's temporary directory."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else None
 
 
 def _refuse_inside_trio() -> None:

@@ -261,12 +261,17 @@ def format_record(r: dict[str, Any]) -> str:
     if kind == "hook":
         return f"{t}  hook {r['event']} {r['command']!r} run {r['n']} -> {orjson.dumps(r['output']).decode()}"
     if kind == "bridge":
-        rest = {k: v for k, v in r.items() if k not in ("kind", "t", "session", "what", "n")}
-        return f"{t}  {r['session']} bridge drain {r['n']} {r['what']} {orjson.dumps(rest, option=orjson.OPT_SORT_KEYS).decode()}"
+        rest = orjson.dumps({k: v for k, v in r.items() if k not in ("kind", "t", "session", "what", "n")},
+                            option=orjson.OPT_SORT_KEYS).decode()
+        return f"{t}  {r['session']} bridge drain {r['n']} {r['what']} {rest}"
     if kind == "status":
-        return f"{t}  {r['session']}/{r['gen']} status {orjson.dumps(r['status'], option=orjson.OPT_SORT_KEYS).decode()}"
+        status = orjson.dumps(r["status"], option=orjson.OPT_SORT_KEYS).decode()
+        return f"{t}  {r['session']}/{r['gen']} status {status}"
     return f"{t}  {r}"
 
 
 def format_trace(trace: Trace) -> str:
-    return "\n".join(format_record(r) for r in trace.records)
+    text = "\n".join(format_record(r) for r in trace.records)
+    for path in trace._scrub_paths:
+        text = text.replace(path, "$STATE")
+    return text

@@ -104,7 +104,7 @@ class World:
         self._daemon: Daemon | None = None
         self._stack = contextlib.AsyncExitStack()
         self._helpers: trio.Nursery | None = None
-        self._helpers_cm: Any = None
+        self._outer = contextlib.AsyncExitStack()  # holds the helpers' nursery
         self._naming: tuple[str, int] | None = None  # the label of the session being opened
         self._watched: list[tuple[str, int, Any]] = []  # (label, gen, session) of every session opened
         self._guard_last: dict[tuple[str, int], dict[str, Any]] = {}
@@ -131,23 +131,27 @@ class World:
         await self._stack.aclose()
 
     async def __aenter__(self) -> World:
-        self._helpers_cm = trio.open_nursery()
-        self._helpers = await self._helpers_cm.__aenter__()
+        self._outer = contextlib.AsyncExitStack()
+        await self._outer.__aenter__()
         try:
+            self._helpers = await self._outer.enter_async_context(trio.open_nursery())
             await self.start_daemon()
         except BaseException as exc:
-            self._helpers.cancel_scope.cancel()
-            await self._helpers_cm.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
+            if self._helpers is not None:
+                self._helpers.cancel_scope.cancel()
+            if not await self._outer.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        try:
-            await self.stop_daemon()
-        finally:
+    async def __aexit__(self, *exc: Any) -> bool:
+        outer = self._outer
+        async with outer:  # the helpers' nursery closes last, whatever stopping the daemon raised
             assert self._helpers is not None
-            self._helpers.cancel_scope.cancel()
-            await self._helpers_cm.__aexit__(None, None, None)
+            try:
+                await self.stop_daemon()
+            finally:
+                self._helpers.cancel_scope.cancel()  # fake completions and late answers still to come: dropped
+        return False
 
     # ------------------------------------------------------------- helper tasks
 

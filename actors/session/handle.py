@@ -109,9 +109,20 @@ class SessionHandle:
         """The queued prompt the Todo Stop Guard yielded to was aborted elsewhere (a bridge's queue)."""
         return await self._ref.ask(ReleaseQueuedPromptWait, ASK_TIMEOUT)
 
-    def set_drain_source(self, source: Any) -> None:
-        """Let a bridge answer mid-turn drains: ``source(watch_queued_prompt) -> PendingReply[DrainResult]``."""
+    @property
+    def drain_source(self) -> Any:
+        return self._session.drain_source
+
+    def set_drain_source(self, source: Any, *, replacing: Any = ...) -> bool:
+        """Let a bridge answer mid-turn drains: ``source(watch_queued_prompt) -> PendingReply[DrainResult]``.
+
+        With ``replacing``, only swap if that is the current source (so one bridge never removes
+        another's); ``None`` puts the daemon's own FIFO back. Returns whether it was set.
+        """
+        if replacing is not ... and self._session.drain_source is not replacing:
+            return False
         self._session.drain_source = source
+        return True
 
     def has_permission_request(self, request_id: str) -> bool:
         return request_id in self._session.permissions.pending_ids

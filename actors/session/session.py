@@ -178,6 +178,7 @@ class Session:
         self.approval_mode = settings.approval_mode
         self.model_name: str | None = None
         self.current: Work | None = None
+        self._aborted_before_start: str | None = None
         self._wake = Wakeup()
         self._nursery: trio.Nursery | None = None
         self._late_drain: PendingReply[f.DrainResult] | None = None
@@ -225,6 +226,10 @@ class Session:
             raise
         finally:
             self.permissions.cancel_all()
+            if self.current is not None:  # the work in progress ends with the session: say so
+                prompt_id = self.current.prompt_id
+                self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled"),
+                                 prompt_id)
             self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
 
     def _handle(self, message: SessionMessage) -> None:
@@ -291,6 +296,9 @@ class Session:
         """
         work = Work(prompt_id, trio.CancelScope(), kind)
         self.current = work
+        if self._aborted_before_start == prompt_id:
+            self._aborted_before_start = None
+            self._cancel_current("user")
         try:
             with work.scope:
                 yield work
@@ -380,6 +388,9 @@ class Session:
     def _cancel_prompt(self, prompt_id: str) -> None:
         if self.current is not None and self.current.prompt_id == prompt_id:
             self._cancel_current("user")
+        else:
+            # The FIFO handed it over but its work item has not begun: cancel it as it begins.
+            self._aborted_before_start = prompt_id
 
     def _queue_released(self) -> bool:
         """The last queued prompt was aborted: a chain that yielded to it ends; queues go on."""

@@ -92,3 +92,36 @@ def test_registering_an_invariant_makes_it_usable_by_name() -> None:
         assert replay(scenario).failures == ["invariant test_no_errors: prompt-1 errored"]
     finally:
         del INVARIANTS["test_no_errors"]
+
+
+def guard(n: int, prompt: str, attempt: int, *, text: str = "[Todo Stop Guard] Automatic continuation started",
+          most: int = 2) -> dict[str, Any]:
+    return event(n, "session_update", prompt, update={
+        "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text},
+        "_meta": {"source": "todo_stop_guard", "qwenDiscreteMessage": True, "attempt": attempt, "maxAttempts": most,
+                  "unfinishedCount": 2}})
+
+
+def plan(n: int, prompt: str, *contents: str) -> dict[str, Any]:
+    return event(n, "session_update", prompt, update={
+        "sessionUpdate": "plan", "entries": [{"content": c, "status": "pending"} for c in contents]})
+
+
+def test_guard_bounded() -> None:
+    stopped = "[Todo Stop Guard] Automatic continuation stopped after 2 attempts"
+    fine = trace_of(guard(1, "p1", 1), guard(2, "p1", 2), guard(3, "p1", 1), guard(4, "p1", 2),
+                    guard(5, "p1", 2, text=stopped), guard(6, "p2", 1))
+    assert check("guard_bounded", fine) == []
+    assert check("guard_bounded", trace_of(guard(1, "p1", 3))) == ["event main#1: attempt 3 outside 1..2"]
+    assert check("guard_bounded", trace_of(guard(1, "p1", 2), guard(2, "p1", 2))) == [
+        "event main#2: attempt 2 follows attempt 2"]
+    assert check("guard_bounded", trace_of(guard(1, "p1", 1), guard(2, "p1", 2, text=stopped))) == [
+        "event main#2: exhaustion reported at attempt 2 after attempt 1"]
+
+
+def test_no_todo_text_in_guard() -> None:
+    clean = trace_of(plan(1, "p1", "Write the parser"), guard(2, "p1", 1))
+    assert check("no_todo_text_in_guard", clean) == []
+    leaky = trace_of(plan(1, "p1", "Write the parser"), guard(2, "p1", 1, text="still open: Write the parser"))
+    assert check("no_todo_text_in_guard", leaky) == [
+        "event main#2: guard update contains todo text 'Write the parser'"]

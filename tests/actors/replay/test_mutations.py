@@ -12,8 +12,11 @@ from typing import Any
 
 import pytest
 
+from actors.background import automatic
+from actors.background.automatic import AutomaticItem
+from actors.guard import INACTIVE, TodoStopGuard
 from actors.replay import replay
-from actors.session import fifo, session
+from actors.session import chain, fifo, session, stop, turn
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 
@@ -30,11 +33,84 @@ def take_newest(self: fifo.PromptFifo) -> Any:
 
 
 ORIGINAL_TAKE_NEXT = fifo.PromptFifo._take_next
+ORIGINAL_PREPARE = chain.WorkChain.prepare_for_prompt
+
+
+async def _async_none() -> None:
+    return None
 
 
 def never_drain(self: fifo.PromptFifo, watch_queued_prompt: bool) -> fifo.DrainResult:
     """Mid-turn input is never handed to the turn."""
     return fifo.DrainResult((), (), False)
+
+
+# ----------------------------------------------------------------- guard-area mutations
+
+
+def forget_late_drains(self: session.Session, watch_queued_prompt: bool = False) -> Any:
+    """A drain that missed its deadline is dropped: its late answer is never recovered."""
+    async def drain() -> fifo.DrainResult:
+        result = await ORIGINAL_DRAIN(self, watch_queued_prompt)
+        self._late_drain = None
+        return result
+    return drain()
+
+
+ORIGINAL_DRAIN = session.Session.drain_mid_turn
+
+
+def relevant_ignoring_baseline(self: chain.WorkChain) -> bool:
+    """Every live agent/shell/monitor/wakeup counts as relevant, whatever chain started it."""
+    if any(item.kind in chain.RELEVANT_LIVE_KINDS for item in self.background.registry.live()):
+        return True
+    return any(q.source in chain.RELEVANT_QUEUED_SOURCES for q in self.background.queue.items)
+
+
+def automatic_turn_always_new_chain(self: chain.WorkChain, item: AutomaticItem, *, plan: bool) -> None:
+    """A related background result no longer continues the chain: every automatic turn starts afresh."""
+    self.guard.clear_trust()
+    self.baseline = self.background.snapshot()
+
+
+def select_ignoring_chain(self: chain.WorkChain) -> AutomaticItem | None:
+    """The automatic queue is plain FIFO: a resumable chain holds nothing back."""
+    return None if self.queued_prompt_priority else self.background.queue.peek()
+
+
+def post_without_coalescing(self: automatic.AutomaticQueue, item: AutomaticItem, related: Any = lambda _: False) -> Any:
+    """Recurring cron fires no longer coalesce per task."""
+    item.recurring = False
+    return ORIGINAL_POST(self, item, related)
+
+
+ORIGINAL_POST = automatic.AutomaticQueue.post
+
+
+async def stop_hooks_without_cap(t: turn.Turn) -> Any:
+    """The Stop-hook cap is never reached: the hook's count is forgotten before each run."""
+    t.hook_blocks = 0
+    return await ORIGINAL_STOP_HOOKS(t)
+
+
+ORIGINAL_STOP_HOOKS = stop.stop_hooks
+
+
+async def stop_hooks_on_every_turn(t: turn.Turn) -> Any:
+    """External Stop hooks also run for automatic turns."""
+    t.foreground = True
+    return await ORIGINAL_STOP_HOOKS(t)
+
+
+class NeverRaised(Exception):
+    """Stands in for ContextWindowExceeded, so a token rejection is handled like any other failure."""
+
+
+async def cancel_after_grace_regardless(self: session.Session) -> None:
+    """Grace expiry cancels pending permissions even though a client came back."""
+    import trio
+    await trio.sleep(self.runtime.settings.limits.client_grace_seconds)
+    self.permissions.cancel_all()
 
 
 MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
@@ -47,6 +123,50 @@ MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
      "expect.model_requests (call 2)"),
     ("restart_restores_transcript", session.Session, "restore_from_disk", lambda self: 0,
      "expect.model_requests (call 2)"),
+    # The Todo Stop Guard (spec 000), one area each.
+    ("guard_canonical", TodoStopGuard, "decide", lambda self, has_relevant_background_input: INACTIVE,
+     "expect.guard_attempts.work"),
+    ("guard_fifo_priority", TodoStopGuard, "await_queued_prompt", lambda self: False, "expect.guard_attempts.work"),
+    ("guard_fifo_abort_releases", chain.WorkChain, "release_queued_prompt_wait", lambda self, **kwargs: False,
+     "expect.model_calls"),
+    ("guard_mid_turn_resets_budget", TodoStopGuard, "accept_mid_turn_user_input", lambda self: None,
+     "expect.guard_attempts.work"),
+    ("guard_late_drain_recovery", session.Session, "drain_mid_turn", forget_late_drains,
+     "expect.guard_attempts.work"),
+    ("guard_background_baseline", chain.WorkChain, "has_relevant_background_input", relevant_ignoring_baseline,
+     "expect.guard_attempts.work"),
+    ("guard_related_background", chain.WorkChain, "prepare_for_automatic_turn", automatic_turn_always_new_chain,
+     "expect.guard_attempts.@auto"),
+    ("guard_notification_deferred", chain.WorkChain, "select_automatic", select_ignoring_chain,
+     "expect.guard_attempts.@auto"),
+    ("guard_notification_released_on_error", chain.WorkChain, "invalidate", lambda self, *, turn_running: None,
+     "expect.model_calls"),
+    ("cron_coalescing", automatic.AutomaticQueue, "post", post_without_coalescing, "expect.model_calls"),
+    ("guard_stop_cancel", TodoStopGuard, "suspend", lambda self: None, "expect.prompts.again"),
+    ("guard_stop_permission_grace", session.Session, "_clients_left", lambda self: None, "did not settle"),
+    ("permission_reattach_within_grace", session.Session, "_cancel_permissions_after_grace",
+     cancel_after_grace_regardless, "expect.guard_attempts.work"),
+    ("guard_stop_post_tool_use", turn.Turn, "post_tool_use", lambda self, call, result: _async_none(),
+     "expect.model_calls"),
+    ("guard_stop_hook_cap", stop, "stop_hooks", stop_hooks_without_cap, "expect.prompts.work"),
+    ("guard_stop_token_limit", turn, "ContextWindowExceeded", NeverRaised, "expect.prompts.work"),
+    ("guard_api_error_retry", chain.WorkChain, "prepare_for_prompt",
+     lambda self, *, trusted_retry, plan: ORIGINAL_PREPARE(self, trusted_retry=False, plan=plan),
+     "expect.guard_attempts.again"),
+    ("guard_lifecycle_rewind", chain.WorkChain, "invalidate", lambda self, *, turn_running: None,
+     "expect.prompts.again"),
+    ("guard_lifecycle_restore", chain.WorkChain, "invalidate", lambda self, *, turn_running: None,
+     "expect.prompts.again"),
+    ("guard_lifecycle_cwd", chain.WorkChain, "invalidate", lambda self, *, turn_running: None,
+     "expect.prompts.again"),
+    ("guard_bridge_queue_release", chain.WorkChain, "release_queued_prompt_wait", lambda self, **kwargs: False,
+     "expect.model_calls"),
+    ("guard_suggestions_suppressed", chain.WorkChain, "suggestions_allowed", property(lambda self: True),
+     "expect.model_calls"),
+    ("guard_cron_turn_chain", stop, "stop_hooks", stop_hooks_on_every_turn, "expect.hook_runs.always-block"),
+    ("guard_lifecycle_keeps_chain", chain.WorkChain, "prepare_for_prompt",
+     lambda self, *, trusted_retry, plan: ORIGINAL_PREPARE(self, trusted_retry=False, plan=plan),
+     "expect.guard_attempts.again"),
 ]
 
 

@@ -19,6 +19,12 @@ def run_cli(*args: str, hash_seed: str = "0") -> subprocess.CompletedProcess[str
                           capture_output=True, text=True, timeout=120)
 
 
+def start_cli(*args: str, hash_seed: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+    return subprocess.Popen([sys.executable, "-m", "actors.replay", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_same_digest_twice_in_one_process() -> None:
     path = SCENARIOS / "abort_queued.json"
     first = replay(path, seed=3)
@@ -32,18 +38,23 @@ def test_same_digest_twice_in_one_process() -> None:
 
 def test_same_digest_in_two_processes() -> None:
     path = str(SCENARIOS / "abort_queued.json")
-    a = run_cli(path, "--seed", "3", hash_seed="1")
-    b = run_cli(path, "--seed", "3", hash_seed="999")
+    procs = [start_cli(path, "--seed", "3", hash_seed=h) for h in ("1", "999")]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    a, b = (subprocess.CompletedProcess(p.args, p.returncode, out, err) for p, (out, err) in zip(procs, outputs))
     assert a.returncode == 0 and b.returncode == 0, a.stdout + a.stderr + b.stdout + b.stderr
     digest = replay(path, seed=3).digest
     assert digest in a.stdout and digest in b.stdout
 
 
 def test_two_processes_replaying_the_library_print_identical_digests() -> None:
-    a = run_cli("--seeds", "20", hash_seed="1")
-    b = run_cli("--seeds", "20", hash_seed="31337")
+    # Both at once (they share nothing but the files they read). Five seeds each: test_library.py
+    # replays all 20 in this process against goldens recorded by another, and each of these checks
+    # its seeds' goldens too, so the whole library is compared across processes either way.
+    procs = [start_cli("--seeds", "5", hash_seed=h) for h in ("1", "31337")]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    a, b = (subprocess.CompletedProcess(p.args, p.returncode, out, err) for p, (out, err) in zip(procs, outputs))
     assert a.returncode == 0, a.stdout + a.stderr
-    strip = lambda out: [line for line in out.splitlines() if " in " not in line]  # noqa: E731 (the timing line)
+    strip = lambda out: [line for line in out.splitlines() if " scenario(s) x " not in line]  # noqa: E731 (timing)
     assert strip(a.stdout) == strip(b.stdout)
     assert len(strip(a.stdout)) == len(list(SCENARIOS.glob("*.json")))
 
@@ -99,3 +110,61 @@ def test_trace_holds_no_wall_clock_or_temporary_paths() -> None:
     result = replay(SCENARIOS / "restart_restores_transcript.json")
     text = "\n".join(result.trace.lines())
     assert "serverTimestamp" not in text and "/tmp" not in text and "trellis-replay-" not in text
+
+
+def test_scripted_hooks_stand_in_for_processes_only_during_a_replay() -> None:
+    from actors.session import hooks
+
+    original = hooks._run_one
+    result = replay(SCENARIOS / "guard_stop_hook_cap.json")
+    assert result.ok, result.failures
+    assert hooks._run_one is original
+    runs = list(result.trace.of_kind("hook"))
+    assert [(r["command"], r["event"], r["n"]) for r in runs] == [("check-tests", "Stop", 1),
+                                                                   ("check-tests", "Stop", 2)]
+    assert "hook Stop 'check-tests' run 1" in format_trace(result.trace)
+
+
+def test_a_scripted_hook_slower_than_its_timeout_times_out_in_virtual_time() -> None:
+    scenario = parse_scenario({
+        "name": "slow_hook",
+        "settings": {"hooks": {"Stop": [{"hooks": [{"command": "slow", "timeout": 5}]}]}},
+        "hooks": {"slow": [{"delay": 30, "stdout": {"decision": "block", "reason": "never seen"}}]},
+        "model": [[{"text": "done"}]],
+        "timeline": [{"at": 0, "do": "create_session"}, {"at": 0, "do": "prompt", "label": "p", "text": "hi"}],
+        "expect": {
+            "model_calls": 1, "prompts": {"p": "completed"}, "hook_runs": {"slow": 1}, "settled_by": 5,
+            "events": [{"type": "hook_result", "data": {"failures": ["'slow': timed out after 5 s"]}}],
+        },
+    })
+    result = replay(scenario)
+    assert result.ok, result.failures
+
+
+def test_a_scheduled_wakeup_holds_the_replay_open_until_it_fires() -> None:
+    scenario = parse_scenario({
+        "name": "wakeup",
+        "settings": {"approval_mode": "yolo"},
+        "model": [[{"text": "checked the build"}]],
+        "timeline": [{"at": 0, "do": "create_session"},
+                     {"at": 0, "do": "wakeup", "label": "w", "delay": 90, "note": "check the build"}],
+        "expect": {
+            "model_calls": 1, "settled_by": 90,
+            "events": [{"type": "session_update", "update": "user_message_chunk",
+                        "data": {"update": {"content": {"text": "@wakeup: check the build"},
+                                            "_meta": {"source": "wakeup", "taskId": "wakeup-1"}}}}],
+            "status": {"main": {"backgroundTasks": [{"taskId": "wakeup-1", "status": "fired"}]}},
+        },
+    })
+    result = replay(scenario)
+    assert result.ok, result.failures
+    assert next(r for r in result.trace.records if r["kind"] == "model")["t"] == 90
+
+
+def test_guard_state_changes_are_in_the_trace() -> None:
+    result = replay(SCENARIOS / "guard_canonical.json")
+    changes = [r["changed"] for r in result.trace.of_kind("guard")]
+    assert changes == [{"armed": True, "unfinishedCount": 2}, {"attempts": 1}, {"attempts": 2},
+                       {"suspended": True, "exhaustionReported": True}]
+    final = result.trace.final_status("main")
+    assert final is not None and final["todoStopGuard"]["suspended"] is True

@@ -1,0 +1,118 @@
+"""The ACP agent methods over a real daemon: stop reasons, errors, permissions, cancel and close."""
+
+from __future__ import annotations
+
+import trio
+
+from actors import Settings
+
+from tests.transport.acp.harness import acp_client, call, new_session, text
+
+
+def permission_requests(client) -> list[dict]:
+    return [m for m in client.agent_requests if m["method"] == "session/request_permission"]
+
+
+async def test_stop_reasons_and_turn_errors(tmp_path) -> None:
+    script = (
+        {"refuse": {"code": "rate_limited", "message": "slow down"}},
+        {"refuse": {"code": "refusal", "message": "I will not"}},
+        [call("todo_write", todos=[]), call("todo_write", todos=[])],
+    )
+    settings = Settings(max_tool_calls_per_turn=1)
+    async with acp_client(*script, settings=settings) as (daemon, client):
+        sid = await new_session(client, str(tmp_path))
+        failed = await client.request("session/prompt", {"sessionId": sid, "prompt": text("one")})
+        assert failed["error"]["code"] == -32603
+        assert failed["error"]["message"] == "slow down"
+        assert failed["error"]["data"]["code"] == "rate_limited"
+        refused = await client.result("session/prompt", {"sessionId": sid, "prompt": text("two")})
+        assert refused["stopReason"] == "refusal"
+        looped = await client.result("session/prompt", {"sessionId": sid, "prompt": text("three"),
+                                                         "_meta": {"zed.dev/trace": "abc"}})
+        assert looped["stopReason"] == "max_turn_requests"
+        assert looped["_meta"]["trellis.dev/promptId"]
+
+
+async def test_reject_always_rejects_later_calls_of_the_same_kind_without_asking(tmp_path) -> None:
+    script = ([call("shell", command="echo one > one.txt")], [call("shell", command="echo two > two.txt")],
+              [{"text": "gave up"}])
+    async with acp_client(*script) as (daemon, client):
+        client.handlers["session/request_permission"] = lambda params: {
+            "outcome": {"outcome": "selected", "optionId": next(
+                o["optionId"] for o in params["options"] if o["kind"] == "reject_always")}}
+        sid = await new_session(client, str(tmp_path))
+        result = await client.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
+        assert result["stopReason"] == "end_turn"
+        assert len(permission_requests(client)) == 1  # the second call was rejected without asking
+        assert not (tmp_path / "one.txt").exists() and not (tmp_path / "two.txt").exists()
+        denied = [m.content for m in daemon.runtime.provider.calls[2].messages if m.role == "tool"]
+        assert len(denied) == 2 and all("denied" in d for d in denied)
+
+
+async def test_an_unknown_option_or_a_client_error_approves_nothing(tmp_path) -> None:
+    script = ([call("shell", command="echo x > x.txt")], [call("shell", command="echo y > y.txt")],
+              [{"text": "end"}])
+    async with acp_client(*script) as (daemon, client):
+        answers = iter([{"outcome": {"outcome": "selected", "optionId": "made-up"}},
+                        {"error": {"code": -32603, "message": "dialog crashed"}}])
+        client.handlers["session/request_permission"] = lambda params: next(answers)
+        sid = await new_session(client, str(tmp_path))
+        result = await client.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
+        # The first cancel ends the turn (a cancelled permission is a hard stop).
+        assert result["stopReason"] == "cancelled"
+    assert not (tmp_path / "x.txt").exists() and not (tmp_path / "y.txt").exists()
+
+
+async def test_cancel_answers_every_prompt_of_the_binding_cancelled(tmp_path) -> None:
+    slow = {"steps": [{"text": "working"}, {"sleep": 30}]}
+    async with acp_client(slow, slow) as (daemon, client):
+        sid = await new_session(client, str(tmp_path))
+        running = await client.send("session/prompt", {"sessionId": sid, "prompt": text("one")})
+        queued = await client.send("session/prompt", {"sessionId": sid, "prompt": text("two")})
+        await client.wait_for(lambda m: m.get("method") == "session/update"
+                              and m["params"]["update"].get("content", {}).get("text") == "working")
+        await client.send("session/cancel", {"sessionId": sid}, notify=True)
+        assert (await client.answer(running))["result"]["stopReason"] == "cancelled"
+        assert (await client.answer(queued))["result"]["stopReason"] == "cancelled"
+        assert len(daemon.runtime.provider.calls) == 1  # the queued prompt never ran
+
+
+async def test_close_ends_the_session_and_answers_its_prompt(tmp_path) -> None:
+    async with acp_client({"steps": [{"text": "working"}, {"sleep": 30}]}) as (daemon, client):
+        sid = await new_session(client, str(tmp_path))
+        running = await client.send("session/prompt", {"sessionId": sid, "prompt": text("one")})
+        await client.wait_for(lambda m: m.get("method") == "session/update"
+                              and m["params"]["update"].get("content", {}).get("text") == "working")
+        assert await client.result("session/close", {"sessionId": sid}) == {}
+        assert (await client.answer(running))["result"]["stopReason"] == "cancelled"
+        assert daemon.session_count == 0
+        gone = await client.request("session/prompt", {"sessionId": sid, "prompt": text("again")})
+        assert gone["error"]["code"] == -32602
+
+
+async def test_a_session_closed_elsewhere_fails_its_waiting_prompt(tmp_path) -> None:
+    async with acp_client({"steps": [{"text": "working"}, {"sleep": 30}]}) as (daemon, client):
+        sid = await new_session(client, str(tmp_path))
+        running = await client.send("session/prompt", {"sessionId": sid, "prompt": text("one")})
+        await client.wait_for(lambda m: m.get("method") == "session/update")
+        await daemon.close_session(sid)  # say, DELETE /session/:id on the REST surface
+        answer = await client.answer(running)
+        assert answer["error"]["data"]["code"] == "session_closed"
+        with trio.fail_after(5):
+            while sid in client.conn.bindings:
+                await trio.sleep(0.01)
+
+
+async def test_new_session_reports_ignored_mcp_servers_and_modes(tmp_path) -> None:
+    async with acp_client() as (daemon, client):
+        result = await client.result("session/new", {"cwd": str(tmp_path), "mcpServers": [
+            {"name": "fs", "command": "mcp-fs", "args": [], "env": []}]})
+        assert result["_meta"] == {"trellis.dev/mcpServersIgnored": 1}
+        assert result["modes"]["currentModeId"] == "default"
+        sid = result["sessionId"]
+        assert await client.result("session/set_mode", {"sessionId": sid, "modeId": "plan"}) == {}
+        assert (await daemon.get(sid).status())["approvalMode"] == "plan"
+        await client.wait_for(lambda m: m.get("method") == "session/update"
+                              and m["params"]["update"] == {"sessionUpdate": "current_mode_update",
+                                                            "currentModeId": "plan"})

@@ -1,0 +1,176 @@
+"""The ACP agent methods, on top of the daemon's actors.
+
+``initialize`` negotiates the protocol version and, for a bridge, mid-turn
+draining; ``session/new`` and ``session/load`` bind a session to the
+connection (load replays the history as ``session/update`` notifications
+before it answers); ``session/prompt`` admits the prompt to the session's FIFO
+and is answered when its turn ends; ``session/cancel`` aborts it (the prompt
+then answers ``cancelled``); ``session/set_mode`` sets the approval mode;
+``session/close`` ends the session. The bridge method
+``craft/todoStopGuardQueueReleased`` tells a session that the queued prompt its
+Todo Stop Guard yielded to is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from actors import Admitted, InvalidSessionId, TooManySessions, UnknownSession
+from actors.session.transcript import TranscriptError
+
+from . import bridge, mapping, params as p
+from .jsonrpc import DEFERRED, INTERNAL_ERROR, SERVER_BUSY, Request, RpcError, invalid_params
+
+if TYPE_CHECKING:
+    from .connection import AcpConnection
+
+log = logging.getLogger("trellis.acp")
+
+PROTOCOL_VERSION = 1
+AGENT_INFO = {"name": "trellis", "title": "Trellis", "version": "0.1.0"}
+
+
+def install_methods(conn: AcpConnection) -> None:
+    """Register every agent method on ``conn``'s peer."""
+    agent = _Agent(conn)
+    peer = conn.peer
+    # Inline methods are short and their order matters (a prompt is admitted before a later cancel).
+    peer.method("initialize", agent.initialize, inline=True)
+    peer.method("authenticate", agent.authenticate, inline=True)
+    peer.method("session/new", agent.new_session)
+    peer.method("session/load", agent.load_session)
+    peer.method("session/prompt", agent.prompt, inline=True)
+    peer.method("session/cancel", agent.cancel, inline=True)
+    peer.method("session/set_mode", agent.set_mode, inline=True)
+    peer.method("session/close", agent.close_session)
+    peer.method(bridge.RELEASE_METHOD, agent.queue_released, inline=True)
+
+
+class _Agent:
+    def __init__(self, conn: AcpConnection) -> None:
+        self.conn = conn
+        self.daemon = conn.daemon
+
+    async def initialize(self, request: Request) -> dict[str, Any]:
+        params = p.require_object(request.params)
+        p.integer(params, "protocolVersion")  # any version is answered with ours, as ACP prescribes
+        capabilities = p.optional_object(params, "clientCapabilities")
+        self.conn.client_info = p.optional_object(params, "clientInfo")
+        self.conn.bridge = bridge.client_supports_bridge(capabilities)
+        self.conn.initialized = True
+        result: dict[str, Any] = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+                "_meta": {bridge.CAPABILITY: True},
+            },
+            "authMethods": [],
+            "agentInfo": AGENT_INFO,
+        }
+        if self.conn.bridge:
+            result["_meta"] = {bridge.CAPABILITY: True}  # confirms bridge mode for this connection
+        return result
+
+    async def authenticate(self, request: Request) -> dict[str, Any]:
+        return {}  # no authentication methods are offered
+
+    async def new_session(self, request: Request) -> dict[str, Any]:
+        self.conn.require_initialized()
+        params = p.require_object(request.params)
+        cwd = p.directory(params, "cwd")
+        result: dict[str, Any] = {}
+        servers = p.optional_list(params, "mcpServers")
+        try:
+            handle, _ = await self.daemon.create_session(cwd)
+        except TooManySessions as exc:
+            raise RpcError(SERVER_BUSY, str(exc), {"code": "too_many_sessions"}) from None
+        await self.conn.bind(handle, None)
+        status = await handle.status()
+        result.update(sessionId=handle.session_id, modes=mapping.session_modes(status["approvalMode"]))
+        if servers:
+            # Client-provided MCP servers are not connected (yet): say so rather than pretend.
+            log.info("session %s: %d client MCP server(s) ignored", handle.session_id, len(servers))
+            result["_meta"] = {mapping.META_PREFIX + "mcpServersIgnored": len(servers)}
+        return result
+
+    async def load_session(self, request: Request) -> dict[str, Any]:
+        self.conn.require_initialized()
+        params = p.require_object(request.params)
+        session_id = p.string(params, "sessionId")
+        assert session_id is not None
+        cwd = p.directory(params, "cwd", required=False)
+        p.optional_list(params, "mcpServers")
+        try:
+            try:
+                handle = self.daemon.get(session_id)
+            except UnknownSession:
+                # Not live: start it from disk; the pump then replays the whole ring (the restored history).
+                handle = await self.daemon.load_session(session_id, cwd)
+                binding = await self.conn.bind(handle, 0)
+            else:
+                # Live: bind first, so the pump sees the history the load replays.
+                binding = await self.conn.bind(handle, None)
+                await handle.load()
+        except UnknownSession:
+            raise invalid_params(f"no session {session_id!r} on disk", "$.sessionId") from None
+        except InvalidSessionId:
+            raise invalid_params("may use only letters, digits, '.', '_' and '-'", "$.sessionId") from None
+        except TranscriptError as exc:
+            raise RpcError(INTERNAL_ERROR, f"transcript unreadable: {exc}", {"code": "transcript_corrupt"}) from None
+        except TooManySessions as exc:
+            raise RpcError(SERVER_BUSY, str(exc), {"code": "too_many_sessions"}) from None
+        # ACP: the history is streamed before the answer.
+        await binding.caught_up(handle.last_event_id)
+        status = await handle.status()
+        return {"modes": mapping.session_modes(status["approvalMode"])}
+
+    async def prompt(self, request: Request) -> Any:
+        self.conn.require_initialized()
+        params = p.require_object(request.params)
+        binding = self.conn.binding(params)
+        body = p.prompt_body(params)
+        admitted = await binding.handle.prompt(body)
+        if not isinstance(admitted, Admitted):
+            raise RpcError(SERVER_BUSY, f"the session already has {admitted.pending_count} pending prompt(s)",
+                           {"code": "prompt_queue_full", "limit": admitted.limit,
+                            "pendingCount": admitted.pending_count})
+        await binding.expect(admitted.prompt_id, request)
+        return DEFERRED  # the pump answers when the turn ends, after its updates
+
+    async def cancel(self, request: Request) -> None:
+        params = p.require_object(request.params)
+        binding = self.conn.bindings.get(params.get("sessionId"))  # type: ignore[arg-type]
+        if binding is None:
+            log.info("session/cancel for a session this connection does not hold: %r", params.get("sessionId"))
+            return
+        await binding.cancel()
+
+    async def set_mode(self, request: Request) -> dict[str, Any]:
+        self.conn.require_initialized()
+        params = p.require_object(request.params)
+        binding = self.conn.binding(params)
+        mode = p.string(params, "modeId")
+        if mode not in mapping.MODES:
+            raise invalid_params(f"unknown mode {mode!r}; expected one of {list(mapping.MODES)}", "$.modeId")
+        await binding.handle.set_approval_mode(mode)
+        return {}
+
+    async def close_session(self, request: Request) -> dict[str, Any]:
+        self.conn.require_initialized()
+        params = p.require_object(request.params)
+        binding = self.conn.binding(params)
+        await self.conn.unbind(binding.session_id, abort=True)
+        try:
+            await self.daemon.close_session(binding.session_id)
+        except UnknownSession:
+            pass  # it ended on its own meanwhile
+        return {}
+
+    async def queue_released(self, request: Request) -> dict[str, Any]:
+        self.conn.require_initialized()
+        params = p.require_object(request.params)
+        binding = self.conn.binding(params)
+        return {"released": await binding.handle.release_queued_prompt_wait()}

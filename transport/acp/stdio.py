@@ -1,0 +1,153 @@
+"""ACP over stdio: newline-delimited JSON-RPC on stdin/stdout, for editors that spawn the agent.
+
+``python -m transport acp`` (until that is wired: ``python -m transport.acp``)
+takes the daemon's flags, serves one client on stdin/stdout until stdin closes,
+and logs to stderr only. stdout carries nothing but protocol: at start the
+process moves its own fd 1 to stderr (and fd 0 to /dev/null), keeping private
+copies for the protocol, so a stray print or a child process can never corrupt
+the stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import trio
+
+from actors import Daemon, ScriptError, SettingsError, load_settings, open_daemon
+
+from . import bridge
+from .connection import AcpConnection
+from .jsonrpc import PARSE_ERROR, RpcError, error_message
+
+log = logging.getLogger("trellis.acp.stdio")
+
+MAX_LINE = 10 * 1024 * 1024  # the REST surface's body limit
+OUT_QUEUE = 256  # messages waiting for stdout; a full queue holds the senders back
+
+
+async def read_lines(stream: trio.abc.ReceiveStream, *, max_line: int = MAX_LINE) -> AsyncIterator[bytes | None]:
+    """Lines without their newline; ``None`` for a line longer than ``max_line`` (it is skipped)."""
+    buffer = bytearray()
+    skipping = False
+    while True:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            if buffer.strip() and not skipping:
+                yield bytes(buffer)
+            return
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                if not skipping:
+                    buffer += chunk[start:]
+                    if len(buffer) > max_line:
+                        buffer.clear()
+                        skipping = True  # the rest of this line is dropped up to its newline
+                        yield None
+                break
+            if skipping:
+                skipping = False
+            else:
+                buffer += chunk[start:end]
+                if len(buffer) > max_line:
+                    yield None
+                elif buffer.strip():
+                    yield bytes(buffer)
+            buffer.clear()
+            start = end + 1
+
+
+async def serve_stdio(daemon: Daemon, receive: trio.abc.ReceiveStream, send: trio.abc.SendStream, *,
+                      drain_deadline: float = bridge.DEADLINE, drain_late_limit: float = bridge.LATE_LIMIT) -> None:
+    """Serve one ACP client over a byte stream pair until its input ends; then tear its sessions down."""
+    out_send, out_receive = trio.open_memory_channel[bytes](OUT_QUEUE)
+
+    async def writer() -> None:
+        async with out_receive:
+            async for data in out_receive:
+                try:
+                    await send.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    log.info("stdout closed; the client is gone")
+                    return
+
+    async def send_message(message: dict[str, Any], session_id: str | None, event_id: int | None) -> None:
+        await out_send.send(orjson.dumps(message) + b"\n")
+
+    async with trio.open_nursery() as outer:
+        outer.start_soon(writer)
+        async with trio.open_nursery() as nursery:
+            conn = AcpConnection(daemon, nursery, send_message, drain_deadline=drain_deadline,
+                                 drain_late_limit=drain_late_limit)
+            try:
+                async for line in read_lines(receive):
+                    if line is None:
+                        await send_message(error_message(None, RpcError(PARSE_ERROR, "Parse error: line too long")),
+                                           None, None)
+                    else:
+                        await conn.receive(line)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # stdin went away: same as its end
+            finally:
+                await conn.close()
+                nursery.cancel_scope.cancel()
+        out_send.close()  # the writer flushes what is queued, then ends
+
+
+def _claim_stdio() -> tuple[int, int]:
+    """Private copies of fds 0 and 1 for the protocol; fd 1 then points at stderr, fd 0 at /dev/null."""
+    protocol_in, protocol_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return protocol_in, protocol_out
+
+
+def run_stdio(argv: list[str] | None = None) -> int:
+    """``python -m transport acp``: parse the daemon's flags, serve ACP on stdin/stdout until stdin closes."""
+    from transport.cli import build_parser, make_model
+
+    parser = build_parser()
+    parser.prog = "python -m transport acp"
+    parser.description = "Trellis as an ACP agent on stdin/stdout (newline-delimited JSON-RPC), for editors."
+    for group in parser._action_groups:
+        if group.title == "network":  # the daemon's HTTP flags mean nothing here: accepted, not shown
+            for action in group._group_actions:
+                action.help = argparse.SUPPRESS
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings(
+            args.settings, safe_mode=args.safe_mode, bare=args.bare, max_sessions=args.max_sessions,
+            max_pending_prompts=args.max_pending_prompts, event_ring_size=args.event_ring_size,
+        )
+        model = make_model(args, settings)
+    except (SettingsError, ScriptError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for warning in settings.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    state_dir = Path(args.state_dir or ".trellis")
+    protocol_in, protocol_out = _claim_stdio()
+
+    async def main() -> None:
+        receive, send = trio.lowlevel.FdStream(protocol_in), trio.lowlevel.FdStream(protocol_out)
+        async with open_daemon(settings, model=model, state_dir=state_dir, workspace=args.workspace) as daemon:
+            await serve_stdio(daemon, receive, send)
+            daemon.shutdown()
+
+    try:
+        trio.run(main)
+    except KeyboardInterrupt:
+        return 0
+    return 0
