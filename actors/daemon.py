@@ -159,6 +159,7 @@ async def open_daemon(
     clock_ms: Any = None,
     tools: Any = None,
     now: Any = None,
+    hook_runner: Any = None,
 ) -> AsyncIterator[Daemon]:
     """Run a daemon for the body of the ``async with``; its sessions end with it.
 
@@ -170,6 +171,7 @@ async def open_daemon(
         ids, clock_ms: sources of ids and timestamps (deterministic replays pass their own).
         tools: a callable returning a fresh :class:`ToolRegistry` per session.
         now: wall-clock time for cron and wakeups (an aware ``datetime``); replays tie it to virtual time.
+        hook_runner: starts one hook command (replays script hooks instead of running processes).
     """
     runtime = Runtime(
         settings=settings or Settings(),
@@ -180,6 +182,7 @@ async def open_daemon(
         clock_ms=clock_ms or wire.wall_clock_ms,
         make_tools=tools or default_tools,
         now=now or local_now,
+        hook_runner=hook_runner,
     )
     subagents: SubagentRegistry | None = None
     try:

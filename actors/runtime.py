@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -37,3 +38,6 @@ class Runtime:
     clock_ms: Callable[[], int] = wire.wall_clock_ms
     make_tools: Callable[[], ToolRegistry] = default_tools
     now: Callable[[], datetime] = local_now  # wall-clock time for cron and wakeups
+    # Starts one hook command: (hook, stdin bytes, cwd) -> (exit, stdout, stderr) or a failure text.
+    # None runs it as a real subprocess; replays script it instead.
+    hook_runner: Callable[..., Any] | None = None

@@ -145,6 +145,7 @@ class EventBus:
         self.closed = False
         self._needs_prune = False
         self._publishing = False
+        self.had_subscribers = False  # someone has subscribed at some point
         self.on_last_unsubscribe: Callable[[], Any] | None = None
         self.observers: list[Callable[[Event], Any]] = []
 
@@ -202,6 +203,7 @@ class EventBus:
             sub._closed = True
         else:
             self._subscribers.append(sub)
+            self.had_subscribers = True
         return sub
 
     def _replay_from(self, cursor: int, epoch: str | None) -> list[Event]:

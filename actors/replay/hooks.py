@@ -15,21 +15,17 @@ seconds the command takes (a delay of at least the hook's timeout times out,
 as a real one would). Runs are used in order; the last one repeats. Everything
 after the process — exit-code and JSON semantics, matchers, the Stop-hook cap,
 fail-open reporting — is the runtime's own code (``actors/session/hooks.py``);
-only ``_run_one``, the function that starts the process, is replaced, for the
-duration of one replay.
+only the start of the process is replaced, through the daemon's ``hook_runner``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import attrs
 import trio
 
-from ..session import hooks as runtime_hooks
 from ..settings import Settings
 from . import fields as F
 from .trace import Trace
@@ -106,7 +102,7 @@ class ScriptedHooks:
         self.runs: dict[str, int] = {}
 
     async def run_one(self, hook: Any, stdin: bytes, cwd: str) -> tuple[int, str, str] | str:
-        """Stands in for ``actors.session.hooks._run_one``: same arguments, same answers."""
+        """The daemon's ``hook_runner`` in a replay: the arguments and answers of a real start."""
         runs = self.scripts[hook.command]
         n = self.runs.get(hook.command, 0)
         self.runs[hook.command] = n + 1
@@ -125,17 +121,3 @@ class ScriptedHooks:
             await trio.lowlevel.checkpoint()
         self.trace.hook(hook.command, event, n + 1, run.to_trace())
         return run.exit, run.stdout, run.stderr
-
-
-@contextmanager
-def scripted_hooks(hooks: ScriptedHooks | None) -> Iterator[None]:
-    """Replace the hook runner's process start for the body (a no-op without scripted hooks)."""
-    if hooks is None:
-        yield
-        return
-    original = runtime_hooks._run_one
-    runtime_hooks._run_one = hooks.run_one  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        runtime_hooks._run_one = original  # type: ignore[assignment]

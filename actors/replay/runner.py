@@ -24,7 +24,7 @@ import trio.testing
 from .actions import ACTIONS
 from .determinism import run_deterministic
 from .expect import check_expectations
-from .hooks import ScriptedHooks, scripted_hooks
+from .hooks import ScriptedHooks
 from .invariants import check_invariants
 from .scenario import Scenario, load_scenario
 from .trace import Trace
@@ -63,8 +63,7 @@ def replay(scenario: Scenario | str | Path, seed: int = 0) -> Result:
         trace = Trace(scrub_paths=tuple(paths))
         hooks = ScriptedHooks(scenario.hooks, trace) if scenario.hooks else None
         try:
-            with scripted_hooks(hooks):
-                settled = run_deterministic(_drive, scenario, trace, state_dir, seed=seed)
+            settled = run_deterministic(_drive, scenario, trace, state_dir, hooks, seed=seed)
             if not settled:
                 failures.append(f"did not settle within {scenario.timeout:g} virtual seconds")
         except Exception as exc:  # a crash of the runtime is a finding, reported like any failure
@@ -90,10 +89,11 @@ def _refuse_inside_trio() -> None:
     raise RuntimeError("replay() runs its own trio.run under a mock clock; call it outside any Trio run")
 
 
-async def _drive(scenario: Scenario, trace: Trace, state_dir: Path) -> bool:
+async def _drive(scenario: Scenario, trace: Trace, state_dir: Path, hooks: ScriptedHooks | None) -> bool:
     """The driver task: the timeline, then settling; returns whether it settled before the timeout."""
     with trio.move_on_after(scenario.timeout) as scope:
-        async with World(scenario.settings, scenario.build_model(), trace, state_dir) as world:
+        async with World(scenario.settings, scenario.build_model(), trace, state_dir,
+                         hook_runner=hooks.run_one if hooks else None) as world:
             for step in scenario.timeline:
                 await trio.sleep_until(step.at)
                 trace.action(step.index, step.do, step.args)

@@ -88,8 +88,10 @@ class BackgroundSlot:
 class World:
     """Everything a timeline action may touch. Enter it with ``async with`` in the driver task."""
 
-    def __init__(self, settings: Settings, model: ScriptedModel, trace: Trace, state_dir: Path) -> None:
+    def __init__(self, settings: Settings, model: ScriptedModel, trace: Trace, state_dir: Path, *,
+                 hook_runner: Any = None) -> None:
         self.settings = settings
+        self.hook_runner = hook_runner
         self.trace = trace
         self.model = RecordingModel(model, trace)
         self.ids = CountingIds()  # shared across restarts, so ids never repeat
@@ -120,7 +122,7 @@ class World:
         self._stack = contextlib.AsyncExitStack()
         self._daemon = await self._stack.enter_async_context(open_daemon(
             self.settings, model=self.model, ids=self.ids, clock_ms=virtual_clock_ms, now=virtual_now,
-            state_dir=self.state_dir, workspace=str(self.workspace),
+            state_dir=self.state_dir, workspace=str(self.workspace), hook_runner=self.hook_runner,
         ))
         self._daemon.session_observers.append(self._observe_new_session)
         self.daemon_generation += 1

@@ -154,6 +154,13 @@ class PostMidTurn:
 
 
 @attrs.frozen
+class RestoreMidTurn:
+    """Mid-turn messages a late drain answer brought back after their turn ended."""
+
+    messages: tuple[str, ...]
+
+
+@attrs.frozen
 class Drain:
     watch_queued_prompt: bool
     reply: Reply[DrainResult]
@@ -175,7 +182,8 @@ class Statistics:
     reply: Reply[dict[str, Any]]
 
 
-FifoMessage = Admit | Abort | TakeNext | Settle | SetActive | PostMidTurn | Drain | ListPending | GetTurn | Statistics
+FifoMessage = (Admit | Abort | TakeNext | Settle | SetActive | PostMidTurn | Drain | RestoreMidTurn | ListPending
+               | GetTurn | Statistics)
 
 
 class PromptFifo:
@@ -232,6 +240,10 @@ class PromptFifo:
                 reply.send(self._post_mid_turn(text, message_id))
             case Drain(watch, reply):
                 reply.send(self._drain(watch))
+            case RestoreMidTurn(messages):
+                self._mid_turn.extend(MidTurnItem(self._ids.new("msg"), m) for m in messages)
+                if not self._active:
+                    self._promote_leftover_mid_turn()
             case ListPending(reply):
                 reply.send([e.to_wire() for e in self._entries])
             case GetTurn(prompt_id, reply):

@@ -116,8 +116,12 @@ class HookResult:
 
 
 async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd: str,
-                    tool_name: str | None = None) -> HookResult:
-    """Run every matching command hook of one event, one after another."""
+                    tool_name: str | None = None, runner: Any = None) -> HookResult:
+    """Run every matching command hook of one event, one after another.
+
+    ``runner`` starts one command (default: a real subprocess with its timeout).
+    """
+    start = runner or _run_one
     blocks: list[str] = []
     messages: list[str] = []
     failures: list[str] = []
@@ -127,7 +131,7 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
         if not group.matches(tool_name):
             continue
         for hook in group.commands:
-            outcome = await _run_one(hook, data, cwd)
+            outcome = await start(hook, data, cwd)
             if isinstance(outcome, str):
                 failures.append(f"{hook.command!r}: {outcome}")
                 continue

@@ -42,6 +42,7 @@ from .turn import Turn
 log = logging.getLogger("trellis.session")
 
 DRAIN_DEADLINE = 2.0  # seconds a mid-turn drain may take before the stop path goes on without it
+LATE_DRAIN_WAIT = 30.0  # how long a late drain answer is still awaited once its turn has ended
 COMPACT_AT = 0.8  # compact history once a request would fill this share of the context window
 KEEP_AFTER_COMPACTION = 6  # recent messages kept verbatim
 
@@ -306,7 +307,19 @@ class Session:
                 self.chain.guard.suspend()
         finally:
             self.current = None
+            late, self._late_drain = self._late_drain, None
+            if late is not None and self._nursery is not None:
+                self._nursery.start_soon(self._restore_late_drain, late)
             self._wake.set()
+
+    async def _restore_late_drain(self, pending: PendingReply[f.DrainResult]) -> None:
+        """A drain answered after its turn ended: its messages go back to the FIFO, not to waste."""
+        try:
+            result = await pending.wait(LATE_DRAIN_WAIT)
+        except (trio.TooSlowError, ActorGone):
+            return
+        if result.messages:
+            await self._tell_fifo(f.RestoreMidTurn(result.messages))
 
     async def run_prompt(self, entry: f.PendingPrompt) -> None:
         prompt_id = entry.prompt_id
@@ -426,6 +439,9 @@ class Session:
         except trio.TooSlowError:
             self._late_drain = pending
             return f.DrainResult(recovered, (), False)
+        except trio.Cancelled:
+            self._late_drain = pending  # a cancelled wait keeps the answer too
+            raise
         return f.DrainResult(recovered + result.messages, result.items, result.has_queued_prompt)
 
     # ------------------------------------------------------------- services lent to tools and turns
@@ -439,6 +455,10 @@ class Session:
             return None
         tool_call = {"toolCallId": context.tool_call_id, "status": "pending", "title": title, "kind": kind,
                      "rawInput": raw_input}
+        if self.bus.subscriber_count == 0 and self.bus.had_subscribers and self._nursery is not None:
+            # The clients already left: the grace starts now. (A prompt admitted before anyone ever
+            # subscribed still waits: its client may connect later and vote from the replay.)
+            self._nursery.start_soon(self._cancel_permissions_after_grace)
         decision = await self.permissions.request(tool_call, prompt_id=context.prompt_id)
         if decision.outcome == "cancelled":
             raise PermissionCancelled(title)

@@ -243,7 +243,7 @@ class Turn:
             return
         payload = session.hook_payload("PostToolUse", tool_name=call.name, tool_input=call.arguments,
                                        tool_response={"content": result.content, "error": result.error})
-        outcome = await run_hooks(groups, payload, session.cwd, call.name)
+        outcome = await run_hooks(groups, payload, session.cwd, call.name, session.runtime.hook_runner)
         session.report_hook("PostToolUse", outcome, self.prompt_id)
         if outcome.stop_chain:
             raise PostToolUseStop(outcome.stop_reason or "a PostToolUse hook stopped the chain")
