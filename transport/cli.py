@@ -101,6 +101,22 @@ def make_model(args: argparse.Namespace, settings: Settings) -> ModelProvider:
     return ScriptedModel()
 
 
+def load_daemon_config(args: argparse.Namespace) -> tuple[Settings, ModelProvider] | None:
+    """Settings and model from the parsed flags; errors and warnings go to stderr (``None`` on error)."""
+    try:
+        settings = load_settings(
+            args.settings, safe_mode=args.safe_mode, bare=args.bare, max_sessions=args.max_sessions,
+            max_pending_prompts=args.max_pending_prompts, event_ring_size=args.event_ring_size,
+        )
+        model = make_model(args, settings)
+    except (SettingsError, ScriptError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    for warning in settings.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return settings, model
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["acp"]:
@@ -116,17 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.acp_grace <= 0:
         parser.error("--acp-grace must be a positive number of seconds")
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    try:
-        settings = load_settings(
-            args.settings, safe_mode=args.safe_mode, bare=args.bare, max_sessions=args.max_sessions,
-            max_pending_prompts=args.max_pending_prompts, event_ring_size=args.event_ring_size,
-        )
-        model = make_model(args, settings)
-    except (SettingsError, ScriptError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    loaded = load_daemon_config(args)
+    if loaded is None:
         return 2
-    for warning in settings.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+    settings, model = loaded
     token = args.token or os.environ.get("TRELLIS_TOKEN") or None
     try:
         check_bind(args.hostname, token, args.require_auth)

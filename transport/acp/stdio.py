@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import trio
 
-from actors import Daemon, ScriptError, SettingsError, load_settings, open_daemon
+from actors import Daemon, open_daemon
 
 from . import bridge
 from .connection import AcpConnection
@@ -115,7 +115,7 @@ def _claim_stdio() -> tuple[int, int]:
 
 def run_stdio(argv: list[str] | None = None) -> int:
     """``python -m transport acp``: parse the daemon's flags, serve ACP on stdin/stdout until stdin closes."""
-    from transport.cli import build_parser, make_model
+    from transport.cli import build_parser, load_daemon_config
 
     parser = build_parser()
     parser.prog = "python -m transport acp"
@@ -126,17 +126,10 @@ def run_stdio(argv: list[str] | None = None) -> int:
                 action.help = argparse.SUPPRESS
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    try:
-        settings = load_settings(
-            args.settings, safe_mode=args.safe_mode, bare=args.bare, max_sessions=args.max_sessions,
-            max_pending_prompts=args.max_pending_prompts, event_ring_size=args.event_ring_size,
-        )
-        model = make_model(args, settings)
-    except (SettingsError, ScriptError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    loaded = load_daemon_config(args)
+    if loaded is None:
         return 2
-    for warning in settings.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+    settings, model = loaded
     state_dir = Path(args.state_dir or ".trellis")
     protocol_in, protocol_out = _claim_stdio()
 
