@@ -8,6 +8,7 @@ of the wrong type is a :class:`SettingsError` naming the key.
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ class Settings:
     max_tool_calls_per_turn: int = 128  # loop protection
     max_repeated_failures: int = 3  # the same failing call (name and arguments) this often in a row is a loop
     model: dict[str, Any] = attrs.field(factory=dict)
+    subagents: dict[str, Any] = attrs.field(factory=dict)
     warnings: tuple[str, ...] = ()
 
     @property
@@ -71,6 +73,7 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "loopProtection.maxToolCallsPerTurn": ("max_tool_calls_per_turn", int),
     "loopProtection.maxRepeatedFailures": ("max_repeated_failures", int),
     "model": ("model", dict),
+    "subagents": ("subagents", dict),
     "limits.maxSessions": ("limits.max_sessions", int),
     "limits.maxPendingPrompts": ("limits.max_pending_prompts", int),
     "limits.maxMidTurnMessages": ("limits.max_mid_turn_messages", int),
@@ -124,6 +127,13 @@ def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | 
         try:
             parse_hooks(values["hooks"])
         except HookConfigError as exc:
+            raise SettingsError(f"{source}: {exc}") from None
+    if "subagents" in values:
+        from .subagents.registry import SubagentConfig
+
+        try:
+            SubagentConfig.from_settings(SimpleNamespace(subagents=values["subagents"]))
+        except ValueError as exc:
             raise SettingsError(f"{source}: {exc}") from None
     base = base or Settings()
     if limits:

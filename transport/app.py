@@ -21,6 +21,7 @@ from actors.session.transcript import TranscriptError
 from . import sse
 from .acp import register as register_acp
 from .errors import HttpError, json_response, not_found_session
+from .mcp import register as register_mcp
 
 T = TypeVar("T")
 
@@ -35,6 +36,7 @@ FEATURES = [
     "event_replay",
     "session_load",
     "todo_stop_guard",
+    "subagents",
 ]
 CLIENTS_PER_SESSION = 64
 
@@ -108,7 +110,10 @@ def create_app(
         origin = request.headers.get("Origin")
         if origin and not (_is_loopback_origin(origin) or origin in allowed_origins):
             return HttpError(403, f"origin {origin!r} is not allowed", "origin_not_allowed", "header.Origin").response()
-        if expected is not None and request.path != "/health":
+        # A signal URL carries its own credential (the run's token); the daemon's bearer token must
+        # never be handed to a subagent, so those paths are exempt.
+        signal = request.path == "/signal/mcp" or request.path.startswith("/signal/mcp/")
+        if expected is not None and request.path != "/health" and not signal:
             given = request.headers.get("Authorization", "").encode()
             if not secrets.compare_digest(given, expected):
                 return HttpError(401, "missing or wrong bearer token", "unauthorized", "header.Authorization").response()
@@ -344,6 +349,7 @@ def create_app(
         return response
 
     register_acp(app, daemon, grace=acp_grace)  # ACP over HTTP at /acp
+    register_mcp(app, daemon)  # MCP: /mcp (parent) and /signal/mcp/<token> (subagents)
     return app
 
 

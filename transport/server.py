@@ -12,6 +12,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from actors import Daemon
 
 from .app import create_app
+from .mcp import base_url_from_bind
 
 
 class InsecureBind(ValueError):
@@ -59,4 +60,5 @@ async def serve(
     app = create_app(daemon, token=token, allowed_origins=allowed_origins, acp_grace=acp_grace)
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(partial(hypercorn_serve, app, config, shutdown_trigger=trio.sleep_forever))
+        daemon.subagents.base_url = base_url_from_bind(binds[0])  # where subagents' signal URLs point
         task_status.started(binds[0])

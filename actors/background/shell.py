@@ -63,6 +63,14 @@ class OutputBuffer:
         return "".join(self._chunks)[-n:]
 
 
+WITHHELD = ("TRELLIS_TOKEN",)  # the daemon's own credential never reaches commands the model runs
+
+
+def model_environment() -> dict[str, str]:
+    """The daemon's environment minus its own credentials."""
+    return {k: v for k, v in os.environ.items() if k not in WITHHELD}
+
+
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
     """Signal a whole process group; a group that is already gone is fine."""
     try:
@@ -85,7 +93,7 @@ class ShellProcess:
     async def start(self) -> None:
         self.process = await trio.lowlevel.open_process(
             ["/bin/sh", "-c", self.command], cwd=self.cwd, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, env=model_environment(),
         )
 
     async def run(self) -> int:

@@ -124,6 +124,14 @@ class SessionHandle:
         self._session.drain_source = source
         return True
 
+    def add_tools(self, *tools: Any) -> None:
+        """Offer this session's model more tools (a child session's signal tools, say).
+
+        Raises ``ValueError`` for a name already taken: a built-in is never shadowed this way.
+        """
+        for tool in tools:
+            self._session.tools.register(tool)
+
     def has_permission_request(self, request_id: str) -> bool:
         return request_id in self._session.permissions.pending_ids
 

@@ -20,7 +20,7 @@ import attrs
 import trio
 
 from .._actor import ActorGone
-from ..settings import SettingsError
+from ..settings import APPROVAL_MODES, SettingsError
 from .files import make_private_dir, remove_quietly, write_mcp_config
 from .run import RunSpec, Signal, SpawnFailed, Stop, SubagentRun
 from .runners import CommandRunner, RunnerError, SessionRunner
@@ -57,11 +57,13 @@ class SubagentConfig:
     """The ``subagents`` settings.
 
     ``{"subagents": {"runners": {"command": {"template": "claude -p {brief} --mcp-config {config}"},
-    "session": {"model": "..."}}, "defaultRunner": "session", "signalGraceSeconds": 60}}``
+    "session": {"model": "...", "approvalMode": "auto-edit"}}, "defaultRunner": "session",
+    "signalGraceSeconds": 60}}``
     """
 
     command_template: str | None = None
     session_model: str | None = None
+    session_approval_mode: str | None = None  # for child sessions; None keeps the daemon's
     default_runner: str = "session"
     signal_grace_seconds: float = 60.0
 
@@ -81,14 +83,17 @@ class SubagentConfig:
             raise SettingsError("subagents.runners.command.template must be a string")
         if model is not None and not isinstance(model, str):
             raise SettingsError("subagents.runners.session.model must be a string")
+        approval = session.get("approvalMode")
+        if approval is not None and approval not in APPROVAL_MODES:
+            raise SettingsError(f"subagents.runners.session.approvalMode must be one of {list(APPROVAL_MODES)}")
         default = raw.get("defaultRunner", "session")
         if default not in RUNNERS:
             raise SettingsError(f"subagents.defaultRunner must be one of {list(RUNNERS)}")
         grace = raw.get("signalGraceSeconds", 60.0)
         if type(grace) not in (int, float) or grace <= 0:
             raise SettingsError("subagents.signalGraceSeconds must be a positive number")
-        return cls(command_template=template, session_model=model, default_runner=default,
-                   signal_grace_seconds=float(grace))
+        return cls(command_template=template, session_model=model, session_approval_mode=approval,
+                   default_runner=default, signal_grace_seconds=float(grace))
 
 
 class SubagentRegistry:
@@ -191,7 +196,7 @@ class SubagentRegistry:
 
     def _runner(self, kind: str) -> Any:
         if kind == "session":
-            return SessionRunner(self.daemon, self.config.session_model)
+            return SessionRunner(self.daemon, self.config.session_model, self.config.session_approval_mode)
         template = self.config.command_template
         if not template:
             raise StartError("no command runner is configured (settings key subagents.runners.command.template)")

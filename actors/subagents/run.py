@@ -195,6 +195,10 @@ class SubagentRun:
                         await self._end(reason, detail, spawned=started)
                     # The mailbox drains what is queued: a late wait or signal sees the ended run.
                     ref.close()
+        except Exception:
+            # A bug in this actor stays in this run: it lives in the daemon's nursery.
+            log.exception("subagent run %s crashed", self.name)
+            detail = "the run crashed"
         finally:
             ref.close()
         if not started:
@@ -220,9 +224,7 @@ class SubagentRun:
                 texts.reprompt(goal or "", self.turn, self.max_turns)
             if self.state != "needs_help":
                 self.state = "running"
-            self._turn_scope = trio.CancelScope()
-            if self.end_reason is not None:  # a signal arrived between turns
-                self._turn_scope.deadline = trio.current_time() + self._grace
+            self._turn_scope = trio.CancelScope()  # a signal during the spawn already bounds this turn
             detail = "cut short: the grace period after the subagent's signal ran out"
             with self._turn_scope:
                 detail = await turns.turn(text, spawned)
@@ -247,7 +249,7 @@ class SubagentRun:
             self._record(texts.end_line(reason, self.turn, self.max_turns, detail))
         else:
             if reason == "stopped":
-                self._record(f"Stopped by the parent while the turn wound down ({detail or 'stop'}).")
+                self._record(f"Stopped while the turn wound down: {detail or 'by the parent'}.")
             elif reason == "error":
                 self._record(f"The runner failed while the turn wound down: {detail}.")
             self._record(texts.end_line(decided, self.turn, self.max_turns))
@@ -291,6 +293,15 @@ class SubagentRun:
     # ------------------------------------------------------------- the mailbox
 
     def _handle(self, message: RunMessage) -> None:
+        try:
+            self._dispatch(message)
+        except Exception:  # never let one bad message take the run (and its daemon) down
+            log.exception("subagent run %s could not handle %r", self.name, type(message).__name__)
+            reply = getattr(message, "reply", None)
+            if isinstance(reply, Reply):
+                reply.close()
+
+    def _dispatch(self, message: RunMessage) -> None:
         match message:
             case Signal(kind, arguments, reply):
                 reply.send(self._signal(kind, arguments))
@@ -317,13 +328,17 @@ class SubagentRun:
         self.touch()
         note = ""
         if kind == "goal_reached":
-            named = arguments.get("report_file")
-            if named is not None:
+            named, summary = arguments.get("report_file"), arguments.get("summary")
+            if isinstance(named, str) and named:
                 note = self._name_report(named)
-            self._record(texts.goal_reached_line(arguments.get("summary"), self.named_report if named else None))
+            self._record(texts.goal_reached_line(summary if isinstance(summary, str) else None,
+                                                 self.named_report if named else None))
         elif kind == "need_help":
-            self.question = arguments["question"]
-            self._record(texts.need_help_line(self.question))
+            question = arguments.get("question")
+            if not isinstance(question, str) or not question.strip():
+                return True, "need_help needs a question"
+            self.question = question
+            self._record(texts.need_help_line(question))
         else:
             return True, f"unknown signal {kind!r}"
         first = self.end_reason is None

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..background.shell import OutputBuffer, ShellProcess
+from ..background.shell import OutputBuffer, ShellProcess, model_environment
 from ..session.fifo import Admitted
 from .tools import signal_client_tools
 
@@ -46,20 +46,23 @@ class SessionRunner:
 
     name = "session"
 
-    def __init__(self, daemon: Any, model: str | None = None) -> None:
+    def __init__(self, daemon: Any, model: str | None = None, approval_mode: str | None = None) -> None:
         self._daemon = daemon
         self._model = model
+        # Nobody answers a child's permission requests but the parent polling status, so a
+        # deployment usually sets a mode here (the daemon's own is kept when it does not).
+        self._approval_mode = approval_mode
 
     @asynccontextmanager
     async def open(self, run: SubagentRun) -> AsyncIterator[SessionTurns]:
         handle, _ = await self._daemon.create_session(run.spec.cwd)
         try:
             assert run.config_path is not None
-            tools = handle._session.tools  # the child's own registry (per session, built at its start)
-            for tool in signal_client_tools(run.config_path):
-                tools.register(tool)
+            handle.add_tools(*signal_client_tools(run.config_path))
             if self._model:
                 await handle.set_model(self._model)
+            if self._approval_mode:
+                await handle.set_approval_mode(self._approval_mode)
             yield SessionTurns(handle, run)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(10):
@@ -136,7 +139,7 @@ class ArgvProcess(ShellProcess):
     async def start(self) -> None:
         self.process = await trio.lowlevel.open_process(
             self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            stderr=subprocess.STDOUT, start_new_session=True, env=model_environment()  # a subagent reports; it never starts runs,
         )
 
 

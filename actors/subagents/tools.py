@@ -103,7 +103,7 @@ class _RunStopper:
         self._name = name
 
     async def ask(self, make: Any, timeout: float = 10.0) -> bool:
-        with trio.fail_after(timeout):
+        with trio.move_on_after(timeout):  # the stop is asked for at once; settling may take a little longer
             await self._registry.stop(self._name)
         return True
 
