@@ -41,3 +41,6 @@ class Runtime:
     # Starts one hook command: (hook, stdin bytes, cwd) -> (exit, stdout, stderr) or a failure text.
     # None runs it as a real subprocess; replays script it instead.
     hook_runner: Callable[..., Any] | None = None
+    # Daemon-wide services tools may reach through their session (the subagent registry, say);
+    # filled in by open_daemon once the daemon exists.
+    services: dict[str, Any] = attrs.field(factory=dict)

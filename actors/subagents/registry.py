@@ -40,8 +40,6 @@ SIGNAL_TIMEOUT = 10.0
 STOP_WAIT = 15.0  # how long ``stop`` waits for the run to settle before answering
 START_FIELDS = {"name", "brief", "goal", "max_turns", "report_file", "cwd", "runner"}
 
-# Daemons by their runtime, so a session's ``agent`` tool finds its daemon's registry (see registry_for).
-_BY_RUNTIME: dict[int, SubagentRegistry] = {}
 
 
 class StartError(Exception):
@@ -112,7 +110,7 @@ class SubagentRegistry:
         self._dir_is_temporary = False
         # Called with every run that ended (after its own listeners); the MCP routes forget its sessions.
         self.on_run_end: list[Callable[[SubagentRun], None]] = []
-        _BY_RUNTIME[id(daemon.runtime)] = self
+        daemon.runtime.services["subagents"] = self  # how a session's ``agent`` tool finds it
 
     # ------------------------------------------------------------- start
 
@@ -277,7 +275,7 @@ class SubagentRegistry:
 
     def close(self) -> None:
         """The daemon is gone: forget it, and remove a temporary config directory."""
-        _BY_RUNTIME.pop(id(self.daemon.runtime), None)
+        self.daemon.runtime.services.pop("subagents", None)
         for run in self._runs.values():
             self._cleanup(run)
         if self._dir is not None and self._dir_is_temporary:
@@ -287,7 +285,4 @@ class SubagentRegistry:
 def registry_for(services: Any) -> SubagentRegistry | None:
     """The registry of the daemon a session (a tool's ``context.services``) belongs to."""
     runtime = getattr(services, "runtime", None)
-    registry = _BY_RUNTIME.get(id(runtime)) if runtime is not None else None
-    if registry is None or registry.daemon.runtime is not runtime:
-        return None
-    return registry
+    return runtime.services.get("subagents") if runtime is not None else None
