@@ -12,6 +12,8 @@ Shapes: 20,000 text deltas, and one tool call whose arguments come in 20,000
 fragments, both sent by the server back to back (``burst``) so the client is
 the bottleneck; then 20,000 text deltas in one write each, as a live server
 streams (there the fake server is the bottleneck). Best of three runs each.
+Last, end to end: the burst of text deltas through a daemon session on the
+``openai`` provider to one event subscriber.
 Figures only, no assertions::
 
     .venv/bin/python bench/bench_openai_client.py
@@ -89,6 +91,7 @@ def main() -> None:
     script = []
     for shape in SHAPES.values():
         script += [shape] * (2 * REPS)  # raw httpx runs, then provider runs
+    script += [SHAPES["text deltas"]] * REPS  # through a session
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(script, f)
     server = subprocess.Popen(
@@ -101,6 +104,7 @@ def main() -> None:
             raise SystemExit(f"the fake server did not start: {line!r}")
         url = line.split()[-1]
         rows = trio.run(measure, url)
+        session_rows = trio.run(through_session, url)
     finally:
         server.terminate()
         server.wait(timeout=5)
@@ -110,6 +114,33 @@ def main() -> None:
         per = seconds / chunks * 1e6
         print(f"{shape:<22} {path:<12} {chunks:>7} {seconds:>8.3f} {chunks / seconds:>10,.0f} {per:>9.2f}"
               f" {per - bare / chunks * 1e6:>12.2f}")
+    seconds, events = min(session_rows)
+    print(f"\nend to end through a session: {events:,} events in {seconds:.3f} s = {events / seconds:,.0f} chunks/s "
+          f"(best of {REPS})")
+
+
+async def through_session(url: str) -> list[tuple[float, int]]:
+    """Text deltas from the fake server, through a daemon session, to one subscriber."""
+    from actors import CountingIds, Limits, Settings, ToolRegistry, open_daemon
+
+    runs = []
+    model = OpenAIModel(OpenAIConfig(base_url=url, api_key="sk-bench", model="bench", read_timeout=30))
+    settings = Settings(limits=Limits(subscriber_queue=4096))
+    async with open_daemon(settings, model=model, ids=CountingIds(), tools=ToolRegistry) as daemon:
+        session, _ = await daemon.create_session()
+        for _ in range(REPS):
+            sub = session.subscribe()
+            start = time.perf_counter()
+            await session.prompt("go")
+            events = 0
+            async for event in sub:
+                if event.type == "session_update" and event.update["sessionUpdate"] == "agent_message_chunk":
+                    events += 1
+                if event.type in ("turn_complete", "turn_error", "client_evicted"):
+                    break
+            runs.append((time.perf_counter() - start, events))
+            sub.close()
+    return runs
 
 
 async def measure(url: str) -> list[tuple[str, str, int, float, float]]:
