@@ -11,8 +11,9 @@ canonical trace and returns its SHA-256 digest and any failures::
 
 Extend it by registering timeline actions (:func:`register_action`) and
 invariants (:func:`register_invariant`). Hook commands are scripted, never run
-(``hooks.py``); a scenario that states behaviour the runtime lacks is marked
-``known_bug`` and must fail until it is fixed.
+(``hooks.py``); subagent runs use the real registry, their signal calls served
+in process rather than over HTTP (``subagents.py``); a scenario that states
+behaviour the runtime lacks is marked ``known_bug`` and must fail until it is fixed.
 """
 
 from .actions import ACTIONS, register_action

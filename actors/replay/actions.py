@@ -19,6 +19,7 @@ result must match; objects match as subsets).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,11 @@ from .. import wire
 from .._actor import ActorGone, MailboxFull, PendingReply
 from ..session.fifo import Admitted, Drain, DrainResult
 from ..settings import APPROVAL_MODES
+from ..subagents import status_text
+from ..subagents.client import SignalRefused
+from ..subagents.files import read_signal_url
 from . import fields as F
+from .subagents import SIGNAL_TOOLS
 from .trace import STATUS_KEYS
 from .world import BackgroundSlot, World
 
@@ -393,3 +398,78 @@ async def bridge_drain(world: World, args: dict[str, Any]) -> Any:
 async def restore(world: World, args: dict[str, Any]) -> Any:
     """History restore: the same as ``load`` (the conversation from disk; clears guard trust)."""
     return await load(world, args)
+
+
+# ----------------------------------------------------------------- subagent runs
+
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # actors.subagents.registry.NAME
+
+
+def _new_run_label(value: Any, where: str, ctx: F.ParseContext) -> str:
+    label = F.label_text(value, where, ctx)
+    if not RUN_NAME.match(label):
+        raise ctx.fail(where, "a run name: letters, digits, '.', '_' or '-', starting with a letter or digit", value)
+    if label in ctx.sessions:
+        raise ctx.fail(where, f"a run label that is not a session label (known sessions: {ctx.sessions})", value)
+    return F.new_label(F.SUBAGENT, "subagent run")(label, where, ctx)
+
+
+def _turns(value: Any, where: str, ctx: F.ParseContext) -> int:
+    if type(value) is not int or value < 1:
+        raise ctx.fail(where, "a positive integer", value)
+    return value
+
+
+NEW_RUN = F.Field(_new_run_label, required=True)
+KNOWN_RUN = F.Field(F.label_of(F.SUBAGENT, "subagent run"), required=True)
+
+
+def _run_answer(status: dict[str, Any]) -> dict[str, Any]:
+    """A run's status as the parent gets it: the fields, and ``text`` (with ``turn N of M``)."""
+    return {**status, "text": status_text(status)}
+
+
+@register_action("subagent_start", label=NEW_RUN, brief=F.Field(F.string, required=True), goal=F.Field(F.string),
+                 max_turns=F.Field(_turns), report_file=F.Field(F.string))
+async def subagent_start(world: World, args: dict[str, Any]) -> Any:
+    """Start a subagent run named ``label`` on the ``session`` runner (a child session on the scenario's
+    model), as the ``start`` tool does; ``report_file`` is relative to the replay's workspace."""
+    arguments: dict[str, Any] = {"brief": args["brief"], "runner": "session"}
+    arguments.update({k: args[k] for k in ("goal", "max_turns", "report_file") if args[k] is not None})
+    run = await world.start_subagent(args["label"], arguments)
+    assert run.config_path is not None
+    world.signal_urls[args["label"]] = read_signal_url(run.config_path)  # what its subagent would read
+    return {"name": run.name, "runner": run.spec.runner, "maxTurns": run.max_turns}
+
+
+@register_action("subagent_signal", label=KNOWN_RUN, signal=F.Field(F.one_of(*SIGNAL_TOOLS), required=True),
+                 summary=F.Field(F.string), question=F.Field(F.string), report_file=F.Field(F.string))
+async def subagent_signal(world: World, args: dict[str, Any]) -> Any:
+    """The run's subagent signals from outside its model: the URL from its MCP config file, served in process
+    like its own tools' calls. ``{isError, text}``, or ``{refused}`` once the token is revoked."""
+    arguments = {k: args[k] for k in ("summary", "question", "report_file") if args[k] is not None}
+    endpoint = world.daemon.subagents.signal_client
+    try:
+        is_error, text = await endpoint(world.signal_urls[args["label"]], args["signal"], arguments)
+    except SignalRefused as exc:
+        return {"refused": str(exc)}
+    return {"isError": is_error, "text": text}
+
+
+@register_action("subagent_status", label=KNOWN_RUN)
+async def subagent_status(world: World, args: dict[str, Any]) -> Any:
+    """The run's ``status`` now: its fields and ``text`` (``turn N of M``, end reason)."""
+    return _run_answer(world.daemon.subagents.status(args["label"]))
+
+
+@register_action("subagent_stop", label=KNOWN_RUN)
+async def subagent_stop(world: World, args: dict[str, Any]) -> Any:
+    """Stop the run as the parent's ``stop`` does (its turn is cancelled); answers once it settled."""
+    return _run_answer(await world.daemon.subagents.stop(args["label"]))
+
+
+@register_action("subagent_await", label=KNOWN_RUN, timeout=F.Field(F.number, default=30.0))
+async def subagent_await(world: World, args: dict[str, Any]) -> Any:
+    """``await_resume``: wait up to ``timeout`` virtual seconds for the run to end or need help;
+    ``{outcome, ...status, text}`` with outcome ``ended``, ``needs_help`` or ``underway``."""
+    return _run_answer(await world.daemon.subagents.await_resume(args["label"], args["timeout"]))

@@ -20,7 +20,12 @@
   ``{"todoStopGuard": {"suspended": true}}``);
 - ``absent``: event patterns no event may match;
 - ``counts``: ``[{match, count}]``: how many events match an event pattern;
-- ``hook_runs``: scripted hook command -> how many times it ran.
+- ``hook_runs``: scripted hook command -> how many times it ran;
+- ``subagent``: subagent run label -> what the run shows when the replay settled:
+  ``end_reason``, ``state``, ``turn``, ``max_turns``, ``status`` (a subset of the
+  registry's status), ``text_contains`` (texts its readable status contains),
+  ``report_contains`` (texts the report file, read back from disk, contains) and
+  ``report_lines`` (the report file's number of lines).
 
 A timeline step's own ``expect`` is checked against that step's result.
 """
@@ -31,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from ..subagents import END_REASONS
 from . import fields as F
 from .patterns import EventPattern, pattern, subset_match
 from .trace import STATUS_KEYS, TERMINAL_TYPES, Trace, guard_update, terminal_state
@@ -120,6 +126,26 @@ def _hook_runs(value: Any, where: str, ctx: F.ParseContext) -> dict[str, int]:
     return {command: F.count(n, f"{where}.{command}", ctx) for command, n in value.items()}
 
 
+_SUBAGENT_FIELDS = {
+    "end_reason": F.Field(F.one_of(*END_REASONS)),
+    "state": F.Field(F.one_of("starting", "running", "idle", "needs_help")),
+    "turn": F.Field(F.count),
+    "max_turns": F.Field(F.count),
+    "status": F.Field(F.obj, default={}),
+    "text_contains": F.Field(F.string_list, default=[]),
+    "report_contains": F.Field(F.string_list, default=[]),
+    "report_lines": F.Field(F.count),
+}
+_SUBAGENT_STATUS_KEYS = {"end_reason": "endReason", "state": "state", "turn": "turn", "max_turns": "maxTurns"}
+
+
+def _subagent_specs(value: Any, where: str, ctx: F.ParseContext) -> dict[str, dict[str, Any]]:
+    F.obj(value, where, ctx)
+    known = F.label_of(F.SUBAGENT, "subagent run")
+    return {known(label, f"{where}.{label}", ctx): F.parse_fields(spec, _SUBAGENT_FIELDS, f"{where}.{label}", ctx)
+            for label, spec in value.items()}
+
+
 EXPECT_FIELDS = {
     "model_calls": F.Field(F.count),
     "prompts": F.Field(_prompt_states, default={}),
@@ -131,6 +157,7 @@ EXPECT_FIELDS = {
     "absent": F.Field(F.list_of(pattern), default=[]),
     "counts": F.Field(F.list_of(_count_spec), default=[]),
     "hook_runs": F.Field(_hook_runs, default={}),
+    "subagent": F.Field(_subagent_specs, default={}),
 }
 
 
@@ -146,6 +173,7 @@ class Expectations:
     absent: list[EventPattern] = attrs.field(factory=list)
     counts: list[tuple[EventPattern, int]] = attrs.field(factory=list)
     hook_runs: dict[str, int] = attrs.field(factory=dict)
+    subagent: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
 def parse_expectations(value: Any, where: str, ctx: F.ParseContext) -> Expectations:
@@ -259,6 +287,33 @@ def _check_counts(expect: Expectations, trace: Trace) -> list[str]:
     return out
 
 
+def _check_subagents(expect: Expectations, trace: Trace) -> list[str]:
+    out = []
+    for label, spec in expect.subagent.items():
+        where = f"expect.subagent.{label}"
+        record = trace.subagent_final(label)
+        if record is None:
+            out.append(f"{where}: no such run when the replay settled (its start failed, or it never settled)")
+            continue
+        status, text, report = record["status"], record["text"], record["report"]
+        for key, field in _SUBAGENT_STATUS_KEYS.items():
+            if spec[key] is not None and status.get(field) != spec[key]:
+                out.append(f"{where}.{key}: got {status.get(field)!r}, expected {spec[key]!r}")
+        for key, value in spec["status"].items():
+            if not subset_match(value, status.get(key)):
+                out.append(f"{where}.status.{key}: got {status.get(key)!r}, expected {value!r}")
+        out += [f"{where}.text_contains: {wanted!r} is not in the status text {text!r}"
+                for wanted in spec["text_contains"] if wanted not in text]
+        if report is None and (spec["report_contains"] or spec["report_lines"] is not None):
+            out.append(f"{where}: the run has no report file on disk")
+            continue
+        out += [f"{where}.report_contains: {wanted!r} is not in the report file {report!r}"
+                for wanted in spec["report_contains"] if wanted not in report]
+        if spec["report_lines"] is not None and len(report.splitlines()) != spec["report_lines"]:
+            out.append(f"{where}.report_lines: {len(report.splitlines())} lines, expected {spec['report_lines']}")
+    return out
+
+
 def check_expectations(expect: Expectations, steps: Any, trace: Trace) -> list[str]:
     """Every expectation that does not hold, as a message naming it."""
     out: list[str] = []
@@ -279,6 +334,7 @@ def check_expectations(expect: Expectations, steps: Any, trace: Trace) -> list[s
     out += _check_guard(expect, trace)
     out += _check_status(expect, trace)
     out += _check_counts(expect, trace)
+    out += _check_subagents(expect, trace)
     results = {r["step"]: r["value"] for r in trace.of_kind("result")}
     for step in steps:
         if step.expect is not attrs.NOTHING:

@@ -146,10 +146,15 @@ def list_of(item: Check) -> Check:
 # ----------------------------------------------------------------- labels (checked against the timeline so far)
 
 
+SUBAGENT = "subagent"  # the namespace of subagent run labels (a run's child session is traced under its label)
+
+
 def new_session_label(value: Any, where: str, ctx: ParseContext) -> str:
     label = label_text(value, where, ctx)
     if label in ctx.sessions:
         raise ctx.fail(where, f"a session label not used before (known: {ctx.sessions})", value)
+    if label in ctx.names.get(SUBAGENT, []):
+        raise ctx.fail(where, "a session label that is not a subagent run's label", value)
     ctx.sessions.append(label)
     return label
 
@@ -158,6 +163,16 @@ def session_label(value: Any, where: str, ctx: ParseContext) -> str:
     label = label_text(value, where, ctx)
     if label not in ctx.sessions:
         raise ctx.fail(where, f"the label of a session created earlier in the timeline (known: {ctx.sessions})", value)
+    return label
+
+
+def event_session_label(value: Any, where: str, ctx: ParseContext) -> str:
+    """Whose events: a session label, or a subagent run's label (its child session's events)."""
+    label = label_text(value, where, ctx)
+    known = ctx.sessions + ctx.names.get(SUBAGENT, [])
+    if label not in known:
+        raise ctx.fail(where, f"the label of a session or subagent run defined earlier in the timeline "
+                              f"(known: {known})", value)
     return label
 
 

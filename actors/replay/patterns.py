@@ -17,8 +17,18 @@ from . import fields as F
 from .trace import update_kind
 
 
+CONTAINS = "$contains"
+
+
 def subset_match(expected: Any, actual: Any) -> bool:
-    """Objects match when every expected key matches; lists element by element; else equality."""
+    """Objects match when every expected key matches; lists element by element; else equality.
+
+    ``{"$contains": text}`` (or a list of texts) matches a string that contains each text.
+    """
+    if isinstance(expected, dict) and set(expected) == {CONTAINS}:
+        wanted = expected[CONTAINS]
+        wanted = wanted if isinstance(wanted, list) else [wanted]
+        return isinstance(actual, str) and all(isinstance(w, str) and w in actual for w in wanted)
     if isinstance(expected, dict):
         return isinstance(actual, dict) and all(k in actual and subset_match(v, actual[k]) for k, v in expected.items())
     if isinstance(expected, list):
@@ -59,7 +69,7 @@ _PATTERN_FIELDS = {
     "type": F.Field(F.string, required=True),
     "update": F.Field(F.string),
     "prompt": F.Field(F.prompt_label),
-    "session": F.Field(F.session_label),
+    "session": F.Field(F.event_session_label),
     "data": F.Field(F.obj),
 }
 

@@ -27,6 +27,7 @@ from .expect import check_expectations
 from .hooks import ScriptedHooks
 from .invariants import check_invariants
 from .scenario import Scenario, load_scenario
+from .subagents import record_runs
 from .trace import Trace
 from .world import World
 
@@ -109,6 +110,7 @@ async def _drive(scenario: Scenario, trace: Trace, state_dir: Path, hooks: Scrip
             for slot in world.live_sessions():
                 session = slot.handle._session
                 trace.status(slot.label, slot.gen, {**session.status(), **session.fifo.statistics()})
+            record_runs(world.subagents, trace)
     return not scope.cancelled_caught
 
 

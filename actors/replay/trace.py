@@ -14,8 +14,13 @@ A trace is a list of records (plain JSON objects), each with ``kind`` and ``t``
   session publishes its next event, and recorded right after that event;
 - ``hook``: a scripted hook command ran (``command``, ``event``, ``n`` — its run count, ``output``);
 - ``bridge``: a scripted bridge drain was asked (``asked``) or answered (``answered``);
+- ``signal``: a subagent's signal call reached the in-process signal endpoint (``run`` — the run
+  label its token resolved to, null when refused — ``tool``, ``arguments``, ``answer``);
 - ``settled``: the moment all work had finished, after the last step;
-- ``status``: each live session's final status (a stable subset; see ``STATUS_KEYS``).
+- ``status``: each live session's final status (a stable subset; see ``STATUS_KEYS``);
+- ``subagent``: each subagent run the timeline started, when the replay settled (``run`` label,
+  ``status`` — the registry's answer —, ``text`` — its readable form with ``turn N of M`` —, and
+  ``report``, the report file read back from disk, or null).
 
 Serialised as compact JSON lines with sorted keys, after a format line; the
 SHA-256 of that text is the trace's digest. Nothing wall-clock enters it: the
@@ -117,6 +122,14 @@ class Trace:
     def bridge(self, session: str, what: str, n: int, **data: Any) -> None:
         self.records.append({"kind": "bridge", "t": _now(), "session": session, "what": what, "n": n, **data})
 
+    def signal(self, run: str | None, tool: str, arguments: Any, answer: dict[str, Any]) -> None:
+        self.records.append({"kind": "signal", "t": _now(), "run": run, "tool": tool, "arguments": arguments,
+                             "answer": answer})
+
+    def subagent(self, run: str, status: dict[str, Any], text: str, report: str | None) -> None:
+        self.records.append({"kind": "subagent", "t": _now(), "run": run, "status": status, "text": text,
+                             "report": report})
+
     def status(self, session: str, gen: int, status: dict[str, Any]) -> None:
         self.records.append({"kind": "status", "t": _now(), "session": session, "gen": gen,
                              "status": {k: status[k] for k in STATUS_KEYS if k in status}})
@@ -166,6 +179,10 @@ class Trace:
             if r["session"] == session:
                 found = r["status"]
         return found
+
+    def subagent_final(self, run: str) -> dict[str, Any] | None:
+        """The record of subagent run ``run`` taken when the replay settled."""
+        return next((r for r in self.of_kind("subagent") if r["run"] == run), None)
 
     def prompt_ids(self) -> dict[str, str]:
         """Prompt label -> prompt id, for the prompts the timeline got admitted."""
@@ -267,6 +284,15 @@ def format_record(r: dict[str, Any]) -> str:
     if kind == "status":
         status = orjson.dumps(r["status"], option=orjson.OPT_SORT_KEYS).decode()
         return f"{t}  {r['session']}/{r['gen']} status {status}"
+    if kind == "signal":
+        args = orjson.dumps(r["arguments"], option=orjson.OPT_SORT_KEYS).decode()
+        answer = orjson.dumps(r["answer"], option=orjson.OPT_SORT_KEYS).decode()
+        return f"{t}  subagent {r['run'] or '(refused)'} signal {r['tool']} {args} -> {answer}"
+    if kind == "subagent":
+        report = "no report file" if r["report"] is None else f"report ({len(r['report'].splitlines())} lines):\n" + \
+            "\n".join(f"{'':11}| {line}" for line in r["report"].splitlines())
+        text = "\n".join(f"{'':11}{line}" for line in r["text"].splitlines())
+        return f"{t}  subagent {r['run']} final status:\n{text}\n{'':11}{report}"
     return f"{t}  {r}"
 
 

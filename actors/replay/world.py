@@ -3,9 +3,11 @@
 Actions (``actions.py``) change the world only through this object, so what a
 replay can do is visible in one place: open and close the daemon, open
 sessions with the trace observing their event bus, map the scenario's labels
-to real session, prompt, background-task and client ids, and run the few
-helper tasks a timeline needs (fake background completions at a virtual time,
-a slow bridge's late drain answers) in the world's own nursery.
+to real session, prompt, background-task, client and subagent-run ids, and run
+the few helper tasks a timeline needs (fake background completions at a virtual
+time, a slow bridge's late drain answers) in the world's own nursery. Each
+daemon's subagent registry gets a signal URL that nothing listens on and an
+in-process signal endpoint (``subagents.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import trio
 
 from .. import CountingIds, Daemon, SessionHandle, Settings, open_daemon
 from ..model import ChatRequest, ContextWindowExceeded, ModelError, ScriptedModel
+from ..subagents import SubagentRun
+from .subagents import BASE_URL, SignalEndpoint
 from .trace import Trace
 
 # Virtual wall-clock time: the daemon's ``now()`` (cron, wakeups) is this instant plus virtual seconds.
@@ -101,6 +105,8 @@ class World:
         self.sessions: dict[str, SessionSlot] = {}
         self.prompts: dict[str, str] = {}  # prompt label -> prompt id
         self.background: dict[str, BackgroundSlot] = {}
+        self.subagents: dict[str, SubagentRun] = {}  # run label (= its name) -> the run
+        self.signal_urls: dict[str, str] = {}  # run label -> the URL from its MCP config file
         self.daemon_generation = 0
         self.pending = 0  # helper tasks whose effect is still to come (the replay has not settled)
         self._daemon: Daemon | None = None
@@ -125,6 +131,9 @@ class World:
             state_dir=self.state_dir, workspace=str(self.workspace), hook_runner=self.hook_runner,
         ))
         self._daemon.session_observers.append(self._observe_new_session)
+        registry = self._daemon.subagents
+        registry.base_url = BASE_URL  # no HTTP server in a replay: signal calls are served in process
+        registry.signal_client = SignalEndpoint(registry, self.trace)
         self.daemon_generation += 1
 
     async def stop_daemon(self) -> None:
@@ -227,6 +236,16 @@ class World:
         self.sessions[label] = slot
         return slot
 
+    async def start_subagent(self, label: str, arguments: dict[str, Any]) -> SubagentRun:
+        """Start a subagent run named ``label`` (its child session is observed as ``label`` too)."""
+        self._naming = (label, 1)  # the child session is created before ``start`` returns
+        try:
+            run = await self.daemon.subagents.start({"name": label, **arguments}, cwd=str(self.workspace))
+        finally:
+            self._naming = None
+        self.subagents[label] = run
+        return run
+
     def session(self, label: str) -> SessionHandle:
         return self.sessions[label].handle
 
@@ -234,9 +253,9 @@ class World:
         return [s for s in self.sessions.values() if not s.handle._session.bus.closed]
 
     def is_quiet(self) -> bool:
-        """No live session has work left, and no helper task has an effect to come
-        (asked only while every task is blocked)."""
-        return self.pending == 0 and all(
+        """No live session has work left, no subagent run is underway and no helper task has an
+        effect to come (asked only while every task is blocked)."""
+        return self.pending == 0 and all(run.ended.is_set() for run in self.subagents.values()) and all(
             check(slot.handle._session) for slot in self.live_sessions() for check in QUIET_CHECKS)
 
 

@@ -12,7 +12,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import trio
 
 from .._actor import ActorGone
 from ..settings import APPROVAL_MODES, SettingsError
+from .client import call_signal_tool
 from .files import make_private_dir, remove_quietly, write_mcp_config
 from .run import RunSpec, Signal, SpawnFailed, Stop, SubagentRun
 from .runners import CommandRunner, RunnerError, SessionRunner
@@ -40,6 +41,8 @@ SIGNAL_TIMEOUT = 10.0
 STOP_WAIT = 15.0  # how long ``stop`` waits for the run to settle before answering
 START_FIELDS = {"name", "brief", "goal", "max_turns", "report_file", "cwd", "runner"}
 
+# ``(url, tool, arguments) -> (is_error, text)``: how a child session's signal tool calls its signal URL.
+SignalClient = Callable[[str, str, dict[str, Any]], Awaitable[tuple[bool, str]]]
 
 
 class StartError(Exception):
@@ -103,6 +106,9 @@ class SubagentRegistry:
         self.tokens: TokenRegistry[SubagentRun] = TokenRegistry()
         # Where signal URLs point: the daemon's HTTP address, set by whoever serves it.
         self.base_url: str | None = None
+        # How a session runner's signal tools call that URL: over HTTP. A replay, which serves no HTTP,
+        # answers the calls in process through the same token resolution (actors/replay/subagents.py).
+        self.signal_client: SignalClient = call_signal_tool
         self._nursery = nursery
         self._runs: dict[str, SubagentRun] = {}
         self._starting: set[str] = set()
@@ -138,7 +144,9 @@ class SubagentRegistry:
         try:
             run.token = self.tokens.mint(run)
             url = f"{self.base_url.rstrip('/')}/signal/mcp/{run.token}"
-            run.config_path = await trio.to_thread.run_sync(write_mcp_config, self._config_dir(), spec.name, url)
+            # Synchronous, like the transcript store: a few hundred bytes, and no thread hop, so a replay's
+            # virtual clock cannot jump while the file is written.
+            run.config_path = write_mcp_config(self._config_dir(), spec.name, url)
             result = await self._nursery.start(run.run, runner)
         except OSError as exc:
             self._cleanup(run)
@@ -194,7 +202,8 @@ class SubagentRegistry:
 
     def _runner(self, kind: str) -> Any:
         if kind == "session":
-            return SessionRunner(self.daemon, self.config.session_model, self.config.session_approval_mode)
+            return SessionRunner(self.daemon, self.config.session_model, self.config.session_approval_mode,
+                                 signal_client=self.signal_client)
         template = self.config.command_template
         if not template:
             raise StartError("no command runner is configured (settings key subagents.runners.command.template)")

@@ -5,6 +5,10 @@ line is appended, flushed and fsynced to the report file when the run has
 one. The path is never inferred: it is the one ``start`` was given, or the
 one the subagent named in ``goal_reached`` (then the whole message so far is
 written there first).
+
+The append is synchronous, as the transcript store's writes are: a report is a
+few lines, and a thread hop would let a replay's virtual clock jump (under the
+autojump clock a task waiting on a thread counts as blocked) while it is written.
 """
 
 from __future__ import annotations
@@ -12,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-
-import trio
 
 from .files import append_report
 
@@ -28,7 +30,6 @@ class DoneMessage:
         self.error: str | None = None  # the report file could not be written (shown in status)
         self._clock_ms = clock_ms
         self._written = 0
-        self._lock = trio.Lock()
 
     @property
     def text(self) -> str:
@@ -45,21 +46,19 @@ class DoneMessage:
         self.path = path
         return True
 
-    async def flush(self) -> None:
-        """Append every line not yet on disk; lines go out in order, each flush fsynced."""
-        async with self._lock:
-            path = self.path
-            pending = self.lines[self._written:]
-            if path is None or self.error is not None or not pending:
-                return
-            text = "".join(f"{_stamp(ts)} subagent {self.name}: {line}\n" for ts, line in pending)
-            try:
-                # Not abandoned on cancel: a flush that started finishes, so no line is half-counted.
-                await trio.to_thread.run_sync(append_report, path, text)
-            except OSError as exc:
-                self.error = f"cannot write the report file {path}: {exc.strerror or exc}"
-                return
-            self._written += len(pending)
+    def flush(self) -> None:
+        """Append every line not yet on disk, in order, fsynced before it returns (synchronously)."""
+        path = self.path
+        pending = self.lines[self._written:]
+        if path is None or self.error is not None or not pending:
+            return
+        text = "".join(f"{_stamp(ts)} subagent {self.name}: {line}\n" for ts, line in pending)
+        try:
+            append_report(path, text)
+        except OSError as exc:
+            self.error = f"cannot write the report file {path}: {exc.strerror or exc}"
+            return
+        self._written += len(pending)
 
 
 def _stamp(ms: int) -> str:

@@ -127,7 +127,6 @@ class SubagentRun:
         self._waiters: list[Reply[str]] = []
         self._loop_scope = trio.CancelScope()
         self._turn_scope = trio.CancelScope()
-        self._nursery: trio.Nursery | None = None
         self._cleaned = False
 
     @property
@@ -186,13 +185,11 @@ class SubagentRun:
         reason, detail = "stopped", "the daemon shut down"
         try:
             async with trio.open_nursery() as nursery:
-                self._nursery = nursery
                 nursery.start_soon(serve_mailbox, inbox, self._handle)
                 try:
                     reason, detail = await self._drive(runner, spawned)
                 finally:
-                    with trio.CancelScope(shield=True):
-                        await self._end(reason, detail, spawned=started)
+                    self._end(reason, detail, spawned=started)  # synchronous: a cancel cannot cut it short
                     # The mailbox drains what is queued: a late wait or signal sees the ended run.
                     ref.close()
         except Exception:
@@ -237,8 +234,8 @@ class SubagentRun:
             if self.turn >= self.max_turns:
                 return "turn_cap"
 
-    async def _end(self, reason: str, detail: str, *, spawned: bool) -> None:
-        """Settle the run: the end line, the token revoked, the report flushed, then tell who waits."""
+    def _end(self, reason: str, detail: str, *, spawned: bool) -> None:
+        """Settle the run: the end line (on disk when it returns), the token revoked, then tell who waits."""
         if not spawned:
             self._clean()
             self._close_waiters()
@@ -254,9 +251,7 @@ class SubagentRun:
                 self._record(f"The runner failed while the turn wound down: {detail}.")
             self._record(texts.end_line(decided, self.turn, self.max_turns))
         self.state = "needs_help" if self.end_reason == "need_help" else "idle"
-        self._clean()  # revoked before anyone is told the run ended
-        with trio.move_on_after(10):
-            await self.done.flush()
+        self._clean()  # revoked before anyone is told the run ended (every line is on disk already)
         self.touch()
         self.ended.set()
         for reply in self._waiters:
@@ -282,13 +277,9 @@ class SubagentRun:
         self._waiters.clear()
 
     def _record(self, line: str) -> None:
-        """Extend the done message and write it out in the background (the end flushes and waits)."""
+        """Extend the done message and append it to the report file now (a small synchronous write)."""
         self.done.add(line)
-        if self._nursery is not None:
-            try:
-                self._nursery.start_soon(self.done.flush)
-            except RuntimeError:
-                pass  # the nursery is closing; the end's own flush writes it
+        self.done.flush()
 
     # ------------------------------------------------------------- the mailbox
 

@@ -46,8 +46,10 @@ class SessionRunner:
 
     name = "session"
 
-    def __init__(self, daemon: Any, model: str | None = None, approval_mode: str | None = None) -> None:
+    def __init__(self, daemon: Any, model: str | None = None, approval_mode: str | None = None, *,
+                 signal_client: Any = None) -> None:
         self._daemon = daemon
+        self._signal_client = signal_client  # None: over HTTP (``call_signal_tool``)
         self._model = model
         # Nobody answers a child's permission requests but the parent polling status, so a
         # deployment usually sets a mode here (the daemon's own is kept when it does not).
@@ -58,7 +60,7 @@ class SessionRunner:
         handle, _ = await self._daemon.create_session(run.spec.cwd)
         try:
             assert run.config_path is not None
-            handle.add_tools(*signal_client_tools(run.config_path))
+            handle.add_tools(*signal_client_tools(run.config_path, call=self._signal_client))
             if self._model:
                 await handle.set_model(self._model)
             if self._approval_mode:

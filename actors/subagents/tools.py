@@ -11,6 +11,7 @@ takes a name — the token in that URL is the only identity there is.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,21 +51,23 @@ class SignalClientTool:
     builtin = False  # an MCP tool, served by the signal endpoint; not a daemon built-in
     kind = "other"
 
-    def __init__(self, name: str, description: str, parameters: dict[str, Any], config_path: Path) -> None:
+    def __init__(self, name: str, description: str, parameters: dict[str, Any], config_path: Path,
+                 call: Callable[[str, str, dict[str, Any]], Awaitable[tuple[bool, str]]] | None = None) -> None:
         self.name = name
         self.description = description
         self.parameters = parameters
         self._config_path = config_path
+        self._call = call or call_signal_tool  # a replay answers in process (no HTTP server there)
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
         if not isinstance(arguments, dict):
             return ToolResult.failure("arguments must be an object")
         try:
-            url = await trio.to_thread.run_sync(read_signal_url, self._config_path)
+            url = read_signal_url(self._config_path)  # a few hundred bytes: no thread hop (see report.py)
         except (OSError, ValueError) as exc:
             return ToolResult.failure(f"cannot read the MCP config file: {exc}")
         try:
-            is_error, text = await call_signal_tool(url, self.name, arguments)
+            is_error, text = await self._call(url, self.name, arguments)
         except SignalRefused as exc:
             return ToolResult.failure(str(exc))
         except (httpx.HTTPError, ValueError) as exc:
@@ -72,10 +75,13 @@ class SignalClientTool:
         return ToolResult.failure(text) if is_error else ToolResult(text, {"signal": self.name})
 
 
-def signal_client_tools(config_path: Path) -> list[SignalClientTool]:
-    """The two signal tools for the child session of the run whose config file is ``config_path``."""
-    return [SignalClientTool("goal_reached", GOAL_REACHED_DESCRIPTION, GOAL_REACHED_SCHEMA, config_path),
-            SignalClientTool("need_help", NEED_HELP_DESCRIPTION, NEED_HELP_SCHEMA, config_path)]
+def signal_client_tools(config_path: Path, call: Any = None) -> list[SignalClientTool]:
+    """The two signal tools for the child session of the run whose config file is ``config_path``.
+
+    ``call(url, tool, arguments)`` sends a call (default: over HTTP, :func:`call_signal_tool`).
+    """
+    return [SignalClientTool("goal_reached", GOAL_REACHED_DESCRIPTION, GOAL_REACHED_SCHEMA, config_path, call),
+            SignalClientTool("need_help", NEED_HELP_DESCRIPTION, NEED_HELP_SCHEMA, config_path, call)]
 
 
 # ----------------------------------------------------------------- the parent's agent tool

@@ -23,6 +23,8 @@ REQUIRED = {
     "guard_stop_token_limit", "guard_api_error_retry", "guard_lifecycle_rewind", "guard_lifecycle_restore",
     "guard_lifecycle_cwd", "guard_lifecycle_keeps_chain", "guard_bridge_queue_release", "guard_suggestions_suppressed",
     "guard_cron_turn_chain", "permission_reattach_within_grace",
+    # issue 6: subagent goal-loop scenarios, one per end reason
+    "subagent_no_goal", "subagent_goal_reached", "subagent_need_help", "subagent_turn_cap",
 }
 
 

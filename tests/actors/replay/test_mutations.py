@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from actors.background import automatic
@@ -17,6 +18,7 @@ from actors.background.automatic import AutomaticItem
 from actors.guard import INACTIVE, TodoStopGuard
 from actors.replay import replay
 from actors.session import chain, fifo, session, stop, turn
+from actors.subagents.run import SubagentRun
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 
@@ -113,6 +115,40 @@ async def cancel_after_grace_regardless(self: session.Session) -> None:
     self.permissions.cancel_all()
 
 
+# ----------------------------------------------------------------- subagent goal-loop mutations
+
+
+ORIGINAL_LOOP = SubagentRun._loop
+ORIGINAL_SIGNAL = SubagentRun._signal
+
+
+async def loop_always_toward_a_goal(self: SubagentRun, turns: Any, spawned: Any) -> str:
+    """The no-goal branch is gone: a run without a goal is driven as if its brief were its goal."""
+    self.spec = attrs.evolve(self.spec, goal=self.spec.goal or self.spec.brief)
+    return await ORIGINAL_LOOP(self, turns, spawned)
+
+
+async def loop_without_reprompt(self: SubagentRun, turns: Any, spawned: Any) -> str:
+    """The goal loop never re-prompts: a run with a goal ends after its first turn."""
+    self.spec = attrs.evolve(self.spec, goal=None)
+    return await ORIGINAL_LOOP(self, turns, spawned)
+
+
+def signal_that_does_not_stop_the_loop(self: SubagentRun, kind: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    """A signal is recorded, but the loop goes on re-prompting as if nothing had said stop."""
+    answer = ORIGINAL_SIGNAL(self, kind, arguments)
+    self.end_reason = None
+    return answer
+
+
+def signal_without_needs_help_state(self: SubagentRun, kind: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    """need_help is recorded, but the run does not show the blocked state while it winds down."""
+    answer = ORIGINAL_SIGNAL(self, kind, arguments)
+    if self.state == "needs_help" and not self.ended.is_set():
+        self.state = "running"
+    return answer
+
+
 MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
     # (scenario, object, attribute, replacement, a failure it must cause)
     ("fifo_order", fifo.PromptFifo, "_take_next", take_newest, "expect.events"),
@@ -167,11 +203,20 @@ MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
     ("guard_lifecycle_keeps_chain", chain.WorkChain, "prepare_for_prompt",
      lambda self, *, trusted_retry, plan: ORIGINAL_PREPARE(self, trusted_retry=False, plan=plan),
      "expect.guard_attempts.again"),
+    # Subagent runs (spec 003): the goal loop's four end reasons.
+    ("subagent_no_goal", SubagentRun, "_loop", loop_always_toward_a_goal, "expect.subagent.counter.end_reason"),
+    ("subagent_goal_reached", SubagentRun, "_loop", loop_without_reprompt, "expect.subagent.fixer.end_reason"),
+    ("subagent_goal_reached", SubagentRun, "_signal", signal_that_does_not_stop_the_loop, "expect.model_calls"),
+    ("subagent_need_help", SubagentRun, "_signal", signal_without_needs_help_state, "timeline[1].expect"),
+    # The cap check lets one more turn through (removing it outright would loop forever at one instant).
+    ("subagent_turn_cap", SubagentRun, "max_turns", property(lambda self: self.spec.max_turns + 1),
+     "expect.model_calls"),
 ]
 
 
 @pytest.mark.parametrize(("name", "owner", "attribute", "replacement", "failure"), MUTATIONS,
-                         ids=[m[0] for m in MUTATIONS])
+                         ids=[m[0] if [n[0] for n in MUTATIONS].count(m[0]) == 1 else f"{m[0]}-{m[2]}"
+                              for m in MUTATIONS])
 def test_removing_the_behaviour_fails_the_scenario(monkeypatch: pytest.MonkeyPatch, name: str, owner: Any,
                                                    attribute: str, replacement: Any, failure: str) -> None:
     path = SCENARIOS / f"{name}.json"
