@@ -14,7 +14,7 @@ Everything not re-exported here is private.
 """
 
 from ._actor import ActorGone, MailboxFull
-from .daemon import Daemon, InvalidSessionId, TooManySessions, UnknownSession, open_daemon
+from .daemon import Daemon, InvalidCwd, InvalidSessionId, SessionStarting, TooManySessions, UnknownSession, open_daemon
 from .events import EventBus, Subscription, TooManySubscribers
 from .ids import CountingIds, IdSource
 from .model import ModelError, ScriptedModel, ScriptError, load_script
@@ -25,9 +25,9 @@ from .settings import Limits, Settings, SettingsError, load_settings
 from .wire import Event, WireError
 
 __all__ = [
-    "ActorGone", "Admitted", "CountingIds", "Daemon", "Event", "EventBus", "IdSource", "InvalidSessionId",
+    "ActorGone", "Admitted", "CountingIds", "Daemon", "Event", "EventBus", "IdSource", "InvalidCwd", "InvalidSessionId",
     "Limits", "MailboxFull", "ModelError", "QueueFull", "ScriptError", "ScriptedModel", "SessionHandle",
-    "Settings", "SettingsError", "Subscription", "Tool", "ToolContext", "ToolRegistry", "ToolResult",
+    "SessionStarting", "Settings", "SettingsError", "Subscription", "Tool", "ToolContext", "ToolRegistry", "ToolResult",
     "TooManySessions", "TooManySubscribers", "UnknownSession", "WireError", "load_script", "load_settings",
     "open_daemon",
 ]

@@ -37,6 +37,14 @@ class InvalidSessionId(ValueError):
     """A session id outside the safe alphabet (it becomes a file name)."""
 
 
+class SessionStarting(Exception):
+    """A session with that id is being started right now."""
+
+
+class InvalidCwd(ValueError):
+    """A working directory that is not an existing directory."""
+
+
 class Daemon:
     """Owns sessions. Create it with :func:`open_daemon`."""
 
@@ -45,6 +53,7 @@ class Daemon:
         self._nursery = nursery
         self._sessions: dict[str, SessionHandle] = {}
         self._starting: set[str] = set()
+        self._closed_events: dict[str, trio.Event] = {}
         self.closed = trio.Event()
         # Called with each new session before it publishes anything (replays record traces this way).
         self.session_observers: list[Any] = []
@@ -70,13 +79,26 @@ class Daemon:
             raise UnknownSession(session_id) from None
 
     async def create_session(self, cwd: str | None = None, session_id: str | None = None) -> tuple[SessionHandle, bool]:
-        """Start a session, or attach to the live one with ``session_id``; ``(handle, attached)``."""
+        """Start a session, or attach to the live one with ``session_id``; ``(handle, attached)``.
+
+        An id that is not live but has a transcript on disk starts the session with that
+        conversation restored (as ``load`` would), so one file never mixes two conversations.
+        """
         if session_id is not None:
             if not is_safe_session_id(session_id):
                 raise InvalidSessionId(session_id)
             if session_id in self._sessions:
                 return self._sessions[session_id], True
+            if Transcript(self.runtime.state_dir, session_id).exists:
+                return await self.load_session(session_id, cwd), False
         return await self._start(session_id or self.runtime.ids.new("session"), cwd), False
+
+    def resolve_cwd(self, cwd: str | None) -> str:
+        """An absolute working directory: relative to the workspace, and it must exist."""
+        path = os.path.abspath(os.path.join(self.runtime.workspace, cwd or "."))
+        if not os.path.isdir(path):
+            raise InvalidCwd(f"{path} is not a directory")
+        return path
 
     async def load_session(self, session_id: str, cwd: str | None = None) -> SessionHandle:
         """Restore a session's conversation from disk, starting the session if it is not live."""
@@ -114,20 +136,23 @@ class Daemon:
         if len(self._sessions) + len(self._starting) >= self.settings.limits.max_sessions:
             raise TooManySessions(f"at most {self.settings.limits.max_sessions} sessions")
         if session_id in self._starting:
-            raise TooManySessions(f"session {session_id} is already starting")
+            raise SessionStarting(f"session {session_id} is already starting")
+        path = self.resolve_cwd(cwd)
         self._starting.add(session_id)
         try:
-            session = Session(self.runtime, session_id, os.path.abspath(cwd or self.runtime.workspace), history=history)
+            session = Session(self.runtime, session_id, path, history=history)
             for observe in self.session_observers:
                 observe(session)
-            await self._nursery.start(self._supervise, session)
+            closed = trio.Event()
+            await self._nursery.start(self._supervise, session, closed)
             handle = SessionHandle(session)
             self._sessions[session_id] = handle
+            self._closed_events[session_id] = closed
             return handle
         finally:
             self._starting.discard(session_id)
 
-    async def _supervise(self, session: Session, *, task_status: trio.TaskStatus[None]) -> None:
+    async def _supervise(self, session: Session, closed: trio.Event, *, task_status: trio.TaskStatus[None]) -> None:
         """Run one session; a crash is contained to it and reported as its closing event."""
         try:
             await session.run(task_status=task_status)
@@ -135,14 +160,15 @@ class Daemon:
             log.exception("session %s crashed", session.session_id)
         finally:
             self._sessions.pop(session.session_id, None)
+            self._closed_events.pop(session.session_id, None)
+            closed.set()
 
     async def close_session(self, session_id: str) -> None:
-        """Close a session and every actor under it."""
+        """Close a session and every actor under it; returns once they have all stopped."""
         handle = self.get(session_id)
+        closed = self._closed_events[session_id]
         handle._ref.close()
-        with trio.move_on_after(5):
-            while session_id in self._sessions:
-                await trio.sleep(0.001)
+        await closed.wait()
 
     def shutdown(self) -> None:
         self._nursery.cancel_scope.cancel()
@@ -203,4 +229,5 @@ async def open_daemon(
                 await aclose()
 
 
-__all__ = ["Daemon", "InvalidSessionId", "TooManySessions", "ToolRegistry", "UnknownSession", "open_daemon"]
+__all__ = ["Daemon", "InvalidCwd", "InvalidSessionId", "SessionStarting", "TooManySessions", "ToolRegistry",
+           "UnknownSession", "open_daemon"]

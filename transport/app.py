@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -15,7 +17,18 @@ from quart import Response, make_response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from actors import Admitted, Daemon, InvalidSessionId, SessionHandle, TooManySessions, TooManySubscribers, UnknownSession, wire
+from actors import (
+    Admitted,
+    Daemon,
+    InvalidCwd,
+    InvalidSessionId,
+    SessionHandle,
+    SessionStarting,
+    TooManySessions,
+    TooManySubscribers,
+    UnknownSession,
+    wire,
+)
 from actors.session.transcript import TranscriptError
 
 from . import sse
@@ -47,7 +60,10 @@ class ClientRegistry:
     def __init__(self) -> None:
         self._clients: dict[str, OrderedDict[str, None]] = {}
 
-    def register(self, session_id: str) -> str:
+    def register(self, session_id: str, live: set[str] | None = None) -> str:
+        if live is not None:  # forget the clients of sessions that are gone (closed, crashed)
+            for gone in [s for s in self._clients if s not in live and s != session_id]:
+                del self._clients[gone]
         clients = self._clients.setdefault(session_id, OrderedDict())
         client_id = secrets.token_hex(12)
         clients[client_id] = None
@@ -86,6 +102,9 @@ def create_app(
 
     # ------------------------------------------------------------- helpers
 
+    def live_ids() -> set[str]:
+        return {h.session_id for h in daemon.sessions()}
+
     def session(session_id: str) -> SessionHandle:
         try:
             handle = daemon.get(session_id)
@@ -102,6 +121,23 @@ def create_app(
             return wire.decode(raw, cls)
         except wire.WireError as exc:
             raise HttpError(400, exc.message, exc.code, exc.path) from None
+
+    @contextmanager
+    def starting_a_session(id_path: str = "$.sessionId") -> Iterator[None]:
+        """What starting (or restoring) a session can refuse, as HTTP errors."""
+        try:
+            yield
+        except InvalidSessionId as exc:
+            raise HttpError(400, f"invalid or taken session id {str(exc)!r}: use letters, digits, '.', '_' "
+                                 "and '-' (at most 128)", "invalid_session_id", id_path) from None
+        except InvalidCwd as exc:
+            raise HttpError(400, str(exc), "invalid_cwd", "$.cwd") from None
+        except SessionStarting as exc:
+            raise HttpError(409, str(exc), "session_starting", id_path) from None
+        except TooManySessions as exc:
+            raise HttpError(503, str(exc), "too_many_sessions", limit=daemon.settings.limits.max_sessions) from None
+        except TranscriptError as exc:
+            raise HttpError(500, f"transcript unreadable: {exc}", "transcript_corrupt") from None
 
     # ------------------------------------------------------------- guards
 
@@ -158,14 +194,9 @@ def create_app(
     @app.post("/session")
     async def create_session() -> Response:
         b = await body(wire.CreateSessionBody, optional=True)
-        try:
+        with starting_a_session():
             handle, attached = await daemon.create_session(b.cwd, b.sessionId)
-        except InvalidSessionId:
-            raise HttpError(400, "sessionId may use only letters, digits, '.', '_' and '-' (at most 128)",
-                            "invalid_session_id", "$.sessionId") from None
-        except TooManySessions as exc:
-            raise HttpError(503, str(exc), "too_many_sessions", limit=daemon.settings.limits.max_sessions) from None
-        return json_response(_session_info(handle, attached, clients.register(handle.session_id)))
+        return json_response(_session_info(handle, attached, clients.register(handle.session_id, live_ids())))
 
     # ------------------------------------------------------------- one session
 
@@ -254,13 +285,9 @@ def create_app(
     async def fork(session_id: str) -> Response:
         session(session_id)
         b = await body(wire.ForkBody, optional=True)
-        try:
+        with starting_a_session():
             handle = await daemon.fork_session(session_id, b.sessionId)
-        except InvalidSessionId as exc:
-            raise HttpError(400, f"invalid or taken session id: {exc}", "invalid_session_id", "$.sessionId") from None
-        except TooManySessions as exc:
-            raise HttpError(503, str(exc), "too_many_sessions") from None
-        return json_response(_session_info(handle, False, clients.register(handle.session_id)))
+        return json_response(_session_info(handle, False, clients.register(handle.session_id, live_ids())))
 
     @app.post("/session/<session_id>/cwd")
     async def change_cwd(session_id: str) -> Response:
@@ -300,20 +327,15 @@ def create_app(
         b = await body(wire.LoadBody, optional=True)
         resume = request.path.endswith("/resume")
         try:
-            if resume and session_id in {h.session_id for h in daemon.sessions()}:
-                handle, attached = daemon.get(session_id), True
-            else:
-                handle, attached = await daemon.load_session(session_id, b.cwd), False
+            with starting_a_session("url.sessionId"):
+                if resume and session_id in {h.session_id for h in daemon.sessions()}:
+                    handle, attached = daemon.get(session_id), True
+                else:
+                    handle, attached = await daemon.load_session(session_id, b.cwd), False
         except UnknownSession:
             raise HttpError(404, f"no live session and no transcript for {session_id!r}",
                             "session_not_found", "url.sessionId") from None
-        except InvalidSessionId:
-            raise HttpError(400, "invalid session id", "invalid_session_id", "url.sessionId") from None
-        except TranscriptError as exc:
-            raise HttpError(500, f"transcript unreadable: {exc}", "transcript_corrupt") from None
-        except TooManySessions as exc:
-            raise HttpError(503, str(exc), "too_many_sessions") from None
-        info = _session_info(handle, attached, clients.register(session_id))
+        info = _session_info(handle, attached, clients.register(session_id, live_ids()))
         info["restoredMessages"] = len([r for r in handle.transcript() if r.get("type") == "message"])
         return json_response(info)
 
@@ -323,6 +345,8 @@ def create_app(
             records = daemon.transcript(session_id)
         except (UnknownSession, InvalidSessionId):
             raise not_found_session(session_id) from None
+        except (TranscriptError, OSError) as exc:
+            raise HttpError(500, f"transcript unreadable: {exc}", "transcript_corrupt") from None
         return json_response({"sessionId": session_id, "entries": records})
 
     @app.get("/session/<session_id>/events")

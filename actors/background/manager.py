@@ -25,6 +25,7 @@ from .automatic import AutomaticItem, AutomaticQueue, Posted
 from .registry import BackgroundItem, BackgroundRegistry, Baseline
 
 NOTIFICATION_TEXT_LIMIT = 8000
+OUTPUT_EVENT_LIMIT = 1024  # characters of output per background_task event
 MAX_LIVE_TASKS = 256
 
 
@@ -87,7 +88,7 @@ class BackgroundManager:
         item = self.registry.add(BackgroundItem(task_id, "shell", command, started_at=trio.current_time()))
 
         def on_output(text: str) -> None:
-            self._event(item, "output", text=text)
+            self._output_event(item, text)
             for listen in self._listeners.get(task_id, ()):
                 listen(text)
 
@@ -172,7 +173,7 @@ class BackgroundManager:
         item = self.registry.add(BackgroundItem(task_id, "monitor", label, started_at=trio.current_time()))
 
         def deliver(text: str, final: bool) -> None:
-            self._event(item, "output", text=text)
+            self._output_event(item, text)
             if final:
                 item.state = "completed"
                 item.ended_at = trio.current_time()
@@ -292,6 +293,8 @@ class BackgroundManager:
                     joined = joined[-NOTIFICATION_TEXT_LIMIT:]
                 queued.text = joined
                 return
+        if len(text) > NOTIFICATION_TEXT_LIMIT:
+            text = text[:NOTIFICATION_TEXT_LIMIT] + f"\n[{len(text) - NOTIFICATION_TEXT_LIMIT} characters cut]"
         self.post(AutomaticItem(self._ids.new("auto"), "notification", item.task_id, text, kind=item.kind))
 
     # ------------------------------------------------------------- helpers
@@ -299,6 +302,13 @@ class BackgroundManager:
     def _check_capacity(self) -> None:
         if len(self.registry.live()) >= MAX_LIVE_TASKS:
             raise BackgroundLimit(f"at most {MAX_LIVE_TASKS} live background tasks per session")
+
+    def _output_event(self, item: BackgroundItem, text: str) -> None:
+        """Output as an event, bounded: the ring is for watching, ``shell_output`` has it all."""
+        if len(text) > OUTPUT_EVENT_LIMIT:
+            self._event(item, "output", text=text[:OUTPUT_EVENT_LIMIT], truncated=len(text) - OUTPUT_EVENT_LIMIT)
+        else:
+            self._event(item, "output", text=text)
 
     def _event(self, item: BackgroundItem, status: str, **extra: Any) -> None:
         fields: dict[str, Any] = {"kind": item.kind, "label": item.label}

@@ -20,6 +20,7 @@ MERGE_WINDOW = 0.2
 FLOOD_LINES = 100  # lines per second before suppression
 FLOOD_STOP = 30.0  # seconds of flooding before the monitor stops itself
 DEFAULT_TIMEOUT = 300.0
+MAX_LINE = 4096  # characters of one line delivered
 
 
 class LineBatcher:
@@ -39,6 +40,10 @@ class LineBatcher:
         self._partial = lines.pop()
         for line in lines:
             self._admit(line)
+        if len(self._partial) > MAX_LINE:
+            # Output without newlines: deliver what there is as a (cut) line rather than hoard it.
+            self._admit(self._partial[:MAX_LINE] + f" [{len(self._partial) - MAX_LINE} characters cut]")
+            self._partial = ""
 
     def finish(self) -> None:
         if self._partial:

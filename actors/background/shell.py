@@ -63,11 +63,13 @@ class OutputBuffer:
         return "".join(self._chunks)[-n:]
 
 
-WITHHELD = ("TRELLIS_TOKEN",)  # the daemon's own credential never reaches commands the model runs
+# Credentials of the daemon itself and of its model: commands the model runs never see them
+# (a model-run `env` would print them into events, the transcript and the next request).
+WITHHELD = frozenset({"TRELLIS_TOKEN", "OPENAI_API_KEY"})
 
 
 def model_environment() -> dict[str, str]:
-    """The daemon's environment minus its own credentials."""
+    """The daemon's environment minus its own and its model's credentials."""
     return {k: v for k, v in os.environ.items() if k not in WITHHELD}
 
 

@@ -28,7 +28,6 @@ from ..wire import Event
 DEFAULT_RING_SIZE = 8000
 DEFAULT_MAX_QUEUED = 256
 MAX_SUBSCRIBERS = 64
-TERMINAL_TYPES = frozenset({"client_evicted", "session_closed"})
 
 
 class TooManySubscribers(Exception):

@@ -60,8 +60,11 @@ class WorkChain:
     # ------------------------------------------------------------- background relationships
 
     def is_related(self, item: AutomaticItem) -> bool:
-        """Background work the current chain started (its id is not in the chain's baseline)."""
-        return item.task_id not in self.baseline
+        """Background results of work the current chain started (not in its baseline).
+
+        Ordinary cron fires are never related: they wait until the chain can no longer resume.
+        """
+        return item.source in RELEVANT_QUEUED_SOURCES and item.task_id not in self.baseline
 
     def has_relevant_background_input(self) -> bool:
         """New live agents, shells, monitors and @wakeups, or queued notifications and wakeups of them."""
@@ -89,11 +92,13 @@ class WorkChain:
     # ------------------------------------------------------------- lifecycle
 
     def invalidate(self, *, turn_running: bool) -> None:
-        """A trust-clearing lifecycle event. A running turn's late todo writes may not re-arm."""
+        """A trust-clearing lifecycle event. A running turn's late todo writes may not re-arm; what
+        the old chain started is no longer related to any chain (a fresh boundary)."""
         if turn_running:
             self.guard.block_until_ordinary_prompt_starts()
         else:
             self.guard.clear_trust()
+        self.baseline = self.background.snapshot()
 
     def release_queued_prompt_wait(self, *, turn_running: bool) -> bool:
         """The queued prompt the chain yielded to was aborted: end the chain and release the queues.

@@ -236,6 +236,8 @@ class PromptFifo:
                 self._settle(prompt_id, state, stop_reason, error)
             case SetActive(active):
                 self._active = active
+                if not active:
+                    self._promote_leftover_mid_turn()  # input an automatic turn never took runs next
             case PostMidTurn(text, message_id, reply):
                 reply.send(self._post_mid_turn(text, message_id))
             case Drain(watch, reply):

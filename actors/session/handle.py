@@ -9,6 +9,7 @@ from .. import wire
 from ..events import Subscription
 from . import fifo as f
 from ..settings import APPROVAL_MODES
+from .transcript import TranscriptError
 from .session import ChangeCwd, Cancel, ReleaseQueuedPromptWait, GetStatus, Load, Rewind, Session, SetApprovalMode, SetModel, Snapshot, Vote
 
 ASK_TIMEOUT = 10.0
@@ -146,8 +147,14 @@ class SessionHandle:
         return answer
 
     async def load(self) -> int:
-        """Restore the conversation from disk; returns the number of messages restored."""
-        return await self._ref.ask(Load, ASK_TIMEOUT)
+        """Restore the conversation from disk; returns the number of messages restored.
+
+        Raises :class:`TranscriptError` when the file cannot be read back (the session goes on).
+        """
+        answer = await self._ref.ask(Load, ASK_TIMEOUT)
+        if isinstance(answer, str):
+            raise TranscriptError(answer)
+        return answer
 
     def subscribe(self, last_event_id: int | None = None, epoch: str | None = None,
                   max_queued: int | None = None) -> Subscription:

@@ -23,6 +23,8 @@ from typing import Any
 import attrs
 import trio
 
+from ..background.shell import kill_group, model_environment
+
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_STOP_BLOCK_CAP = 8
 OUTPUT_LIMIT = 64 * 1024
@@ -51,9 +53,6 @@ class HookGroup:
 class HooksConfig:
     stop: tuple[HookGroup, ...] = ()
     post_tool_use: tuple[HookGroup, ...] = ()
-
-    def has(self, event: str) -> bool:
-        return bool(self.stop if event == "Stop" else self.post_tool_use)
 
 
 def parse_hooks(raw: Any, where: str = "hooks") -> HooksConfig:
@@ -171,12 +170,18 @@ def _parse_output(stdout: str) -> dict[str, Any] | str:
     return value
 
 
+async def _kill_group(process: trio.Process) -> None:
+    """A hook that times out or is cancelled ends with everything it started."""
+    kill_group(process.pid)
+
+
 async def _run_one(hook: HookCommand, stdin: bytes, cwd: str) -> tuple[int, str, str] | str:
     try:
         with trio.move_on_after(hook.timeout) as scope:
             result = await trio.run_process(
                 ["/bin/sh", "-c", hook.command], stdin=stdin, capture_stdout=True, capture_stderr=True,
-                check=False, cwd=cwd, start_new_session=True,
+                check=False, cwd=cwd, start_new_session=True, deliver_cancel=_kill_group,
+                env=model_environment(),
             )
     except OSError as exc:
         return f"could not start: {exc.strerror or exc}"

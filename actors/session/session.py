@@ -21,7 +21,7 @@ import attrs
 import trio
 
 from .. import wire
-from .._actor import ActorGone, ActorRef, PendingReply, Reply, open_mailbox, serve_mailbox
+from .._actor import ActorGone, ActorRef, MailboxFull, PendingReply, Reply, open_mailbox, serve_mailbox
 from ..background.automatic import AutomaticItem
 from ..background.manager import BackgroundManager
 from ..events import EventBus
@@ -36,7 +36,7 @@ from .hooks import HookResult
 from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
 from .tools import ToolContext
-from .transcript import Transcript
+from .transcript import Transcript, TranscriptError
 from .turn import Turn
 
 log = logging.getLogger("trellis.session")
@@ -45,6 +45,7 @@ DRAIN_DEADLINE = 2.0  # seconds a mid-turn drain may take before the stop path g
 LATE_DRAIN_WAIT = 30.0  # how long a late drain answer is still awaited once its turn has ended
 COMPACT_AT = 0.8  # compact history once a request would fill this share of the context window
 KEEP_AFTER_COMPACTION = 6  # recent messages kept verbatim
+SUGGESTION_DEADLINE = 30.0  # seconds a follow-up suggestion call may take
 
 
 # ----------------------------------------------------------------- messages
@@ -66,7 +67,7 @@ class GetStatus:
 class Load:
     """Restore the conversation from the transcript on disk (clears guard trust)."""
 
-    reply: Reply[int]
+    reply: Reply[int | str]
 
 
 @attrs.frozen
@@ -180,6 +181,7 @@ class Session:
         self.model_name: str | None = None
         self.current: Work | None = None
         self._aborted_before_start: str | None = None
+        self._starting: str | None = None  # taken from the FIFO, work item not begun yet
         self._wake = Wakeup()
         self._nursery: trio.Nursery | None = None
         self._late_drain: PendingReply[f.DrainResult] | None = None
@@ -227,10 +229,6 @@ class Session:
             raise
         finally:
             self.permissions.cancel_all()
-            if self.current is not None:  # the work in progress ends with the session: say so
-                prompt_id = self.current.prompt_id
-                self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled"),
-                                 prompt_id)
             self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
 
     def _handle(self, message: SessionMessage) -> None:
@@ -241,7 +239,10 @@ class Session:
                 reply.send(self.status())
             case Load(reply):
                 self._invalidate()
-                reply.send(self.restore_from_disk())
+                try:
+                    reply.send(self.restore_from_disk())
+                except (TranscriptError, OSError) as exc:  # a bad file must not take the actor down
+                    reply.send(f"transcript unreadable: {exc}")
             case SetApprovalMode(mode, reply):
                 reply.send(self._set_approval_mode(mode))
             case SetModel(model, reply):
@@ -252,7 +253,10 @@ class Session:
                 self._invalidate()
                 reply.send(cwd)
             case Rewind(turn, reply):
-                reply.send(self._rewind(turn))
+                try:
+                    reply.send(self._rewind(turn))
+                except OSError as exc:
+                    reply.send(f"transcript not rewritten: {exc.strerror or exc}")
             case Snapshot(reply):
                 self._invalidate()
                 reply.send(list(self.history))
@@ -274,8 +278,13 @@ class Session:
         while True:
             entry = await self.fifo_ref.ask(f.TakeNext)
             if entry is not None:
+                self._starting = entry.prompt_id  # a cancel before its work item begins is kept
                 await self.run_prompt(entry)
                 continue
+            if self.chain.queued_prompt_priority and self.drain_source is None:
+                # Our own FIFO has no queued prompt: the one the chain yielded to is gone (aborted
+                # while the drain's answer was on its way), so the priority it left must not stall us.
+                self._queue_released()
             item = self.chain.select_automatic()
             if item is not None:
                 await self.run_automatic(self.background.queue.take(item))
@@ -297,6 +306,7 @@ class Session:
         """
         work = Work(prompt_id, trio.CancelScope(), kind)
         self.current = work
+        self._starting = None
         if self._aborted_before_start == prompt_id:
             self._aborted_before_start = None
             self._cancel_current("user")
@@ -352,16 +362,21 @@ class Session:
         turn = Turn(self, prompt_id, foreground=kind == "prompt")
         stop_reason: str | None = None
         error: Exception | None = None
-        async with self.work_item(prompt_id, kind) as work:
-            try:
-                stop_reason = await turn.run(user_text, origin)
-            except ModelError as exc:
-                error = exc
-            except Exception as exc:  # contained: the session goes on
-                log.exception("turn %s of session %s failed", prompt_id, self.session_id)
-                self.chain.guard.pause_for_trusted_retry()
-                error = exc
-        if work.scope.cancelled_caught or (work.cancel_reason and stop_reason is None and error is None):
+        try:
+            async with self.work_item(prompt_id, kind) as work:
+                try:
+                    stop_reason = await turn.run(user_text, origin)
+                except ModelError as exc:
+                    error = exc
+                except Exception as exc:  # contained: the session goes on
+                    log.exception("turn %s of session %s failed", prompt_id, self.session_id)
+                    self.chain.guard.pause_for_trusted_retry()
+                    error = exc
+        except trio.Cancelled:
+            # The session itself is closing: the turn still gets its terminal event.
+            self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled"), prompt_id)
+            raise
+        if work.scope.cancelled_caught:
             stop_reason = "cancelled"
         if error is not None:
             code = error.code if isinstance(error, ModelError) else "internal_error"
@@ -393,7 +408,10 @@ class Session:
     def _cancel_current(self, reason: str) -> bool:
         work = self.current
         if work is None:
-            return False
+            if self._starting is None:
+                return False
+            self._aborted_before_start = self._starting  # handed over, not begun: cancel it as it begins
+            return True
         work.cancel_reason = reason
         work.scope.cancel()
         return True
@@ -433,7 +451,10 @@ class Session:
         if self.drain_source is not None:
             pending = self.drain_source(watch_queued_prompt)
         else:
-            pending = fifo_ref.ask_nowait(lambda r: f.Drain(watch_queued_prompt, r))
+            try:
+                pending = fifo_ref.ask_nowait(lambda r: f.Drain(watch_queued_prompt, r))
+            except MailboxFull:
+                return f.DrainResult(recovered, (), False)  # the input stays queued for the next drain
         try:
             result = await pending.wait(DRAIN_DEADLINE)
         except trio.TooSlowError:
@@ -516,17 +537,27 @@ class Session:
         return True
 
     async def _suggest_followups(self, prompt_id: str) -> None:
-        """Opt-in follow-up suggestions after a completed foreground turn, unless the chain may resume."""
+        """Opt-in follow-up suggestions after a completed foreground turn.
+
+        Suppressed while the work chain can still resume or a queued prompt waits; the call runs
+        as a work item of its own (cancellable, shown as busy) under :data:`SUGGESTION_DEADLINE`.
+        """
         if not self.runtime.settings.followup_suggestions or not self.chain.suggestions_allowed:
+            return
+        assert self.fifo_ref is not None
+        if (await self.fifo_ref.ask(f.Statistics))["queuedCount"]:
             return
         request = ChatRequest((*self.history, ChatMessage("user", "Suggest up to three short follow-up prompts, "
                                                                   "one per line.")),
                               purpose="suggestion", model=self.model_name)
-        try:
-            async with self.provider.stream(request) as stream:
-                text = "".join([item.text async for item in stream if type(item) is TextDelta])
-        except Exception:
-            return  # suggestions are a nicety; their failure is not the turn's
+        text = ""
+        async with self.work_item(prompt_id, "suggestion"):
+            with trio.move_on_after(SUGGESTION_DEADLINE):
+                try:
+                    async with self.provider.stream(request) as stream:
+                        text = "".join([item.text async for item in stream if type(item) is TextDelta])
+                except Exception:
+                    return  # suggestions are a nicety; their failure is not the turn's
         suggestions = [line.strip(" -*\t") for line in text.splitlines() if line.strip(" -*\t")][:3]
         if suggestions:
             self.bus.publish("followup_suggestion", wire.followup_suggestion(self.session_id, prompt_id, suggestions),

@@ -16,7 +16,7 @@ import orjson
 
 from ..model import ChatMessage, ToolCall
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 
 class TranscriptError(ValueError):
@@ -25,7 +25,7 @@ class TranscriptError(ValueError):
 
 def is_safe_session_id(session_id: str) -> bool:
     """Session ids become file names, so only a conservative alphabet is accepted."""
-    return bool(_SAFE_ID.match(session_id)) and session_id not in (".", "..")
+    return bool(_SAFE_ID.fullmatch(session_id)) and session_id not in (".", "..")
 
 
 def message_to_dict(m: ChatMessage) -> dict[str, Any]:
@@ -70,8 +70,22 @@ class Transcript:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("ab") as f:
+        with self.path.open("ab+") as f:
+            end = f.seek(0, 2)
+            if end:
+                f.seek(end - 1)
+                if f.read(1) != b"\n":
+                    self._drop_torn_tail(f, end)
             f.write(orjson.dumps(record) + b"\n")
+
+    @staticmethod
+    def _drop_torn_tail(f: Any, end: int) -> None:
+        """A crash mid-write left a partial last line: cut it, so the next line starts clean."""
+        f.seek(max(0, end - 65536))
+        tail = f.read()
+        cut = tail.rfind(b"\n")
+        f.truncate(end - len(tail) + cut + 1 if cut >= 0 else max(0, end - len(tail)))
+        f.seek(0, 2)
 
     def records(self) -> list[dict[str, Any]]:
         """Every readable record; a torn last line (a crash mid-write) is skipped."""

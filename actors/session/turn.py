@@ -35,7 +35,6 @@ class Turn:
         self.session = session
         self.prompt_id = prompt_id
         self.foreground = foreground
-        self.model_calls = 0
         self.hook_blocks = 0  # consecutive Stop-hook blocks in this turn
         self.last_text = ""
         self._seen_call_ids: set[str] = set()
@@ -89,7 +88,6 @@ class Turn:
         text: list[str] = []
         calls: list[ToolCall] = []
         committed = False
-        self.model_calls += 1
         try:
             async with session.provider.stream(request) as stream:  # the commit point
                 committed = True
