@@ -1,13 +1,6 @@
-"""The daemon as ``transport.serve`` runs it: MCP routes wired in, signal URLs pointing at it, bearer rules.
-
-These skip until ``transport/app.py`` and ``transport/server.py`` carry the wiring described in the
-subagents report (``register(app, daemon)`` in ``create_app``, the bearer exemption for signal URLs,
-``daemon.subagents.base_url`` set from the bound address).
-"""
+"""The daemon as ``transport.serve`` runs it: MCP routes wired in, signal URLs pointing at it, bearer rules."""
 
 from __future__ import annotations
-
-import pytest
 
 from tests.conftest import live_daemon
 
@@ -17,8 +10,6 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 
 async def test_the_served_daemon_carries_both_surfaces_under_its_bearer_rules():
     async with live_daemon(token="s3cret") as (daemon, client):
-        if daemon.subagents.base_url is None or (await client.post("/mcp", json=INIT)).status_code == 404:
-            pytest.skip("transport.serve/create_app do not wire the MCP routes yet (see the subagents report)")
         assert str(client.base_url).rstrip("/") == daemon.subagents.base_url
         # The parent surface is the daemon's: it wants the daemon's bearer token.
         assert (await client.post("/mcp", json=INIT)).status_code == 200
