@@ -21,7 +21,8 @@ async def measure(shells: int, lines: int) -> tuple[float, float, int, int]:
     calls = [{"tool_call": {"name": "shell", "arguments": {"command": command, "run_in_background": True}}}
              for _ in range(shells)]
     model = load_script({"responses": [calls, [{"text": "started"}]], "then": "demo"})
-    async with open_daemon(Settings(approval_mode="yolo"), model=model, ids=CountingIds()) as daemon:
+    settings = Settings(approval_mode="yolo", max_tool_calls_per_turn=shells + 10)  # all started by one turn
+    async with open_daemon(settings, model=model, ids=CountingIds()) as daemon:
         session, _ = await daemon.create_session()
         manager = session._session.background  # the bench reads outputs directly, as shell_output would
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)

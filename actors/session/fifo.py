@@ -201,6 +201,7 @@ class PromptFifo:
         cancel_running: Callable[[str], None],
         now_ms: Callable[[], int],
         queue_released: Callable[[], None] = lambda: None,
+        handed_over: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.session_id = session_id
         self._bus = bus
@@ -210,6 +211,7 @@ class PromptFifo:
         self._wake_session = wake_session
         self._cancel_running = cancel_running
         self._queue_released = queue_released
+        self._handed_over = handed_over
         self._now_ms = now_ms
         self._entries: list[PendingPrompt] = []
         self._mid_turn: deque[MidTurnItem] = deque()
@@ -296,6 +298,7 @@ class PromptFifo:
         entry.state = "running"
         entry.started_at = self._now_ms()
         self._active = True
+        self._handed_over(entry.prompt_id)  # from now on a cancel must reach it, even before it begins
         self._update(entry.prompt_id, state="running", started_at=entry.started_at)
         if entry.waited:
             self._bus.publish("pending_prompt_started",

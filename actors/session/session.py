@@ -192,7 +192,7 @@ class Session:
             session_id, self.bus, runtime.ids,
             max_pending=settings.limits.max_pending_prompts, max_mid_turn=settings.limits.max_mid_turn_messages,
             wake_session=self._wake.set, cancel_running=self._cancel_prompt, now_ms=runtime.clock_ms,
-            queue_released=self._queue_released,
+            queue_released=self._queue_released, handed_over=self._handed_over,
         )
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
         self.ref: ActorRef[SessionMessage] | None = None
@@ -278,7 +278,6 @@ class Session:
         while True:
             entry = await self.fifo_ref.ask(f.TakeNext)
             if entry is not None:
-                self._starting = entry.prompt_id  # a cancel before its work item begins is kept
                 await self.run_prompt(entry)
                 continue
             if self.chain.queued_prompt_priority and self.drain_source is None:
@@ -415,6 +414,10 @@ class Session:
         work.cancel_reason = reason
         work.scope.cancel()
         return True
+
+    def _handed_over(self, prompt_id: str) -> None:
+        """The FIFO gave us this prompt; until its work item begins, cancels are remembered for it."""
+        self._starting = prompt_id
 
     def _cancel_prompt(self, prompt_id: str) -> None:
         if self.current is not None and self.current.prompt_id == prompt_id:
