@@ -18,7 +18,7 @@ from .runtime import Runtime, default_tools, local_now
 from .session.handle import SessionHandle
 from .session.session import Session
 from .session.tools import ToolRegistry
-from .session.transcript import Transcript, is_safe_session_id
+from .session.transcript import Transcript, TranscriptError, is_safe_session_id
 from .settings import Settings
 from .subagents.registry import SubagentRegistry
 
@@ -105,11 +105,17 @@ class Daemon:
         if not is_safe_session_id(session_id):
             raise InvalidSessionId(session_id)
         handle = self._sessions.get(session_id)
+        started = handle is None
         if handle is None:
             if not Transcript(self.runtime.state_dir, session_id).exists:
                 raise UnknownSession(session_id)
             handle = await self._start(session_id, cwd)
-        await handle.load()
+        try:
+            await handle.load()
+        except TranscriptError:
+            if started:  # don't leave an empty session on a file it could not read
+                await self.close_session(session_id)
+            raise
         return handle
 
     async def fork_session(self, source_id: str, session_id: str | None = None) -> SessionHandle:

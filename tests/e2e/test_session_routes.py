@@ -143,3 +143,17 @@ async def test_a_session_id_with_a_trailing_newline_is_refused():
             r = await client.post("/session", json={"sessionId": "abc\n"})
             assert error_of(r) == (400, "invalid_session_id", "$.sessionId"), r.text
             assert daemon.session_count == 0
+
+
+async def test_a_failed_load_of_a_closed_session_leaves_no_session_behind(tmp_path):
+    state = tmp_path / "state"
+    (state / "sessions").mkdir(parents=True)
+    (state / "sessions" / "broken.jsonl").write_text('{"type": "message", "message": {"role": "user", "content": "a"}}\n'
+                                                    'not json at all\n'
+                                                    '{"type": "message", "message": {"role": "user", "content": "b"}}\n')
+    with trio.fail_after(20):
+        async with live_daemon(state_dir=state) as (daemon, client):
+            r = await client.post("/session/broken/load", json={})
+            assert r.status_code == 500 and r.json()["code"] == "transcript_corrupt"
+            assert (await client.get("/session/broken/status")).status_code == 404
+            assert daemon.session_count == 0
