@@ -56,7 +56,7 @@ class RecordingClient:
 
 
 def agent_command(state_dir: Path, script: Path) -> tuple[str, ...]:
-    return (sys.executable, "-m", "transport.acp", "--script", str(script), "--state-dir", str(state_dir))
+    return (sys.executable, "-m", "transport", "acp", "--script", str(script), "--state-dir", str(state_dir))
 
 
 def spawn(client: Any, state_dir: Path, script: Path, observers: list[Any] | None = None) -> Any:
