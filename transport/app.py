@@ -52,6 +52,8 @@ FEATURES = [
     "subagents",
 ]
 CLIENTS_PER_SESSION = 64
+CORS_REQUEST_HEADERS = ("Authorization, Content-Type, Last-Event-ID, X-Qwen-Client-Id, X-Qwen-Event-Epoch, "
+                        "Acp-Connection-Id, Acp-Session-Id, Mcp-Session-Id, Mcp-Protocol-Version")
 
 
 class ClientRegistry:
@@ -146,6 +148,13 @@ def create_app(
         origin = request.headers.get("Origin")
         if origin and not (_is_loopback_origin(origin) or origin in allowed_origins):
             return HttpError(403, f"origin {origin!r} is not allowed", "origin_not_allowed", "header.Origin").response()
+        if origin and request.method == "OPTIONS":
+            # A CORS preflight of an allowed origin: browsers send it without credentials.
+            return Response(b"", status=204, headers={
+                "Access-Control-Allow-Methods": "GET, POST, DELETE, OPTIONS",
+                "Access-Control-Allow-Headers": CORS_REQUEST_HEADERS,
+                "Access-Control-Max-Age": "600",
+            })
         # A signal URL carries its own credential (the run's token); the daemon's bearer token must
         # never be handed to a subagent, so those paths are exempt.
         signal = request.path == "/signal/mcp" or request.path.startswith("/signal/mcp/")
@@ -154,6 +163,15 @@ def create_app(
             if not secrets.compare_digest(given, expected):
                 return HttpError(401, "missing or wrong bearer token", "unauthorized", "header.Authorization").response()
         return None
+
+    @app.after_request
+    async def allow_origin(response: Response) -> Response:
+        origin = request.headers.get("Origin")
+        if origin and (_is_loopback_origin(origin) or origin in allowed_origins):
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Access-Control-Expose-Headers"] = "X-Qwen-Event-Epoch, Acp-Connection-Id, Mcp-Session-Id"
+            response.headers.add("Vary", "Origin")
+        return response
 
     @app.errorhandler(HttpError)
     async def on_http_error(exc: HttpError) -> Response:

@@ -302,3 +302,19 @@ async def test_queue_cap_answers_503_with_limit_and_pending_count(scripted):
             r = await client.post(f"/session/{sid}/prompt", json=TEXT)
             assert r.status_code == 503
             assert r.json() == {"error": r.json()["error"], "code": "prompt_queue_full", "limit": 2, "pendingCount": 2}
+
+
+async def test_allowed_browser_origins_get_cors_headers_and_preflights():
+    with trio.fail_after(20):
+        async with live_daemon(token="s3cret") as (daemon, client):
+            origin = "http://localhost:5173"
+            pre = await client.options("/session", headers={"Origin": origin, "Authorization": "",
+                                                             "Access-Control-Request-Method": "POST"})
+            assert pre.status_code == 204
+            assert "POST" in pre.headers["access-control-allow-methods"]
+            assert "Last-Event-ID" in pre.headers["access-control-allow-headers"]
+            r = await client.post("/session", json={}, headers={"Origin": origin})
+            assert r.status_code == 200 and r.headers["access-control-allow-origin"] == origin
+            assert "X-Qwen-Event-Epoch" in r.headers["access-control-expose-headers"]
+            bad = await client.options("/session", headers={"Origin": "https://evil.example"})
+            assert bad.status_code == 403 and "access-control-allow-origin" not in bad.headers
