@@ -34,6 +34,7 @@ DEFAULT_OPTIONS = (
     PermissionOption("proceed_once", "Allow", "allow_once"),
     PermissionOption("proceed_always", "Always allow in this session", "allow_always"),
     PermissionOption("cancel", "Reject", "reject_once"),
+    PermissionOption("reject_always", "Always reject in this session", "reject_always"),
 )
 
 

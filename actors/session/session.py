@@ -198,7 +198,8 @@ class Session:
         self.ref: ActorRef[SessionMessage] | None = None
         self.permissions = PermissionBroker(session_id, self.bus, runtime.ids)
         self.bus.on_last_unsubscribe = self._clients_left
-        self.always_allowed: set[str] = set()
+        self.always_allowed: set[str] = set()  # tool kinds the user allowed for the rest of the session
+        self.always_denied: set[str] = set()  # ... or rejected for the rest of the session
         self.background = BackgroundManager(
             session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
         )
@@ -475,6 +476,8 @@ class Session:
         mode = self.approval_mode
         if mode == "plan":
             return "plan mode: execution is refused until the plan is approved"
+        if kind in self.always_denied:
+            return "the user denied such calls for the rest of this session"
         if mode in ("auto-edit", "yolo") or kind in self.always_allowed:
             return None
         tool_call = {"toolCallId": context.tool_call_id, "status": "pending", "title": title, "kind": kind,
@@ -487,6 +490,8 @@ class Session:
         if decision.outcome == "cancelled":
             raise PermissionCancelled(title)
         if not decision.allowed:
+            if decision.option is not None and decision.option.kind == "reject_always":
+                self.always_denied.add(kind)
             return "the user denied this call"
         if decision.option is not None and decision.option.kind == "allow_always":
             self.always_allowed.add(kind)

@@ -39,7 +39,8 @@ async def test_default_mode_waits_for_the_vote_and_runs_on_approval(tmp_path):
             pid = (await client.post(f"/session/{sid}/prompt", json={"prompt": [{"type": "text", "text": "go"}]})).json()["promptId"]
             request = await next_permission_request(client, sid)
             assert request["toolCall"]["title"] == "echo approved > out.txt"
-            assert [o["kind"] for o in request["options"]] == ["allow_once", "allow_always", "reject_once"]
+            assert [o["kind"] for o in request["options"]] == ["allow_once", "allow_always", "reject_once",
+                                                               "reject_always"]
             await trio.sleep(0.2)
             assert not (tmp_path / "out.txt").exists()  # nothing runs before the vote
             assert (await client.get(f"/session/{sid}/status")).json()["pendingPermissions"] == [request["requestId"]]
@@ -114,3 +115,23 @@ async def test_plan_mode_refuses_and_yolo_runs_without_asking(tmp_path):
             assert not [f for f in got if f["type"] == "permission_request"]
     assert not (tmp_path / "plan.txt").exists() and (tmp_path / "yolo.txt").exists()
     assert "plan mode" in model.calls[1].messages[-1].content
+
+
+async def test_reject_always_refuses_later_calls_of_that_kind_without_asking(tmp_path):
+    model = load_script({"responses": [
+        [call("shell", command="echo one > one.txt")], [call("shell", command="echo two > two.txt")],
+        [{"text": "gave up"}],
+    ]})
+    with trio.fail_after(20):
+        async with live_daemon(model=model) as (daemon, client):
+            sid = (await client.post("/session", json={"cwd": str(tmp_path)})).json()["sessionId"]
+            pid = (await client.post(f"/session/{sid}/prompt", json={"prompt": [{"type": "text", "text": "go"}]})).json()["promptId"]
+            request = await next_permission_request(client, sid)
+            r = await client.post(f"/permission/{request['requestId']}",
+                                  json={"outcome": {"outcome": "selected", "optionId": "reject_always"}})
+            assert r.status_code == 200
+            assert (await wait_turn(client, sid, pid))["stopReason"] == "end_turn"
+            got = await collect(client, sid, headers={"Last-Event-ID": "0"}, until="replay_complete")
+            assert len([f for f in got if f["type"] == "permission_request"]) == 1  # the second call never asked
+    assert not (tmp_path / "one.txt").exists() and not (tmp_path / "two.txt").exists()
+    assert "denied such calls" in model.calls[2].messages[-1].content
