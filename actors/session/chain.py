@@ -84,6 +84,17 @@ class WorkChain:
             return self.background.queue.peek()
         return self.background.queue.peek(self.is_related)
 
+    def yield_to_queued_prompt(self, has_queued_prompt: bool) -> bool:
+        """A drain saw a complete queued prompt: the chain yields to it (FIFO priority), if it can.
+
+        Asking the guard again here, after the drain, means a release that arrived while the
+        drain's answer was on its way (trust cleared) leaves no priority behind.
+        """
+        if has_queued_prompt and self.guard.await_queued_prompt():
+            self.queued_prompt_priority = True
+            return True
+        return False
+
     @property
     def suggestions_allowed(self) -> bool:
         """Follow-up suggestions would compete with a chain that can still resume or a prioritised prompt."""

@@ -133,7 +133,6 @@ class Work:
     prompt_id: str
     scope: trio.CancelScope
     kind: str = "prompt"
-    cancel_reason: str | None = None
 
 
 class Wakeup:
@@ -235,7 +234,7 @@ class Session:
     def _handle(self, message: SessionMessage) -> None:
         match message:
             case Cancel(reply):
-                reply.send(self._cancel_current("user"))
+                reply.send(self._cancel_current())
             case GetStatus(reply):
                 reply.send(self.status())
             case Load(reply):
@@ -309,7 +308,7 @@ class Session:
         self._starting = None
         if self._aborted_before_start == prompt_id:
             self._aborted_before_start = None
-            self._cancel_current("user")
+            self._cancel_current()
         try:
             with work.scope:
                 yield work
@@ -405,14 +404,13 @@ class Session:
         """The conversation ends with input the model has not answered yet."""
         return bool(self.history) and self.history[-1].role in ("user", "tool")
 
-    def _cancel_current(self, reason: str) -> bool:
+    def _cancel_current(self) -> bool:
         work = self.current
         if work is None:
             if self._starting is None:
                 return False
             self._aborted_before_start = self._starting  # handed over, not begun: cancel it as it begins
             return True
-        work.cancel_reason = reason
         work.scope.cancel()
         return True
 
@@ -422,7 +420,7 @@ class Session:
 
     def _cancel_prompt(self, prompt_id: str) -> None:
         if self.current is not None and self.current.prompt_id == prompt_id:
-            self._cancel_current("user")
+            self._cancel_current()
         else:
             # The FIFO handed it over but its work item has not begun: cancel it as it begins.
             self._aborted_before_start = prompt_id

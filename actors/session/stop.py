@@ -63,11 +63,10 @@ async def drain_for_stop(turn: Turn) -> DrainResult:
     guard = session.chain.guard
     if not guard.needs_stop_inspection:
         return NOTHING
-    yielding = guard.await_queued_prompt()
+    guard.await_queued_prompt()  # before the drain: a bridge's release arriving meanwhile finds the chain awaiting
     drained = await session.drain_mid_turn(watch_queued_prompt=True)
-    if drained.has_queued_prompt and yielding:
-        session.chain.queued_prompt_priority = True  # kept even if the mid-turn continuation completes the todos
-    else:
+    # A priority set here stays even if a mid-turn continuation completes the todos.
+    if not session.chain.yield_to_queued_prompt(drained.has_queued_prompt):
         guard.resume_trusted_prompt()  # no queued prompt: stop awaiting
     return drained
 
@@ -104,8 +103,7 @@ async def stop_hooks(turn: Turn) -> tuple[str | None, DrainResult]:
     if session.chain.guard.needs_stop_inspection:
         # The hook may have been slow: look again for a queued prompt and for user input.
         late = await session.drain_mid_turn(watch_queued_prompt=True)
-        if late.has_queued_prompt and session.chain.guard.await_queued_prompt():
-            session.chain.queued_prompt_priority = True
+        session.chain.yield_to_queued_prompt(late.has_queued_prompt)
     return reason, late
 
 

@@ -137,13 +137,11 @@ class Turn:
         guard = session.chain.guard
         drained = await session.drain_mid_turn(watch_queued_prompt=True)
         if drained.messages:
-            if drained.has_queued_prompt and guard.await_queued_prompt():
-                session.chain.queued_prompt_priority = True  # the input runs first; then the FIFO wins
+            session.chain.yield_to_queued_prompt(drained.has_queued_prompt)  # the input runs first, then the FIFO
             guard.accept_mid_turn_user_input()  # new user input sponsors the send; no attempt is used
             return Send(send.without_guard().parts + mid_turn_parts(drained.messages), None, send.hook)
-        if drained.has_queued_prompt and guard.await_queued_prompt():
-            session.chain.queued_prompt_priority = True  # FIFO priority: end the request, use no attempt
-            return None
+        if session.chain.yield_to_queued_prompt(drained.has_queued_prompt):
+            return None  # FIFO priority: end the request, use no attempt
         if session.approval_mode == "plan":
             guard.clear_trust()
         assert send.guard is not None

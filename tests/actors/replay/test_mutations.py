@@ -153,7 +153,7 @@ MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
     # (scenario, object, attribute, replacement, a failure it must cause)
     ("fifo_order", fifo.PromptFifo, "_take_next", take_newest, "expect.events"),
     ("abort_queued", fifo.PromptFifo, "_abort", lambda self, prompt_id: False, "expect.prompts.two"),
-    ("cancel_running", session.Session, "_cancel_current", lambda self, reason: False, "expect.prompts.slow"),
+    ("cancel_running", session.Session, "_cancel_current", lambda self: False, "expect.prompts.slow"),
     ("mid_turn_injection", fifo.PromptFifo, "_drain", never_drain, "expect.model_requests (call 2)"),
     ("api_error_then_retry", fifo.PendingPrompt, "is_trusted_retry", property(lambda self: False),
      "expect.model_requests (call 2)"),

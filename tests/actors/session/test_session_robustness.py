@@ -421,7 +421,7 @@ async def test_a_cancel_after_the_work_loop_marked_the_prompt_starting_is_kept(a
             answers: list[bool] = []
 
             async def cancel_first(entry: f.PendingPrompt) -> None:
-                answers.append(inner._cancel_current("user"))
+                answers.append(inner._cancel_current())
                 await original(entry)
 
             inner.run_prompt = cancel_first
