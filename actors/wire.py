@@ -86,11 +86,6 @@ class Event:
             self._json = orjson.dumps(self.to_dict())
         return self._json
 
-    def sse(self) -> bytes:
-        """The Server-Sent Events frame of this event."""
-        head = b"" if self.id is None else b"id: %d\n" % self.id
-        return head + b"event: " + self.type.encode() + b"\ndata: " + self.json() + b"\n\n"
-
     @property
     def update(self) -> dict[str, Any] | None:
         """The ACP update of a ``session_update`` event, else ``None``."""

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import trio
 
-from actors import Subscription
+from actors import Event, Subscription
 
 KEEPALIVE_SECONDS = 15.0
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -20,6 +20,12 @@ def parse_cursor(raw: str | None) -> int | None:
     return value if value <= MAX_SAFE_INTEGER else None
 
 
+def encode(event: Event) -> bytes:
+    """The Server-Sent Events frame of an event; synthetic events (no id) carry no ``id:`` line."""
+    head = b"" if event.id is None else b"id: %d\n" % event.id
+    return head + b"event: " + event.type.encode() + b"\ndata: " + event.json() + b"\n\n"
+
+
 async def frames(subscription: Subscription, keepalive: float = KEEPALIVE_SECONDS) -> AsyncIterator[bytes]:
     """SSE bytes: a retry hint, then every event; keep-alive comments while idle."""
     try:
@@ -31,6 +37,6 @@ async def frames(subscription: Subscription, keepalive: float = KEEPALIVE_SECOND
                     event = await subscription.get()
                 except StopAsyncIteration:
                     return
-            yield b": keepalive\n\n" if event is None else event.sse()
+            yield b": keepalive\n\n" if event is None else encode(event)
     finally:
         subscription.close()

@@ -189,9 +189,6 @@ def test_synthetic_frames_have_no_id_line_in_sse() -> None:
     assert [f.type for f in synthetic] == ["state_resync_required", "replay_complete"]
     for frame in synthetic:
         assert frame.id is None
-        sse = frame.sse()
-        assert not sse.startswith(b"id:") and b"\nid:" not in sse
-        assert sse.startswith(b"event: " + frame.type.encode() + b"\ndata: ")
         assert "id" not in orjson.loads(frame.json())
 
 
@@ -389,11 +386,3 @@ def test_event_without_prompt_id_omits_it() -> None:
         "id": 1, "v": 1, "type": "session_closed", "data": {"sessionId": "S", "reason": "x"},
         "_meta": {"serverTimestamp": TS},
     }
-
-
-def test_event_sse_frame() -> None:
-    bus = EventBus(clock_ms=lambda: TS)
-    publish_n(bus, 56)
-    event = bus.publish("session_update", {"x": 1}, "P")
-    assert event.sse() == b"id: 57\nevent: session_update\ndata: " + event.json() + b"\n\n"
-    assert event.sse().count(b"\n\n") == 1
