@@ -17,6 +17,7 @@ from ._actor import ActorGone, MailboxFull
 from .daemon import Daemon, InvalidCwd, InvalidSessionId, SessionStarting, TooManySessions, UnknownSession, open_daemon
 from .events import EventBus, Subscription, TooManySubscribers
 from .ids import CountingIds, IdSource
+from .process import Sandbox, SandboxUnavailable
 from .model import ModelError, ScriptedModel, ScriptError, load_script
 from .session.fifo import Admitted, QueueFull
 from .session.handle import SessionHandle
@@ -26,7 +27,7 @@ from .wire import Event, WireError
 
 __all__ = [
     "ActorGone", "Admitted", "CountingIds", "Daemon", "Event", "EventBus", "IdSource", "InvalidCwd", "InvalidSessionId",
-    "Limits", "MailboxFull", "ModelError", "QueueFull", "ScriptError", "ScriptedModel", "SessionHandle",
+    "Limits", "MailboxFull", "ModelError", "QueueFull", "Sandbox", "SandboxUnavailable", "ScriptError", "ScriptedModel", "SessionHandle",
     "SessionStarting", "Settings", "SettingsError", "Subscription", "Tool", "ToolContext", "ToolRegistry", "ToolResult",
     "TooManySessions", "TooManySubscribers", "UnknownSession", "WireError", "load_script", "load_settings",
     "open_daemon",

@@ -14,7 +14,8 @@ import trio
 from . import wire
 from .ids import IdSource
 from .model import ModelProvider, ScriptedModel
-from .runtime import Runtime, default_tools, local_now
+from .process.sandbox import log_sandbox, resolve_sandbox
+from .runtime import InvalidCwd, Runtime, default_tools, local_now
 from .session.handle import SessionHandle
 from .session.session import Session
 from .session.tools import ToolRegistry
@@ -39,10 +40,6 @@ class InvalidSessionId(ValueError):
 
 class SessionStarting(Exception):
     """A session with that id is being started right now."""
-
-
-class InvalidCwd(ValueError):
-    """A working directory that is not an existing directory."""
 
 
 class Daemon:
@@ -94,11 +91,8 @@ class Daemon:
         return await self._start(session_id or self.runtime.ids.new("session"), cwd), False
 
     def resolve_cwd(self, cwd: str | None) -> str:
-        """An absolute working directory: relative to the workspace, and it must exist."""
-        path = os.path.abspath(os.path.join(self.runtime.workspace, cwd or "."))
-        if not os.path.isdir(path):
-            raise InvalidCwd(f"{path} is not a directory")
-        return path
+        """An absolute working directory (see :meth:`Runtime.resolve_cwd`)."""
+        return self.runtime.resolve_cwd(cwd)
 
     async def load_session(self, session_id: str, cwd: str | None = None) -> SessionHandle:
         """Restore a session's conversation from disk, starting the session if it is not live."""
@@ -204,9 +198,19 @@ async def open_daemon(
         tools: a callable returning a fresh :class:`ToolRegistry` per session.
         now: wall-clock time for cron and wakeups (an aware ``datetime``); replays tie it to virtual time.
         hook_runner: starts one hook command (replays script hooks instead of running processes).
+
+    Model-run commands run in the sandbox ``settings.sandbox`` asks for (see
+    :mod:`actors.process.sandbox`); a required one that cannot run here raises
+    :class:`SandboxUnavailable` before anything starts.
     """
+    settings = settings or Settings()
+    hidden = [p for p in (state_dir, settings.path) if p is not None]
+    sandbox = resolve_sandbox(settings.sandbox, hidden)  # SandboxUnavailable when "bwrap" is required
+    log_sandbox(sandbox)
+    if state_dir is not None:
+        Path(state_dir).mkdir(parents=True, exist_ok=True)  # exists before any command, so it can be hidden
     runtime = Runtime(
-        settings=settings or Settings(),
+        settings=settings,
         provider=model or ScriptedModel(),
         ids=ids or IdSource(),
         state_dir=Path(state_dir) if state_dir is not None else None,
@@ -215,6 +219,7 @@ async def open_daemon(
         make_tools=tools or default_tools,
         now=now or local_now,
         hook_runner=hook_runner,
+        sandbox=sandbox,
     )
     subagents: SubagentRegistry | None = None
     try:

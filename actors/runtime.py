@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -12,9 +13,14 @@ import attrs
 from . import wire
 from .ids import IdSource
 from .model import ModelProvider
+from .process.sandbox import NO_SANDBOX, Sandbox
 from .session.todo import TodoWriteTool
 from .session.tools import ToolRegistry
 from .settings import Settings
+
+
+class InvalidCwd(ValueError):
+    """A working directory that is not an existing directory, or that lies in the state directory."""
 
 
 def default_tools() -> ToolRegistry:
@@ -44,3 +50,23 @@ class Runtime:
     # Daemon-wide services tools may reach through their session (the subagent registry, say);
     # filled in by open_daemon once the daemon exists.
     services: dict[str, Any] = attrs.field(factory=dict)
+    # How model-run commands (shells, monitors, command subagents) are started.
+    sandbox: Sandbox = NO_SANDBOX
+
+    def resolve_cwd(self, cwd: str | None) -> str:
+        """A session's working directory, the same way at create and at a change of cwd.
+
+        A relative path is taken from the workspace; symlinks are resolved; it
+        must be an existing directory, and it must not lie inside the state
+        directory (transcripts and the token file are not a place to work in,
+        and the sandbox hides them). It need not lie under the workspace: whoever
+        holds the daemon's token chooses where a session works.
+        """
+        path = os.path.realpath(os.path.join(self.workspace, cwd or "."))
+        if not os.path.isdir(path):
+            raise InvalidCwd(f"{path} is not a directory")
+        if self.state_dir is not None:
+            state = os.path.realpath(self.state_dir)
+            if path == state or path.startswith(state.rstrip("/") + "/"):
+                raise InvalidCwd(f"{path} lies inside the state directory {state}")
+        return path

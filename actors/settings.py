@@ -8,12 +8,14 @@ of the wrong type is a :class:`SettingsError` naming the key.
 from __future__ import annotations
 
 import json
+import os
 from types import SimpleNamespace
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from .process.sandbox import SANDBOX_SETTINGS
 
 class SettingsError(ValueError):
     """A settings file or value that cannot be used."""
@@ -47,6 +49,8 @@ class Settings:
     max_repeated_failures: int = 3  # the same failing call (name and arguments) this often in a row is a loop
     model: dict[str, Any] = attrs.field(factory=dict)
     subagents: dict[str, Any] = attrs.field(factory=dict)
+    sandbox: str = "auto"  # for model-run commands: "auto", "bwrap" (required) or "off" (actors.process.sandbox)
+    path: str | None = None  # the settings file read, hidden from sandboxed commands (it may hold model.apiKey)
     warnings: tuple[str, ...] = ()
 
     @property
@@ -68,6 +72,7 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "ui.enableFollowupSuggestions": ("followup_suggestions", bool),
     "disableAllHooks": ("disable_all_hooks", bool),
     "approvalMode": ("approval_mode", str),
+    "sandbox": ("sandbox", str),
     "hooks": ("hooks", dict),
     "stopHookBlockingCap": ("stop_hook_block_cap", int),
     "loopProtection.maxToolCallsPerTurn": ("max_tool_calls_per_turn", int),
@@ -117,6 +122,8 @@ def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | 
             raise SettingsError(f"{source}: {dotted} must be a {kind.__name__}, got {type(value).__name__}")
         if dotted == "approvalMode" and value not in APPROVAL_MODES:
             raise SettingsError(f"{source}: approvalMode must be one of {list(APPROVAL_MODES)}, got {value!r}")
+        if dotted == "sandbox" and value not in SANDBOX_SETTINGS:
+            raise SettingsError(f"{source}: sandbox must be one of {list(SANDBOX_SETTINGS)}, got {value!r}")
         if field.startswith("limits."):
             limits[field.removeprefix("limits.")] = value
         else:
@@ -154,7 +161,7 @@ def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
             raise SettingsError(f"{source}: not UTF-8 text: {exc.reason} at byte {exc.start}") from None
         except json.JSONDecodeError as exc:
             raise SettingsError(f"{source}: invalid JSON: {exc}") from None
-        settings = settings_from_dict(data, source=source)
+        settings = attrs.evolve(settings_from_dict(data, source=source), path=os.path.abspath(path))
     limit_overrides = {k: v for k, v in overrides.items() if k in attrs.fields_dict(Limits) and v is not None}
     plain = {k: v for k, v in overrides.items() if k not in limit_overrides and v is not None}
     if limit_overrides:

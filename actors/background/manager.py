@@ -18,6 +18,7 @@ import trio
 from .. import wire
 from .._actor import ActorRef
 from ..ids import IdSource
+from ..process import NO_SANDBOX, Sandbox
 from . import monitor as m
 from . import scheduler as sch
 from . import shell as sh
@@ -45,8 +46,10 @@ class BackgroundManager:
         wake: Callable[[], None],
         now: Callable[[], datetime],
         related: Callable[[AutomaticItem], bool] = lambda _: False,
+        sandbox: Sandbox = NO_SANDBOX,
     ) -> None:
         self.session_id = session_id
+        self.sandbox = sandbox  # where shells and monitor commands run
         self._ids = ids
         self._publish = publish
         self._now = now
@@ -103,7 +106,7 @@ class BackgroundManager:
             self.notify(item, f"Background shell {task_id} (`{command}`) {verb}. "
                               f"Read its output with shell_output {{\"task_id\": \"{task_id}\"}}.")
 
-        task = sh.ShellTask(task_id, command, cwd, on_output=on_output, on_exit=on_exit)
+        task = sh.ShellTask(task_id, command, cwd, on_output=on_output, on_exit=on_exit, sandbox=self.sandbox)
         self._shells = {k: v for k, v in self._shells.items() if self.registry.get(k) is not None}
         self._shells[task_id] = task
         assert self._nursery is not None
@@ -199,7 +202,7 @@ class BackgroundManager:
             item.actor = await self._nursery.start(followed)
         else:
             assert command is not None
-            process = sh.ShellProcess(command, cwd, sh.OutputBuffer(64 * 1024), monitor.feed)
+            process = sh.ShellProcess(command, cwd, sh.OutputBuffer(64 * 1024), monitor.feed, sandbox=self.sandbox)
             try:
                 await process.start()
             except OSError:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import codecs
 import os
 import signal
-import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import attrs
 import trio
 
 from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
+from ..process import NO_SANDBOX, Child, Sandbox, spawn_child
 
 OUTPUT_LIMIT = 4 * 1024 * 1024  # characters kept per shell
 DRAIN_AFTER_EXIT = 0.5  # seconds to read what is still in the pipe once the shell exited
@@ -82,21 +82,31 @@ def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
 
 
 class ShellProcess:
-    """One command in its own process group, read to the end."""
+    """One command in its own process group, in ``sandbox``, read to the end.
+
+    ``expose`` names files outside the cwd the command may read (a subagent's
+    own MCP config file) although the sandbox hides where they lie.
+    """
 
     def __init__(self, command: str, cwd: str, output: OutputBuffer,
-                 on_output: Callable[[str], None] = lambda _: None) -> None:
+                 on_output: Callable[[str], None] = lambda _: None, *,
+                 sandbox: Sandbox = NO_SANDBOX, expose: Iterable[str] = ()) -> None:
         self.command = command
         self.cwd = cwd
         self.output = output
+        self.sandbox = sandbox
+        self.expose = tuple(expose)
         self._on_output = on_output
-        self.process: trio.Process | None = None
+        self.process: Child | None = None
+
+    def argv(self) -> list[str]:
+        return ["/bin/sh", "-c", self.command]
 
     async def start(self) -> None:
-        self.process = await trio.lowlevel.open_process(
-            ["/bin/sh", "-c", self.command], cwd=self.cwd, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, env=model_environment(),
-        )
+        """Start the command; ``OSError`` when it cannot start (the sandbox's refusals included)."""
+        argv = self.sandbox.wrap(self.argv(), self.cwd, expose=self.expose)
+        self.process = spawn_child(argv, self.cwd, model_environment())
+        await trio.lowlevel.checkpoint()
 
     async def run(self) -> int:
         """Read output until the shell exits (and its pipe drains); returns the exit code."""
@@ -160,10 +170,11 @@ class ShellTask:
     """A background shell actor. Output is read from :attr:`output`; ``Kill`` ends the group."""
 
     def __init__(self, task_id: str, command: str, cwd: str, *,
-                 on_output: Callable[[str], None], on_exit: Callable[[int | None, bool], None]) -> None:
+                 on_output: Callable[[str], None], on_exit: Callable[[int | None, bool], None],
+                 sandbox: Sandbox = NO_SANDBOX) -> None:
         self.task_id = task_id
         self.output = OutputBuffer()
-        self.shell = ShellProcess(command, cwd, self.output, on_output)
+        self.shell = ShellProcess(command, cwd, self.output, on_output, sandbox=sandbox)
         self._on_exit = on_exit
         self._killed = False
         self._kill_replies: list[Reply[bool]] = []  # answered once the group is gone

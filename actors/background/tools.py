@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ..process import Sandbox
 from ..session.tools import ToolContext, ToolResult
 from . import monitor as m
 from . import shell as sh
@@ -94,13 +95,13 @@ class ShellTool(_Base):
             return ToolResult(f"Command running in background with ID: {item.task_id}. "
                               f"Read new output with shell_output; stop it with kill_task.",
                               {"taskId": item.task_id})
-        return await self._foreground(command, context.cwd, float(timeout))
+        return await self._foreground(command, context.cwd, float(timeout), _manager(context).sandbox)
 
-    async def _foreground(self, command: str, cwd: str, timeout: float) -> ToolResult:
+    async def _foreground(self, command: str, cwd: str, timeout: float, sandbox: Sandbox) -> ToolResult:
         import trio
 
         output = sh.OutputBuffer()
-        process = sh.ShellProcess(command, cwd, output)
+        process = sh.ShellProcess(command, cwd, output, sandbox=sandbox)
         try:
             await process.start()
         except OSError as exc:

@@ -99,7 +99,8 @@ class World:
         self.trace = trace
         self.model = RecordingModel(model, trace)
         self.ids = CountingIds()  # shared across restarts, so ids never repeat
-        self.state_dir = state_dir
+        # Side by side, as a daemon's would be: a session never works inside the state directory.
+        self.state_dir = state_dir / "state"
         self.workspace = state_dir / "workspace"
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.sessions: dict[str, SessionSlot] = {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from .. import wire
@@ -89,10 +88,11 @@ class SessionHandle:
         return await self._ref.ask(lambda r: SetModel(model, r), ASK_TIMEOUT)
 
     async def change_cwd(self, cwd: str) -> str:
-        """Move the session to another existing directory (clears Todo Stop Guard trust)."""
-        path = os.path.abspath(os.path.join(self.cwd, cwd))
-        if not os.path.isdir(path):
-            raise ValueError(f"{path} is not a directory")
+        """Move the session to another existing directory (clears Todo Stop Guard trust).
+
+        ``cwd`` is resolved as at create (:meth:`Runtime.resolve_cwd`); ``InvalidCwd`` when unusable.
+        """
+        path = self._session.runtime.resolve_cwd(cwd)
         return await self._ref.ask(lambda r: ChangeCwd(path, r), ASK_TIMEOUT)
 
     async def rewind(self, turn: int) -> int:

@@ -201,6 +201,7 @@ class Session:
         self.always_denied: set[str] = set()  # ... or rejected for the rest of the session
         self.background = BackgroundManager(
             session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
+            sandbox=runtime.sandbox,
         )
         self.chain = WorkChain(TodoStopGuard(enabled=settings.guard_enabled), self.background)
         self.background.related = self.chain.is_related
@@ -664,4 +665,5 @@ class Session:
             "pendingPermissions": self.permissions.pending_ids,
             "todoStopGuard": self.chain.guard.summary(),
             "queuedPromptPriority": self.chain.queued_prompt_priority,
+            "sandbox": self.runtime.sandbox.kind,  # what model-run commands of this session run in
         }

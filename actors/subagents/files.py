@@ -67,27 +67,48 @@ def remove_quietly(path: Path | None) -> None:
             pass
 
 
-def append_report(path: Path, text: str) -> None:
+def append_report(path: Path, text: str, *, confine: str | Path | None = None) -> None:
     """Append ``text`` to a report file and make it durable before returning.
 
     The seed daemon lost report lines to a file dropped without a flush; here
     every append is flushed and fsynced, and the file is closed on every path.
+    With ``confine`` (a path a subagent named), the file must still lie under
+    that directory at each append and its last component must not be a
+    symlink: a swap after the check at ``goal_reached`` is refused too.
     """
-    with open(path, "a", encoding="utf-8") as out:
+    if confine is not None:
+        if not within(path, confine):
+            raise OSError(f"{path} now lies outside {confine}")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        opened = os.fdopen(fd, "a", encoding="utf-8")
+    else:
+        opened = open(path, "a", encoding="utf-8")
+    with opened as out:
         out.write(text if text.endswith("\n") else text + "\n")
         out.flush()
         os.fsync(out.fileno())
 
 
-def check_named_report(path: Path) -> str | None:
+def within(path: str | Path, directory: str | Path) -> bool:
+    """Whether ``path``, symlinks resolved, lies under ``directory`` (symlinks resolved too)."""
+    real, base = os.path.realpath(path), os.path.realpath(directory)
+    return real == base or real.startswith(base.rstrip("/") + "/")
+
+
+def check_named_report(path: Path, cwd: str | Path) -> str | None:
     """Why a report path the subagent named cannot be used, or ``None``.
 
     The daemon appends only to a regular file that already exists (the subagent
-    says it wrote there); it never creates a file, nor follows a symlink, on a
-    subagent's word.
+    says it wrote there) and that lies, symlinks resolved, under the run's cwd:
+    on a subagent's word it never creates a file, nor writes outside the
+    directory it works in (``~/.bashrc`` through ``../``, an absolute path or a
+    symlink).
     """
+    if not within(path, cwd):
+        return f"{path} lies outside the run's working directory {os.path.realpath(cwd)}"
+    real = Path(os.path.realpath(path))
     try:
-        info = path.lstat()
+        info = real.lstat()
     except OSError:
         return f"{path} does not exist"
     if not stat.S_ISREG(info.st_mode):

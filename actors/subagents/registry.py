@@ -186,7 +186,7 @@ class SubagentRegistry:
         if cwd is not None and not isinstance(cwd, str):
             raise StartError("cwd must be a string")
         base = default_cwd or self.daemon.runtime.workspace
-        cwd = os.path.abspath(os.path.join(base, cwd)) if cwd else os.path.abspath(base)
+        cwd = os.path.realpath(os.path.join(base, cwd) if cwd else base)  # symlinks resolved: it confines reports
         if not os.path.isdir(cwd):
             raise StartError(f"cwd {cwd} is not a directory")
         report = a.get("report_file")
@@ -208,7 +208,7 @@ class SubagentRegistry:
         if not template:
             raise StartError("no command runner is configured (settings key subagents.runners.command.template)")
         try:
-            return CommandRunner(template)
+            return CommandRunner(template, self.daemon.runtime.sandbox)
         except RunnerError as exc:
             raise StartError(str(exc)) from None
 

@@ -26,6 +26,7 @@ class DoneMessage:
     def __init__(self, name: str, path: Path | None, clock_ms: Callable[[], int]) -> None:
         self.name = name
         self.path = path
+        self.confine: Path | None = None  # a path the subagent named must stay under this directory
         self.lines: list[tuple[int, str]] = []
         self.error: str | None = None  # the report file could not be written (shown in status)
         self._clock_ms = clock_ms
@@ -39,11 +40,15 @@ class DoneMessage:
         """Extend the done message (never replace it); call :meth:`flush` to write it out."""
         self.lines.append((self._clock_ms(), line))
 
-    def name_path(self, path: Path) -> bool:
-        """Use ``path`` when the run has no report file yet; ``False`` if it already has one."""
+    def name_path(self, path: Path, confine: Path) -> bool:
+        """Use ``path`` (named by the subagent, kept under ``confine``) when the run has no report file yet.
+
+        ``False`` if it already has one.
+        """
         if self.path is not None:
             return False
         self.path = path
+        self.confine = confine
         return True
 
     def flush(self) -> None:
@@ -54,7 +59,7 @@ class DoneMessage:
             return
         text = "".join(f"{_stamp(ts)} subagent {self.name}: {line}\n" for ts, line in pending)
         try:
-            append_report(path, text)
+            append_report(path, text, confine=self.confine)
         except OSError as exc:
             self.error = f"cannot write the report file {path}: {exc.strerror or exc}"
             return

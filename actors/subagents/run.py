@@ -352,13 +352,18 @@ class SubagentRun:
         return False, text + note
 
     def _name_report(self, named: str) -> str:
-        """The subagent names where it wrote: used only if it exists as a regular file; never created."""
+        """The subagent names where it wrote: used only if it exists as a regular file under the run's cwd.
+
+        Never created; a path outside the cwd (symlinks resolved) is refused and
+        the answer says why, while the signal itself is still recorded.
+        """
         path = Path(self.spec.cwd, named) if not os.path.isabs(named) else Path(named)
-        problem = check_named_report(path)
+        problem = check_named_report(path, self.spec.cwd)
         if problem is not None:
-            return f" (report_file not used: {problem})"
+            return f" (report_file not used, nothing was written to it: {problem})"
+        path = Path(os.path.realpath(path))
         self.named_report = str(path)
-        if self.done.name_path(path):
+        if self.done.name_path(path, Path(self.spec.cwd)):
             return f" The done message will be appended to {path}."
         return f" (this run already reports to {self.done.path}; {path} is recorded as where you wrote)"
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..background.shell import OutputBuffer, ShellProcess, model_environment
+from ..background.shell import OutputBuffer, ShellProcess
+from ..process import NO_SANDBOX, Sandbox
 from ..session.fifo import Admitted
 from .tools import signal_client_tools
 
@@ -131,18 +131,21 @@ def build_argv(template: str, *, brief: str, config: str) -> list[str]:
 
 
 class ArgvProcess(ShellProcess):
-    """A :class:`ShellProcess` started from an argument vector: no shell between us and the CLI."""
+    """A :class:`ShellProcess` started from an argument vector: no shell between us and the CLI.
+
+    It runs in the daemon's sandbox with its own MCP config file exposed, and
+    nothing else of the state directory: a subagent holds its signal URL and
+    no other credential (no daemon token, no sibling's URL).
+    """
 
     def __init__(self, argv: list[str], cwd: str, output: OutputBuffer,
-                 on_output: Callable[[str], None] = lambda _: None) -> None:
-        super().__init__(shlex.join(argv), cwd, output, on_output)
-        self.argv = argv
+                 on_output: Callable[[str], None] = lambda _: None, *,
+                 sandbox: Sandbox = NO_SANDBOX, expose: tuple[str, ...] = ()) -> None:
+        super().__init__(shlex.join(argv), cwd, output, on_output, sandbox=sandbox, expose=expose)
+        self._argv = argv
 
-    async def start(self) -> None:
-        self.process = await trio.lowlevel.open_process(
-            self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True, env=model_environment()  # a subagent reports; it never starts runs,
-        )
+    def argv(self) -> list[str]:
+        return list(self._argv)
 
 
 class CommandRunner:
@@ -150,19 +153,21 @@ class CommandRunner:
 
     name = "command"
 
-    def __init__(self, template: str) -> None:
+    def __init__(self, template: str, sandbox: Sandbox = NO_SANDBOX) -> None:
         build_argv(template, brief="", config="")  # refuse a broken template at start, not at the first turn
         self.template = template
+        self.sandbox = sandbox
 
     @asynccontextmanager
     async def open(self, run: SubagentRun) -> AsyncIterator[CommandTurns]:
-        yield CommandTurns(self.template, run)
+        yield CommandTurns(self.template, run, self.sandbox)
 
 
 class CommandTurns:
-    def __init__(self, template: str, run: SubagentRun) -> None:
+    def __init__(self, template: str, run: SubagentRun, sandbox: Sandbox = NO_SANDBOX) -> None:
         self.template = template
         self.run = run
+        self.sandbox = sandbox
         self.output = OutputBuffer(OUTPUT_LIMIT)
 
     def _on_output(self, text: str) -> None:
@@ -172,7 +177,8 @@ class CommandTurns:
     async def turn(self, text: str, spawned: Callable[[], None]) -> str:
         assert self.run.config_path is not None
         argv = build_argv(self.template, brief=text, config=str(self.run.config_path))
-        process = ArgvProcess(argv, self.run.spec.cwd, self.output, self._on_output)
+        process = ArgvProcess(argv, self.run.spec.cwd, self.output, self._on_output, sandbox=self.sandbox,
+                              expose=(str(self.run.config_path),))
         await process.start()  # OSError here, on turn 1, means the start never reached a spawn
         spawned()
         try:

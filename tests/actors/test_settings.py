@@ -93,6 +93,8 @@ def test_unknown_keys_become_warnings_not_errors(tmp_path: Path) -> None:
         ({"disableAllHooks": "yes"}, "disableAllHooks"),
         ({"approvalMode": 3}, "approvalMode"),
         ({"approvalMode": "sometimes"}, "approvalMode"),
+        ({"sandbox": "maybe"}, "sandbox"),
+        ({"sandbox": True}, "sandbox"),
         ({"hooks": []}, "hooks"),
         ({"model": "gpt"}, "model"),
         ({"limits": {"maxSessions": "3"}}, "limits.maxSessions"),

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import trio
 
 from actors import CountingIds, Settings, load_script, open_daemon
+from tests.processes import marker, pids_with
 
 
 def call(name: str, **arguments) -> dict:
     return {"tool_call": {"name": name, "arguments": arguments}}
-
-
-def alive(pid: int) -> bool:
-    """Alive: present in /proc and not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 async def wait_for(predicate, timeout: float = 10.0) -> None:
@@ -67,7 +57,8 @@ async def test_incremental_shell_output_loses_no_line_and_repeats_none(tmp_path)
 
 
 async def test_kill_task_ends_the_shell_and_its_grandchild(tmp_path):
-    command = "sleep 300 & echo $! > child.pid; echo $$ > parent.pid; wait"
+    mark = marker()
+    command = f"sleep {mark} & touch started; wait"
     model = load_script({"responses": [
         [call("shell", command=command, run_in_background=True)],
         {"delay": 0.5, "steps": [call("kill_task", task_id="shell-1")]},
@@ -78,20 +69,18 @@ async def test_kill_task_ends_the_shell_and_its_grandchild(tmp_path):
             session, _ = await daemon.create_session()
             sub = session.subscribe()
             await session.prompt("start and kill")
-            await wait_for(lambda: (tmp_path / "child.pid").exists() and (tmp_path / "parent.pid").exists())
-            await trio.sleep(0.05)
-            pids = [int((tmp_path / n).read_text()) for n in ("parent.pid", "child.pid")]
-            assert all(alive(p) for p in pids)
+            await wait_for(lambda: (tmp_path / "started").exists() and len(pids_with(f"sleep {mark}")) >= 2)
             events = await run_until_idle(session, sub)
             assert "Stopped shell-1" in model.calls[2].messages[-1].content
-            await wait_for(lambda: not any(alive(p) for p in pids), 5)
+            await wait_for(lambda: not pids_with(mark), 5)
             finished = [e.data for e in events if e.type == "background_task" and e.data["status"] == "finished"]
             assert finished and finished[0]["state"] == "killed"
 
 
 async def test_closing_the_session_kills_everything_it_started(tmp_path):
-    starts = [call("shell", command=f"sleep 300 & echo $! > c{n}.pid; echo $$ > p{n}.pid; wait",
-                   run_in_background=True) for n in range(3)]
+    mark = marker()
+    starts = [call("shell", command=f"sleep {mark}{n} & touch s{n}; wait", run_in_background=True)
+              for n in range(3)]
     model = load_script({"responses": [[*starts], [{"text": "started"}]]})
     with trio.fail_after(30):
         async with open_daemon(YOLO, model=model, ids=CountingIds(), workspace=str(tmp_path)) as daemon:
@@ -99,13 +88,9 @@ async def test_closing_the_session_kills_everything_it_started(tmp_path):
             sub = session.subscribe()
             await session.prompt("start three")
             await run_until_idle(session, sub)
-            names = [f"{k}{n}.pid" for n in range(3) for k in "cp"]
-            await wait_for(lambda: all((tmp_path / n).exists() for n in names))
-            await trio.sleep(0.05)
-            pids = [int((tmp_path / n).read_text()) for n in names]
-            assert all(alive(p) for p in pids)
+            await wait_for(lambda: all((tmp_path / f"s{n}").exists() for n in range(3)))
+            await wait_for(lambda: all(pids_with(f"sleep {mark}{n} ") for n in range(3)))
             status = await session.status()
             assert [t["status"] for t in status["backgroundTasks"]] == ["running"] * 3
             await daemon.close_session(session.session_id)
-            await wait_for(lambda: not any(alive(p) for p in pids), 5)
-    assert os.getpid() > 0
+            await wait_for(lambda: not pids_with(mark), 5)
