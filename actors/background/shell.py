@@ -19,7 +19,7 @@ import attrs
 import trio
 
 from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
-from ..process import NO_SANDBOX, Child, Sandbox, spawn_child
+from ..process import NO_SANDBOX, Child, Sandbox, require_executable, spawn_child
 
 OUTPUT_LIMIT = 4 * 1024 * 1024  # characters kept per shell
 DRAIN_AFTER_EXIT = 0.5  # seconds to read what is still in the pipe once the shell exited
@@ -104,8 +104,10 @@ class ShellProcess:
 
     async def start(self) -> None:
         """Start the command; ``OSError`` when it cannot start (the sandbox's refusals included)."""
-        argv = self.sandbox.wrap(self.argv(), self.cwd, expose=self.expose)
-        self.process = spawn_child(argv, self.cwd, model_environment())
+        argv, env = self.argv(), model_environment()
+        if self.sandbox.active:
+            require_executable(argv[0], self.cwd, env)
+        self.process = spawn_child(self.sandbox.wrap(argv, self.cwd, expose=self.expose), self.cwd, env)
         await trio.lowlevel.checkpoint()
 
     async def run(self) -> int:

@@ -14,7 +14,9 @@ barely notices.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
@@ -51,6 +53,22 @@ class Child:
                     finally:
                         os.close(pidfd)
             return self._popen.wait()
+
+
+def require_executable(program: str, cwd: str, env: Mapping[str, str]) -> None:
+    """Raise ``FileNotFoundError`` as ``Popen`` would when ``program`` cannot be run.
+
+    A sandboxed command starts ``bwrap``, which always exists; checking the
+    real program first keeps "it never started" an ``OSError`` at start, as
+    it is without a sandbox, rather than an exit code from inside.
+    """
+    if "/" in program:
+        found = os.path.join(cwd, program)
+        ok = os.path.isfile(found) and os.access(found, os.X_OK)
+    else:
+        ok = shutil.which(program, path=env.get("PATH", os.defpath)) is not None
+    if not ok:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
 
 
 def spawn_child(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> Child:

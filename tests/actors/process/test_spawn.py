@@ -51,3 +51,20 @@ async def test_the_environment_is_exactly_what_was_given():
             data += chunk
         await child.wait()
     assert data == b"ONLY=this\n"
+
+
+def test_a_missing_program_is_a_start_failure_as_without_a_sandbox(tmp_path):
+    import pytest
+
+    from actors.process import require_executable
+
+    with pytest.raises(FileNotFoundError):
+        require_executable("no-such-agent-cli", str(tmp_path), {"PATH": str(tmp_path)})
+    with pytest.raises(FileNotFoundError):
+        require_executable("./missing.sh", str(tmp_path), {})
+    script = tmp_path / "agent.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    require_executable("./agent.sh", str(tmp_path), {})
+    require_executable("agent.sh", "/", {"PATH": str(tmp_path)})
+    require_executable("/bin/sh", "/", {})
