@@ -10,6 +10,7 @@ admitted turns run on the embedded demo model.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -18,19 +19,24 @@ import time
 
 import httpx
 
+from transport.auth import read_token_file
+from transport.process_image import SECRET_ENV
 
-def start_daemon(state_dir: str, sessions: int) -> tuple[subprocess.Popen[str], str]:
+
+def start_daemon(state_dir: str, sessions: int) -> tuple[subprocess.Popen[str], str, str]:
+    """The daemon, its URL, and the token it minted into ``<state_dir>/token``."""
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}  # so it mints its own token
     proc = subprocess.Popen(
         [sys.executable, "-m", "transport", "--port", "0", "--state-dir", state_dir,
          "--max-sessions", str(sessions + 1)],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, text=True, env=env,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("listening on "):
         proc.kill()
         raise SystemExit(f"daemon did not start: {line!r}")
-    return proc, line.split()[-1]
+    return proc, line.split()[-1], read_token_file(state_dir)
 
 
 def main() -> None:
@@ -39,9 +45,9 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=10, help="prompts per session")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as state_dir:
-        proc, url = start_daemon(state_dir, args.sessions)
+        proc, url, token = start_daemon(state_dir, args.sessions)
         try:
-            with httpx.Client(base_url=url, timeout=30) as client:
+            with httpx.Client(base_url=url, timeout=30, headers={"Authorization": f"Bearer {token}"}) as client:
                 ids = [client.post("/session", json={}).json()["sessionId"] for _ in range(args.sessions)]
                 body = {"prompt": [{"type": "text", "text": "Plan a picnic"}]}
                 for sid in ids[:5]:  # warm up the connection and code paths

@@ -94,13 +94,19 @@ def create_app(
     allowed_origins: tuple[str, ...] = (),
     acp_grace: float = 10.0,
 ) -> QuartTrio:
-    """The quart-trio application serving ``daemon`` (REST + SSE, and ACP at ``/acp``)."""
+    """The quart-trio application serving ``daemon`` (REST + SSE, and ACP at ``/acp``).
+
+    With ``token``, every route but ``/health`` and ``/signal/mcp/<token>`` wants
+    ``Authorization: Bearer <token>``; ``None`` leaves the app open. This is the
+    lower layer (test harnesses build apps with it): :func:`transport.serve`
+    decides the token, minting one by default.
+    """
     app = QuartTrio("trellis")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.config["RESPONSE_TIMEOUT"] = None
     app.config["BODY_TIMEOUT"] = 60
     clients = ClientRegistry()
-    expected = f"Bearer {token}".encode() if token else None
+    expected = token.encode() if token else None  # None: open (test harnesses; serve(auth=False))
 
     # ------------------------------------------------------------- helpers
 
@@ -159,9 +165,13 @@ def create_app(
         # never be handed to a subagent, so those paths are exempt.
         signal = request.path == "/signal/mcp" or request.path.startswith("/signal/mcp/")
         if expected is not None and request.path != "/health" and not signal:
-            given = request.headers.get("Authorization", "").encode()
-            if not secrets.compare_digest(given, expected):
-                return HttpError(401, "missing or wrong bearer token", "unauthorized", "header.Authorization").response()
+            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), expected):
+                refused = HttpError(401, "missing or wrong bearer token: send Authorization: Bearer <token> (a "
+                                         "daemon started without --token writes it to <state-dir>/token)",
+                                    "unauthorized", "header.Authorization").response()
+                refused.headers["WWW-Authenticate"] = "Bearer"
+                return refused
         return None
 
     @app.after_request
@@ -200,6 +210,7 @@ def create_app(
             "features": FEATURES,
             "model": daemon.runtime.provider.name,
             "todoStopGuard": daemon.settings.guard_enabled,
+            "sandbox": daemon.runtime.sandbox.kind,  # what model-run commands run in: "bwrap" or "off"
             "limits": {
                 "maxSessions": limits.max_sessions,
                 "maxPendingPrompts": limits.max_pending_prompts,

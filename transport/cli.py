@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import trio
 from actors import ScriptError, Settings, SettingsError, load_script, load_settings, open_daemon
 from actors.model import ModelProvider, ScriptedModel
 
+from .auth import TokenFileError, token_path
+from .process_image import Secrets, SecretsError, read_secrets
 from .server import InsecureBind, check_bind, serve
 
 DEFAULT_PORT = 4170
@@ -24,14 +27,20 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m transport",
         description="Trellis daemon: LLM agent sessions over REST + SSE (qwen serve compatible) and ACP at /acp. "
                     "`python -m transport acp [flags]` runs the ACP agent on stdio instead.",
+        # No abbreviations: transport.process_image must recognise every spelling of --token and
+        # --openai-api-key to keep their values out of /proc/<pid>/cmdline.
+        allow_abbrev=False,
     )
     net = p.add_argument_group("network")
     net.add_argument("--hostname", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback)")
     net.add_argument("--port", type=int, default=DEFAULT_PORT,
                      help=f"port to bind (default {DEFAULT_PORT}; 0 picks a free port and prints it)")
     net.add_argument("--token", default=None,
-                     help="bearer token clients must send (default: $TRELLIS_TOKEN); required off loopback")
-    net.add_argument("--require-auth", action="store_true", help="require the token on loopback too")
+                     help="bearer token clients must send (default: $TRELLIS_TOKEN, else a fresh one minted at "
+                          "each start into STATE_DIR/token, mode 0600)")
+    net.add_argument("--no-auth", action="store_true",
+                     help="serve without any token (loopback binds only; any local process can then drive "
+                          "the daemon)")
     net.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                      help="browser origin allowed besides loopback ones (repeatable)")
     net.add_argument("--acp-grace", type=float, default=10.0, metavar="SECONDS",
@@ -71,7 +80,30 @@ def build_parser() -> argparse.ArgumentParser:
     modes.add_argument("--bare", action="store_true", default=None, help="bare mode (forces the Todo Stop Guard off)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                    help="log verbosity on stderr (default warning)")
+    # Internal: the pipe through which a re-executed daemon takes back its token and API key
+    # (transport.process_image); never typed by hand.
+    p.add_argument("--secrets-fd", type=int, default=None, metavar="FD", help=argparse.SUPPRESS)
     return p
+
+
+def recover_secrets(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                    secrets: Secrets | None = None) -> Mapping[str, str]:
+    """Put withheld secrets back into ``args``; returns the environment to read settings from.
+
+    The secrets come from ``--secrets-fd`` (a re-executed ``python -m transport``)
+    or from ``secrets``. The returned mapping is ``os.environ`` plus the withheld
+    variables; ``os.environ`` itself stays without them, so no child inherits them.
+    """
+    if args.secrets_fd is not None:
+        try:
+            secrets = read_secrets(args.secrets_fd)
+        except SecretsError as exc:
+            parser.error(str(exc))
+    secrets = secrets or Secrets()
+    for dest, value in secrets.flags.items():
+        if getattr(args, dest) is None:  # a flag still on the command line wins, as argparse would have it
+            setattr(args, dest, value)
+    return secrets.overlay(os.environ)
 
 
 def _positive(parser: argparse.ArgumentParser, name: str, value: int | None) -> None:
@@ -79,16 +111,18 @@ def _positive(parser: argparse.ArgumentParser, name: str, value: int | None) -> 
         parser.error(f"{name} must be a positive integer")
 
 
-def make_model(args: argparse.Namespace, settings: Settings) -> ModelProvider:
+def make_model(args: argparse.Namespace, settings: Settings,
+               environ: Mapping[str, str] | None = None) -> ModelProvider:
+    """The primary model; ``environ`` (default ``os.environ``) supplies ``OPENAI_*``."""
     provider = args.model or settings.model.get("provider", "scripted")
     if provider == "openai":
         from actors.model.openai import OpenAIConfig, OpenAIModel
 
         try:
             config = OpenAIConfig.from_sources(
-                os.environ, settings.model, base_url=args.openai_base_url, model=args.openai_model,
-                api_key=args.openai_api_key, context_window=args.context_window, max_tokens=args.max_tokens,
-                connect_timeout=args.model_connect_timeout, read_timeout=args.model_read_timeout,
+                os.environ if environ is None else environ, settings.model, base_url=args.openai_base_url,
+                model=args.openai_model, api_key=args.openai_api_key, context_window=args.context_window,
+                max_tokens=args.max_tokens, connect_timeout=args.model_connect_timeout, read_timeout=args.model_read_timeout,
                 max_retries=args.model_retries,
             )
         except ValueError as exc:
@@ -101,14 +135,18 @@ def make_model(args: argparse.Namespace, settings: Settings) -> ModelProvider:
     return ScriptedModel()
 
 
-def load_daemon_config(args: argparse.Namespace) -> tuple[Settings, ModelProvider] | None:
-    """Settings and model from the parsed flags; errors and warnings go to stderr (``None`` on error)."""
+def load_daemon_config(args: argparse.Namespace,
+                       environ: Mapping[str, str] | None = None) -> tuple[Settings, ModelProvider] | None:
+    """Settings and model from the parsed flags and ``environ`` (default ``os.environ``).
+
+    Errors and warnings go to stderr; ``None`` on error.
+    """
     try:
         settings = load_settings(
             args.settings, safe_mode=args.safe_mode, bare=args.bare, max_sessions=args.max_sessions,
             max_pending_prompts=args.max_pending_prompts, event_ring_size=args.event_ring_size,
         )
-        model = make_model(args, settings)
+        model = make_model(args, settings, environ)
     except (SettingsError, ScriptError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -117,41 +155,63 @@ def load_daemon_config(args: argparse.Namespace) -> tuple[Settings, ModelProvide
     return settings, model
 
 
-def main(argv: list[str] | None = None) -> int:
+def _first_leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
+def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> int:
+    """Run the daemon (or, for ``acp ...``, the ACP agent on stdio) until interrupted.
+
+    ``secrets`` are values withheld from the process image (see
+    :mod:`transport.process_image`); ``python -m transport`` hands them over
+    through ``--secrets-fd`` instead.
+    """
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["acp"]:
         from .acp import run_stdio  # `python -m transport acp`: the ACP agent on stdio, for editors
 
-        return run_stdio(argv[1:])
+        return run_stdio(argv[1:], secrets=secrets)
     parser = build_parser()
     args = parser.parse_args(argv)
+    environ = recover_secrets(parser, args, secrets)
     for name in ("max_sessions", "max_pending_prompts", "event_ring_size", "context_window", "max_tokens"):
         _positive(parser, "--" + name.replace("_", "-"), getattr(args, name))
     if not 0 <= args.port <= 65535:
         parser.error("--port must be from 0 to 65535")
     if args.acp_grace <= 0:
         parser.error("--acp-grace must be a positive number of seconds")
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    loaded = load_daemon_config(args)
-    if loaded is None:
-        return 2
-    settings, model = loaded
-    token = args.token or os.environ.get("TRELLIS_TOKEN") or None
+    token = args.token or environ.get("TRELLIS_TOKEN") or None
+    auth = not args.no_auth
+    if not auth and token:
+        parser.error("--no-auth turns authentication off, yet a token is given (--token or $TRELLIS_TOKEN): "
+                     "drop one of them")
     try:
-        check_bind(args.hostname, token, args.require_auth)
+        check_bind(args.hostname, auth)
     except InsecureBind as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    loaded = load_daemon_config(args, environ)
+    if loaded is None:
+        return 2
+    settings, model = loaded
     state_dir = Path(args.state_dir or ".trellis")
+    if not auth:
+        print("warning: --no-auth: authentication is off; any local user or process can drive this daemon "
+              "and the commands its sessions run", file=sys.stderr, flush=True)
 
     async def run() -> None:
         async with open_daemon(settings, model=model, state_dir=state_dir, workspace=args.workspace) as daemon:
             async with trio.open_nursery() as nursery:
                 url = await nursery.start(partial(
-                    serve, daemon, host=args.hostname, port=args.port, token=token,
-                    require_auth=args.require_auth, allowed_origins=tuple(args.allow_origin),
-                    acp_grace=args.acp_grace,
+                    serve, daemon, host=args.hostname, port=args.port, token=token, auth=auth,
+                    allowed_origins=tuple(args.allow_origin), acp_grace=args.acp_grace,
                 ))
+                if auth and token is None:  # serve minted one; name the file, never print the token
+                    print(f"token: {token_path(state_dir)} (send it as Authorization: Bearer)",
+                          file=sys.stderr, flush=True)
                 print(f"listening on {url}", flush=True)
 
     try:
@@ -159,12 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     except BaseExceptionGroup as group:
+        token_errors, rest = group.split(TokenFileError)
+        if token_errors is not None and rest is None:
+            print(f"error: {_first_leaf(token_errors)}", file=sys.stderr)
+            return 2
         bind_errors, rest = group.split(OSError)
         if bind_errors is None or rest is not None:
             raise
-        first = bind_errors.exceptions[0]
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
+        first = _first_leaf(bind_errors)
         print(f"error: cannot serve on {args.hostname}:{args.port}: {getattr(first, 'strerror', None) or first}",
               file=sys.stderr)
         return 1

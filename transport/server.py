@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from functools import partial
+from pathlib import Path
 
 import trio
 from hypercorn.config import Config
@@ -12,11 +13,12 @@ from hypercorn.trio import serve as hypercorn_serve
 from actors import Daemon
 
 from .app import create_app
+from .auth import new_token, write_token_file
 from .mcp import base_url_from_bind
 
 
 class InsecureBind(ValueError):
-    """A non-loopback bind without a token (refused)."""
+    """A bind that would expose the daemon without authentication (refused)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -28,10 +30,11 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, token: str | None, require_auth: bool = False) -> None:
-    """Refuse a bind that would expose the daemon without a token."""
-    if not token and (require_auth or not is_loopback(host)):
-        raise InsecureBind(f"refusing to serve on {host} without a token (pass --token or set TRELLIS_TOKEN)")
+def check_bind(host: str, auth: bool = True) -> None:
+    """Refuse to turn authentication off anywhere but on a loopback address."""
+    if not auth and not is_loopback(host):
+        raise InsecureBind(f"refusing to serve on {host} without authentication: --no-auth (auth=False) is "
+                           "only allowed on a loopback address such as 127.0.0.1")
 
 
 async def serve(
@@ -40,17 +43,36 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 4170,
     token: str | None = None,
-    require_auth: bool = False,
+    auth: bool = True,
     allowed_origins: tuple[str, ...] = (),
     acp_grace: float = 10.0,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``daemon`` over HTTP until cancelled; reports the bound URL through ``task_status``.
 
-    A loopback bind may run without a token; any other bind, or ``require_auth``,
-    refuses to start without one.
+    Every route but ``GET /health`` and the subagents' ``/signal/mcp/<token>``
+    wants ``Authorization: Bearer <token>``, on loopback too. With ``token`` it is
+    that one; without, a fresh token is minted once the port is bound and written
+    to ``<state_dir>/token`` (mode 0600, see :mod:`transport.auth`) before the URL
+    is reported, so a client can read it with
+    :func:`transport.auth.read_token_file`. Minting needs the daemon to have a
+    ``state_dir`` (``ValueError`` otherwise).
+
+    ``auth=False`` serves without any token, and only on a loopback ``host``
+    (:class:`InsecureBind` otherwise); it cannot be combined with ``token``.
     """
-    check_bind(host, token, require_auth)
+    check_bind(host, auth)
+    mint_into: Path | None = None  # the state directory whose token file gets the minted token
+    if not auth:
+        if token:
+            raise ValueError("serve: pass either token= or auth=False, not both")
+    elif not token:
+        mint_into = daemon.runtime.state_dir
+        if mint_into is None:
+            raise ValueError("serve: authentication is on but there is no token: pass token=, or open the "
+                             "daemon with a state_dir to mint one into <state_dir>/token (or pass auth=False "
+                             "on loopback)")
+        token = new_token()
     config = Config()
     bind_host = f"[{host}]" if ":" in host and not host.startswith("[") else host
     config.bind = [f"{bind_host}:{port}"]
@@ -60,5 +82,9 @@ async def serve(
     app = create_app(daemon, token=token, allowed_origins=allowed_origins, acp_grace=acp_grace)
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(partial(hypercorn_serve, app, config, shutdown_trigger=trio.sleep_forever))
+        if mint_into is not None:
+            # Written only once the port is ours: a daemon that fails to bind leaves the file of
+            # another one on the same state directory alone.
+            write_token_file(mint_into, token)
         daemon.subagents.base_url = base_url_from_bind(binds[0])  # where subagents' signal URLs point
         task_status.started(binds[0])

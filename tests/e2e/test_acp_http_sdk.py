@@ -1,4 +1,4 @@
-"""The official ACP SDK's (experimental) Streamable HTTP client drives ``/acp`` of a daemon subprocess."""
+"""The official ACP SDK's (experimental) Streamable HTTP client drives ``/acp`` of ``python -m transport``."""
 
 from __future__ import annotations
 
@@ -16,30 +16,10 @@ from acp import connect_to_agent, text_block  # noqa: E402
 from acp.http import create_http_stream  # noqa: E402
 
 from tests.e2e.test_acp_stdio import TIMEOUT, RecordingClient, call, write_script  # noqa: E402
+from transport.auth import read_token_file  # noqa: E402
+from transport.process_image import SECRET_ENV  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-
-# The daemon's HTTP app with /acp (what `python -m transport` serves once /acp is wired into create_app).
-SERVER = """
-import sys, trio
-from functools import partial
-from hypercorn.config import Config
-from hypercorn.trio import serve
-from actors import load_script, open_daemon
-from tests.transport.acp.test_http import acp_app
-
-async def main():
-    async with open_daemon(model=load_script(sys.argv[1]), state_dir=sys.argv[2]) as daemon:
-        app, _ = acp_app(daemon, 1.0)
-        config = Config()
-        config.bind = ["127.0.0.1:0"]
-        config.accesslog = config.errorlog = None
-        async with trio.open_nursery() as nursery:
-            binds = await nursery.start(partial(serve, app, config, shutdown_trigger=trio.sleep_forever))
-            print(binds[0], flush=True)
-
-trio.run(main)
-"""
 
 
 def test_the_sdk_http_client_runs_a_prompt_with_a_permission(tmp_path: Path) -> None:
@@ -47,15 +27,21 @@ def test_the_sdk_http_client_runs_a_prompt_with_a_permission(tmp_path: Path) -> 
     work.mkdir()
     script = write_script(tmp_path / "script.json", [{"text": "Asking. "}, call("shell", command="echo via-http > f")],
                           [{"text": "Done."}])
-    server = subprocess.Popen([sys.executable, "-c", SERVER, str(script), str(tmp_path / "state")], cwd=str(ROOT),
-                              env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV} | {"PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen([sys.executable, "-m", "transport", "--port", "0", "--script", str(script),
+                               "--state-dir", str(state), "--acp-grace", "1"],
+                              cwd=str(ROOT), env=env, stdout=subprocess.PIPE, text=True)
     try:
-        url = server.stdout.readline().strip()  # type: ignore[union-attr]
-        assert url.startswith("http://127.0.0.1:")
+        line = server.stdout.readline()  # type: ignore[union-attr]
+        assert line.startswith("listening on http://127.0.0.1:"), line
+        url = line.split()[-1]
+        token = read_token_file(state)  # minted at start; the daemon only names the file
 
         async def scenario() -> None:
             client = RecordingClient()
-            async with httpx.AsyncClient(timeout=httpx.Timeout(None)) as http:
+            headers = {"Authorization": f"Bearer {token}"}
+            async with httpx.AsyncClient(timeout=httpx.Timeout(None), headers=headers) as http:
                 transport = create_http_stream(url + "/acp", client=http)
                 conn = connect_to_agent(client, transport)
                 try:

@@ -12,6 +12,7 @@ import trio
 from actors.model.openai import OpenAIConfig, OpenAIModel
 from tests.conftest import live_daemon
 from tests.e2e.sse_client import collect
+from transport.auth import read_token_file
 from transport.fake_openai import FakeOpenAI
 
 TODOS = {"todos": [{"id": "1", "content": "write tests", "status": "in_progress"}]}
@@ -142,7 +143,8 @@ async def test_the_cli_daemon_on_openai_never_logs_or_publishes_the_key(nursery,
         [{"text": "hello"}],
     ])
     url = await nursery.start(fake.serve)
-    env = {**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": KEY, "OPENAI_MODEL": "fake"}
+    inherited = {k: v for k, v in os.environ.items() if k != "TRELLIS_TOKEN"}  # so the daemon mints its own
+    env = {**inherited, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": KEY, "OPENAI_MODEL": "fake"}
     proc = await trio.lowlevel.open_process(
         [sys.executable, "-m", "transport", "--model", "openai", "--port", "0", "--log-level", "debug",
          "--state-dir", str(tmp_path)],
@@ -154,7 +156,8 @@ async def test_the_cli_daemon_on_openai_never_logs_or_publishes_the_key(nursery,
             while b"\n" not in output:
                 output += await proc.stdout.receive_some()
             base = output.decode().split()[-1]
-            async with httpx.AsyncClient(base_url=base) as client:
+            token = read_token_file(tmp_path)  # minted at start into <state-dir>/token
+            async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"}) as client:
                 sid = (await client.post("/session", json={})).json()["sessionId"]
                 for text in ("first", "second"):
                     pid = (await client.post(f"/session/{sid}/prompt", json=prompt(text))).json()["promptId"]
@@ -172,5 +175,5 @@ async def test_the_cli_daemon_on_openai_never_logs_or_publishes_the_key(nursery,
     assert any(f["type"] == "turn_complete" for f in events)
     assert stderr, "debug logging produced nothing to check"
     for text in (repr(events), transcript, stderr.decode(), output.decode()):
-        assert KEY not in text
+        assert KEY not in text and token not in text
     assert fake.requests[0].headers["authorization"] == f"Bearer {KEY}"

@@ -2,47 +2,68 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import subprocess
 import sys
 
-import httpx
+import trio
 
+from tests.conftest import daemon_process
 from transport.cli import build_parser
+from transport.process_image import SECRET_ENV
 
 
 def run_cli(*args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "transport", *args], capture_output=True, text=True, timeout=timeout)
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}  # a developer's own token changes nothing
+    return subprocess.run([sys.executable, "-m", "transport", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
 
 
 def test_help_documents_every_flag():
     out = run_cli("--help").stdout
-    for flag in ("--port", "--hostname", "--token", "--require-auth", "--workspace", "--settings", "--state-dir",
+    for flag in ("--port", "--hostname", "--token", "--no-auth", "--workspace", "--settings", "--state-dir",
                  "--model", "--script", "--max-sessions", "--max-pending-prompts", "--event-ring-size"):
         assert flag in out, flag
+    assert "--require-auth" not in out  # authentication is the default now
+    assert "--secrets-fd" not in out  # internal (transport.process_image)
     for action in build_parser()._actions:
-        assert action.help, action.dest
+        if action.help is not argparse.SUPPRESS:
+            assert action.help, action.dest
 
 
-def test_port_zero_prints_the_bound_url_and_serves(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "transport", "--port", "0", "--state-dir", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("listening on http://127.0.0.1:")
-        url = line.split()[-1]
-        assert httpx.get(f"{url}/health", timeout=5).json() == {"status": "ok"}
-        caps = httpx.get(f"{url}/capabilities", timeout=5).json()
-        assert "non_blocking_prompt" in caps["features"] and isinstance(caps["features"], list)
-    finally:
-        proc.terminate()
-        proc.wait(10)
+async def test_port_zero_prints_the_bound_url_and_serves(tmp_path):
+    with trio.fail_after(30):
+        async with daemon_process(state_dir=tmp_path) as daemon:
+            assert daemon.url.startswith("http://127.0.0.1:")
+            async with daemon.client(daemon.token()) as client:
+                assert (await client.get("/health")).json() == {"status": "ok"}
+                caps = (await client.get("/capabilities")).json()
+    assert "non_blocking_prompt" in caps["features"] and isinstance(caps["features"], list)
 
 
-def test_non_loopback_bind_without_token_refuses_to_start():
-    result = run_cli("--hostname", "0.0.0.0", "--port", "0")
+def test_require_auth_is_gone():
+    result = run_cli("--require-auth", "--port", "0")
+    assert result.returncode == 2 and "--require-auth" in result.stderr
+
+
+def test_no_auth_off_loopback_refuses_to_start():
+    result = run_cli("--no-auth", "--hostname", "0.0.0.0", "--port", "0")
     assert result.returncode == 2
-    assert "without a token" in result.stderr
+    assert "refusing to serve on 0.0.0.0 without authentication" in result.stderr
+    assert "listening" not in result.stdout
+
+
+def test_no_auth_with_a_token_is_a_usage_error():
+    result = run_cli("--no-auth", "--token", "x", "--port", "0")
+    assert result.returncode == 2 and "--no-auth" in result.stderr and "--token" in result.stderr
+
+
+def test_flags_take_no_abbreviations():
+    # An abbreviated --token would keep its value in /proc/<pid>/cmdline (transport.process_image).
+    result = run_cli("--tok", "abbreviated-secret", "--port", "0")
+    assert result.returncode == 2 and "unrecognized arguments" in result.stderr
 
 
 def test_bad_settings_are_reported_with_the_key_and_nothing_starts(tmp_path):

@@ -1,7 +1,19 @@
-"""``python -m transport.acp``: the ACP agent on stdio (``python -m transport acp`` once wired)."""
+"""``python -m transport.acp``: the ACP agent on stdio (same as ``python -m transport acp``).
+
+Like ``python -m transport``, it first re-executes itself without the secrets
+of its environment and arguments (:mod:`transport.process_image`).
+"""
 
 import sys
 
-from .stdio import run_stdio
+from transport.process_image import SecretsError, reexec_without_secrets
+
+try:
+    reexec_without_secrets(sys.argv[1:], module="transport.acp")
+except SecretsError as exc:
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(2)
+
+from .stdio import run_stdio  # noqa: E402
 
 sys.exit(run_stdio(sys.argv[1:]))

@@ -22,6 +22,7 @@ import orjson
 import trio
 
 from actors import Daemon, open_daemon
+from transport.process_image import Secrets
 
 from . import bridge
 from .connection import AcpConnection
@@ -113,9 +114,13 @@ def _claim_stdio() -> tuple[int, int]:
     return protocol_in, protocol_out
 
 
-def run_stdio(argv: list[str] | None = None) -> int:
-    """``python -m transport acp``: parse the daemon's flags, serve ACP on stdin/stdout until stdin closes."""
-    from transport.cli import build_parser, load_daemon_config
+def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> int:
+    """``python -m transport acp``: parse the daemon's flags, serve ACP on stdin/stdout until stdin closes.
+
+    ``secrets`` (or ``--secrets-fd``) bring back what :mod:`transport.process_image`
+    withheld from the process image, such as ``OPENAI_API_KEY`` for the model.
+    """
+    from transport.cli import build_parser, load_daemon_config, recover_secrets
 
     parser = build_parser()
     parser.prog = "python -m transport acp"
@@ -125,8 +130,9 @@ def run_stdio(argv: list[str] | None = None) -> int:
             for action in group._group_actions:
                 action.help = argparse.SUPPRESS
     args = parser.parse_args(argv)
+    environ = recover_secrets(parser, args, secrets)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    loaded = load_daemon_config(args)
+    loaded = load_daemon_config(args, environ)
     if loaded is None:
         return 2
     settings, model = loaded

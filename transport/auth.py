@@ -1,0 +1,85 @@
+"""The daemon's bearer token file: ``<state-dir>/token``.
+
+Authentication is on by default, loopback included: any local user or process
+could otherwise drive the daemon (and the commands its sessions run). Unless a
+token is given (``--token`` / ``$TRELLIS_TOKEN``, or ``serve(token=...)``), the
+daemon mints a fresh one at every start and writes it here, readable by its
+owner only, so that local clients can pick it up:
+
+    token = read_token_file(".trellis")
+    httpx.get(url, headers={"Authorization": f"Bearer {token}"})
+
+A restart mints a new token: clients re-read the file rather than keep an old
+one. The token itself is never printed; the daemon names the file instead.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+TOKEN_FILE = "token"
+
+
+class TokenFileError(RuntimeError):
+    """The token file could not be written or read; the message names the path."""
+
+
+def new_token() -> str:
+    """A fresh bearer token (256 bits, URL-safe)."""
+    return secrets.token_urlsafe(32)
+
+
+def token_path(state_dir: str | os.PathLike[str]) -> Path:
+    return Path(state_dir) / TOKEN_FILE
+
+
+def write_token_file(state_dir: str | os.PathLike[str], token: str) -> Path:
+    """Write ``token`` to ``<state_dir>/token`` (mode 0600, dir 0700) and return the path.
+
+    The file is created under a temporary name with ``O_CREAT | O_EXCL`` and mode
+    0600, then renamed over the old one: it is never readable by anyone else, not
+    even for an instant, and a reader sees either the old token or the new one.
+    """
+    directory = Path(state_dir)
+    path = token_path(directory)
+    temporary = directory / f".{TOKEN_FILE}.{secrets.token_hex(8)}.tmp"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)  # the directory also holds transcripts: owner only
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # exactly 0600, whatever the umask
+            data = token.encode()
+            while data:
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except OSError as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise TokenFileError(f"cannot write the token file {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def mint_token_file(state_dir: str | os.PathLike[str]) -> tuple[str, Path]:
+    """Mint a fresh token and write it to ``<state_dir>/token``; returns ``(token, path)``."""
+    token = new_token()
+    return token, write_token_file(state_dir, token)
+
+
+def read_token_file(state_dir: str | os.PathLike[str]) -> str:
+    """The token a daemon on ``state_dir`` minted at its start (for clients)."""
+    path = token_path(state_dir)
+    try:
+        token = path.read_text().strip()
+    except OSError as exc:
+        raise TokenFileError(f"cannot read the token file {path}: {exc.strerror or exc}") from None
+    if not token:
+        raise TokenFileError(f"the token file {path} is empty")
+    return token
