@@ -10,6 +10,7 @@ import textwrap
 import trio
 
 from actors.subagents import SubagentConfig
+from tests.processes import marker, pids_with
 from tests.transport.mcp.harness import await_end, mcp_daemon, mcp_session, start, status, text_of
 
 SUBAGENT = textwrap.dedent('''
@@ -47,23 +48,11 @@ SUBAGENT = textwrap.dedent('''
 
 SLEEPER = textwrap.dedent('''
     import pathlib, subprocess, sys, time
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    # Marked with a word of its own: inside the sandbox's PID namespace its pid means nothing outside.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", sys.argv[2]])
     pathlib.Path(sys.argv[1]).write_text(f"{child.pid}")
     time.sleep(120)
 ''')
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); it is not running.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
 
 
 async def test_a_command_subagent_reaches_its_goal_through_the_mcp_client(tmp_path, monkeypatch):
@@ -103,7 +92,8 @@ async def test_stopping_a_command_run_ends_its_process_group(tmp_path):
     script = tmp_path / "sleeper.py"
     script.write_text(SLEEPER)
     pid_file = tmp_path / "grandchild.pid"
-    template = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {shlex.quote(str(pid_file))}"
+    mark = f"grandchild-{marker()}"
+    template = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {shlex.quote(str(pid_file))} {mark}"
     async with mcp_daemon(workspace=str(tmp_path)) as (daemon, base):
         daemon.subagents.config = SubagentConfig(command_template=template)
         async with mcp_session(f"{base}/mcp") as mcp:
@@ -111,13 +101,14 @@ async def test_stopping_a_command_run_ends_its_process_group(tmp_path):
             with trio.fail_after(20):
                 while not pid_file.exists() or not pid_file.read_text():
                     await trio.sleep(0.05)
-            grandchild = int(pid_file.read_text())
-            assert _alive(grandchild)
+            with trio.fail_after(5):
+                while not pids_with(mark):
+                    await trio.sleep(0.05)
             stopped = await mcp.call_tool("stop", {"name": "sleepy"})
             assert stopped.structured_content["endReason"] == "stopped"
             assert "turn 1 of 1" in text_of(stopped)
     with trio.fail_after(5):
-        while _alive(grandchild):
+        while pids_with(mark):
             await trio.sleep(0.05)
 
 
