@@ -12,7 +12,9 @@ from pathlib import Path
 
 import trio
 
-from actors import ScriptError, Settings, SettingsError, load_script, load_settings, open_daemon
+from actors import (
+    SandboxUnavailable, ScriptError, Settings, SettingsError, load_script, load_settings, open_daemon,
+)
 from actors.model import ModelProvider, ScriptedModel
 
 from .auth import TokenFileError, token_path
@@ -78,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     modes = p.add_argument_group("modes")
     modes.add_argument("--safe-mode", action="store_true", default=None, help="safe mode (forces the Todo Stop Guard off)")
     modes.add_argument("--bare", action="store_true", default=None, help="bare mode (forces the Todo Stop Guard off)")
+    modes.add_argument("--sandbox", choices=["auto", "bwrap", "off"], default=None,
+                       help="where model-run commands run (default: settings sandbox, else auto = bubblewrap when "
+                            "it works here; bwrap = refuse to start without it; off = with your rights)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                    help="log verbosity on stderr (default warning)")
     # Internal: the pipe through which a re-executed daemon takes back its token and API key
@@ -145,6 +150,7 @@ def load_daemon_config(args: argparse.Namespace,
         settings = load_settings(
             args.settings, safe_mode=args.safe_mode, bare=args.bare, max_sessions=args.max_sessions,
             max_pending_prompts=args.max_pending_prompts, event_ring_size=args.event_ring_size,
+            sandbox=args.sandbox,
         )
         model = make_model(args, settings, environ)
     except (SettingsError, ScriptError) as exc:
@@ -218,6 +224,9 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
         trio.run(run)
     except KeyboardInterrupt:
         return 0
+    except SandboxUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except BaseExceptionGroup as group:
         token_errors, rest = group.split(TokenFileError)
         if token_errors is not None and rest is None:

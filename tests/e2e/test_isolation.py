@@ -64,7 +64,10 @@ async def test_no_process_of_the_daemons_tree_holds_the_token_or_the_key(tmp_pat
             assert KEY not in image and TOKEN not in image, f"a secret in /proc/{pid}"
         snooped = d.tool_results()[1]
         assert "PATH=" in snooped and "PARENT" in snooped  # it really read process environments
-        assert (await d.client.get("/capabilities")).status_code == 200  # the daemon still holds its token
+        caps = await d.client.get("/capabilities")  # 200: the daemon still holds its token
+        expected = "off" if sandbox == "off" else "bwrap"
+        assert caps.json()["sandbox"] == expected
+        assert (await d.client.get(f"/session/{sid}/status")).json()["sandbox"] == expected
         await d.assert_no_secret(sid)
 
 

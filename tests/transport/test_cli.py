@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import httpx
 import trio
 
 from tests.conftest import daemon_process
@@ -86,3 +87,35 @@ def test_bad_script_is_reported_with_the_file_and_path(tmp_path):
 def test_invalid_limit_is_a_usage_error():
     result = run_cli("--max-sessions", "0")
     assert result.returncode == 2 and "--max-sessions" in result.stderr
+
+
+def test_a_required_sandbox_that_cannot_run_refuses_to_start(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("TRELLIS_TOKEN", "OPENAI_API_KEY")}
+    env["PATH"] = str(tmp_path)  # no bwrap on it
+    for extra in (["--sandbox", "bwrap"], ["--settings", str(_settings(tmp_path, {"sandbox": "bwrap"}))]):
+        result = subprocess.run([sys.executable, "-m", "transport", "--port", "0", "--state-dir", str(tmp_path), *extra],
+                                capture_output=True, text=True, timeout=20, env=env)
+        assert result.returncode == 2, result.stderr
+        assert 'sandbox "bwrap" is required but unavailable: bwrap is not installed' in result.stderr
+        assert "listening" not in result.stdout and "Traceback" not in result.stderr
+
+
+def test_without_a_sandbox_the_daemon_says_commands_run_with_your_rights(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("TRELLIS_TOKEN", "OPENAI_API_KEY")}
+    proc = subprocess.Popen([sys.executable, "-m", "transport", "--port", "0", "--state-dir", str(tmp_path),
+                             "--sandbox", "off"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = proc.stdout.readline().split()[-1]
+        token = (tmp_path / "token").read_text().strip()
+        caps = httpx.get(f"{url}/capabilities", headers={"Authorization": f"Bearer {token}"}, timeout=5).json()
+        assert caps["sandbox"] == "off"
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=10)
+    assert "no sandbox" in stderr and "commands the model runs have your rights and can read your files" in stderr
+
+
+def _settings(tmp_path, data):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(data))
+    return path

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import trio
 
-from actors import Daemon, open_daemon
+from actors import Daemon, SandboxUnavailable, open_daemon
 from transport.process_image import Secrets
 
 from . import bridge
@@ -149,4 +149,7 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None) 
         trio.run(main)
     except KeyboardInterrupt:
         return 0
+    except SandboxUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
