@@ -21,6 +21,7 @@ from .session.session import Session
 from .session.tools import ToolRegistry
 from .session.transcript import Transcript, TranscriptError, is_safe_session_id
 from .settings import Settings
+from .storage import LocalStore, replay
 from .subagents.registry import SubagentRegistry
 
 log = logging.getLogger("trellis.daemon")
@@ -56,6 +57,12 @@ class Daemon:
         self.session_observers: list[Any] = []
         # Subagent runs by name (set by open_daemon): see actors.subagents.
         self.subagents: Any = None
+        # Shutdown (see shutdown_gracefully): set by open_daemon, the scope its caller's body runs in.
+        self._host_scope: trio.CancelScope | None = None
+        self._shutting_down = False
+        self._forced = False
+        self._wind_down_started = False
+        self._stopped = trio.Event()
 
     @property
     def settings(self) -> Settings:
@@ -86,7 +93,7 @@ class Daemon:
                 raise InvalidSessionId(session_id)
             if session_id in self._sessions:
                 return self._sessions[session_id], True
-            if Transcript(self.runtime.state_dir, session_id).exists:
+            if self.restorable(session_id):
                 return await self.load_session(session_id, cwd), False
         return await self._start(session_id or self.runtime.ids.new("session"), cwd), False
 
@@ -94,23 +101,53 @@ class Daemon:
         """An absolute working directory (see :meth:`Runtime.resolve_cwd`)."""
         return self.runtime.resolve_cwd(cwd)
 
+    def restorable(self, session_id: str) -> bool:
+        """Whether the state directory holds a session ``session_id`` to restore (transcript, journal or record)."""
+        store = self.runtime.store
+        return Transcript(self.runtime.state_dir, session_id).exists or (store is not None and store.exists(session_id))
+
     async def load_session(self, session_id: str, cwd: str | None = None) -> SessionHandle:
-        """Restore a session's conversation from disk, starting the session if it is not live."""
+        """Restore a session from disk, starting it if it is not live.
+
+        A session that is not live comes back with its conversation, its queued
+        prompts in their order (they run), its waiting mid-turn input, its turn
+        records, and its cwd, approval mode and model name; a prompt it was
+        running when the daemon died ends ``daemon_restarted`` and is not re-run.
+        The Todo Stop Guard starts cleared (a restart clears trust). A live
+        session reloads its conversation from the transcript.
+        """
         if not is_safe_session_id(session_id):
             raise InvalidSessionId(session_id)
         handle = self._sessions.get(session_id)
-        started = handle is None
         if handle is None:
-            if not Transcript(self.runtime.state_dir, session_id).exists:
+            if not self.restorable(session_id):
                 raise UnknownSession(session_id)
-            handle = await self._start(session_id, cwd)
-        try:
-            await handle.load()
-        except TranscriptError:
-            if started:  # don't leave an empty session on a file it could not read
-                await self.close_session(session_id)
-            raise
+            return await self._start(session_id, cwd, restore=True)
+        await handle.load()
         return handle
+
+    def stored_sessions(self) -> list[dict[str, Any]]:
+        """Every session: the live ones and those restorable from the state directory (``GET /session``)."""
+        store = self.runtime.store
+        out: dict[str, dict[str, Any]] = {}
+        for handle in self.sessions():
+            out[handle.session_id] = {"sessionId": handle.session_id, "live": True, "restorable": False,
+                                      **handle.summary()}
+        for session_id in store.session_ids() if store is not None else ():
+            if session_id in out or not is_safe_session_id(session_id):
+                continue
+            record = store.record_read(session_id) or {}
+            try:
+                pending = replay(store.journal_read(session_id))
+            except OSError:  # unreadable: listed, with nothing pending it could promise
+                pending = replay([])
+            out[session_id] = {
+                "sessionId": session_id, "live": False, "restorable": True, "cwd": record.get("cwd"),
+                "createdAt": record.get("createdAt"), "updatedAt": record.get("updatedAt"),
+                "pendingCount": len(pending.queued) + len(pending.interrupted),
+                "midTurnQueued": len(pending.mid_turn),
+            }
+        return sorted(out.values(), key=lambda s: (s.get("updatedAt") or 0), reverse=True)
 
     async def fork_session(self, source_id: str, session_id: str | None = None) -> SessionHandle:
         """A new session with a copy of ``source_id``'s conversation; neither keeps guard trust."""
@@ -132,17 +169,32 @@ class Daemon:
             raise UnknownSession(session_id)
         return transcript.records()
 
-    async def _start(self, session_id: str, cwd: str | None, history: list[Any] | None = None) -> SessionHandle:
+    async def _start(self, session_id: str, cwd: str | None, history: list[Any] | None = None, *,
+                     restore: bool = False) -> SessionHandle:
         if len(self._sessions) + len(self._starting) >= self.settings.limits.max_sessions:
             raise TooManySessions(f"at most {self.settings.limits.max_sessions} sessions")
         if session_id in self._starting:
             raise SessionStarting(f"session {session_id} is already starting")
-        path = self.resolve_cwd(cwd)
+        record = (self.runtime.store.record_read(session_id) if restore and self.runtime.store is not None
+                  else None) or {}
+        if cwd is None and record.get("cwd"):
+            try:
+                path = self.resolve_cwd(record["cwd"])  # where it worked before the restart
+            except InvalidCwd as exc:
+                log.warning("session %s: its cwd is gone (%s); it restarts in the workspace", session_id, exc)
+                path = self.resolve_cwd(None)
+        else:
+            path = self.resolve_cwd(cwd)
         self._starting.add(session_id)
         try:
-            session = Session(self.runtime, session_id, path, history=history)
+            session = Session(self.runtime, session_id, path, history=history,
+                              created_at=record.get("createdAt"), approval_mode=record.get("approvalMode"),
+                              model_name=record.get("model"))
             for observe in self.session_observers:
                 observe(session)
+            if restore:
+                session.restore()
+            session.save_record()  # StorageError (an OSError) when the state directory refuses it
             closed = trio.Event()
             await self._nursery.start(self._supervise, session, closed)
             handle = SessionHandle(session)
@@ -170,8 +222,92 @@ class Daemon:
         handle._ref.close()
         await closed.wait()
 
+    # ------------------------------------------------------------- shutdown
+
+    @property
+    def shutting_down(self) -> bool:
+        """True once a shutdown began (graceful or forced): work is no longer admitted.
+
+        The HTTP surface then answers every request that would start work 503
+        ``shutting_down``; reads keep answering until the server closes.
+        """
+        return self._shutting_down
+
+    @property
+    def stopped(self) -> trio.Event:
+        """Set once a graceful shutdown has closed every session (:meth:`shutdown_gracefully`)."""
+        return self._stopped
+
+    async def shutdown_gracefully(self, timeout: float | None = None) -> bool:
+        """Stop in order; ``True`` once everything ended within ``timeout`` seconds.
+
+        Admission stops (:attr:`shutting_down`), subagent runs are stopped, then
+        every session is closed the way ``DELETE /session/:id`` closes one: its
+        running turn ends with ``turn_complete`` ``cancelled`` (published and
+        written), its background actors stop and kill their process groups, and
+        its subscribers get ``session_closed`` (reason ``daemon_shutdown``), then
+        the end of their stream. Transcripts are written as things happen, so
+        nothing is left to flush. ``timeout`` defaults to ``limits.shutdownSeconds``;
+        the shutdown runs in the daemon's own nursery, so a caller that gives
+        up (``False``) leaves it running, and what is left is forced by
+        :meth:`shutdown` or by leaving ``open_daemon``. Calling it again, or
+        concurrently, waits for the same shutdown. ``open_daemon``'s exit runs
+        it too (shielded, bounded), also when its body is cancelled.
+        """
+        self._shutting_down = True
+        if timeout is None:
+            timeout = self.settings.limits.shutdown_seconds
+        if not self._wind_down_started:
+            self._wind_down_started = True
+            try:
+                self._nursery.start_soon(self._wind_down, name="daemon:shutdown")
+            except RuntimeError:  # the daemon's nursery is gone already: nothing left to stop in order
+                return self._stopped.is_set()
+        with trio.move_on_after(timeout):
+            await self._stopped.wait()
+        return self._stopped.is_set()
+
+    async def _wind_down(self) -> None:
+        registry = self.subagents
+        if registry is not None:
+            async with trio.open_nursery() as nursery:
+                for run in registry.list():
+                    if not run["ended"]:
+                        nursery.start_soon(self._stop_run, run["name"])
+        while self._sessions or self._starting:
+            if not self._sessions:  # only sessions still starting: they are closed once started
+                await trio.sleep(0.01)
+                continue
+            async with trio.open_nursery() as nursery:
+                for handle in self.sessions():
+                    nursery.start_soon(self._close_for_shutdown, handle)
+        self._stopped.set()
+
+    async def _stop_run(self, name: str) -> None:
+        try:
+            await self.subagents.stop(name)
+        except LookupError:
+            pass  # forgotten meanwhile: it had ended
+
+    async def _close_for_shutdown(self, handle: SessionHandle) -> None:
+        handle._session.closing_reason = "daemon_shutdown"
+        try:
+            await self.close_session(handle.session_id)
+        except (UnknownSession, KeyError):
+            pass  # it ended on its own meanwhile
+
     def shutdown(self) -> None:
+        """Stop at once (forced): cancel every actor and the body of ``async with open_daemon()``.
+
+        Running turns still end with ``turn_complete`` ``cancelled`` on their way
+        out and background actors kill their process groups, but nothing is
+        waited for in order; :meth:`shutdown_gracefully` is the orderly way.
+        """
+        self._shutting_down = True
+        self._forced = True
         self._nursery.cancel_scope.cancel()
+        if self._host_scope is not None:
+            self._host_scope.cancel()
 
 
 @asynccontextmanager
@@ -220,17 +356,28 @@ async def open_daemon(
         now=now or local_now,
         hook_runner=hook_runner,
         sandbox=sandbox,
+        store=LocalStore(state_dir, fsync=settings.journal_fsync) if state_dir is not None else None,
     )
     subagents: SubagentRegistry | None = None
     try:
-        async with trio.open_nursery() as nursery:
+        async with trio.open_nursery() as host:
+            # The actors live in a nursery shielded from cancellations of the caller's scope, so that
+            # a cancelled body still ends them in order: graceful shutdown first, then the rest cancelled.
+            nursery = await host.start(_actor_nursery)
             daemon = Daemon(runtime, nursery)
+            daemon._host_scope = host.cancel_scope
             daemon.subagents = subagents = SubagentRegistry(daemon, nursery)
             try:
                 yield daemon
             finally:
+                daemon._shutting_down = True
+                if not daemon._forced:
+                    with trio.CancelScope(shield=True):
+                        if not await daemon.shutdown_gracefully():
+                            log.warning("the daemon did not stop within %g s; the rest is cancelled",
+                                        settings.limits.shutdown_seconds)
                 daemon.closed.set()
-                nursery.cancel_scope.cancel()
+                nursery.cancel_scope.cancel()  # whatever is left (nothing, unless the bound ran out)
     finally:
         if subagents is not None:
             subagents.close()  # after the runs ended: tokens revoked, a temporary config directory removed
@@ -238,6 +385,14 @@ async def open_daemon(
         if aclose is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 await aclose()
+
+
+async def _actor_nursery(*, task_status: trio.TaskStatus[trio.Nursery] = trio.TASK_STATUS_IGNORED) -> None:
+    """The daemon's nursery, shielded from outside cancellation; ``nursery.cancel_scope`` ends it."""
+    with trio.CancelScope(shield=True):
+        async with trio.open_nursery() as nursery:
+            task_status.started(nursery)
+            await trio.sleep_forever()
 
 
 __all__ = ["Daemon", "InvalidCwd", "InvalidSessionId", "SessionStarting", "TooManySessions", "ToolRegistry",

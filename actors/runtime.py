@@ -17,6 +17,7 @@ from .process.sandbox import NO_SANDBOX, Sandbox
 from .session.todo import TodoWriteTool
 from .session.tools import ToolRegistry
 from .settings import Settings
+from .storage import SessionStore
 
 
 class InvalidCwd(ValueError):
@@ -50,6 +51,8 @@ class Runtime:
     # Daemon-wide services tools may reach through their session (the subagent registry, say);
     # filled in by open_daemon once the daemon exists.
     services: dict[str, Any] = attrs.field(factory=dict)
+    # Journals and session records (None: nothing survives the daemon, as without a state_dir).
+    store: SessionStore | None = None
     # How model-run commands (shells, monitors, command subagents) are started.
     sandbox: Sandbox = NO_SANDBOX
 

@@ -30,6 +30,7 @@ class Limits:
     subscriber_queue: int = 256
     mailbox_size: int = 64
     client_grace_seconds: float = 10.0  # how long pending permissions outlive the last subscriber
+    shutdown_seconds: float = 10.0  # how long a graceful shutdown may take before it is forced
 
 
 @attrs.frozen(kw_only=True)
@@ -49,6 +50,7 @@ class Settings:
     max_repeated_failures: int = 3  # the same failing call (name and arguments) this often in a row is a loop
     model: dict[str, Any] = attrs.field(factory=dict)
     subagents: dict[str, Any] = attrs.field(factory=dict)
+    journal_fsync: str = "always"  # storage.fsync: "always" (before each 202) or "never" (see actors.storage.local)
     sandbox: str = "auto"  # for model-run commands: "auto", "bwrap" (required) or "off" (actors.process.sandbox)
     path: str | None = None  # the settings file read, hidden from sandboxed commands (it may hold model.apiKey)
     warnings: tuple[str, ...] = ()
@@ -73,6 +75,7 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "disableAllHooks": ("disable_all_hooks", bool),
     "approvalMode": ("approval_mode", str),
     "sandbox": ("sandbox", str),
+    "storage.fsync": ("journal_fsync", str),
     "hooks": ("hooks", dict),
     "stopHookBlockingCap": ("stop_hook_block_cap", int),
     "loopProtection.maxToolCallsPerTurn": ("max_tool_calls_per_turn", int),
@@ -85,6 +88,7 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "limits.eventRingSize": ("limits.event_ring_size", int),
     "limits.subscriberQueue": ("limits.subscriber_queue", int),
     "limits.clientGraceSeconds": ("limits.client_grace_seconds", float),
+    "limits.shutdownSeconds": ("limits.shutdown_seconds", float),
 }
 APPROVAL_MODES = ("default", "auto-edit", "yolo", "plan")
 
@@ -122,6 +126,8 @@ def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | 
             raise SettingsError(f"{source}: {dotted} must be a {kind.__name__}, got {type(value).__name__}")
         if dotted == "approvalMode" and value not in APPROVAL_MODES:
             raise SettingsError(f"{source}: approvalMode must be one of {list(APPROVAL_MODES)}, got {value!r}")
+        if dotted == "storage.fsync" and value not in ("always", "never"):
+            raise SettingsError(f"{source}: storage.fsync must be one of ['always', 'never'], got {value!r}")
         if dotted == "sandbox" and value not in SANDBOX_SETTINGS:
             raise SettingsError(f"{source}: sandbox must be one of {list(SANDBOX_SETTINGS)}, got {value!r}")
         if field.startswith("limits."):

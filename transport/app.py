@@ -29,7 +29,9 @@ from actors import (
     UnknownSession,
     wire,
 )
+from actors.session.fifo import StorageUnavailable
 from actors.session.transcript import TranscriptError
+from actors.storage import StorageError
 
 from . import sse
 from .acp import register as register_acp
@@ -146,6 +148,8 @@ def create_app(
             raise HttpError(503, str(exc), "too_many_sessions", limit=daemon.settings.limits.max_sessions) from None
         except TranscriptError as exc:
             raise HttpError(500, f"transcript unreadable: {exc}", "transcript_corrupt") from None
+        except StorageError as exc:
+            raise HttpError(503, f"the session could not be stored: {exc}", "storage_unavailable") from None
 
     # ------------------------------------------------------------- guards
 
@@ -220,6 +224,11 @@ def create_app(
             },
         })
 
+    @app.get("/session")
+    async def list_sessions() -> Response:
+        """Live sessions and those restorable from the state directory (``live``/``restorable``)."""
+        return json_response({"sessions": daemon.stored_sessions()})
+
     @app.post("/session")
     async def create_session() -> Response:
         b = await body(wire.CreateSessionBody, optional=True)
@@ -247,6 +256,8 @@ def create_app(
         if not b.prompt:
             raise HttpError(400, "prompt must contain at least one content block", "empty_prompt", "$.prompt")
         admitted = await handle.prompt(b, client_id=request.headers.get("X-Qwen-Client-Id"))
+        if isinstance(admitted, StorageUnavailable):
+            raise HttpError(503, f"the prompt was not admitted: {admitted.reason}", "storage_unavailable")
         if not isinstance(admitted, Admitted):
             raise HttpError(503, f"the session already has {admitted.pending_count} pending prompt(s)",
                             "prompt_queue_full", limit=admitted.limit, pendingCount=admitted.pending_count)

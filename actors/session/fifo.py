@@ -12,13 +12,19 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any, Literal
 
+import logging
+
 import attrs
 import trio
 
 from .. import wire
 from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
 from ..events import EventBus
+from ..storage import DAEMON_RESTARTED, RESTARTED_MESSAGE, Replayed
+from ..storage.writer import JournalWriter
 from ..ids import IdSource
+
+log = logging.getLogger("trellis.fifo")
 
 TurnState = Literal["queued", "running", "completed", "error", "cancelled"]
 MAX_DRAIN_ITEMS = 10
@@ -66,15 +72,22 @@ class TurnRecord:
     ended_at: int | None = None
     stop_reason: str | None = None
     error: str | None = None
+    error_code: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"promptId": self.prompt_id, "state": self.state, "promptText": self.prompt_text,
                                "queuedAt": self.queued_at}
         for key, value in (("startedAt", self.started_at), ("endedAt", self.ended_at),
-                           ("stopReason", self.stop_reason), ("error", self.error)):
+                           ("stopReason", self.stop_reason), ("error", self.error), ("errorCode", self.error_code)):
             if value is not None:
                 out[key] = value
         return out
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> TurnRecord:
+        """A turn record as the journal replayed it."""
+        return cls(d["promptId"], d.get("state", "queued"), d.get("promptText", ""), d.get("queuedAt") or 0,
+                   d.get("startedAt"), d.get("endedAt"), d.get("stopReason"), d.get("error"), d.get("errorCode"))
 
 
 @attrs.frozen
@@ -110,6 +123,13 @@ class QueueFull:
     pending_count: int
 
 
+@attrs.frozen
+class StorageUnavailable:
+    """The journal could not take the admission: nothing was admitted."""
+
+    reason: str
+
+
 # ----------------------------------------------------------------- messages
 
 
@@ -117,7 +137,7 @@ class QueueFull:
 class Admit:
     body: wire.PromptBody
     client_id: str | None
-    reply: Reply[Admitted | QueueFull]
+    reply: Reply[Admitted | QueueFull | StorageUnavailable]
 
 
 @attrs.frozen
@@ -202,6 +222,7 @@ class PromptFifo:
         now_ms: Callable[[], int],
         queue_released: Callable[[], None] = lambda: None,
         handed_over: Callable[[str], None] = lambda _: None,
+        journal: JournalWriter | None = None,
     ) -> None:
         self.session_id = session_id
         self._bus = bus
@@ -217,6 +238,7 @@ class PromptFifo:
         self._mid_turn: deque[MidTurnItem] = deque()
         self._turns: OrderedDict[str, TurnRecord] = OrderedDict()
         self._active = False
+        self._journal = journal
         self.ref: ActorRef[FifoMessage] | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[ActorRef[FifoMessage]] = trio.TASK_STATUS_IGNORED) -> None:
@@ -227,6 +249,11 @@ class PromptFifo:
 
     # The handler is synchronous on purpose: one message at a time, no await mid-change.
     def handle(self, message: FifoMessage) -> None:
+        self._handle(message)
+        if self._journal is not None:
+            self._journal.compact_if_due(self._snapshot)  # after the change: the snapshot includes it
+
+    def _handle(self, message: FifoMessage) -> None:
         match message:
             case Admit(body, client_id, reply):
                 reply.send(self._admit(body, client_id))
@@ -245,7 +272,10 @@ class PromptFifo:
             case Drain(watch, reply):
                 reply.send(self._drain(watch))
             case RestoreMidTurn(messages):
-                self._mid_turn.extend(MidTurnItem(self._ids.new("msg"), m) for m in messages)
+                for text in messages:
+                    item = MidTurnItem(self._ids.new("msg"), text)
+                    self._write_after({"op": "mid_turn", "messageId": item.message_id, "text": text})
+                    self._mid_turn.append(item)
                 if not self._active:
                     self._promote_leftover_mid_turn()
             case ListPending(reply):
@@ -259,12 +289,18 @@ class PromptFifo:
 
     # ------------------------------------------------------------- transitions
 
-    def _admit(self, body: wire.PromptBody, client_id: str | None) -> Admitted | QueueFull:
+    def _admit(self, body: wire.PromptBody, client_id: str | None) -> Admitted | QueueFull | StorageUnavailable:
         if len(self._entries) >= self._max_pending:
             return QueueFull(self._max_pending, len(self._entries))
         last_event_id = self._bus.last_event_id  # before anything this prompt publishes
         entry = PendingPrompt(self._ids.new("prompt"), body, body.text, self._now_ms(), client_id)
         entry.waited = self._active or bool(self._entries)
+        try:  # durable before anything changes: the 202 is a promise
+            self._write({"op": "admitted", "promptId": entry.prompt_id, "body": wire.unstructure(body),
+                         "text": entry.text, "queuedAt": entry.queued_at, "clientId": client_id,
+                         "waited": entry.waited})
+        except OSError as exc:
+            return StorageUnavailable(str(exc))
         self._entries.append(entry)
         self._record(TurnRecord(entry.prompt_id, "queued", entry.text, entry.queued_at))
         if entry.waited:
@@ -280,6 +316,7 @@ class PromptFifo:
             return False
         entry.aborted = True
         if entry.state == "queued":
+            self._write_after({"op": "aborted", "promptId": prompt_id})
             self._entries.remove(entry)
             self._bus.publish("pending_prompt_completed",
                               wire.pending_prompt_completed(self.session_id, prompt_id, "removed"), prompt_id)
@@ -297,6 +334,7 @@ class PromptFifo:
             return None
         entry.state = "running"
         entry.started_at = self._now_ms()
+        self._write_after({"op": "started", "promptId": entry.prompt_id, "startedAt": entry.started_at})
         self._active = True
         self._handed_over(entry.prompt_id)  # from now on a cancel must reach it, even before it begins
         self._update(entry.prompt_id, state="running", started_at=entry.started_at)
@@ -306,6 +344,8 @@ class PromptFifo:
         return entry
 
     def _settle(self, prompt_id: str, state: TurnState, stop_reason: str | None, error: str | None) -> None:
+        self._write_after({"op": "ended", "promptId": prompt_id, "state": state, "stopReason": stop_reason,
+                           "error": error, "endedAt": self._now_ms()})
         entry = next((e for e in self._entries if e.prompt_id == prompt_id), None)
         if entry is not None:
             self._entries.remove(entry)
@@ -325,6 +365,8 @@ class PromptFifo:
         text = "\n".join(i.text for i in items)
         body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=text)])
         entry = PendingPrompt(self._ids.new("prompt"), body, text, self._now_ms(), waited=True)
+        self._write_after({"op": "promoted", "promptId": entry.prompt_id, "text": text, "queuedAt": entry.queued_at,
+                           "messageIds": [i.message_id for i in items]})
         self._entries.insert(0, entry)
         self._record(TurnRecord(entry.prompt_id, "queued", text, entry.queued_at))
         self._bus.publish("pending_prompt_added",
@@ -338,6 +380,10 @@ class PromptFifo:
         if len(self._mid_turn) >= self._max_mid_turn:
             return {"accepted": False, "reason": "queue_full"}
         item = MidTurnItem(message_id or self._ids.new("msg"), text)
+        try:
+            self._write({"op": "mid_turn", "messageId": item.message_id, "text": text})
+        except OSError:
+            return {"accepted": False, "reason": "storage_unavailable"}
         self._mid_turn.append(item)
         return {"accepted": True, "messageId": item.message_id}
 
@@ -346,6 +392,7 @@ class PromptFifo:
         while self._mid_turn and len(items) < MAX_DRAIN_ITEMS:
             items.append(self._mid_turn.popleft())
         if items:
+            self._write_after({"op": "drained", "messageIds": [i.message_id for i in items]})
             self._bus.publish("mid_turn_message_injected",
                               wire.mid_turn_message_injected(self.session_id, [i.to_wire() for i in items]))
         return DrainResult(tuple(i.text for i in items), tuple(items),
@@ -370,6 +417,77 @@ class PromptFifo:
         return {"pendingCount": len(self._entries), "currentPromptId": running,
                 "queuedCount": sum(1 for e in self._entries if e.state == "queued"),
                 "midTurnQueued": len(self._mid_turn), "hasQueuedPrompt": self.has_queued_prompt}
+
+    # ------------------------------------------------------------- the journal
+
+    def _write(self, record: dict[str, Any]) -> None:
+        """Journal ``record`` before the change it describes; ``OSError`` when it cannot be made durable."""
+        if self._journal is not None:
+            self._journal.append(record)
+
+    def _write_after(self, record: dict[str, Any]) -> None:
+        """Journal a change that goes ahead either way (a failed write is logged; a restart may redo it)."""
+        try:
+            self._write(record)
+        except OSError as exc:
+            log.error("session %s: %s", self.session_id, exc)
+
+    def _snapshot(self) -> list[dict[str, Any]]:
+        """The journal compacted to what a restart needs: live prompts, waiting input, kept turn records."""
+        live = {e.prompt_id for e in self._entries}
+        out: list[dict[str, Any]] = [{"op": "turn", "record": t.to_wire()} for t in self._turns.values()
+                                     if t.prompt_id not in live]
+        for e in self._entries:
+            out.append({"op": "admitted", "promptId": e.prompt_id, "body": wire.unstructure(e.body), "text": e.text,
+                        "queuedAt": e.queued_at, "clientId": e.client_id, "waited": e.waited})
+            if e.state == "running":
+                out.append({"op": "started", "promptId": e.prompt_id, "startedAt": e.started_at})
+        out += [{"op": "mid_turn", "messageId": i.message_id, "text": i.text} for i in self._mid_turn]
+        return out
+
+    def journal_count(self, existing: int) -> None:
+        """How many records the journal already holds (so compaction comes when it should)."""
+        if self._journal is not None:
+            self._journal.existing(existing)
+
+    def restore(self, replayed: Replayed) -> list[str]:
+        """Take over what a previous daemon journalled (before :meth:`run`); returns the interrupted prompt ids.
+
+        Queued prompts keep their order and ids and run as usual. Interrupted
+        ones (running when the daemon died) end ``daemon_restarted`` — journalled
+        here, so a second restart does not end them again — and never run again.
+        """
+        for turn in replayed.turns.values():
+            self._record(TurnRecord.from_wire(turn))
+        for r in replayed.queued:
+            if "body" in r:
+                body = wire.structure(r["body"], wire.PromptBody)
+            else:  # promoted mid-turn input
+                body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=r.get("text", ""))])
+            self._entries.append(PendingPrompt(r["promptId"], body, r.get("text", body.text), r.get("queuedAt") or 0,
+                                               r.get("clientId"), waited=True))
+        self._mid_turn.extend(MidTurnItem(m["messageId"], m["text"]) for m in replayed.mid_turn)
+        for prompt_id in replayed.interrupted:
+            ended = self._now_ms()
+            self._write_after({"op": "ended", "promptId": prompt_id, "state": "error", "error": RESTARTED_MESSAGE,
+                               "errorCode": DAEMON_RESTARTED, "endedAt": ended})
+            self._update(prompt_id, state="error", error=RESTARTED_MESSAGE, error_code=DAEMON_RESTARTED,
+                         ended_at=ended)
+        return list(replayed.interrupted)
+
+    def settle_on_close(self, prompt_id: str) -> None:
+        """The session closes under a running prompt: journal and record it ``cancelled`` now.
+
+        Called from the session's exit path, where the FIFO's mailbox may be gone
+        already; synchronous, like every transition here.
+        """
+        entry = next((e for e in self._entries if e.prompt_id == prompt_id), None)
+        if entry is None or entry.state != "running":
+            return
+        self._write_after({"op": "ended", "promptId": prompt_id, "state": "cancelled", "stopReason": "cancelled",
+                           "endedAt": self._now_ms()})
+        self._entries.remove(entry)
+        self._update(prompt_id, state="cancelled", stop_reason="cancelled", ended_at=self._now_ms())
 
     # ------------------------------------------------------------- turn records
 

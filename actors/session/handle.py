@@ -43,7 +43,7 @@ class SessionHandle:
     def last_event_id(self) -> int:
         return self._session.bus.last_event_id
 
-    async def prompt(self, body: wire.PromptBody | str, *, client_id: str | None = None) -> f.Admitted | f.QueueFull:
+    async def prompt(self, body: wire.PromptBody | str, *, client_id: str | None = None) -> f.Admitted | f.QueueFull | f.StorageUnavailable:
         """Admit a prompt to the FIFO. Returns at admission; the turn runs on its own."""
         if isinstance(body, str):
             body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=body)])
@@ -86,6 +86,15 @@ class SessionHandle:
         if not model.strip():
             raise ValueError("model must not be empty")
         return await self._ref.ask(lambda r: SetModel(model, r), ASK_TIMEOUT)
+
+    def summary(self) -> dict[str, Any]:
+        """What ``GET /session`` lists of a live session (read without a message: a snapshot)."""
+        session = self._session
+        stats = session.fifo.statistics()
+        ring = session.bus.ring
+        return {"cwd": session.cwd, "createdAt": session.created_at,
+                "updatedAt": ring[-1].ts_ms if ring else session.created_at,
+                "pendingCount": stats["pendingCount"], "midTurnQueued": stats["midTurnQueued"]}
 
     async def change_cwd(self, cwd: str) -> str:
         """Move the session to another existing directory (clears Todo Stop Guard trust).

@@ -30,6 +30,8 @@ from ..model import ChatMessage, ChatRequest, ModelError, TextDelta
 from ..model.base import estimate_tokens
 from ..runtime import Runtime
 from ..settings import APPROVAL_MODES
+from ..storage import DAEMON_RESTARTED, RESTARTED_MESSAGE, replay
+from ..storage.writer import JournalWriter
 from . import fifo as f
 from .chain import WorkChain
 from .hooks import HookResult
@@ -162,8 +164,13 @@ def _only_cancelled(exc: BaseException) -> bool:
 class Session:
     """The session actor. Start it with ``await nursery.start(session.run)``."""
 
+    # The reason ``session_closed`` gives when the mailbox closes; the daemon's graceful shutdown
+    # sets "daemon_shutdown" before it closes the session.
+    closing_reason = "closed"
+
     def __init__(self, runtime: Runtime, session_id: str, cwd: str, *, created_at: int | None = None,
-                 history: list[ChatMessage] | None = None) -> None:
+                 history: list[ChatMessage] | None = None,
+                 approval_mode: str | None = None, model_name: str | None = None) -> None:
         self.runtime = runtime
         settings = runtime.settings
         self.session_id = session_id
@@ -176,8 +183,8 @@ class Session:
             self.transcript.rewrite(self.history)
         self.tools = runtime.make_tools()
         self.hooks = settings.hook_config
-        self.approval_mode = settings.approval_mode
-        self.model_name: str | None = None
+        self.approval_mode = approval_mode or settings.approval_mode
+        self.model_name: str | None = model_name
         self.current: Work | None = None
         self._aborted_before_start: str | None = None
         self._starting: str | None = None  # taken from the FIFO, work item not begun yet
@@ -187,11 +194,13 @@ class Session:
         # Where mid-turn input comes from: this daemon's FIFO, unless a bridge (an ACP client that
         # owns the real queue) installs its own source. It returns a PendingReply of a DrainResult.
         self.drain_source: Callable[[bool], PendingReply[f.DrainResult]] | None = None
+        store = runtime.store
         self.fifo = f.PromptFifo(
             session_id, self.bus, runtime.ids,
             max_pending=settings.limits.max_pending_prompts, max_mid_turn=settings.limits.max_mid_turn_messages,
             wake_session=self._wake.set, cancel_running=self._cancel_prompt, now_ms=runtime.clock_ms,
             queue_released=self._queue_released, handed_over=self._handed_over,
+            journal=JournalWriter(store, session_id) if store is not None else None,
         )
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
         self.ref: ActorRef[SessionMessage] | None = None
@@ -205,6 +214,44 @@ class Session:
         )
         self.chain = WorkChain(TodoStopGuard(enabled=settings.guard_enabled), self.background)
         self.background.related = self.chain.is_related
+
+    def restore(self) -> None:
+        """Take the conversation from the transcript and the FIFO from the journal (after a restart).
+
+        Called once, before :meth:`run` and after the daemon's observers saw the
+        session, so they see the replayed events too. Raises ``TranscriptError``
+        or ``StorageError`` for files it cannot read; nothing runs then.
+        """
+        store = self.runtime.store
+        journalled = store.journal_read(self.session_id) if store is not None else []
+        self.restore_from_disk()
+        self.fifo.journal_count(len(journalled))
+        for prompt_id in self.fifo.restore(replay(journalled)):
+            self._end_interrupted(prompt_id)
+
+    def _end_interrupted(self, prompt_id: str) -> None:
+        """A prompt the previous daemon was running when it died: ended, said, written; never re-run."""
+        self.bus.publish("turn_error", wire.turn_error(self.session_id, prompt_id, RESTARTED_MESSAGE,
+                                                       DAEMON_RESTARTED), prompt_id)
+        try:
+            self.transcript.append_record({"type": "turn_error", "promptId": prompt_id, "code": DAEMON_RESTARTED,
+                                           "message": RESTARTED_MESSAGE})
+        except OSError as exc:
+            log.error("session %s: %s not written to the transcript: %s", self.session_id, DAEMON_RESTARTED, exc)
+
+    def save_record(self) -> None:
+        """Write the session record (what a restart restores besides the journal and transcript)."""
+        if self.runtime.store is None:
+            return
+        self.runtime.store.record_write(self.session_id, {
+            "sessionId": self.session_id, "cwd": self.cwd, "approvalMode": self.approval_mode,
+            "model": self.model_name, "createdAt": self.created_at, "updatedAt": self.runtime.clock_ms()})
+
+    def _save_record_quietly(self) -> None:
+        try:
+            self.save_record()
+        except OSError as exc:
+            log.error("session %s: session record not written: %s", self.session_id, exc)
 
     @property
     def provider(self) -> Any:
@@ -230,6 +277,8 @@ class Session:
             raise
         finally:
             self.permissions.cancel_all()
+            if close_reason == "closed":
+                close_reason = self.closing_reason
             self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
 
     def _handle(self, message: SessionMessage) -> None:
@@ -248,10 +297,12 @@ class Session:
                 reply.send(self._set_approval_mode(mode))
             case SetModel(model, reply):
                 self.model_name = model  # no new work chain
+                self._save_record_quietly()
                 reply.send(model)
             case ChangeCwd(cwd, reply):
                 self.cwd = cwd
                 self._invalidate()
+                self._save_record_quietly()
                 reply.send(cwd)
             case Rewind(turn, reply):
                 try:
@@ -373,8 +424,11 @@ class Session:
                     self.chain.guard.pause_for_trusted_retry()
                     error = exc
         except trio.Cancelled:
-            # The session itself is closing: the turn still gets its terminal event.
+            # The session itself is closing: the turn still gets its terminal event, and the journal
+            # says so, or a restart would take the prompt for one the daemon died running.
             self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled"), prompt_id)
+            if kind == "prompt":
+                self.fifo.settle_on_close(prompt_id)
             raise
         if work.scope.cancelled_caught:
             stop_reason = "cancelled"
@@ -586,6 +640,7 @@ class Session:
         if mode not in APPROVAL_MODES:  # the handle validates; a bad message must not crash the actor
             return self.approval_mode
         self.approval_mode = mode
+        self._save_record_quietly()
         if mode == "plan":
             self._invalidate()  # the guard is forced off in Plan; leaving Plan does not revive it
         self.publish_update(wire.mode_update(mode))

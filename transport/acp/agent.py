@@ -17,6 +17,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from actors import Admitted, InvalidSessionId, TooManySessions, UnknownSession
+from actors.session.fifo import StorageUnavailable
 from actors.session.transcript import TranscriptError
 
 from . import bridge, mapping, params as p
@@ -133,6 +134,9 @@ class _Agent:
         binding = self.conn.binding(params)
         body = p.prompt_body(params)
         admitted = await binding.handle.prompt(body)
+        if isinstance(admitted, StorageUnavailable):
+            raise RpcError(SERVER_BUSY, f"the prompt was not admitted: {admitted.reason}",
+                           {"code": "storage_unavailable"})
         if not isinstance(admitted, Admitted):
             raise RpcError(SERVER_BUSY, f"the session already has {admitted.pending_count} pending prompt(s)",
                            {"code": "prompt_queue_full", "limit": admitted.limit,

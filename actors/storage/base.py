@@ -1,0 +1,48 @@
+"""Where a daemon keeps what must survive it: one small interface, so storage can change without the actors.
+
+Per session, three things:
+
+- the **journal** (:mod:`actors.storage.journal`): admissions, aborts, starts,
+  terminal states and waiting mid-turn input, appended before they are
+  acknowledged;
+- the **transcript**: the conversation, as :class:`~actors.session.transcript.Transcript`
+  lines;
+- the **session record**: cwd, approval mode, model name, created/updated
+  times — what a restored session starts from.
+
+:class:`~actors.storage.local.LocalStore` keeps them in files under the state
+directory; a shared database can implement :class:`SessionStore` later. A
+write that fails raises :class:`StorageError` and must leave nothing half
+done that a reader would take for a record.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class StorageError(OSError):
+    """A write the store could not make durable (disk full, read-only directory); the message says where."""
+
+
+class SessionStore(Protocol):
+    def journal_append(self, session_id: str, record: dict[str, Any]) -> None:
+        """Append one journal record, durable (per the fsync policy) before it returns."""
+
+    def journal_read(self, session_id: str) -> list[dict[str, Any]]:
+        """Every readable record, in order; a torn last record (a crash mid-write) is dropped."""
+
+    def journal_rewrite(self, session_id: str, records: list[dict[str, Any]]) -> None:
+        """Replace the journal atomically (compaction)."""
+
+    def record_write(self, session_id: str, record: dict[str, Any]) -> None:
+        """Replace the session record atomically."""
+
+    def record_read(self, session_id: str) -> dict[str, Any] | None:
+        """The session record, or ``None``."""
+
+    def session_ids(self) -> list[str]:
+        """Every session the store can restore."""
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the store holds anything of ``session_id`` (journal, record or transcript)."""

@@ -1,0 +1,93 @@
+"""The prompt journal: what a session admitted, as records, and what a restart makes of them.
+
+Every change of a session's prompt FIFO that a crash must not lose is one
+record, appended before the change is acknowledged (a 202 is a promise):
+
+    op          fields                                   prompt state
+    ---------   --------------------------------------   -------------------------------
+    admitted    promptId, body, text, queuedAt,           -> queued (at the tail)
+                clientId, waited
+    promoted    promptId, text, queuedAt, messageIds      mid-turn input -> queued (at the head)
+    aborted     promptId                                  queued -> cancelled
+    started     promptId, startedAt                       queued -> running
+    ended       promptId, state, stopReason, error,       queued | running -> terminal
+                errorCode, endedAt
+    turn        record (a terminal turn record, kept      terminal (written by compaction)
+                when the journal is compacted)
+    mid_turn    messageId, text                           mid-turn input waiting
+    drained     messageIds                                mid-turn input taken by a turn
+
+:func:`replay` folds the records into what a restarted session resumes with:
+queued prompts in their order, the prompts that were running when the daemon
+died (they end ``daemon_restarted`` and are never re-run: their tools had side
+effects), every turn record, and the mid-turn input still waiting. It is pure:
+no I/O, no clock. A record it does not understand is skipped, so a newer
+daemon's journal does not stop an older one from restoring what it can.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import attrs
+
+DAEMON_RESTARTED = "daemon_restarted"
+RESTARTED_MESSAGE = ("the daemon restarted while this prompt ran; it was not run again, "
+                     "because its tools may already have had effects")
+
+
+@attrs.define
+class Replayed:
+    queued: list[dict[str, Any]] = attrs.Factory(list)  # admitted/promoted records, in FIFO order
+    interrupted: list[str] = attrs.Factory(list)  # prompt ids that were running
+    turns: OrderedDict[str, dict[str, Any]] = attrs.Factory(OrderedDict)  # prompt id -> turn record (wire form)
+    mid_turn: list[dict[str, Any]] = attrs.Factory(list)  # {messageId, text}, in order
+
+
+def replay(records: list[dict[str, Any]]) -> Replayed:
+    """What the journal ``records`` leave behind (see the module docstring)."""
+    out = Replayed()
+    entries: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    running: set[str] = set()
+    waiting: OrderedDict[str, dict[str, Any]] = OrderedDict()
+    for record in records:
+        op, pid = record.get("op"), record.get("promptId")
+        if op in ("admitted", "promoted") and isinstance(pid, str):
+            entries[pid] = record
+            order.insert(0, pid) if op == "promoted" else order.append(pid)
+            out.turns[pid] = {"promptId": pid, "state": "queued", "promptText": record.get("text", ""),
+                              "queuedAt": record.get("queuedAt")}
+            for message_id in record.get("messageIds", ()):
+                waiting.pop(message_id, None)
+        elif op == "aborted" and pid in entries:
+            _end(out, entries, order, running, pid, {"state": "cancelled", "stopReason": "cancelled"})
+        elif op == "started" and pid in entries:
+            running.add(pid)
+            out.turns[pid].update(state="running", startedAt=record.get("startedAt"))
+        elif op == "ended" and isinstance(pid, str):
+            fields = {k: record.get(k) for k in ("state", "stopReason", "error", "errorCode", "endedAt")}
+            _end(out, entries, order, running, pid, fields)
+        elif op == "turn" and isinstance(record.get("record"), dict):
+            turn = record["record"]
+            out.turns[turn["promptId"]] = dict(turn)
+        elif op == "mid_turn" and isinstance(record.get("messageId"), str):
+            waiting[record["messageId"]] = {"messageId": record["messageId"], "text": record.get("text", "")}
+        elif op == "drained":
+            for message_id in record.get("messageIds", ()):
+                waiting.pop(message_id, None)
+    out.queued = [entries[pid] for pid in order if pid not in running]
+    out.interrupted = [pid for pid in order if pid in running]
+    out.mid_turn = list(waiting.values())
+    return out
+
+
+def _end(out: Replayed, entries: dict[str, Any], order: list[str], running: set[str], pid: str,
+         fields: dict[str, Any]) -> None:
+    if pid in order:
+        order.remove(pid)
+    running.discard(pid)
+    entries.pop(pid, None)
+    turn = out.turns.setdefault(pid, {"promptId": pid, "promptText": "", "queuedAt": None})
+    turn.update({k: v for k, v in fields.items() if v is not None})

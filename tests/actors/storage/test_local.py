@@ -1,0 +1,56 @@
+"""LocalStore: appends that survive, torn tails cut, failures that change nothing, atomic records."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from actors.storage import LocalStore, StorageError
+
+
+def test_append_read_and_a_torn_tail_is_cut_before_the_next_append(tmp_path):
+    store = LocalStore(tmp_path)
+    store.journal_append("s", {"op": "admitted", "promptId": "a"})
+    path = tmp_path / "sessions" / "s.journal.jsonl"
+    with open(path, "ab") as f:
+        f.write(b'{"op": "admi')  # a crash mid-write
+    assert store.journal_read("s") == [{"op": "admitted", "promptId": "a"}]
+    store.journal_append("s", {"op": "admitted", "promptId": "b"})
+    assert [r["promptId"] for r in store.journal_read("s")] == ["a", "b"]
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_torn_line_in_the_middle_is_an_error_naming_the_file(tmp_path):
+    store = LocalStore(tmp_path)
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "s.journal.jsonl").write_bytes(b'{"op"\n{"op": "x"}\n')
+    with pytest.raises(StorageError, match=r"s\.journal\.jsonl:1: invalid JSON"):
+        store.journal_read("s")
+
+
+def test_a_failed_append_raises_and_writes_nothing(tmp_path):
+    store = LocalStore(tmp_path)
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "s.journal.jsonl").mkdir()  # cannot be opened as a file
+    with pytest.raises(StorageError, match="cannot append to .*s.journal.jsonl"):
+        store.journal_append("s", {"op": "x"})
+    assert isinstance(StorageError("x"), OSError)
+
+
+def test_records_rewrites_and_listing(tmp_path):
+    store = LocalStore(tmp_path, fsync="never")
+    store.record_write("s", {"cwd": "/w"})
+    store.record_write("s", {"cwd": "/v"})
+    assert store.record_read("s") == {"cwd": "/v"} and store.record_read("t") is None
+    store.journal_append("t", {"op": "a"})
+    store.journal_rewrite("t", [{"op": "b"}])
+    assert store.journal_read("t") == [{"op": "b"}]
+    (tmp_path / "sessions" / "u.jsonl").write_text("")
+    assert store.session_ids() == ["s", "t", "u"] and store.exists("u") and not store.exists("v")
+    assert not [n for n in os.listdir(tmp_path / "sessions") if n.endswith(".tmp")]
+
+
+def test_an_unknown_fsync_policy_is_refused():
+    with pytest.raises(ValueError, match="storage.fsync must be one of"):
+        LocalStore("/nonexistent", fsync="sometimes")
