@@ -473,6 +473,7 @@ class PromptFifo:
                                "errorCode": DAEMON_RESTARTED, "endedAt": ended})
             self._update(prompt_id, state="error", error=RESTARTED_MESSAGE, error_code=DAEMON_RESTARTED,
                          ended_at=ended)
+        self._promote_leftover_mid_turn()  # the turn it was meant for is gone: it runs next, on its own
         return list(replayed.interrupted)
 
     def settle_on_close(self, prompt_id: str) -> None:

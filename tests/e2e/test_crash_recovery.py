@@ -93,12 +93,14 @@ async def test_sigkill_with_one_running_and_three_queued_then_restart(tmp_path):
         with trio.fail_after(10):
             while (await d.client.get(f"/session/{sid}/turns/{ids[0]}")).json()["state"] != "running":
                 await trio.sleep(0.02)
+        mid = await d.client.post(f"/session/{sid}/mid-turn-message", json={"message": "and one more thing"})
+        assert mid.json()["accepted"] is True
         d.kill()
 
     async with daemon(state, quick(10)) as d:
         listed = (await d.client.get("/session")).json()["sessions"]
-        assert [(s["sessionId"], s["live"], s["restorable"], s["pendingCount"]) for s in listed] \
-            == [(sid, False, True, 4)]
+        assert [(s["sessionId"], s["live"], s["restorable"], s["pendingCount"], s["midTurnQueued"])
+                for s in listed] == [(sid, False, True, 4, 1)]
         loaded = await d.client.post(f"/session/{sid}/load", json={})
         assert loaded.status_code == 200, loaded.text
         assert loaded.json()["workspaceCwd"] == os.path.realpath(work)  # its own cwd, not the daemon's
@@ -123,7 +125,8 @@ async def test_sigkill_with_one_running_and_three_queued_then_restart(tmp_path):
 
     users = [e["message"]["content"] for e in transcript if e.get("type") == "message"
              and e["message"]["role"] == "user"]
-    assert users == ["prompt 0", "prompt 1", "prompt 2", "prompt 3"]  # each once, in order
+    # each once, in order; the mid-turn input its turn never took runs on its own, first
+    assert users == ["prompt 0", "and one more thing", "prompt 1", "prompt 2", "prompt 3"]
     assert [e["promptId"] for e in transcript if e.get("type") == "turn_error"] == [ids[0]]
 
     # A second restart does not end it again, nor run anything twice.
