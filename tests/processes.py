@@ -40,3 +40,27 @@ def pids_with(word: str) -> list[int]:
         if word in cmdline and alive(int(entry)):
             found.append(int(entry))
     return found
+
+
+def sleeping(mark: str) -> list[int]:
+    """Live host processes that are ``sleep <mark>`` itself (not a shell or ``bwrap`` whose command names it)."""
+    found = []
+    for pid in pids_with(mark):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) >= 2 and os.path.basename(argv[0]) == b"sleep" and argv[1] == mark.encode():
+            found.append(pid)
+    return found
+
+
+def kill_all(pids: list[int]) -> None:
+    """Clean up after a failed assertion: SIGKILL what is left (gone already is fine)."""
+    import signal
+
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -6,6 +6,12 @@ to its end; :class:`ShellTask` is the actor that runs one in the background and
 answers ``Kill`` — ending the whole process group, grandchildren included.
 Whatever way the actor stops (its session closed, the daemon stopped), its
 process group is killed on the way out, so nothing is left behind.
+
+A process group does not hold what left it (``setsid``, a double fork), so
+every command also carries a marker of its own in its environment
+(:mod:`actors.process.markers`): each kill path, after the group, kills
+every process with that marker too. A command's processes live no longer
+than its shell — or, in the background, than its actor.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ import attrs
 import trio
 
 from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
-from ..process import NO_SANDBOX, Child, Sandbox, require_executable, spawn_child
+from ..process import (NO_SANDBOX, Child, Sandbox, kill_task, kill_task_now, marked_environment, require_executable,
+                       spawn_child)
 
 OUTPUT_LIMIT = 4 * 1024 * 1024  # characters kept per shell
 DRAIN_AFTER_EXIT = 0.5  # seconds to read what is still in the pipe once the shell exited
@@ -98,13 +105,16 @@ class ShellProcess:
         self.expose = tuple(expose)
         self._on_output = on_output
         self.process: Child | None = None
+        self.task: str | None = None  # the TRELLIS_TASK marker of the started command
+        self._reaped = False  # killed, swept and reaped after the shell exited: nothing of it can be left
 
     def argv(self) -> list[str]:
         return ["/bin/sh", "-c", self.command]
 
     async def start(self) -> None:
         """Start the command; ``OSError`` when it cannot start (the sandbox's refusals included)."""
-        argv, env = self.argv(), model_environment()
+        argv = self.argv()
+        env, self.task = marked_environment(model_environment())
         if self.sandbox.active:
             require_executable(argv[0], self.cwd, env)
         self.process = spawn_child(self.sandbox.wrap(argv, self.cwd, expose=self.expose), self.cwd, env)
@@ -140,24 +150,36 @@ class ShellProcess:
             self._on_output(text)
 
     async def terminate(self) -> None:
-        """SIGTERM the group, SIGKILL it after a grace period."""
+        """SIGTERM the group, then SIGKILL it and everything with the command's marker after a grace period."""
         if self.process is None:
             return
         kill_group(self.process.pid, signal.SIGTERM)
         with trio.move_on_after(KILL_GRACE):
             await self.process.wait()
-        kill_group(self.process.pid, signal.SIGKILL)
+        await self.kill_and_reap()
 
     def kill_now(self) -> None:
+        """SIGKILL the group and everything with the command's marker (blocks for one scan of ``/proc``)."""
         if self.process is not None:
             kill_group(self.process.pid, signal.SIGKILL)
+            if self.task is not None:
+                kill_task_now(self.task)
 
     async def kill_and_reap(self) -> None:
-        """SIGKILL the group and reap the shell, even from a cancelled scope."""
-        self.kill_now()
-        if self.process is not None:
-            with trio.CancelScope(shield=True), trio.move_on_after(2):
+        """SIGKILL the group and everything with the command's marker, and reap the shell.
+
+        Runs to its end even from a cancelled scope; once it has, with the
+        shell reaped, calling it again does nothing.
+        """
+        if self.process is None or self._reaped:
+            return
+        with trio.CancelScope(shield=True):
+            kill_group(self.process.pid, signal.SIGKILL)
+            if self.task is not None:
+                await kill_task(self.task)  # after the group: what left it (setsid, double forks)
+            with trio.move_on_after(2):
                 await self.process.wait()
+            self._reaped = self.process.returncode is not None
 
 
 # ----------------------------------------------------------------- the actor

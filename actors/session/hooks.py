@@ -12,10 +12,18 @@ stdout ``{"decision": "block", "reason": ...}`` or exit code 2 (stderr is the
 reason); ``{"continue": false}`` stops the chain. Anything else — another exit
 code, bad JSON, a timeout, a command that cannot start — fails open and is
 reported, never blocking.
+
+A hook runs in its own process group, with the same markers as a model-run
+command (:mod:`actors.process.markers`): when it times out or is cancelled,
+its group and every process carrying its ``TRELLIS_TASK`` are killed, so what
+it started with ``setsid`` or a double fork goes too. A hook that ends by
+itself keeps what it deliberately left running until the daemon process
+ends (the lifeline kills the run's processes then).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -24,6 +32,7 @@ import attrs
 import trio
 
 from ..background.shell import kill_group, model_environment
+from ..process import kill_task, marked_environment
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_STOP_BLOCK_CAP = 8
@@ -170,18 +179,20 @@ def _parse_output(stdout: str) -> dict[str, Any] | str:
     return value
 
 
-async def _kill_group(process: trio.Process) -> None:
-    """A hook that times out or is cancelled ends with everything it started."""
+async def _kill_group(process: trio.Process, task: str) -> None:
+    """A hook that times out or is cancelled ends with everything it started, what left its group too."""
     kill_group(process.pid)
+    await kill_task(task)
 
 
 async def _run_one(hook: HookCommand, stdin: bytes, cwd: str) -> tuple[int, str, str] | str:
+    env, task = marked_environment(model_environment())
     try:
         with trio.move_on_after(hook.timeout) as scope:
             result = await trio.run_process(
                 ["/bin/sh", "-c", hook.command], stdin=stdin, capture_stdout=True, capture_stderr=True,
-                check=False, cwd=cwd, start_new_session=True, deliver_cancel=_kill_group,
-                env=model_environment(),
+                check=False, cwd=cwd, start_new_session=True,
+                deliver_cancel=functools.partial(_kill_group, task=task), env=env,
             )
     except OSError as exc:
         return f"could not start: {exc.strerror or exc}"

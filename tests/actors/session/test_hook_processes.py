@@ -88,3 +88,25 @@ async def test_hook_commands_never_see_the_model_key_or_the_daemon_token(tmp_pat
         env = (tmp_path / name).read_text()
         assert "TRELLIS_TEST_VISIBLE=seen-by-hooks" in env  # the environment is passed on
         assert "leak-me-not" not in env and "OPENAI_API_KEY" not in env and "TRELLIS_TOKEN" not in env
+
+
+async def test_a_hook_that_times_out_takes_what_left_its_group_with_it(tmp_path):
+    from tests.processes import kill_all, marker, pids_with, sleeping
+
+    mark = marker()
+    # A new session and a double fork: neither is in the hook's process group any more.
+    settings = hook_settings("Stop", f"setsid sleep {mark} & (sleep {mark} &); touch started; sleep {mark}",
+                             timeout=1)
+    try:
+        with trio.fail_after(20):
+            async with open_daemon(settings, model=load_script([[{"text": "done"}]]), ids=CountingIds(),
+                                   workspace=str(tmp_path)) as daemon:
+                session, _ = await daemon.create_session()
+                run = await run_prompt(session, "go", timeout=20)
+                reports = [e.data for e in run.events if e.type == "hook_result"]
+                assert reports and "timed out" in reports[0]["failures"][0]
+                assert (tmp_path / "started").exists()
+                # The session is still open: only the hook's own end may have taken them.
+                await wait_for(lambda: not sleeping(mark) and not pids_with(mark), timeout=2)
+    finally:
+        kill_all(pids_with(mark))
