@@ -179,3 +179,25 @@ def read_secrets(fd: int) -> Secrets:
     finally:
         os.close(fd)
     return Secrets.decode(data)
+
+
+PR_SET_DUMPABLE = 4
+
+
+def make_undumpable() -> bool:
+    """Forbid same-user processes to read this one's memory (``/proc/<pid>/mem``, ptrace); ``False`` if not Linux.
+
+    The environment and command line hold no secret after the re-exec, but the
+    token and the API key are still in memory: without the sandbox, a command
+    the model runs has the daemon's uid and, where Yama's ptrace_scope allows,
+    could read them from ``/proc/$PPID/mem``. A process that is not dumpable
+    cannot be ptraced or have its memory read by other unprivileged processes
+    (and leaves no core dump with the token in it). Children get their own
+    dumpable flag back at ``execve``.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0

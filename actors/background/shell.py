@@ -113,12 +113,14 @@ class ShellProcess:
 
     async def start(self) -> None:
         """Start the command; ``OSError`` when it cannot start (the sandbox's refusals included)."""
+        # The one cancel point comes before the fork: once the command exists, start() returns it, so
+        # the caller's kill path owns it (a Cancelled raised after the fork would leak it).
+        await trio.lowlevel.checkpoint_if_cancelled()
         argv = self.argv()
-        env, self.task = marked_environment(model_environment())
+        env, self.task = marked_environment(self.sandbox.environment(model_environment()))
         if self.sandbox.active:
             require_executable(argv[0], self.cwd, env)
         self.process = spawn_child(self.sandbox.wrap(argv, self.cwd, expose=self.expose), self.cwd, env)
-        await trio.lowlevel.checkpoint()
 
     async def run(self) -> int:
         """Read output until the shell exits (and its pipe drains); returns the exit code."""

@@ -25,9 +25,18 @@ Inside a bwrap sandbox (see :meth:`Sandbox.wrap`):
   run's MCP config; the settings file) replaced by an empty directory or an
   unreadable node, then the few ``expose`` paths (a subagent's own MCP config
   file) bound back read-only at their own path;
+- ``/run`` replaced by an empty directory (the user's session bus, ssh and
+  gpg agents, ``docker.sock`` live there; DNS keeps working: a
+  ``/etc/resolv.conf`` that points into ``/run`` is bound back), the
+  variables that name such sockets (``SSH_AUTH_SOCK``,
+  ``DBUS_SESSION_BUS_ADDRESS``, ``DISPLAY`` ...) dropped, and the files in the
+  user's home that hold credentials or exports (``~/.ssh``, ``~/.aws``,
+  ``~/.netrc``, shell rc files, ...: :data:`HOME_SECRETS`) hidden;
 - the network is shared: a command can reach loopback, where every daemon
   route but ``/health`` and a run's own signal URL needs the bearer token it
-  cannot read.
+  cannot read. So are abstract Unix sockets, and a Unix socket elsewhere on
+  the (read-only) filesystem can still be connected to: the sandbox hides the
+  well-known ones, it does not filter ``connect``.
 """
 
 from __future__ import annotations
@@ -43,6 +52,20 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 SANDBOX_SETTINGS = ("auto", "bwrap", "off")
+
+# Under the user's home: credentials, agents' keys and the shell files people export API keys from.
+HOME_SECRETS = (
+    ".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker", ".netrc", ".git-credentials",
+    ".pypirc", ".npmrc", ".config/gh", ".config/hub", ".password-store", ".local/share/keyrings",
+    ".bash_history", ".zsh_history", ".python_history", ".psql_history", ".mysql_history",
+    ".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv", ".zprofile", ".envrc",
+    ".config/fish", ".trellis",
+)
+# Variables that point a command at a socket outside the sandbox (an agent, a session bus, a display).
+SOCKET_VARIABLES = frozenset({
+    "SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS",
+    "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "DOCKER_HOST", "PULSE_SERVER",
+})
 PROBE_TIMEOUT = 10.0
 
 log = logging.getLogger("trellis.sandbox")
@@ -80,8 +103,10 @@ class Sandbox:
                 raise SandboxRefusal(f"refusing to run a command in {cwd}: it lies inside {path}, "
                                      "which the sandbox hides")
         args = [self.executable, "--die-with-parent", "--unshare-pid", "--unshare-ipc",
-                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                "--bind", cwd, cwd]
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        if os.path.isdir("/run") and not _is_within(cwd, "/run"):
+            args += ["--tmpfs", "/run", *_resolver_binds()]
+        args += ["--bind", cwd, cwd]
         for path in self.hidden:  # after the cwd bind, so a state directory under the cwd is still hidden
             if os.path.isdir(path):
                 args += ["--tmpfs", path]
@@ -92,11 +117,31 @@ class Sandbox:
             args += ["--ro-bind", real, real]
         return [*args, "--chdir", cwd, "--", *argv]
 
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` without the variables that name sockets outside the sandbox (unchanged when off)."""
+        if not self.active:
+            return env
+        return {k: v for k, v in env.items() if k not in SOCKET_VARIABLES}
+
     def describe(self) -> str:
         return "bwrap" if self.active else "off"
 
 
 NO_SANDBOX = Sandbox("off", reason="no sandbox configured")
+
+
+def _resolver_binds() -> list[str]:
+    """Bind back the resolver configuration when ``/etc/resolv.conf`` lives under ``/run`` (systemd-resolved)."""
+    real = os.path.realpath("/etc/resolv.conf")
+    if _is_within(real, "/run") and os.path.exists(real):
+        return ["--ro-bind", real, real]
+    return []
+
+
+def home_secrets(home: str | None = None) -> list[str]:
+    """The :data:`HOME_SECRETS` that exist under ``home`` (default: the user's)."""
+    home = home or os.path.expanduser("~")
+    return [p for p in (os.path.join(home, name) for name in HOME_SECRETS) if os.path.lexists(p)]
 
 
 def _is_within(path: str, parent: str) -> bool:
@@ -137,7 +182,7 @@ def resolve_sandbox(setting: str, hidden: Iterable[str | os.PathLike[str]] = ())
         if setting == "bwrap":
             raise SandboxUnavailable(f"sandbox \"bwrap\" is required but unavailable: {problem}")
         return Sandbox("off", reason=problem)
-    real = tuple(dict.fromkeys(os.path.realpath(p) for p in hidden))
+    real = tuple(dict.fromkeys(os.path.realpath(p) for p in [*hidden, *home_secrets()]))
     return Sandbox("bwrap", executable=executable, hidden=real)
 
 

@@ -314,9 +314,13 @@ class PromptFifo:
         entry = next((e for e in self._entries if e.prompt_id == prompt_id and not e.aborted), None)
         if entry is None:
             return False
-        entry.aborted = True
         if entry.state == "queued":
-            self._write_after({"op": "aborted", "promptId": prompt_id})
+            try:  # fail closed: an abort the journal lost would run the prompt after a restart
+                self._write({"op": "aborted", "promptId": prompt_id})
+            except OSError as exc:
+                log.error("session %s: abort of %s refused: %s", self.session_id, prompt_id, exc)
+                return False
+            entry.aborted = True
             self._entries.remove(entry)
             self._bus.publish("pending_prompt_completed",
                               wire.pending_prompt_completed(self.session_id, prompt_id, "removed"), prompt_id)
@@ -325,6 +329,7 @@ class PromptFifo:
             if not self.has_queued_prompt:
                 self._queue_released()  # a chain that yielded to the queue must not wait for it
         else:
+            entry.aborted = True
             self._cancel_running(prompt_id)
         return True
 
@@ -332,9 +337,14 @@ class PromptFifo:
         entry = next((e for e in self._entries if e.state == "queued"), None)
         if entry is None:
             return None
+        started_at = self._now_ms()
+        try:  # fail closed: a start the journal lost would run the prompt (and its tools) again after a restart
+            self._write({"op": "started", "promptId": entry.prompt_id, "startedAt": started_at})
+        except OSError as exc:
+            log.error("session %s: %s stays queued: %s", self.session_id, entry.prompt_id, exc)
+            return None
         entry.state = "running"
-        entry.started_at = self._now_ms()
-        self._write_after({"op": "started", "promptId": entry.prompt_id, "startedAt": entry.started_at})
+        entry.started_at = started_at
         self._active = True
         self._handed_over(entry.prompt_id)  # from now on a cancel must reach it, even before it begins
         self._update(entry.prompt_id, state="running", started_at=entry.started_at)

@@ -81,10 +81,17 @@ class Transcript:
     @staticmethod
     def _drop_torn_tail(f: Any, end: int) -> None:
         """A crash mid-write left a partial last line: cut it, so the next line starts clean."""
-        f.seek(max(0, end - 65536))
-        tail = f.read()
-        cut = tail.rfind(b"\n")
-        f.truncate(end - len(tail) + cut + 1 if cut >= 0 else max(0, end - len(tail)))
+        stop = end
+        while stop > 0:  # back, a chunk at a time, to the last whole line
+            start = max(0, stop - 65536)
+            f.seek(start)
+            cut = f.read(stop - start).rfind(b"\n")
+            if cut >= 0:
+                f.truncate(start + cut + 1)
+                break
+            stop = start
+        else:
+            f.truncate(0)
         f.seek(0, 2)
 
     def records(self) -> list[dict[str, Any]]:

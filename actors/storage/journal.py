@@ -69,7 +69,8 @@ def replay(records: list[dict[str, Any]]) -> Replayed:
         elif op == "ended" and isinstance(pid, str):
             fields = {k: record.get(k) for k in ("state", "stopReason", "error", "errorCode", "endedAt")}
             _end(out, entries, order, running, pid, fields)
-        elif op == "turn" and isinstance(record.get("record"), dict):
+        elif op == "turn" and isinstance(record.get("record"), dict) \
+                and isinstance(record["record"].get("promptId"), str):
             turn = record["record"]
             out.turns[turn["promptId"]] = dict(turn)
         elif op == "mid_turn" and isinstance(record.get("messageId"), str):

@@ -51,6 +51,7 @@ class LocalStore:
         line = orjson.dumps(record) + b"\n"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            created = not path.exists()
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
                 _cut_torn_tail(fd)
@@ -60,6 +61,8 @@ class LocalStore:
                     raise OSError(28, "short write (is the disk full?)")
                 if self.fsync:
                     os.fsync(fd)
+                    if created:  # the file's name is durable only once its directory is
+                        _fsync_directory(self.directory)
             finally:
                 os.close(fd)
         except OSError as exc:
@@ -125,10 +128,23 @@ def _cut_torn_tail(fd: int) -> None:
     size = os.fstat(fd).st_size
     if not size or os.pread(fd, 1, size - 1) == b"\n":
         return
-    start = max(0, size - 65536)
-    tail = os.pread(fd, size - start, start)
-    cut = tail.rfind(b"\n")
-    os.ftruncate(fd, start + cut + 1 if cut >= 0 else start)
+    end = size
+    while end > 0:  # back, a chunk at a time, to the last whole line (a prompt body may be megabytes)
+        start = max(0, end - 65536)
+        cut = os.pread(fd, end - start, start).rfind(b"\n")
+        if cut >= 0:
+            os.ftruncate(fd, start + cut + 1)
+            return
+        end = start
+    os.ftruncate(fd, 0)
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -144,6 +160,7 @@ def _replace(path: Path, data: bytes) -> None:
         finally:
             os.close(fd)
         os.replace(temporary, path)
+        _fsync_directory(path.parent)
     except OSError as exc:
         try:
             temporary.unlink()

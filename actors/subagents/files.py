@@ -23,7 +23,9 @@ SERVER_NAME = "trellis"
 def make_private_dir(path: Path | None) -> tuple[Path, bool]:
     """The directory config files go into (mode 0700); ``(path, created_temporary)``."""
     if path is None:
-        return Path(tempfile.mkdtemp(prefix="trellis-subagents-")), True
+        # Under /tmp whatever $TMPDIR says: the sandbox gives each command a /tmp of its own,
+        # so no command sees another run's config file (its signal URL) there.
+        return Path(tempfile.mkdtemp(prefix="trellis-subagents-", dir="/tmp")), True
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     return path, False
@@ -77,10 +79,7 @@ def append_report(path: Path, text: str, *, confine: str | Path | None = None) -
     symlink: a swap after the check at ``goal_reached`` is refused too.
     """
     if confine is not None:
-        if not within(path, confine):
-            raise OSError(f"{path} now lies outside {confine}")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
-        opened = os.fdopen(fd, "a", encoding="utf-8")
+        opened = os.fdopen(open_beneath(confine, path), "a", encoding="utf-8")
     else:
         opened = open(path, "a", encoding="utf-8")
     with opened as out:
@@ -93,6 +92,34 @@ def within(path: str | Path, directory: str | Path) -> bool:
     """Whether ``path``, symlinks resolved, lies under ``directory`` (symlinks resolved too)."""
     real, base = os.path.realpath(path), os.path.realpath(directory)
     return real == base or real.startswith(base.rstrip("/") + "/")
+
+
+def open_beneath(directory: str | Path, path: str | Path) -> int:
+    """Open ``path`` for appending, walking down from ``directory`` without following any symlink.
+
+    Each component is opened relative to the one before with ``O_NOFOLLOW``,
+    so swapping a directory on the way for a symlink (a race against the
+    check at ``goal_reached``) fails instead of leading out of ``directory``.
+    Returns the file descriptor of a regular file; ``OSError`` otherwise.
+    """
+    base = os.path.realpath(directory)
+    relative = os.path.relpath(os.path.abspath(path), base)
+    parts = Path(relative).parts
+    if not parts or relative.startswith("..") or any(p in ("..", ".") for p in parts):
+        raise OSError(f"{path} lies outside {base}")
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            step = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = step
+        out = os.open(parts[-1], os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(os.fstat(out).st_mode):
+        os.close(out)
+        raise OSError(f"{path} is not a regular file")
+    return out
 
 
 def check_named_report(path: Path, cwd: str | Path) -> str | None:

@@ -266,3 +266,11 @@ async def test_the_acp_agent_takes_the_key_flag_too(nursery, tmp_path):
         await run_acp(tmp_path, "--model", "openai", "--openai-base-url", url, "--openai-api-key", KEY_FLAG,
                       env={}, scenario=scenario)
     assert [r.headers["authorization"] for r in fake.requests] == [f"Bearer {KEY_FLAG}"]
+
+
+def test_make_undumpable_clears_the_dumpable_flag():
+    """PR_GET_DUMPABLE (3) in a fresh interpreter: 1 before, 0 after (ptrace and /proc/<pid>/mem refused)."""
+    code = ("import ctypes; from transport.process_image import make_undumpable; libc = ctypes.CDLL(None); "
+            "before = libc.prctl(3, 0, 0, 0, 0); ok = make_undumpable(); print(before, ok, libc.prctl(3, 0, 0, 0, 0))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True)
+    assert out.stdout.split() == ["1", "True", "0"]

@@ -118,3 +118,51 @@ def test_exit_status_and_output_are_the_commands(layout):
     sandbox, work, *_ = layout
     result = run(sandbox, "echo out; echo err >&2; exit 7", work)
     assert (result.returncode, result.stdout, result.stderr) == (7, "out\n", "err\n")
+
+
+@needs_bwrap
+def test_sockets_under_run_and_the_variables_naming_them_are_out_of_reach(layout):
+    import socket
+
+    sandbox, work, *_ = layout
+    directory = Path(f"/run/trellis-test-{os.getpid()}")
+    directory.mkdir(exist_ok=True)
+    path = directory / "agent.sock"
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(path))
+        server.listen(1)
+        probe = (f"python3 -c \"import socket,os; s=socket.socket(socket.AF_UNIX); "
+                 f"print('env', os.environ.get('SSH_AUTH_SOCK')); s.connect('{path}'); print('connected')\"")
+        env = sandbox.environment({**os.environ, "SSH_AUTH_SOCK": str(path)})
+        result = subprocess.run(sandbox.wrap(["/bin/sh", "-c", probe], str(work)), cwd=work, env=env,
+                                capture_output=True, text=True, timeout=30)
+        assert "env None" in result.stdout and "connected" not in result.stdout
+        assert "No such file" in result.stderr
+    finally:
+        server.close()
+        path.unlink(missing_ok=True)
+        directory.rmdir()
+
+
+@needs_bwrap
+def test_credential_files_in_the_home_are_hidden(monkeypatch):
+    import tempfile
+
+    # Not under /tmp, which the sandbox replaces with its own: a home is on the real filesystem.
+    root = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    home = root / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY")
+    (home / ".bashrc").write_text("export OPENAI_API_KEY=sk-from-bashrc\n")
+    (home / "notes.txt").write_text("just notes")
+    work = home / "project"
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    sandbox = resolve_sandbox("bwrap")
+    result = run(sandbox, f"cat {home}/.ssh/id_ed25519 {home}/.bashrc {home}/notes.txt", work)
+    assert "PRIVATE KEY" not in result.stdout and "sk-from-bashrc" not in result.stdout
+    try:
+        assert "just notes" in result.stdout  # the rest of the home stays readable
+    finally:
+        shutil.rmtree(root)

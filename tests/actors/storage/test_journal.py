@@ -49,3 +49,8 @@ def test_compacted_turn_records_and_unknown_records():
     r = replay([{"op": "turn", "record": {"promptId": "old", "state": "completed", "promptText": "x", "queuedAt": 1}},
                 {"op": "from-a-newer-daemon", "promptId": "zz"}, admitted("a")])
     assert list(r.turns) == ["old", "a"] and [q["promptId"] for q in r.queued] == ["a"]
+
+
+def test_a_malformed_turn_record_is_skipped_not_fatal():
+    r = replay([{"op": "turn", "record": {"state": "completed"}}, admitted("a")])
+    assert list(r.turns) == ["a"]

@@ -54,3 +54,12 @@ def test_records_rewrites_and_listing(tmp_path):
 def test_an_unknown_fsync_policy_is_refused():
     with pytest.raises(ValueError, match="storage.fsync must be one of"):
         LocalStore("/nonexistent", fsync="sometimes")
+
+
+def test_a_torn_record_longer_than_a_read_chunk_is_cut_whole(tmp_path):
+    store = LocalStore(tmp_path)
+    store.journal_append("s", {"op": "admitted", "promptId": "a"})
+    with open(tmp_path / "sessions" / "s.journal.jsonl", "ab") as f:
+        f.write(b'{"op": "admitted", "text": "' + b"x" * 200_000)  # a 10 MB body torn mid-write, say
+    store.journal_append("s", {"op": "admitted", "promptId": "b"})
+    assert [r["promptId"] for r in store.journal_read("s")] == ["a", "b"]

@@ -81,3 +81,17 @@ async def test_goal_reached_with_a_report_inside_the_cwd_is_appended(tree):
         await run.ended.wait()
     assert "end reason: goal_reached" in (cwd / "inside.md").read_text()
     assert run.status()["reportFile"] == os.path.realpath(cwd / "inside.md")
+
+
+def test_a_directory_swapped_for_a_symlink_on_the_way_is_refused_at_append(tree):
+    cwd, outside = tree
+    (cwd / "d").mkdir()
+    (cwd / "d" / "r.md").write_text("")
+    assert check_named_report(cwd / "d" / "r.md", cwd) is None
+    (cwd / "d" / "r.md").unlink()
+    (cwd / "d").rmdir()
+    (outside / "r.md").write_text("untouched\n")
+    (cwd / "d").symlink_to(outside)  # the race the check at goal_reached cannot see
+    with pytest.raises(OSError):
+        append_report(cwd / "d" / "r.md", "stolen", confine=cwd)
+    assert (outside / "r.md").read_text() == "untouched\n"
