@@ -241,60 +241,74 @@ class Daemon:
     async def shutdown_gracefully(self, timeout: float | None = None) -> bool:
         """Stop in order; ``True`` once everything ended within ``timeout`` seconds.
 
-        Admission stops (:attr:`shutting_down`), subagent runs are stopped, then
-        every session is closed the way ``DELETE /session/:id`` closes one: its
-        running turn ends with ``turn_complete`` ``cancelled`` (published and
-        written), its background actors stop and kill their process groups, and
-        its subscribers get ``session_closed`` (reason ``daemon_shutdown``), then
-        the end of their stream. Transcripts are written as things happen, so
-        nothing is left to flush. ``timeout`` defaults to ``limits.shutdownSeconds``;
-        the shutdown runs in the daemon's own nursery, so a caller that gives
-        up (``False``) leaves it running, and what is left is forced by
-        :meth:`shutdown` or by leaving ``open_daemon``. Calling it again, or
-        concurrently, waits for the same shutdown. ``open_daemon``'s exit runs
-        it too (shielded, bounded), also when its body is cancelled.
+        At once, before it first waits: admission stops (:attr:`shutting_down`),
+        no session starts new work (queued prompts stay queued, and a restart
+        finds them), every subagent run is told to stop, and every session is
+        closed the way ``DELETE /session/:id`` closes one: its running turn ends
+        with ``turn_complete`` ``cancelled`` (published and journaled), its
+        background actors stop and kill their process groups, and its
+        subscribers get ``session_closed`` (reason ``daemon_shutdown``), then the
+        end of their stream. Transcripts are written as things happen, so nothing
+        is left to flush. Then it waits for all that, up to ``timeout`` (default
+        ``limits.shutdownSeconds``). The shutdown goes on in the daemon's own
+        nursery when the caller stops waiting (``False``); what is left then is
+        forced by :meth:`shutdown` or by leaving ``open_daemon``, whose exit runs
+        this method too (shielded, bounded), also when its body is cancelled.
+        Calling it again, or concurrently, waits for the same shutdown.
         """
         self._shutting_down = True
         if timeout is None:
             timeout = self.settings.limits.shutdown_seconds
         if not self._wind_down_started:
             self._wind_down_started = True
+            runs = self._stop_runs()
+            closing = [self._close_for_shutdown(handle) for handle in self.sessions()]
             try:
-                self._nursery.start_soon(self._wind_down, name="daemon:shutdown")
+                self._nursery.start_soon(self._wind_down, runs, closing, name="daemon:shutdown")
             except RuntimeError:  # the daemon's nursery is gone already: nothing left to stop in order
                 return self._stopped.is_set()
         with trio.move_on_after(timeout):
             await self._stopped.wait()
         return self._stopped.is_set()
 
-    async def _wind_down(self) -> None:
+    def _stop_runs(self) -> list[Any]:
+        """Tell every live subagent run to stop (before any session closes, so each ends ``stopped``)."""
+        from ._actor import ActorGone, MailboxFull
+        from .subagents.run import Stop
+
+        runs = []
         registry = self.subagents
-        if registry is not None:
-            async with trio.open_nursery() as nursery:
-                for run in registry.list():
-                    if not run["ended"]:
-                        nursery.start_soon(self._stop_run, run["name"])
-        while self._sessions or self._starting:
-            if not self._sessions:  # only sessions still starting: they are closed once started
-                await trio.sleep(0.01)
-                continue
-            async with trio.open_nursery() as nursery:
-                for handle in self.sessions():
-                    nursery.start_soon(self._close_for_shutdown, handle)
+        for status in registry.list() if registry is not None else ():
+            run = registry.get(status["name"])
+            if not run.ended.is_set() and run.ref is not None:
+                runs.append(run)
+                try:
+                    run.ref.ask_nowait(Stop)
+                except (ActorGone, MailboxFull):
+                    pass  # it is ending already, or busy: the nursery's end stops it
+        return runs
+
+    def _close_for_shutdown(self, handle: SessionHandle) -> trio.Event | None:
+        """Begin closing one session for the shutdown (synchronously); the event it sets once closed."""
+        handle._session.shutdown_reason = "daemon_shutdown"
+        closed = self._closed_events.get(handle.session_id)
+        handle._ref.close()
+        return closed
+
+    async def _wind_down(self, runs: list[Any], closing: list[trio.Event | None]) -> None:
+        for closed in closing:
+            if closed is not None:
+                await closed.wait()
+        while self._sessions or self._starting:  # started meanwhile (a subagent's, an embedder's)
+            for handle in self.sessions():
+                closed = self._close_for_shutdown(handle)
+                if closed is not None:
+                    await closed.wait()
+            if self._starting:
+                await trio.sleep(0.01)  # closed once it has started
+        for run in runs:
+            await run.ended.wait()
         self._stopped.set()
-
-    async def _stop_run(self, name: str) -> None:
-        try:
-            await self.subagents.stop(name)
-        except LookupError:
-            pass  # forgotten meanwhile: it had ended
-
-    async def _close_for_shutdown(self, handle: SessionHandle) -> None:
-        handle._session.closing_reason = "daemon_shutdown"
-        try:
-            await self.close_session(handle.session_id)
-        except (UnknownSession, KeyError):
-            pass  # it ended on its own meanwhile
 
     def shutdown(self) -> None:
         """Stop at once (forced): cancel every actor and the body of ``async with open_daemon()``.
@@ -338,6 +352,13 @@ async def open_daemon(
     Model-run commands run in the sandbox ``settings.sandbox`` asks for (see
     :mod:`actors.process.sandbox`); a required one that cannot run here raises
     :class:`SandboxUnavailable` before anything starts.
+
+    Leaving the body — normally, by an exception, or cancelled from outside —
+    runs :meth:`Daemon.shutdown_gracefully` (shielded, within
+    ``limits.shutdownSeconds``): running turns end ``turn_complete`` ``cancelled``,
+    published and journaled, transcripts stay whole, background processes are
+    killed. Whatever is still running after that bound is cancelled.
+    :meth:`Daemon.shutdown` skips the orderly part.
     """
     settings = settings or Settings()
     hidden = [p for p in (state_dir, settings.path) if p is not None]

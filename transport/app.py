@@ -37,6 +37,7 @@ from . import sse
 from .acp import register as register_acp
 from .errors import HttpError, json_response, not_found_session
 from .mcp import register as register_mcp
+from .shutdown import refuse_if_shutting_down
 
 T = TypeVar("T")
 
@@ -177,6 +178,10 @@ def create_app(
                 refused.headers["WWW-Authenticate"] = "Bearer"
                 return refused
         return None
+
+    @app.before_request
+    async def check_shutting_down() -> Response | None:
+        return await refuse_if_shutting_down(daemon)  # 503 shutting_down for new work (transport/shutdown.py)
 
     @app.after_request
     async def allow_origin(response: Response) -> Response:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Mapping
-from functools import partial
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from actors import (
-    SandboxUnavailable, ScriptError, Settings, SettingsError, load_script, load_settings, open_daemon,
+    Daemon, SandboxUnavailable, ScriptError, Settings, SettingsError, load_script, load_settings, open_daemon,
 )
 from actors.model import ModelProvider, ScriptedModel
 
@@ -22,6 +24,9 @@ from .process_image import Secrets, SecretsError, read_secrets
 from .server import InsecureBind, check_bind, serve
 
 DEFAULT_PORT = 4170
+SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+FORCED_EXIT_SECONDS = 3.0  # after a forced shutdown, how long Trio may unwind before the process exits anyway
+SERVER_CLOSE_SECONDS = 3.0  # once every session closed, how long the HTTP server may take to close
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -161,6 +166,151 @@ def load_daemon_config(args: argparse.Namespace,
     return settings, model
 
 
+def say(line: str) -> None:
+    """One line on stderr, flushed (the shutdown's stages)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process below ``root``, from /proc (empty where there is none)."""
+    parents: dict[int, int] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat.rsplit(b")", 1)[-1].split()
+            if len(fields) > 1 and fields[0] != b"Z":
+                parents[int(entry)] = int(fields[1])
+    found: list[int] = []
+    frontier = {root}
+    while frontier:
+        children = {pid for pid, parent in parents.items() if parent in frontier and pid not in found}
+        found.extend(children)
+        frontier = children
+    return found
+
+
+def kill_process_groups(root: int | None = None) -> int:
+    """SIGKILL every process group (and process) below ``root`` (this process); how many groups.
+
+    Every command the daemon starts leads its own process group, so this ends them
+    with whatever they started in the same group; what left the group (``setsid``)
+    dies with the sandbox's PID namespace, or, without the sandbox, by the run
+    marker every command carries.
+    """
+    root = os.getpid() if root is None else root
+    own = os.getpgid(0)
+    groups: set[int] = set()
+    for pid in _descendants(root):
+        try:
+            pgid = os.getpgid(pid)
+        except OSError:
+            continue
+        if pgid != own and pgid not in groups:
+            groups.add(pgid)
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    _kill_marked_run()  # what left the group and the tree (setsid, double forks) still carries our marker
+    return len(groups)
+
+
+def _kill_marked_run() -> int:
+    """SIGKILL every process marked with this daemon's run id (:mod:`actors.process.markers`)."""
+    try:
+        from actors.process.markers import run_id
+        from actors.process.reaper import RUN_VAR, kill_marked
+    except ImportError:
+        return 0
+    try:
+        return kill_marked(RUN_VAR, run_id())
+    except OSError:
+        return 0
+
+
+class Shutdown:
+    """SIGTERM and SIGINT: a graceful shutdown within ``bound`` seconds, then (or at a second signal) forced.
+
+    Graceful: :meth:`actors.Daemon.shutdown_gracefully` (admission stops, running
+    turns end ``cancelled``, background work is killed, every event stream gets its
+    last events), then the HTTP server closes; the process exits 0. Forced:
+    every process group below the daemon is killed, everything is cancelled, and the
+    process exits 1 (at the latest :data:`FORCED_EXIT_SECONDS` later).
+    """
+
+    def __init__(self, bound: float) -> None:
+        self.bound = bound
+        self.daemon: Daemon | None = None
+        self.root = trio.CancelScope()
+        self.served = trio.Event()  # the HTTP server has closed
+        self.signal_name: str | None = None
+        self.forced = False
+        self._nursery: trio.Nursery | None = None
+        self._hard_exit: threading.Timer | None = None
+
+    async def watch(self, signals: Any, nursery: trio.Nursery) -> None:
+        """Read signals for the daemon's whole life: the first begins the shutdown, a second forces it."""
+        self._nursery = nursery
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if self.signal_name is None:
+                self.signal_name = name
+                nursery.start_soon(self._graceful, name)
+            else:
+                self.force(f"a second signal, {name}")
+
+    async def _graceful(self, name: str) -> None:
+        daemon = self.daemon
+        assert daemon is not None and self._nursery is not None
+        sessions = daemon.session_count
+        say(f"shutting down ({name}): refusing new work, cancelling the running turns and background work of "
+            f"{sessions} session(s), within {self.bound:g} s (a second signal stops at once)")
+        if not await daemon.shutdown_gracefully(self.bound):
+            self.force(f"not stopped within {self.bound:g} s")
+            return
+        # Every session has closed, so nothing is left to kill; the HTTP server gives open requests up
+        # to its graceful timeout (1 s) once the event streams had their last events.
+        with trio.move_on_after(SERVER_CLOSE_SECONDS):
+            await self.served.wait()
+            self._nursery.cancel_scope.cancel()  # the signal watcher; the daemon's exit follows
+            return
+        self.force("the HTTP server did not close")
+
+    def force(self, why: str) -> None:
+        if self.forced:
+            return
+        self.forced = True
+        self._hard_exit = threading.Timer(FORCED_EXIT_SECONDS, _exit_now, (1,))
+        self._hard_exit.daemon = True
+        self._hard_exit.start()
+        groups = kill_process_groups()
+        say(f"forced ({why}): killed {groups} process group(s); exiting 1")
+        if self.daemon is not None:
+            self.daemon.shutdown()  # no second graceful round on the way out of open_daemon
+        self.root.cancel()
+
+    def finished(self) -> None:
+        if self._hard_exit is not None:
+            self._hard_exit.cancel()
+
+
+def _exit_now(code: int) -> None:
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _first_leaf(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup):
         error = error.exceptions[0]
@@ -208,21 +358,31 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
         print("warning: --no-auth: authentication is off; any local user or process can drive this daemon "
               "and the commands its sessions run", file=sys.stderr, flush=True)
 
+    shutdown = Shutdown(settings.limits.shutdown_seconds)
+
+    async def serving(daemon: Daemon, *, task_status: trio.TaskStatus[str]) -> None:
+        try:
+            await serve(daemon, host=args.hostname, port=args.port, token=token, auth=auth,
+                        allowed_origins=tuple(args.allow_origin), acp_grace=args.acp_grace, task_status=task_status)
+        finally:
+            shutdown.served.set()
+
     async def run() -> None:
-        async with open_daemon(settings, model=model, state_dir=state_dir, workspace=args.workspace) as daemon:
-            async with trio.open_nursery() as nursery:
-                url = await nursery.start(partial(
-                    serve, daemon, host=args.hostname, port=args.port, token=token, auth=auth,
-                    allowed_origins=tuple(args.allow_origin), acp_grace=args.acp_grace,
-                ))
-                if auth and token is None:  # serve minted one; name the file, never print the token
-                    print(f"token: {token_path(state_dir)} (send it as Authorization: Bearer)",
-                          file=sys.stderr, flush=True)
-                print(f"listening on {url}", flush=True)
+        # Opened first, so a signal during start-up waits for the daemon and then stops it in order.
+        with trio.open_signal_receiver(*SHUTDOWN_SIGNALS) as signals, shutdown.root:
+            async with open_daemon(settings, model=model, state_dir=state_dir, workspace=args.workspace) as daemon:
+                shutdown.daemon = daemon
+                async with trio.open_nursery() as nursery:
+                    url = await nursery.start(serving, daemon)
+                    if auth and token is None:  # serve minted one; name the file, never print the token
+                        print(f"token: {token_path(state_dir)} (send it as Authorization: Bearer)",
+                              file=sys.stderr, flush=True)
+                    print(f"listening on {url}", flush=True)
+                    nursery.start_soon(shutdown.watch, signals, nursery)
 
     try:
         trio.run(run)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a SIGINT before the signals were ours
         return 0
     except SandboxUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -239,4 +399,10 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
         print(f"error: cannot serve on {args.hostname}:{args.port}: {getattr(first, 'strerror', None) or first}",
               file=sys.stderr)
         return 1
+    finally:
+        shutdown.finished()
+    if shutdown.forced:
+        return 1
+    if shutdown.signal_name is not None:
+        say("stopped")
     return 0

@@ -48,7 +48,7 @@ async def serve(
     acp_grace: float = 10.0,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``daemon`` over HTTP until cancelled; reports the bound URL through ``task_status``.
+    """Serve ``daemon`` over HTTP until cancelled or the daemon stopped; reports the bound URL through ``task_status``.
 
     Every route but ``GET /health`` and the subagents' ``/signal/mcp/<token>``
     wants ``Authorization: Bearer <token>``, on loopback too. With ``token`` it is
@@ -60,6 +60,12 @@ async def serve(
 
     ``auth=False`` serves without any token, and only on a loopback ``host``
     (:class:`InsecureBind` otherwise); it cannot be combined with ``token``.
+
+    While the daemon shuts down (:meth:`actors.Daemon.shutdown_gracefully`),
+    requests that would start work answer 503 ``shutting_down`` and the rest
+    keep answering; once every session is closed (their event streams have had
+    their last events), the server stops accepting, gives open requests
+    ``graceful_timeout`` (1 s) to finish, and ``serve`` returns.
     """
     check_bind(host, auth)
     mint_into: Path | None = None  # the state directory whose token file gets the minted token
@@ -81,7 +87,7 @@ async def serve(
     config.errorlog = None
     app = create_app(daemon, token=token, allowed_origins=allowed_origins, acp_grace=acp_grace)
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(partial(hypercorn_serve, app, config, shutdown_trigger=trio.sleep_forever))
+        binds = await nursery.start(partial(hypercorn_serve, app, config, shutdown_trigger=daemon.stopped.wait))
         if mint_into is not None:
             # Written only once the port is ours: a daemon that fails to bind leaves the file of
             # another one on the same state directory alone.

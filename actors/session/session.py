@@ -164,9 +164,9 @@ def _only_cancelled(exc: BaseException) -> bool:
 class Session:
     """The session actor. Start it with ``await nursery.start(session.run)``."""
 
-    # The reason ``session_closed`` gives when the mailbox closes; the daemon's graceful shutdown
-    # sets "daemon_shutdown" before it closes the session.
-    closing_reason = "closed"
+    # Set by the daemon's graceful shutdown ("daemon_shutdown") before it closes the session: no new
+    # work item starts (queued prompts stay queued), and ``session_closed`` gives this reason.
+    shutdown_reason: str | None = None
 
     def __init__(self, runtime: Runtime, session_id: str, cwd: str, *, created_at: int | None = None,
                  history: list[ChatMessage] | None = None,
@@ -277,8 +277,8 @@ class Session:
             raise
         finally:
             self.permissions.cancel_all()
-            if close_reason == "closed":
-                close_reason = self.closing_reason
+            if close_reason == "closed" and self.shutdown_reason is not None:
+                close_reason = self.shutdown_reason
             self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
 
     def _handle(self, message: SessionMessage) -> None:
@@ -328,9 +328,13 @@ class Session:
         """One work item at a time: a queued prompt first, else an automatic item the chain allows."""
         assert self.fifo_ref is not None
         while True:
+            if self.shutdown_reason is not None:
+                await trio.sleep_forever()  # the daemon is shutting down: nothing new starts
             entry = await self.fifo_ref.ask(f.TakeNext)
             if entry is not None:
                 await self.run_prompt(entry)
+                continue
+            if self.shutdown_reason is not None:
                 continue
             if self.chain.queued_prompt_priority and self.drain_source is None:
                 # Our own FIFO has no queued prompt: the one the chain yielded to is gone (aborted
@@ -512,8 +516,12 @@ class Session:
                 pending = fifo_ref.ask_nowait(lambda r: f.Drain(watch_queued_prompt, r))
             except MailboxFull:
                 return f.DrainResult(recovered, (), False)  # the input stays queued for the next drain
+            except ActorGone:  # the session is closing (a shielded tool outlived the FIFO): no input
+                return f.DrainResult(recovered, (), False)
         try:
             result = await pending.wait(DRAIN_DEADLINE)
+        except ActorGone:  # the FIFO stopped without answering: the session is closing
+            return f.DrainResult(recovered, (), False)
         except trio.TooSlowError:
             self._late_drain = pending
             return f.DrainResult(recovered, (), False)

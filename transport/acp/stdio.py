@@ -120,7 +120,7 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None) 
     ``secrets`` (or ``--secrets-fd``) bring back what :mod:`transport.process_image`
     withheld from the process image, such as ``OPENAI_API_KEY`` for the model.
     """
-    from transport.cli import build_parser, load_daemon_config, recover_secrets
+    from transport.cli import SHUTDOWN_SIGNALS, Shutdown, build_parser, load_daemon_config, recover_secrets, say
 
     parser = build_parser()
     parser.prog = "python -m transport acp"
@@ -139,11 +139,20 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None) 
     state_dir = Path(args.state_dir or ".trellis")
     protocol_in, protocol_out = _claim_stdio()
 
+    # SIGTERM/SIGINT: the daemon's graceful shutdown (transport.cli.Shutdown), then the end of serving;
+    # a second signal, or limits.shutdownSeconds running out, forces it (exit 1).
+    shutdown = Shutdown(settings.limits.shutdown_seconds)
+    shutdown.served.set()  # no HTTP server to wait for
+
     async def main() -> None:
         receive, send = trio.lowlevel.FdStream(protocol_in), trio.lowlevel.FdStream(protocol_out)
-        async with open_daemon(settings, model=model, state_dir=state_dir, workspace=args.workspace) as daemon:
-            await serve_stdio(daemon, receive, send)
-            daemon.shutdown()
+        with trio.open_signal_receiver(*SHUTDOWN_SIGNALS) as signals, shutdown.root:
+            async with open_daemon(settings, model=model, state_dir=state_dir, workspace=args.workspace) as daemon:
+                shutdown.daemon = daemon
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(shutdown.watch, signals, nursery)
+                    await serve_stdio(daemon, receive, send)
+                    nursery.cancel_scope.cancel()  # stdin ended: the daemon's exit stops the rest in order
 
     try:
         trio.run(main)
@@ -152,4 +161,10 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None) 
     except SandboxUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        shutdown.finished()
+    if shutdown.forced:
+        return 1
+    if shutdown.signal_name is not None:
+        say("stopped")
     return 0

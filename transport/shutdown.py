@@ -1,0 +1,58 @@
+"""What the HTTP surface refuses while the daemon shuts down.
+
+From the moment a shutdown begins (:attr:`actors.Daemon.shutting_down`), every
+request that would start work answers 503 ``shutting_down``: ``POST /session``,
+``POST /session/:id/prompt``, ``.../mid-turn-message``, ``.../load``,
+``.../resume`` and ``.../fork``, the MCP ``start`` tool at ``/mcp``, and ACP's
+``session/new``, ``session/load`` and ``session/prompt`` at ``/acp``. Reads,
+cancels, votes and closes keep answering while the shutdown runs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from quart import Response, request
+
+from .errors import json_response
+
+_WORK_ROUTES = re.compile(r"/session(?:/[^/]+/(?:prompt|mid-turn-message|load|resume|fork))?")
+_ACP_WORK = frozenset({"session/new", "session/load", "session/prompt"})
+MESSAGE = "the daemon is shutting down and starts no new work"
+
+
+def refusal() -> Response:
+    """The 503 answer: ``{"error", "code": "shutting_down", "path": null}``."""
+    response = json_response({"error": MESSAGE, "code": "shutting_down", "path": None}, 503)
+    response.headers["Connection"] = "close"
+    return response
+
+
+async def starts_work() -> bool:
+    """Whether the current request would start work (reads a JSON-RPC body for ``/mcp`` and ``/acp``)."""
+    if request.method != "POST":
+        return False
+    if _WORK_ROUTES.fullmatch(request.path):
+        return True
+    if request.path not in ("/mcp", "/acp"):
+        return False
+    try:
+        message: Any = orjson.loads(await request.get_data())  # cached: the route reads it again
+    except orjson.JSONDecodeError:
+        return False  # the route answers it as it would
+    if not isinstance(message, dict):
+        return False
+    method = message.get("method")
+    if request.path == "/acp":
+        return method in _ACP_WORK
+    params = message.get("params")
+    return method == "tools/call" and isinstance(params, dict) and params.get("name") == "start"
+
+
+async def refuse_if_shutting_down(daemon: Any) -> Response | None:
+    """A ``before_request`` check: the 503 answer for work asked of a daemon that is shutting down."""
+    if daemon.shutting_down and await starts_work():
+        return refusal()
+    return None
