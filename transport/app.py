@@ -18,6 +18,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from actors import (
+    ActorGone,
     Admitted,
     Daemon,
     InvalidCwd,
@@ -195,6 +196,11 @@ def create_app(
     @app.errorhandler(HttpError)
     async def on_http_error(exc: HttpError) -> Response:
         return exc.response()
+
+    @app.errorhandler(ActorGone)
+    async def on_actor_gone(exc: ActorGone) -> Response:
+        # The session stopped between the lookup and the answer (a DELETE or a shutdown under way).
+        return HttpError(503, "the session is closing", "session_closing").response()
 
     @app.errorhandler(HTTPException)
     async def on_werkzeug_error(exc: HTTPException) -> Response:

@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
         parser.error("--no-auth turns authentication off, yet a token is given (--token or $TRELLIS_TOKEN): "
                      "drop one of them")
     try:
-        check_bind(args.hostname, auth)
+        check_bind(args.hostname, auth, token_given=bool(token))
     except InsecureBind as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

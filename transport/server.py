@@ -30,11 +30,19 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, auth: bool = True) -> None:
-    """Refuse to turn authentication off anywhere but on a loopback address."""
+def check_bind(host: str, auth: bool = True, token_given: bool = True) -> None:
+    """Refuse to turn authentication off, or to mint a token, anywhere but on a loopback address.
+
+    Off loopback the operator names the token (``--token`` / ``$TRELLIS_TOKEN``):
+    a minted one lives only in the local token file, out of reach of the
+    remote clients such a bind is for.
+    """
     if not auth and not is_loopback(host):
         raise InsecureBind(f"refusing to serve on {host} without authentication: --no-auth (auth=False) is "
                            "only allowed on a loopback address such as 127.0.0.1")
+    if auth and not token_given and not is_loopback(host):
+        raise InsecureBind(f"refusing to serve on {host} without a token: pass --token or set TRELLIS_TOKEN "
+                           "(a non-loopback bind does not mint one)")
 
 
 async def serve(
@@ -67,7 +75,7 @@ async def serve(
     their last events), the server stops accepting, gives open requests
     ``graceful_timeout`` (1 s) to finish, and ``serve`` returns.
     """
-    check_bind(host, auth)
+    check_bind(host, auth, token_given=bool(token))
     mint_into: Path | None = None  # the state directory whose token file gets the minted token
     if not auth:
         if token:

@@ -486,6 +486,21 @@ class PromptFifo:
         self._promote_leftover_mid_turn()  # the turn it was meant for is gone: it runs next, on its own
         return list(replayed.interrupted)
 
+    def abandon_queued(self) -> None:
+        """The session is deleted: every queued prompt ends ``cancelled``, journalled and published."""
+        for entry in [e for e in self._entries if e.state == "queued"]:
+            self._write_after({"op": "aborted", "promptId": entry.prompt_id})
+            self._entries.remove(entry)
+            self._bus.publish("pending_prompt_completed",
+                              wire.pending_prompt_completed(self.session_id, entry.prompt_id, "removed"),
+                              entry.prompt_id)
+            self._bus.publish("turn_complete", wire.turn_complete(self.session_id, entry.prompt_id, "cancelled"),
+                              entry.prompt_id)
+            self._update(entry.prompt_id, state="cancelled", stop_reason="cancelled", ended_at=self._now_ms())
+        if self._mid_turn:
+            self._write_after({"op": "drained", "messageIds": [i.message_id for i in self._mid_turn]})
+            self._mid_turn.clear()
+
     def settle_on_close(self, prompt_id: str) -> None:
         """The session closes under a running prompt: journal and record it ``cancelled`` now.
 

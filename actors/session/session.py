@@ -279,6 +279,10 @@ class Session:
             self.permissions.cancel_all()
             if close_reason == "closed" and self.shutdown_reason is not None:
                 close_reason = self.shutdown_reason
+            elif close_reason == "closed":
+                # Deleted, not shut down: its queued prompts end here, and the journal says so,
+                # or a later attach would restore and run them.
+                self.fifo.abandon_queued()
             self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
 
     def _handle(self, message: SessionMessage) -> None:

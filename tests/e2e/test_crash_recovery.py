@@ -237,3 +237,22 @@ async def test_random_kills_during_a_burst_lose_no_admitted_prompt_and_run_none_
                 and e["message"]["content"] == body]
         # completed: said exactly once; ended by a restart: once if it had started, never twice
         assert len(said) == 1 if outcomes[pid] == "completed" else len(said) <= 1, (pid, outcomes[pid], said)
+
+
+async def test_a_deleted_session_does_not_bring_its_queue_back(tmp_path):
+    state = tmp_path / "state"
+    async with daemon(state, {"responses": [{"delay": 300, "steps": [{"text": "x"}]}]}) as d:
+        sid = (await d.client.post("/session", json={})).json()["sessionId"]
+        ids = [(await d.client.post(f"/session/{sid}/prompt", json=text(f"p{n}"))).json()["promptId"]
+               for n in range(3)]
+        with trio.fail_after(10):
+            while (await d.client.get(f"/session/{sid}/turns/{ids[0]}")).json()["state"] != "running":
+                await trio.sleep(0.02)
+        assert (await d.client.delete(f"/session/{sid}")).status_code == 204
+    async with daemon(state, quick(5)) as d:
+        listed = {s["sessionId"]: s for s in (await d.client.get("/session")).json()["sessions"]}
+        assert listed[sid]["pendingCount"] == 0
+        assert (await d.client.post("/session", json={"sessionId": sid})).status_code == 200
+        await wait_idle(d.client, sid)
+        states = [(await d.client.get(f"/session/{sid}/turns/{pid}")).json()["state"] for pid in ids]
+        assert states == ["cancelled"] * 3  # none of them ran after the delete

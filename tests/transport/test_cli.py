@@ -56,6 +56,13 @@ def test_no_auth_off_loopback_refuses_to_start():
     assert "listening" not in result.stdout
 
 
+def test_a_non_loopback_bind_without_a_token_refuses_to_start():
+    result = run_cli("--hostname", "0.0.0.0", "--port", "0")
+    assert result.returncode == 2
+    assert "refusing to serve on 0.0.0.0 without a token: pass --token or set TRELLIS_TOKEN" in result.stderr
+    assert "listening" not in result.stdout
+
+
 def test_no_auth_with_a_token_is_a_usage_error():
     result = run_cli("--no-auth", "--token", "x", "--port", "0")
     assert result.returncode == 2 and "--no-auth" in result.stderr and "--token" in result.stderr
