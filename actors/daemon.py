@@ -17,9 +17,10 @@ from .model import ModelProvider, ScriptedModel
 from .process.sandbox import log_sandbox, resolve_sandbox
 from .runtime import InvalidCwd, Runtime, default_tools, local_now
 from .session.handle import SessionHandle
+from .session import persistence
 from .session.session import Session
 from .session.tools import ToolRegistry
-from .session.transcript import Transcript, TranscriptError, is_safe_session_id
+from .session.transcript import Transcript, is_safe_session_id
 from .settings import Settings
 from .storage import LocalStore, replay
 from .subagents.registry import SubagentRegistry
@@ -193,8 +194,8 @@ class Daemon:
             for observe in self.session_observers:
                 observe(session)
             if restore:
-                session.restore()
-            session.save_record()  # StorageError (an OSError) when the state directory refuses it
+                persistence.restore(session)
+            persistence.save_record(session)  # StorageError (an OSError) when the state directory refuses it
             closed = trio.Event()
             await self._nursery.start(self._supervise, session, closed)
             handle = SessionHandle(session)

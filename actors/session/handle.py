@@ -9,7 +9,10 @@ from ..events import Subscription
 from . import fifo as f
 from ..settings import APPROVAL_MODES
 from .transcript import TranscriptError
-from .session import ChangeCwd, Cancel, ReleaseQueuedPromptWait, GetStatus, Load, Rewind, Session, SetApprovalMode, SetModel, Snapshot, Vote
+from .messages import (
+    Cancel, ChangeCwd, GetStatus, Load, ReleaseQueuedPromptWait, Rewind, SetApprovalMode, SetModel, Snapshot, Vote,
+)
+from .session import Session
 
 ASK_TIMEOUT = 10.0
 

@@ -21,7 +21,7 @@ import attrs
 import trio
 
 from .. import wire
-from .._actor import ActorGone, ActorRef, MailboxFull, PendingReply, Reply, open_mailbox, serve_mailbox
+from .._actor import ActorGone, ActorRef, MailboxFull, PendingReply, open_mailbox, serve_mailbox
 from ..background.automatic import AutomaticItem
 from ..background.manager import BackgroundManager
 from ..events import EventBus
@@ -30,10 +30,14 @@ from ..model import ChatMessage, ChatRequest, ModelError, TextDelta
 from ..model.base import estimate_tokens
 from ..runtime import Runtime
 from ..settings import APPROVAL_MODES
-from ..storage import DAEMON_RESTARTED, RESTARTED_MESSAGE, replay
 from ..storage.writer import JournalWriter
 from . import fifo as f
 from .chain import WorkChain
+from .messages import (
+    Cancel, ChangeCwd, GetStatus, Load, ReleaseQueuedPromptWait, Rewind, SessionMessage, SetApprovalMode, SetModel,
+    Snapshot, Vote,
+)
+from .persistence import save_record_quietly
 from .hooks import HookResult
 from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
@@ -48,84 +52,6 @@ LATE_DRAIN_WAIT = 30.0  # how long a late drain answer is still awaited once its
 COMPACT_AT = 0.8  # compact history once a request would fill this share of the context window
 KEEP_AFTER_COMPACTION = 6  # recent messages kept verbatim
 SUGGESTION_DEADLINE = 30.0  # seconds a follow-up suggestion call may take
-
-
-# ----------------------------------------------------------------- messages
-
-
-@attrs.frozen
-class Cancel:
-    """Cancel the running work (a user cancellation)."""
-
-    reply: Reply[bool]
-
-
-@attrs.frozen
-class GetStatus:
-    reply: Reply[dict[str, Any]]
-
-
-@attrs.frozen
-class Load:
-    """Restore the conversation from the transcript on disk (clears guard trust)."""
-
-    reply: Reply[int | str]
-
-
-@attrs.frozen
-class SetApprovalMode:
-    mode: str
-    reply: Reply[str]
-
-
-@attrs.frozen
-class SetModel:
-    """Use another model name; the work chain goes on."""
-
-    model: str
-    reply: Reply[str]
-
-
-@attrs.frozen
-class ChangeCwd:
-    cwd: str
-    reply: Reply[str]
-
-
-@attrs.frozen
-class Rewind:
-    """Keep the conversation before user turn ``turn`` (counted from 0); clears guard trust."""
-
-    turn: int
-    reply: Reply[int | str]
-
-
-@attrs.frozen
-class Snapshot:
-    """A copy of the conversation, for a fork; the fork clears this session's trust too."""
-
-    reply: Reply[list[ChatMessage]]
-
-
-@attrs.frozen
-class Vote:
-    """A client's answer to a permission request."""
-
-    request_id: str
-    outcome: str
-    option_id: str | None
-    reply: Reply[bool | str]
-
-
-@attrs.frozen
-class ReleaseQueuedPromptWait:
-    """A bridge says the queued prompt the guard yielded to is gone (``craft/todoStopGuardQueueReleased``)."""
-
-    reply: Reply[bool]
-
-
-SessionMessage = (Cancel | GetStatus | Load | SetApprovalMode | SetModel | ChangeCwd | Rewind | Snapshot | Vote
-                  | ReleaseQueuedPromptWait)
 
 
 @attrs.define
@@ -215,44 +141,6 @@ class Session:
         self.chain = WorkChain(TodoStopGuard(enabled=settings.guard_enabled), self.background)
         self.background.related = self.chain.is_related
 
-    def restore(self) -> None:
-        """Take the conversation from the transcript and the FIFO from the journal (after a restart).
-
-        Called once, before :meth:`run` and after the daemon's observers saw the
-        session, so they see the replayed events too. Raises ``TranscriptError``
-        or ``StorageError`` for files it cannot read; nothing runs then.
-        """
-        store = self.runtime.store
-        journalled = store.journal_read(self.session_id) if store is not None else []
-        self.restore_from_disk()
-        self.fifo.journal_count(len(journalled))
-        for prompt_id in self.fifo.restore(replay(journalled)):
-            self._end_interrupted(prompt_id)
-
-    def _end_interrupted(self, prompt_id: str) -> None:
-        """A prompt the previous daemon was running when it died: ended, said, written; never re-run."""
-        self.bus.publish("turn_error", wire.turn_error(self.session_id, prompt_id, RESTARTED_MESSAGE,
-                                                       DAEMON_RESTARTED), prompt_id)
-        try:
-            self.transcript.append_record({"type": "turn_error", "promptId": prompt_id, "code": DAEMON_RESTARTED,
-                                           "message": RESTARTED_MESSAGE})
-        except OSError as exc:
-            log.error("session %s: %s not written to the transcript: %s", self.session_id, DAEMON_RESTARTED, exc)
-
-    def save_record(self) -> None:
-        """Write the session record (what a restart restores besides the journal and transcript)."""
-        if self.runtime.store is None:
-            return
-        self.runtime.store.record_write(self.session_id, {
-            "sessionId": self.session_id, "cwd": self.cwd, "approvalMode": self.approval_mode,
-            "model": self.model_name, "createdAt": self.created_at, "updatedAt": self.runtime.clock_ms()})
-
-    def _save_record_quietly(self) -> None:
-        try:
-            self.save_record()
-        except OSError as exc:
-            log.error("session %s: session record not written: %s", self.session_id, exc)
-
     @property
     def provider(self) -> Any:
         return self.runtime.provider
@@ -301,12 +189,12 @@ class Session:
                 reply.send(self._set_approval_mode(mode))
             case SetModel(model, reply):
                 self.model_name = model  # no new work chain
-                self._save_record_quietly()
+                save_record_quietly(self)
                 reply.send(model)
             case ChangeCwd(cwd, reply):
                 self.cwd = cwd
                 self._invalidate()
-                self._save_record_quietly()
+                save_record_quietly(self)
                 reply.send(cwd)
             case Rewind(turn, reply):
                 try:
@@ -652,7 +540,7 @@ class Session:
         if mode not in APPROVAL_MODES:  # the handle validates; a bad message must not crash the actor
             return self.approval_mode
         self.approval_mode = mode
-        self._save_record_quietly()
+        save_record_quietly(self)
         if mode == "plan":
             self._invalidate()  # the guard is forced off in Plan; leaving Plan does not revive it
         self.publish_update(wire.mode_update(mode))

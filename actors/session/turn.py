@@ -12,7 +12,7 @@ subject to the guard's tool-closure rules. At a natural stop the stop path
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 

@@ -12,7 +12,7 @@ import trio
 from mcp import MCPError
 
 from tests.transport.mcp.harness import (
-    await_end, config_url, mcp_daemon, mcp_session, mode, plain, routed, start, status, text_of, wedged,
+    await_end, config_url, mcp_daemon, mcp_session, mode, routed, start, status, text_of, wedged,
 )
 
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]

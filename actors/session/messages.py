@@ -1,0 +1,87 @@
+"""The messages a session actor answers: each carries its reply, and the handler is synchronous."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._actor import Reply
+
+if TYPE_CHECKING:
+    from ..model import ChatMessage
+
+
+@attrs.frozen
+class Cancel:
+    """Cancel the running work (a user cancellation)."""
+
+    reply: Reply[bool]
+
+
+@attrs.frozen
+class GetStatus:
+    reply: Reply[dict[str, Any]]
+
+
+@attrs.frozen
+class Load:
+    """Restore the conversation from the transcript on disk (clears guard trust)."""
+
+    reply: Reply[int | str]
+
+
+@attrs.frozen
+class SetApprovalMode:
+    mode: str
+    reply: Reply[str]
+
+
+@attrs.frozen
+class SetModel:
+    """Use another model name; the work chain goes on."""
+
+    model: str
+    reply: Reply[str]
+
+
+@attrs.frozen
+class ChangeCwd:
+    cwd: str
+    reply: Reply[str]
+
+
+@attrs.frozen
+class Rewind:
+    """Keep the conversation before user turn ``turn`` (counted from 0); clears guard trust."""
+
+    turn: int
+    reply: Reply[int | str]
+
+
+@attrs.frozen
+class Snapshot:
+    """A copy of the conversation, for a fork; the fork clears this session's trust too."""
+
+    reply: Reply[list[ChatMessage]]
+
+
+@attrs.frozen
+class Vote:
+    """A client's answer to a permission request."""
+
+    request_id: str
+    outcome: str
+    option_id: str | None
+    reply: Reply[bool | str]
+
+
+@attrs.frozen
+class ReleaseQueuedPromptWait:
+    """A bridge says the queued prompt the guard yielded to is gone (``craft/todoStopGuardQueueReleased``)."""
+
+    reply: Reply[bool]
+
+
+SessionMessage = (Cancel | GetStatus | Load | SetApprovalMode | SetModel | ChangeCwd | Rewind | Snapshot | Vote
+                  | ReleaseQueuedPromptWait)

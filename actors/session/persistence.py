@@ -1,0 +1,63 @@
+"""What of a session outlives its daemon: restoring one after a restart, and its session record.
+
+The journal (:mod:`actors.storage.journal`) and the transcript are written as
+the session goes; this module reads them back when a session is restored and
+keeps the session record (cwd, approval mode, model name, times) current.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from .. import wire
+from ..storage import DAEMON_RESTARTED, RESTARTED_MESSAGE, replay
+
+if TYPE_CHECKING:
+    from .session import Session
+
+log = logging.getLogger("trellis.session")
+
+
+def restore(session: Session) -> None:
+    """Take the conversation from the transcript and the FIFO from the journal (after a restart).
+
+    Called once, before the session runs and after the daemon's observers saw
+    it, so they see the replayed events too. Raises ``TranscriptError`` or
+    ``StorageError`` for files it cannot read; nothing runs then.
+    """
+    store = session.runtime.store
+    journalled = store.journal_read(session.session_id) if store is not None else []
+    session.restore_from_disk()
+    session.fifo.journal_count(len(journalled))
+    for prompt_id in session.fifo.restore(replay(journalled)):
+        end_interrupted(session, prompt_id)
+
+
+def end_interrupted(session: Session, prompt_id: str) -> None:
+    """A prompt the previous daemon was running when it died: ended, said, written; never re-run."""
+    session.bus.publish("turn_error", wire.turn_error(session.session_id, prompt_id, RESTARTED_MESSAGE,
+                                                      DAEMON_RESTARTED), prompt_id)
+    try:
+        session.transcript.append_record({"type": "turn_error", "promptId": prompt_id, "code": DAEMON_RESTARTED,
+                                          "message": RESTARTED_MESSAGE})
+    except OSError as exc:
+        log.error("session %s: %s not written to the transcript: %s", session.session_id, DAEMON_RESTARTED, exc)
+
+
+def save_record(session: Session) -> None:
+    """Write the session record; ``StorageError`` (an ``OSError``) when the store refuses it."""
+    store = session.runtime.store
+    if store is None:
+        return
+    store.record_write(session.session_id, {
+        "sessionId": session.session_id, "cwd": session.cwd, "approvalMode": session.approval_mode,
+        "model": session.model_name, "createdAt": session.created_at, "updatedAt": session.runtime.clock_ms()})
+
+
+def save_record_quietly(session: Session) -> None:
+    """Save the record after a change that goes ahead anyway (a failure is logged)."""
+    try:
+        save_record(session)
+    except OSError as exc:
+        log.error("session %s: session record not written: %s", session.session_id, exc)
