@@ -20,7 +20,8 @@ Inside a bwrap sandbox (see :meth:`Sandbox.wrap`):
 - ``--die-with-parent``: the sandbox is killed when the daemon's Trio thread
   dies (see :mod:`actors.process.spawn` for why that thread);
 - the whole filesystem read-only, the session's cwd and a private ``/tmp``
-  writable;
+  writable (the daemon's own Python stays visible, read-only, when it is
+  installed under ``/tmp``: :func:`interpreter_paths_under_tmp`);
 - hidden paths (the state directory with transcripts, token file and every
   run's MCP config; the settings file) replaced by an empty directory or an
   unreadable node, then the few ``expose`` paths (a subagent's own MCP config
@@ -104,6 +105,8 @@ class Sandbox:
                                      "which the sandbox hides")
         args = [self.executable, "--die-with-parent", "--unshare-pid", "--unshare-ipc",
                 "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        for path in interpreter_paths_under_tmp():  # the daemon's own Python, were it installed under /tmp
+            args += ["--ro-bind", path, path]
         if os.path.isdir("/run") and not _is_within(cwd, "/run"):
             args += ["--tmpfs", "/run", *_resolver_binds()]
         args += ["--bind", cwd, cwd]
@@ -136,6 +139,21 @@ def _resolver_binds() -> list[str]:
     if _is_within(real, "/run") and os.path.exists(real):
         return ["--ro-bind", real, real]
     return []
+
+
+@functools.lru_cache(maxsize=1)
+def interpreter_paths_under_tmp() -> tuple[str, ...]:
+    """This interpreter's prefixes that lie under ``/tmp`` (a checkout or venv there, as in CI).
+
+    The sandbox's ``/tmp`` is its own, so without these a command could not run
+    the daemon's own Python (``sys.executable``, as command subagents are often
+    configured). They hold no secret and are bound read-only.
+    """
+    candidates = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                 os.path.dirname(sys.executable))}
+    under = sorted(p for p in candidates if _is_within(p, "/tmp") and p != "/tmp" and os.path.isdir(p))
+    # innermost first would be shadowed by its parent's bind: keep only the outermost of nested ones
+    return tuple(p for p in under if not any(q != p and _is_within(p, q) for q in under))
 
 
 def home_secrets(home: str | None = None) -> list[str]:
