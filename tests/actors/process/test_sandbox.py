@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,25 @@ def test_credential_files_in_the_home_are_hidden(monkeypatch):
         assert "just notes" in result.stdout  # the rest of the home stays readable
     finally:
         shutil.rmtree(root)
+
+
+@needs_bwrap
+def test_the_daemons_own_python_under_tmp_stays_visible_read_only(tmp_path, monkeypatch):
+    prefix = tmp_path / "venv"
+    (prefix / "bin").mkdir(parents=True)
+    tool = prefix / "bin" / "tool"
+    tool.write_text("#!/bin/sh\necho from-the-venv\n")
+    tool.chmod(0o755)
+    (tmp_path / "elsewhere-in-tmp").write_text("private")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setattr(sys, "prefix", str(prefix))
+    sandbox_module.interpreter_paths_under_tmp.cache_clear()
+    try:
+        sandbox = resolve_sandbox("bwrap")
+        result = run(sandbox, f"{tool}; cat {tmp_path}/elsewhere-in-tmp; echo x > {prefix}/written", work)
+    finally:
+        sandbox_module.interpreter_paths_under_tmp.cache_clear()
+    assert "from-the-venv" in result.stdout
+    assert "private" not in result.stdout  # the rest of the host's /tmp stays out of sight
+    assert not (prefix / "written").exists()
