@@ -20,7 +20,7 @@ from .session.handle import SessionHandle
 from .session import persistence
 from .session.session import Session
 from .session.tools import ToolRegistry
-from .session.transcript import Transcript, is_safe_session_id
+from .session.transcript import is_safe_session_id
 from .settings import Settings
 from .storage import LocalStore, replay
 from .subagents.registry import SubagentRegistry
@@ -105,7 +105,7 @@ class Daemon:
     def restorable(self, session_id: str) -> bool:
         """Whether the state directory holds a session ``session_id`` to restore (transcript, journal or record)."""
         store = self.runtime.store
-        return Transcript(self.runtime.state_dir, session_id).exists or (store is not None and store.exists(session_id))
+        return store is not None and store.exists(session_id)
 
     async def load_session(self, session_id: str, cwd: str | None = None) -> SessionHandle:
         """Restore a session from disk, starting it if it is not live.
@@ -156,7 +156,7 @@ class Daemon:
         if session_id is not None:
             if not is_safe_session_id(session_id):
                 raise InvalidSessionId(session_id)
-            if session_id in self._sessions or Transcript(self.runtime.state_dir, session_id).exists:
+            if session_id in self._sessions or self.restorable(session_id):
                 raise InvalidSessionId(f"{session_id} is taken")
         history = await source.snapshot()
         return await self._start(session_id or self.runtime.ids.new("session"), source.cwd, history)
@@ -165,7 +165,7 @@ class Daemon:
         """A session's transcript from disk, live or not."""
         if not is_safe_session_id(session_id):
             raise InvalidSessionId(session_id)
-        transcript = Transcript(self.runtime.state_dir, session_id)
+        transcript = self.runtime.transcript(session_id)
         if not transcript.exists and session_id not in self._sessions:
             raise UnknownSession(session_id)
         return transcript.records()

@@ -56,6 +56,14 @@ class Runtime:
     # How model-run commands (shells, monitors, command subagents) are started.
     sandbox: Sandbox = NO_SANDBOX
 
+    def transcript(self, session_id: str) -> Any:
+        """A session's transcript: from the store, or one that keeps nothing when there is none."""
+        if self.store is not None:
+            return self.store.transcript(session_id)
+        from .session.transcript import Transcript
+
+        return Transcript(None, session_id)
+
     def resolve_cwd(self, cwd: str | None) -> str:
         """A session's working directory, the same way at create and at a change of cwd.
 

@@ -42,7 +42,7 @@ from .hooks import HookResult
 from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
 from .tools import ToolContext
-from .transcript import Transcript, TranscriptError
+from .transcript import TranscriptError
 from .turn import Turn
 
 log = logging.getLogger("trellis.session")
@@ -104,7 +104,7 @@ class Session:
         self.created_at = created_at if created_at is not None else runtime.clock_ms()
         self.bus = EventBus(settings.limits.event_ring_size, clock_ms=runtime.clock_ms)
         self.history: list[ChatMessage] = list(history or [])
-        self.transcript = Transcript(runtime.state_dir, session_id)
+        self.transcript = runtime.transcript(session_id)
         if history:
             self.transcript.rewrite(self.history)
         self.tools = runtime.make_tools()

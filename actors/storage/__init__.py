@@ -1,8 +1,8 @@
 """What survives the daemon: the journal, transcripts and session records behind one interface."""
 
-from .base import SessionStore, StorageError
+from .base import SessionStore, StorageError, TranscriptLog
 from .journal import DAEMON_RESTARTED, RESTARTED_MESSAGE, Replayed, replay
 from .local import FSYNC_POLICIES, LocalStore
 
 __all__ = ["DAEMON_RESTARTED", "FSYNC_POLICIES", "RESTARTED_MESSAGE", "LocalStore", "Replayed", "SessionStore",
-           "StorageError", "replay"]
+           "StorageError", "TranscriptLog", "replay"]

@@ -18,14 +18,36 @@ done that a reader would take for a record.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..model import ChatMessage
 
 
 class StorageError(OSError):
     """A write the store could not make durable (disk full, read-only directory); the message says where."""
 
 
+class TranscriptLog(Protocol):
+    """One session's conversation log (:class:`~actors.session.transcript.Transcript` on local files)."""
+
+    @property
+    def exists(self) -> bool: ...
+
+    def append(self, message: ChatMessage) -> None: ...
+
+    def append_record(self, record: dict[str, Any]) -> None: ...
+
+    def records(self) -> list[dict[str, Any]]: ...
+
+    def messages(self) -> list[ChatMessage]: ...
+
+    def rewrite(self, messages: list[ChatMessage]) -> None: ...
+
+
 class SessionStore(Protocol):
+    def transcript(self, session_id: str) -> TranscriptLog:
+        """The session's transcript (it need not exist yet)."""
     def journal_append(self, session_id: str, record: dict[str, Any]) -> None:
         """Append one journal record, durable (per the fsync policy) before it returns."""
 

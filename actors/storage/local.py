@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from ..session.transcript import Transcript
 from .base import StorageError
 
 FSYNC_POLICIES = ("always", "never")
@@ -37,6 +38,9 @@ class LocalStore:
             raise ValueError(f"storage.fsync must be one of {list(FSYNC_POLICIES)}, got {fsync!r}")
         self.directory = Path(state_dir) / "sessions"
         self.fsync = fsync == "always"
+
+    def transcript(self, session_id: str) -> Transcript:
+        return Transcript(self.directory.parent, session_id)
 
     def _journal(self, session_id: str) -> Path:
         return self.directory / f"{session_id}.journal.jsonl"
