@@ -11,7 +11,6 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from quart import Response, make_response, request
 from quart_trio import QuartTrio
@@ -37,6 +36,7 @@ from actors.storage import StorageError
 from . import sse
 from .acp import register as register_acp
 from .errors import HttpError, json_response, not_found_session
+from .hosts import HostPolicy
 from .mcp import register as register_mcp
 from .shutdown import refuse_if_shutting_down
 
@@ -86,17 +86,13 @@ class ClientRegistry:
         self._clients.pop(session_id, None)
 
 
-def _is_loopback_origin(origin: str) -> bool:
-    host = urlsplit(origin).hostname or ""
-    return host in ("localhost", "127.0.0.1", "::1")
-
-
 def create_app(
     daemon: Daemon,
     *,
     token: str | None = None,
     allowed_origins: tuple[str, ...] = (),
     acp_grace: float = 10.0,
+    hosts: HostPolicy | None = None,
 ) -> QuartTrio:
     """The quart-trio application serving ``daemon`` (REST + SSE, and ACP at ``/acp``).
 
@@ -104,6 +100,13 @@ def create_app(
     ``Authorization: Bearer <token>``; ``None`` leaves the app open. This is the
     lower layer (test harnesses build apps with it): :func:`transport.serve`
     decides the token, minting one by default.
+
+    With ``hosts`` (:class:`transport.hosts.HostPolicy`, which ``serve`` builds
+    and tells the bound address), a request whose ``Host`` it does not accept
+    answers 421 ``misdirected_host`` before anything else, and a browser
+    ``Origin`` is allowed when same-origin with the daemon or listed in
+    ``allowed_origins``. Without it (bare harness apps) ``Host`` is not checked
+    and only ``allowed_origins`` are allowed.
     """
     app = QuartTrio("trellis")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
@@ -155,10 +158,18 @@ def create_app(
 
     # ------------------------------------------------------------- guards
 
+    def origin_allowed(origin: str) -> bool:
+        return origin in allowed_origins or (hosts is not None and hosts.allows_origin(origin))
+
     @app.before_request
     async def check_access() -> Response | None:
+        # DNS-rebinding protection first: a Host that does not name this daemon reaches no handler.
+        if hosts is not None and not hosts.allows(request.headers.get("Host")):
+            return HttpError(421, f"host {request.headers.get('Host', '')!r} is not this daemon: use its bound "
+                                  "address or localhost with its port, or allow the name with --allow-host",
+                             "misdirected_host", "header.Host").response()
         origin = request.headers.get("Origin")
-        if origin and not (_is_loopback_origin(origin) or origin in allowed_origins):
+        if origin and not origin_allowed(origin):
             return HttpError(403, f"origin {origin!r} is not allowed", "origin_not_allowed", "header.Origin").response()
         if origin and request.method == "OPTIONS":
             # A CORS preflight of an allowed origin: browsers send it without credentials.
@@ -187,7 +198,8 @@ def create_app(
     @app.after_request
     async def allow_origin(response: Response) -> Response:
         origin = request.headers.get("Origin")
-        if origin and (_is_loopback_origin(origin) or origin in allowed_origins):
+        misdirected = hosts is not None and not hosts.allows(request.headers.get("Host"))
+        if origin and not misdirected and origin_allowed(origin):
             response.headers["Access-Control-Allow-Origin"] = origin
             response.headers["Access-Control-Expose-Headers"] = "X-Qwen-Event-Epoch, Acp-Connection-Id, Mcp-Session-Id"
             response.headers.add("Vary", "Origin")

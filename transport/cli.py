@@ -20,6 +20,7 @@ from actors import (
 from actors.model import ModelProvider, ScriptedModel
 
 from .auth import TokenFileError, token_path
+from .hosts import parse_authority
 from .process_image import Secrets, SecretsError, read_secrets
 from .server import InsecureBind, check_bind, serve
 
@@ -49,7 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="serve without any token (loopback binds only; any local process can then drive "
                           "the daemon)")
     net.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                     help="browser origin allowed besides loopback ones (repeatable)")
+                     help="browser origin allowed besides the daemon's own http://HOST:PORT (repeatable)")
+    net.add_argument("--allow-host", action="append", default=[], metavar="HOST[:PORT]",
+                     help="Host header accepted besides the bound address and localhost with the bound port "
+                          "(repeatable; no PORT means the bound port); other Hosts get 421")
     net.add_argument("--acp-grace", type=float, default=10.0, metavar="SECONDS",
                      help="how long a dropped /acp session stream keeps its prompt and permissions (default 10)")
     state = p.add_argument_group("state")
@@ -336,6 +340,11 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
         _positive(parser, "--" + name.replace("_", "-"), getattr(args, name))
     if not 0 <= args.port <= 65535:
         parser.error("--port must be from 0 to 65535")
+    for allowed in args.allow_host:
+        try:
+            parse_authority(allowed)
+        except ValueError as exc:
+            parser.error(f"--allow-host: {exc}")
     if args.acp_grace <= 0:
         parser.error("--acp-grace must be a positive number of seconds")
     token = args.token or environ.get("TRELLIS_TOKEN") or None
@@ -363,7 +372,8 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
     async def serving(daemon: Daemon, *, task_status: trio.TaskStatus[str]) -> None:
         try:
             await serve(daemon, host=args.hostname, port=args.port, token=token, auth=auth,
-                        allowed_origins=tuple(args.allow_origin), acp_grace=args.acp_grace, task_status=task_status)
+                        allowed_origins=tuple(args.allow_origin), allowed_hosts=tuple(args.allow_host),
+                        acp_grace=args.acp_grace, task_status=task_status)
         finally:
             shutdown.served.set()
 

@@ -14,6 +14,7 @@ from actors import Daemon
 
 from .app import create_app
 from .auth import new_token, write_token_file
+from .hosts import HostPolicy
 from .mcp import base_url_from_bind
 
 
@@ -53,6 +54,7 @@ async def serve(
     token: str | None = None,
     auth: bool = True,
     allowed_origins: tuple[str, ...] = (),
+    allowed_hosts: tuple[str, ...] = (),
     acp_grace: float = 10.0,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -66,6 +68,16 @@ async def serve(
     :func:`transport.auth.read_token_file`. Minting needs the daemon to have a
     ``state_dir`` (``ValueError`` otherwise).
 
+    Requests are answered only when their ``Host`` names the daemon: the bound
+    address or ``localhost`` with the bound port, or an ``allowed_hosts`` entry
+    (``"name"`` for the bound port, ``"name:port"`` for that port, e.g. behind a
+    proxy); on a wildcard bind (``0.0.0.0``/``::``) any IP literal with the bound
+    port too. Others get 421 ``misdirected_host`` before any handler runs
+    (DNS-rebinding protection; rules in :mod:`transport.hosts`; a malformed
+    entry raises ``ValueError``). Browser ``Origin``s are allowed when
+    same-origin with the daemon (``http``, an accepted host, the bound port) or
+    listed in ``allowed_origins``; others get 403 ``origin_not_allowed``.
+
     ``auth=False`` serves without any token, and only on a loopback ``host``
     (:class:`InsecureBind` otherwise); it cannot be combined with ``token``.
 
@@ -76,6 +88,7 @@ async def serve(
     ``graceful_timeout`` (1 s) to finish, and ``serve`` returns.
     """
     check_bind(host, auth, token_given=bool(token))
+    hosts = HostPolicy(allowed_hosts, names=(host.strip("[]"),))
     mint_into: Path | None = None  # the state directory whose token file gets the minted token
     if not auth:
         if token:
@@ -93,9 +106,12 @@ async def serve(
     config.graceful_timeout = 1.0
     config.accesslog = None
     config.errorlog = None
-    app = create_app(daemon, token=token, allowed_origins=allowed_origins, acp_grace=acp_grace)
+    if port:  # known before the bind; with port 0 only once hypercorn has one (until then, all refused)
+        hosts.bind([f"http://{bind_host}:{port}"])
+    app = create_app(daemon, token=token, allowed_origins=allowed_origins, acp_grace=acp_grace, hosts=hosts)
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(partial(hypercorn_serve, app, config, shutdown_trigger=daemon.stopped.wait))
+        hosts.bind(binds)  # the real port (--port 0) and the address(es) as bound
         if mint_into is not None:
             # Written only once the port is ours: a daemon that fails to bind leaves the file of
             # another one on the same state directory alone.

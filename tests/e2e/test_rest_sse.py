@@ -175,7 +175,7 @@ async def test_bad_input_gets_4xx_with_code_message_path_and_changes_nothing():
                 ("POST", f"/session/{sid}/prompt", b'{"prompt": [{"type": "text", "text": 3}]}', 400,
                  "invalid_request", "$.prompt[0].text"),
                 ("POST", f"/session/{sid}/prompt", b'{"prompt": [{"type": "text", "text": "x"}], "extra": 1}', 400,
-                 "invalid_request", "$"),
+                 "invalid_request", "$.extra"),
                 ("POST", f"/session/{sid}/prompt", b'{"prompt": [{"type": "video", "url": "x"}]}', 400,
                  "invalid_request", "$.prompt[0]"),
                 ("POST", f"/session/{sid}/prompt", b'{"prompt": []}', 400, "empty_prompt", "$.prompt"),
@@ -301,13 +301,14 @@ async def test_queue_cap_answers_503_with_limit_and_pending_count(scripted):
                 assert (await client.post(f"/session/{sid}/prompt", json=TEXT)).status_code == 202
             r = await client.post(f"/session/{sid}/prompt", json=TEXT)
             assert r.status_code == 503
-            assert r.json() == {"error": r.json()["error"], "code": "prompt_queue_full", "limit": 2, "pendingCount": 2}
+            assert r.json() == {"error": r.json()["error"], "code": "prompt_queue_full", "path": None, "limit": 2,
+                                "pendingCount": 2}
 
 
 async def test_allowed_browser_origins_get_cors_headers_and_preflights():
     with trio.fail_after(20):
         async with live_daemon(token="s3cret") as (daemon, client):
-            origin = "http://localhost:5173"
+            origin = f"http://localhost:{client.base_url.port}"  # same-origin with the daemon
             pre = await client.options("/session", headers={"Origin": origin, "Authorization": "",
                                                              "Access-Control-Request-Method": "POST"})
             assert pre.status_code == 204
@@ -318,3 +319,5 @@ async def test_allowed_browser_origins_get_cors_headers_and_preflights():
             assert "X-Qwen-Event-Epoch" in r.headers["access-control-expose-headers"]
             bad = await client.options("/session", headers={"Origin": "https://evil.example"})
             assert bad.status_code == 403 and "access-control-allow-origin" not in bad.headers
+            other_port = await client.options("/session", headers={"Origin": "http://localhost:5173"})
+            assert other_port.status_code == 403  # another loopback port is another web page
