@@ -30,10 +30,36 @@ WIRE_VERSION = 1
 # --------------------------------------------------------------------------- errors
 
 
+EXCERPT_CHARS = 64  # at most this much of a client's value is quoted back in an error
+MAX_MESSAGE_CHARS = 300  # and an error sentence (or path) is at most about this long
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """A bounded ``repr`` of ``value``: an error never echoes more than a short excerpt of the input."""
+    if isinstance(value, str) and len(value) > limit:
+        return repr(value[:limit]) + f"… ({len(value)} chars)"
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "<a huge integer>"
+    elif isinstance(value, (dict, list, tuple)):
+        text = f"<{type(value).__name__} of {len(value)} items>"
+    else:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def shorten(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its head and tail around an ellipsis."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 3
+    return text[: limit - tail - 1] + "…" + text[-tail:]
+
+
 class WireError(ValueError):
     """Input that does not have the expected wire form."""
 
     def __init__(self, message: str, path: str = "$", code: str = "invalid_request") -> None:
+        message, path = shorten(message), shorten(path)
         super().__init__(f"{message} @ {path}")
         self.message = message
         self.path = path
@@ -409,7 +435,7 @@ def _tagged(conv: cattrs.Converter, options: dict[str, type], what: str, field: 
             raise ValueError(f"expected a {what} object")
         tag = value.get(field)
         if tag not in options:
-            raise ValueError(f"unknown {what} {field} {tag!r}; expected one of {sorted(options)}")
+            raise ValueError(f"unknown {what} {field} {excerpt(tag)}; expected one of {sorted(options)}")
         return conv.structure(value, options[tag])
 
     return hook
@@ -466,21 +492,43 @@ def _format(exc: BaseException, type_: Any) -> str:
         return f"must be one of {list(typing.get_args(type_))}"
     if isinstance(exc, KeyError):
         return "required field missing"
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        first, *more = sorted(exc.extra_fields)
+        return f"unknown field {excerpt(first)}" + (f" (and {len(more)} more)" if more else "")
     if isinstance(exc, ValueError) and not isinstance(exc, cattrs.BaseValidationError):
-        return str(exc)
-    return cattrs.v.format_exception(exc, type_)
+        return shorten(str(exc))
+    return shorten(cattrs.v.format_exception(exc, type_))
+
+
+def _member(path: str, key: str) -> str:
+    """``path`` extended by the object member ``key``: ``$.a.key``, or ``$.a["odd key"]``."""
+    if key.isascii() and key.isidentifier():
+        return f"{path}.{shorten(key, EXCERPT_CHARS)}"
+    return f"{path}[{shorten(orjson.dumps(key).decode(), EXCERPT_CHARS)}]"
 
 
 def structure(value: Any, cls: type[T]) -> T:
-    """Structure already-parsed JSON into ``cls``, raising :class:`WireError`."""
+    """Structure already-parsed JSON into ``cls``, raising :class:`WireError`.
+
+    The path names the offending field itself, an unknown one included
+    (``$.prompt[0].bogus``).
+    """
     if not isinstance(value, dict):
         raise WireError(f"expected a JSON object, got {type(value).__name__}")
     try:
         return converter.structure(value, cls)
     except cattrs.BaseValidationError as exc:
-        first = cattrs.transform_error(exc, path="$", format_exception=_format)[0]
+        leaves: list[BaseException] = []  # transform_error formats each leaf once, in output order
+
+        def format_leaf(leaf: BaseException, type_: Any) -> str:
+            leaves.append(leaf)
+            return _format(leaf, type_)
+
+        first = cattrs.transform_error(exc, path="$", format_exception=format_leaf)[0]
         message, _, path = first.rpartition(" @ ")
         path = path.replace(".meta", "._meta")  # the Python name of the `_meta` fields
+        if leaves and isinstance(leaves[0], cattrs.ForbiddenExtraKeysError):
+            path = _member(path, min(leaves[0].extra_fields))
         raise WireError(message, path) from None
     except (ValueError, KeyError, TypeError) as exc:
         raise WireError(_format(exc, cls)) from None

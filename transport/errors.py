@@ -2,7 +2,11 @@
 
 ``error`` is the sentence qwen clients display; ``code`` is machine-readable;
 ``path`` names the offending field (``$.prompt[0].text`` for a body,
-``url.sessionId`` for a URL parameter) when there is one.
+``url.sessionId`` for a URL parameter) when there is one, else ``null``.
+
+No answer echoes more than a short excerpt of the input: ``error`` and ``path``
+are cut to a few hundred characters (head and tail kept around an ellipsis),
+and values are quoted with :func:`actors.wire.excerpt`.
 """
 
 from __future__ import annotations
@@ -12,22 +16,23 @@ from typing import Any
 import orjson
 from quart import Response
 
+from actors.wire import excerpt, shorten
+
 
 class HttpError(Exception):
     """Raised by a route; rendered as a JSON error answer."""
 
     def __init__(self, status: int, message: str, code: str, path: str | None = None, **extra: Any) -> None:
+        message = shorten(message)
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
-        self.path = path
+        self.path = None if path is None else shorten(path)
         self.extra = extra
 
     def response(self) -> Response:
-        body: dict[str, Any] = {"error": self.message, "code": self.code}
-        if self.path is not None:
-            body["path"] = self.path
+        body: dict[str, Any] = {"error": self.message, "code": self.code, "path": self.path}
         body.update(self.extra)
         return json_response(body, self.status)
 
@@ -37,4 +42,4 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 def not_found_session(session_id: str) -> HttpError:
-    return HttpError(404, f"unknown session {session_id!r}", "session_not_found", "url.sessionId")
+    return HttpError(404, f"unknown session {excerpt(session_id)}", "session_not_found", "url.sessionId")

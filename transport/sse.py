@@ -10,11 +10,20 @@ from actors import Event, Subscription
 
 KEEPALIVE_SECONDS = 15.0
 MAX_SAFE_INTEGER = 2**53 - 1
+_MAX_CURSOR_DIGITS = len(str(MAX_SAFE_INTEGER))  # 16
 
 
 def parse_cursor(raw: str | None) -> int | None:
-    """A ``Last-Event-ID``: a plain decimal up to 2**53-1, otherwise ignored (live only)."""
+    """A ``Last-Event-ID``: a plain decimal up to 2**53-1, otherwise ignored (live only).
+
+    Anything else — empty, signed, exponent or fraction, non-ASCII digits, or too
+    long (thousands of digits would trip Python's int-conversion limit) — is
+    ``None``, as qwen serve ignores it: the subscription is live only, no replay.
+    """
     if raw is None or not raw.isascii() or not raw.isdigit():
+        return None
+    raw = raw.lstrip("0") or "0"
+    if len(raw) > _MAX_CURSOR_DIGITS:
         return None
     value = int(raw)
     return value if value <= MAX_SAFE_INTEGER else None

@@ -95,7 +95,7 @@ def test_meta_round_trips_under_its_wire_name() -> None:
 
 def test_python_name_meta_is_not_accepted_on_the_wire() -> None:
     err = bad({"prompt": [TEXT], "meta": {}}, PromptBody)
-    assert err.path == "$" and "meta" in err.message
+    assert err.path == "$.meta" and "meta" in err.message
 
 
 # ----------------------------------------------------------------- malformed input
@@ -169,16 +169,17 @@ def test_a_bool_given_as_a_string_is_refused() -> None:
 @pytest.mark.parametrize(
     ("cls", "value", "path", "field"),
     [
-        (PromptBody, {"prompt": [TEXT], "bogus": 1}, "$", "bogus"),
-        (CreateSessionBody, {"cwd": "/x", "extra": 1}, "$", "extra"),
-        (MidTurnMessageBody, {"message": "m", "priority": 1}, "$", "priority"),
-        (PermissionVoteBody, {"outcome": {"outcome": "cancelled"}, "why": "x"}, "$", "why"),
-        (PromptBody, {"prompt": [{"type": "text", "text": "a", "bogus": 1}]}, "$.prompt[0]", "bogus"),
+        (PromptBody, {"prompt": [TEXT], "bogus": 1}, "$.bogus", "bogus"),
+        (CreateSessionBody, {"cwd": "/x", "extra": 1}, "$.extra", "extra"),
+        (MidTurnMessageBody, {"message": "m", "priority": 1}, "$.priority", "priority"),
+        (PermissionVoteBody, {"outcome": {"outcome": "cancelled"}, "why": "x"}, "$.why", "why"),
+        (PromptBody, {"prompt": [{"type": "text", "text": "a", "bogus": 1}]}, "$.prompt[0].bogus", "bogus"),
         (PromptBody, {"prompt": [TEXT, {"type": "image", "data": "A", "mimeType": "m", "alt": "x"}]},
-         "$.prompt[1]", "alt"),
+         "$.prompt[1].alt", "alt"),
         (PromptBody, {"prompt": [{"type": "resource", "resource": {"uri": "u", "etag": "x"}}]},
-         "$.prompt[0].resource", "etag"),
-        (PermissionVoteBody, {"outcome": {"outcome": "cancelled", "x": 1}}, "$.outcome", "x"),
+         "$.prompt[0].resource.etag", "etag"),
+        (PermissionVoteBody, {"outcome": {"outcome": "cancelled", "x": 1}}, "$.outcome.x", "x"),
+        (PromptBody, {"prompt": [TEXT], "a b": 1}, '$["a b"]', "a b"),
     ],
 )
 def test_unknown_fields_are_refused(cls: type, value: Any, path: str, field: str) -> None:
