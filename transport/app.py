@@ -203,6 +203,10 @@ def create_app(
             response.headers["Access-Control-Allow-Origin"] = origin
             response.headers["Access-Control-Expose-Headers"] = "X-Qwen-Event-Epoch, Acp-Connection-Id, Mcp-Session-Id"
             response.headers.add("Vary", "Origin")
+        if response.status_code >= 400 and _has_body(request.headers):
+            # Refused before (or without) reading its body: what is left of it must not be taken for the
+            # next request on this keep-alive connection, which would then hang. Close it cleanly.
+            response.headers["Connection"] = "close"
         return response
 
     @app.errorhandler(HttpError)
@@ -438,6 +442,11 @@ def create_app(
     register_acp(app, daemon, grace=acp_grace)  # ACP over HTTP at /acp
     register_mcp(app, daemon)  # MCP: /mcp (parent) and /signal/mcp/<token> (subagents)
     return app
+
+
+def _has_body(headers: Any) -> bool:
+    length = headers.get("Content-Length")
+    return bool(length and length.strip() != "0") or "chunked" in headers.get("Transfer-Encoding", "").lower()
 
 
 def _session_info(handle: SessionHandle, attached: bool, client_id: str) -> dict[str, Any]:
