@@ -19,6 +19,8 @@ import os
 import secrets
 from pathlib import Path
 
+from actors.storage import StorageError, replace_private
+
 TOKEN_FILE = "token"
 
 
@@ -44,25 +46,13 @@ def write_token_file(state_dir: str | os.PathLike[str], token: str) -> Path:
     """
     directory = Path(state_dir)
     path = token_path(directory)
-    temporary = directory / f".{TOKEN_FILE}.{secrets.token_hex(8)}.tmp"
     try:
         directory.mkdir(parents=True, exist_ok=True)
         os.chmod(directory, 0o700)  # the directory also holds transcripts: owner only
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            os.fchmod(fd, 0o600)  # exactly 0600, whatever the umask
-            data = token.encode()
-            while data:
-                data = data[os.write(fd, data):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
+        replace_private(path, token.encode())
+    except StorageError as exc:  # its message names the path already
+        raise TokenFileError(f"token file: {exc}") from None
     except OSError as exc:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
         raise TokenFileError(f"cannot write the token file {path}: {exc.strerror or exc}") from None
     return path
 

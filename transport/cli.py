@@ -309,6 +309,14 @@ class Shutdown:
         if self._hard_exit is not None:
             self._hard_exit.cancel()
 
+    def exit_code(self) -> int:
+        """After the run: 1 when forced; 0 otherwise (saying ``stopped`` when a signal ended it)."""
+        if self.forced:
+            return 1
+        if self.signal_name is not None:
+            say("stopped")
+        return 0
+
 
 def _exit_now(code: int) -> None:
     sys.stderr.flush()
@@ -411,8 +419,4 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
         return 1
     finally:
         shutdown.finished()
-    if shutdown.forced:
-        return 1
-    if shutdown.signal_name is not None:
-        say("stopped")
-    return 0
+    return shutdown.exit_code()

@@ -2,7 +2,7 @@
 
 from .base import SessionStore, StorageError, TranscriptLog
 from .journal import DAEMON_RESTARTED, RESTARTED_MESSAGE, Replayed, replay
-from .local import FSYNC_POLICIES, LocalStore
+from .local import FSYNC_POLICIES, LocalStore, replace_private
 
 __all__ = ["DAEMON_RESTARTED", "FSYNC_POLICIES", "RESTARTED_MESSAGE", "LocalStore", "Replayed", "SessionStore",
-           "StorageError", "TranscriptLog", "replay"]
+           "StorageError", "TranscriptLog", "replace_private", "replay"]

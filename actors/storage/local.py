@@ -93,12 +93,12 @@ class LocalStore:
         return out
 
     def journal_rewrite(self, session_id: str, records: list[dict[str, Any]]) -> None:
-        _replace(self._journal(session_id), b"".join(orjson.dumps(r) + b"\n" for r in records))
+        replace_private(self._journal(session_id), b"".join(orjson.dumps(r) + b"\n" for r in records))
 
     # ------------------------------------------------------------- session record
 
     def record_write(self, session_id: str, record: dict[str, Any]) -> None:
-        _replace(self._record(session_id), orjson.dumps(record) + b"\n")
+        replace_private(self._record(session_id), orjson.dumps(record) + b"\n")
 
     def record_read(self, session_id: str) -> dict[str, Any] | None:
         try:
@@ -151,12 +151,19 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _replace(path: Path, data: bytes) -> None:
+def replace_private(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically, mode exactly 0600; ``StorageError`` naming it on failure.
+
+    Written under a fresh temporary name (``O_EXCL``, never readable by others),
+    fsynced, renamed over the old file, the directory fsynced: a reader sees the
+    old content or the new, never a part.
+    """
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
+            os.fchmod(fd, 0o600)  # whatever the umask
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]

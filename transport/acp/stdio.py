@@ -120,7 +120,7 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None) 
     ``secrets`` (or ``--secrets-fd``) bring back what :mod:`transport.process_image`
     withheld from the process image, such as ``OPENAI_API_KEY`` for the model.
     """
-    from transport.cli import SHUTDOWN_SIGNALS, Shutdown, build_parser, load_daemon_config, recover_secrets, say
+    from transport.cli import SHUTDOWN_SIGNALS, Shutdown, build_parser, load_daemon_config, recover_secrets
 
     parser = build_parser()
     parser.prog = "python -m transport acp"
@@ -163,8 +163,4 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None) 
         return 2
     finally:
         shutdown.finished()
-    if shutdown.forced:
-        return 1
-    if shutdown.signal_name is not None:
-        say("stopped")
-    return 0
+    return shutdown.exit_code()

@@ -15,6 +15,7 @@ from actors.background import registry as reg_module
 from actors.background.automatic import AutomaticItem
 from actors.background.manager import BackgroundManager
 from actors.ids import CountingIds
+from tests.processes import alive
 
 BASE = datetime(2025, 3, 1, 0, 0, 30, tzinfo=timezone.utc)
 
@@ -55,15 +56,6 @@ async def open_harness() -> AsyncIterator[Harness]:
 async def wait_until(predicate: Callable[[], bool], step: float = 0.01) -> None:
     while not predicate():
         await trio.sleep(step)
-
-
-def alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 # ------------------------------------------------------------------ shells
