@@ -37,6 +37,8 @@ def test_file_with_known_keys(tmp_path: Path) -> None:
         "ui": {"enableFollowupSuggestions": True},
         "disableAllHooks": True,
         "approvalMode": "auto-edit",
+        "sandbox": "off",
+        "storage": {"fsync": "never"},
         "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]},
         "model": {"provider": "openai", "baseUrl": "http://127.0.0.1:1/v1"},
         "limits": {"maxSessions": 3, "maxPendingPrompts": 4, "maxMidTurnMessages": 5, "eventRingSize": 100,
@@ -47,6 +49,7 @@ def test_file_with_known_keys(tmp_path: Path) -> None:
     assert s.followup_suggestions is True
     assert s.disable_all_hooks is True
     assert s.approval_mode == "auto-edit"
+    assert (s.sandbox, s.journal_fsync, s.path) == ("off", "never", str(path))
     assert s.hooks == {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}
     assert s.model["provider"] == "openai"
     assert s.limits == Limits(max_sessions=3, max_pending_prompts=4, max_mid_turn_messages=5, event_ring_size=100,
@@ -95,6 +98,8 @@ def test_unknown_keys_become_warnings_not_errors(tmp_path: Path) -> None:
         ({"approvalMode": "sometimes"}, "approvalMode"),
         ({"sandbox": "maybe"}, "sandbox"),
         ({"sandbox": True}, "sandbox"),
+        ({"storage": {"fsync": "sometimes"}}, "storage.fsync"),
+        ({"storage": {"fsync": False}}, "storage.fsync"),
         ({"hooks": []}, "hooks"),
         ({"model": "gpt"}, "model"),
         ({"limits": {"maxSessions": "3"}}, "limits.maxSessions"),
