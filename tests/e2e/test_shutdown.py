@@ -30,7 +30,6 @@ import trio
 
 from actors import CountingIds, Settings, load_script, open_daemon
 from tests.conftest import DaemonProcess, daemon_process, live_daemon
-from tests.e2e.isolation_harness import HAVE_BWRAP
 from tests.e2e.sse_client import frames
 from tests.processes import marker, pids_with
 from transport.fake_openai import FakeOpenAI
@@ -183,8 +182,6 @@ async def send_prompt(client: httpx.AsyncClient, sid: str, text: str = "go") -> 
 
 @pytest.mark.parametrize("sandbox", ["auto", "off"])
 async def test_sigterm_mid_turn_ends_the_turn_cancelled_closes_streams_and_leaves_no_shell(tmp_path, sandbox):
-    if sandbox == "auto" and not HAVE_BWRAP:
-        pytest.skip("without bubblewrap a setsid shell leaves the process group (another change kills those)")
     plain, detached = marker(), marker()
     responses = [
         [shell_call(f"sleep {plain}", background=True, call_id="call_plain"),
@@ -223,11 +220,10 @@ async def test_sigterm_mid_turn_ends_the_turn_cancelled_closes_streams_and_leave
             assert "Traceback" not in err, err
 
             # Nothing the turn started is left.
+            # With the sandbox its PID namespace takes the setsid one; without, the task markers do.
             with trio.fail_after(5):
-                while pids_with(plain):
+                while pids_with(plain) or pids_with(detached):
                     await trio.sleep(0.05)
-            if sandbox != "off":  # without the PID namespace a setsid shell is the run markers' job (test_orphans.py)
-                assert pids_with(detached) == []
 
         # The transcript on disk is a whole conversation: the prompt, the calls and their answers; the
         # text of the cancelled stream was never committed.
