@@ -28,9 +28,12 @@ class Limits:
     max_mid_turn_messages: int = 32
     event_ring_size: int = 8000
     subscriber_queue: int = 256
+    subscriber_queue_bytes: int = 2 * 1024 * 1024  # a subscriber's live queue, in bytes too (as qwen serve)
+    replay_bytes: int = 4 * 1024 * 1024  # the compacted replay of earlier turns, per session
     mailbox_size: int = 64
     client_grace_seconds: float = 10.0  # how long pending permissions outlive the last subscriber
     shutdown_seconds: float = 10.0  # how long a graceful shutdown may take before it is forced
+    max_connections: int = 256  # open HTTP connections (idle keep-alive ones too); more get 503 (transport.connections)
 
 
 @attrs.frozen(kw_only=True)
@@ -87,8 +90,11 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "limits.maxMidTurnMessages": ("limits.max_mid_turn_messages", int),
     "limits.eventRingSize": ("limits.event_ring_size", int),
     "limits.subscriberQueue": ("limits.subscriber_queue", int),
+    "limits.subscriberQueueBytes": ("limits.subscriber_queue_bytes", int),
+    "limits.replayBytes": ("limits.replay_bytes", int),
     "limits.clientGraceSeconds": ("limits.client_grace_seconds", float),
     "limits.shutdownSeconds": ("limits.shutdown_seconds", float),
+    "limits.maxConnections": ("limits.max_connections", int),
 }
 APPROVAL_MODES = ("default", "auto-edit", "yolo", "plan")
 

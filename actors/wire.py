@@ -112,6 +112,18 @@ class Event:
             self._json = orjson.dumps(self.to_dict())
         return self._json
 
+    @classmethod
+    def from_dict(cls, raw: Any, where: str) -> Event:
+        """An event back from its wire form (as :meth:`to_dict` wrote it); ``ValueError`` naming ``where``."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str) or not isinstance(raw.get("data"), dict):
+            raise ValueError(f"{where}: not an event (an object with a string type and an object data)")
+        prompt_id = raw.get("promptId")
+        meta = raw.get("_meta")
+        ts = meta.get("serverTimestamp") if isinstance(meta, dict) else 0
+        event_id = raw.get("id")
+        return cls(raw["type"], raw["data"], prompt_id if isinstance(prompt_id, str) else None,
+                   event_id if isinstance(event_id, int) else None, ts if isinstance(ts, int) else 0)
+
     @property
     def update(self) -> dict[str, Any] | None:
         """The ACP update of a ``session_update`` event, else ``None``."""
@@ -176,12 +188,55 @@ def tool_call_update(
     return update
 
 
-def turn_complete(session_id: str, prompt_id: str, stop_reason: str) -> dict[str, Any]:
-    return {"sessionId": session_id, "stopReason": stop_reason, "promptId": prompt_id}
+def turn_complete(session_id: str, prompt_id: str, stop_reason: str,
+                  usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``usage``: the turn's :func:`usage_summary`, when its model reported any."""
+    data = {"sessionId": session_id, "stopReason": stop_reason, "promptId": prompt_id}
+    if usage is not None:
+        data["usage"] = usage
+    return data
 
 
-def turn_error(session_id: str, prompt_id: str, message: str, code: str) -> dict[str, Any]:
-    return {"sessionId": session_id, "message": message, "code": code, "promptId": prompt_id}
+def turn_error(session_id: str, prompt_id: str, message: str, code: str,
+               usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    data = {"sessionId": session_id, "message": message, "code": code, "promptId": prompt_id}
+    if usage is not None:
+        data["usage"] = usage
+    return data
+
+
+# Usage accounting (counted by actors/session/usage.py). One model call's figures use the names of
+# ACP's ``Usage``, as qwen-code's session puts them in ``_meta.usage``; sums add ``calls``.
+
+USAGE_SOURCES = ("primary", "todo_stop_guard", "compaction", "suggestion")
+
+
+def call_usage(input_tokens: int, output_tokens: int, total_tokens: int,
+               cached_read_tokens: int | None) -> dict[str, Any]:
+    """One call's ``Usage``; ``cachedReadTokens`` only when the server reported caching."""
+    out: dict[str, Any] = {"inputTokens": input_tokens, "outputTokens": output_tokens, "totalTokens": total_tokens}
+    if cached_read_tokens is not None:
+        out["cachedReadTokens"] = cached_read_tokens
+    return out
+
+
+def usage_update(usage: dict[str, Any], source: str, duration_ms: int) -> dict[str, Any]:
+    """A model call's usage as qwen-code's ACP session emits it (``MessageEmitter.emitUsageMetadata``):
+    an empty ``agent_message_chunk`` with ``_meta.usage`` and ``_meta.durationMs``. ``usageSource``
+    (one of :data:`USAGE_SOURCES`) is ours: what caused the call."""
+    return text_update("agent_message_chunk", "", {"usage": usage, "durationMs": duration_ms, "usageSource": source})
+
+
+def usage_tally(calls: int, input_tokens: int, output_tokens: int, cached_read_tokens: int,
+                total_tokens: int) -> dict[str, Any]:
+    """Summed calls: every committed stream is a call, whether or not its server reported tokens."""
+    return {"calls": calls, "inputTokens": input_tokens, "outputTokens": output_tokens,
+            "cachedReadTokens": cached_read_tokens, "totalTokens": total_tokens}
+
+
+def usage_summary(total: dict[str, Any], by_source: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A :func:`usage_tally` of everything, plus ``bySource``: one tally per source that made a call."""
+    return {**total, "bySource": by_source}
 
 
 def pending_prompt_added(session_id: str, prompt_id: str, text: str, queued_at: int) -> dict[str, Any]:
@@ -250,21 +305,73 @@ def replay_complete(replayed_count: int, last_replayed_event_id: int, last_event
     )
 
 
-def slow_client_warning(queued: int, limit: int) -> Event:
-    return Event("slow_client_warning", {"queued": queued, "limit": limit})
+def history_truncated(truncated_events: int, retained_events: int, *, max_bytes: int | None = None,
+                      truncated_turns: int = 0, max_events: int | None = None, scope: str | None = None) -> Event:
+    """The compacted replay (or, ``scope="live_journal"``, the running turn) lost its oldest events."""
+    data: dict[str, Any] = {"reason": "replay_window_exceeded", "truncatedEvents": truncated_events,
+                            "retainedEvents": retained_events, "fullTranscriptAvailable": True}
+    if max_bytes is not None:
+        data["maxBytes"] = max_bytes
+    if max_events is not None:
+        data["maxEvents"] = max_events
+    if truncated_turns:
+        data["truncatedTurns"] = truncated_turns
+    if scope is not None:
+        data["scope"] = scope
+    return Event("history_truncated", data)
 
 
-def client_evicted(queued: int, limit: int) -> Event:
-    return Event("client_evicted", {"reason": "queue_overflow", "queued": queued, "limit": limit})
+def slow_client_warning(queued: int, limit: int, queued_bytes: int, max_bytes: int, last_event_id: int,
+                        threshold: str) -> Event:
+    """A subscriber's live queue is three quarters full, in frames or in bytes (``threshold`` says which)."""
+    return Event("slow_client_warning", {
+        "queueSize": queued, "maxQueued": limit, "queuedBytes": queued_bytes, "maxQueuedBytes": max_bytes,
+        "lastEventId": last_event_id, "threshold": threshold,
+        "queued": queued, "limit": limit})  # the names of our first version, still read by older clients
+
+
+def client_evicted(reason: str, queued: int, limit: int, queued_bytes: int, max_bytes: int, dropped_after: int,
+                   event_bytes: int | None = None) -> Event:
+    """A subscriber fell too far behind (``reason``: ``queue_overflow`` or ``queue_bytes_overflow``)."""
+    data: dict[str, Any] = {"reason": reason, "droppedAfter": dropped_after, "queueSize": queued,
+                            "maxQueued": limit, "queuedBytes": queued_bytes, "maxQueuedBytes": max_bytes,
+                            "queued": queued, "limit": limit}
+    if event_bytes is not None:
+        data["eventBytes"] = event_bytes
+    return Event("client_evicted", data)
 
 
 # --------------------------------------------------------------------------- content blocks
+
+# The longest accepted value of each free-text request field, in characters. A body may be up to
+# 10 MB (transport.app.MAX_BODY), but no model name, path or id needs to be anywhere near that, and
+# each is kept for the session's life (memory, journal, session record, events). A longer value is
+# refused with 400 ``value_too_long`` naming the field (README, *Limits on input*). Session ids are
+# checked where they are used (at most 128, ``invalid_session_id``); ``data``/``blob`` (base64) and
+# ``_meta`` are bounded only by the body.
+MAX_TEXT_CHARS = 1_000_000  # a prompt's text block or embedded resource text, a mid-turn message
+MAX_PATH_CHARS = 4096  # cwd (PATH_MAX on Linux)
+MAX_URI_CHARS = 8192
+MAX_LABEL_CHARS = 4096  # a resource link's name, title, description
+MAX_MODEL_CHARS = 256
+MAX_ID_CHARS = 128  # messageId, optionId
+MAX_MIME_CHARS = 256
+_MAX_CHARS = "trellis.wire.max_chars"  # attrs metadata key: the field's limit, enforced when structuring
+
+
+def bounded(limit: int, **kwargs: Any) -> Any:
+    """An attrs field holding a string of at most ``limit`` characters on the wire."""
+    return attrs.field(metadata={_MAX_CHARS: limit}, **kwargs)
+
+
+class TooLong(ValueError):
+    """A string field over its limit (a :class:`WireError` with code ``value_too_long``)."""
 
 
 @attrs.frozen(kw_only=True)
 class TextBlock:
     type: Literal["text"]
-    text: str
+    text: str = bounded(MAX_TEXT_CHARS)
     annotations: dict[str, Any] | None = None
     meta: dict[str, Any] | None = None
 
@@ -273,8 +380,8 @@ class TextBlock:
 class ImageBlock:
     type: Literal["image"]
     data: str
-    mimeType: str
-    uri: str | None = None
+    mimeType: str = bounded(MAX_MIME_CHARS)
+    uri: str | None = bounded(MAX_URI_CHARS, default=None)
     annotations: dict[str, Any] | None = None
     meta: dict[str, Any] | None = None
 
@@ -283,7 +390,7 @@ class ImageBlock:
 class AudioBlock:
     type: Literal["audio"]
     data: str
-    mimeType: str
+    mimeType: str = bounded(MAX_MIME_CHARS)
     annotations: dict[str, Any] | None = None
     meta: dict[str, Any] | None = None
 
@@ -291,11 +398,11 @@ class AudioBlock:
 @attrs.frozen(kw_only=True)
 class ResourceLinkBlock:
     type: Literal["resource_link"]
-    uri: str
-    name: str
-    mimeType: str | None = None
-    title: str | None = None
-    description: str | None = None
+    uri: str = bounded(MAX_URI_CHARS)
+    name: str = bounded(MAX_LABEL_CHARS)
+    mimeType: str | None = bounded(MAX_MIME_CHARS, default=None)
+    title: str | None = bounded(MAX_LABEL_CHARS, default=None)
+    description: str | None = bounded(MAX_LABEL_CHARS, default=None)
     size: int | None = None
     annotations: dict[str, Any] | None = None
     meta: dict[str, Any] | None = None
@@ -303,10 +410,10 @@ class ResourceLinkBlock:
 
 @attrs.frozen(kw_only=True)
 class EmbeddedResource:
-    uri: str
-    text: str | None = None
+    uri: str = bounded(MAX_URI_CHARS)
+    text: str | None = bounded(MAX_TEXT_CHARS, default=None)
     blob: str | None = None
-    mimeType: str | None = None
+    mimeType: str | None = bounded(MAX_MIME_CHARS, default=None)
     meta: dict[str, Any] | None = None
 
 
@@ -344,7 +451,7 @@ def block_text(block: ContentBlock) -> str:
 
 @attrs.frozen(kw_only=True)
 class CreateSessionBody:
-    cwd: str | None = None
+    cwd: str | None = bounded(MAX_PATH_CHARS, default=None)
     sessionId: str | None = None
     meta: dict[str, Any] | None = None
 
@@ -361,20 +468,20 @@ class PromptBody:
 
 @attrs.frozen(kw_only=True)
 class MidTurnMessageBody:
-    message: str
-    messageId: str | None = None
+    message: str = bounded(MAX_TEXT_CHARS)
+    messageId: str | None = bounded(MAX_ID_CHARS, default=None)
 
 
 @attrs.frozen(kw_only=True)
 class LoadBody:
-    cwd: str | None = None
+    cwd: str | None = bounded(MAX_PATH_CHARS, default=None)
     meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(kw_only=True)
 class SelectedOutcome:
     outcome: Literal["selected"]
-    optionId: str
+    optionId: str = bounded(MAX_ID_CHARS)
 
 
 @attrs.frozen(kw_only=True)
@@ -399,12 +506,12 @@ class ForkBody:
 
 @attrs.frozen(kw_only=True)
 class CwdBody:
-    cwd: str
+    cwd: str = bounded(MAX_PATH_CHARS)
 
 
 @attrs.frozen(kw_only=True)
 class ModelBody:
-    model: str
+    model: str = bounded(MAX_MODEL_CHARS)
 
 
 @attrs.frozen(kw_only=True)
@@ -452,6 +559,33 @@ def _strict_list(type_: Any, conv: cattrs.Converter) -> Any:
     return hook
 
 
+def _bounded_str(name: str, limit: int, nullable: bool) -> Any:
+    """The structure hook of a :func:`bounded` field (strict like ``_strict(str)``, plus the limit)."""
+
+    def hook(value: Any, _: Any) -> Any:
+        if value is None and nullable:
+            return None
+        if type(value) is not str:
+            raise ValueError("expected a string")
+        if len(value) > limit:
+            raise TooLong(f"{name} is longer than {limit:,} characters ({len(value):,} given)")
+        return value
+
+    return hook
+
+
+def _overrides(cls: type) -> dict[str, Any]:
+    """cattrs overrides of ``cls``: ``_meta`` on the wire for ``meta``, and the limits of bounded fields."""
+    out: dict[str, Any] = {}
+    for field in attrs.fields(cls):
+        if field.name == "meta":
+            out["meta"] = override(rename="_meta")
+        elif _MAX_CHARS in field.metadata:
+            out[field.name] = override(struct_hook=_bounded_str(field.name, field.metadata[_MAX_CHARS],
+                                                                field.default is None))
+    return out
+
+
 def _dict_hook(value: Any, _: Any) -> Any:
     if not isinstance(value, dict):
         raise ValueError("expected a JSON object")
@@ -471,15 +605,19 @@ def _make_converter() -> cattrs.Converter:
     )
     conv.register_structure_hook_factory(lambda t: typing.get_origin(t) is list, _strict_list)
     for cls in (
-        TextBlock, ImageBlock, AudioBlock, ResourceLinkBlock, ResourceBlock, EmbeddedResource,
+        TextBlock, ImageBlock, AudioBlock, ResourceLinkBlock, EmbeddedResource, ResourceBlock,  # inner classes first
         CreateSessionBody, PromptBody, LoadBody,
     ):
-        # `_meta` on the wire, `meta` in Python.
+        # `_meta` on the wire, `meta` in Python; and the limits of bounded fields.
         conv.register_structure_hook(
-            cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, meta=override(rename="_meta"))
+            cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **_overrides(cls))
         )
         conv.register_unstructure_hook(
             cls, cattrs.gen.make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=True, meta=override(rename="_meta"))
+        )
+    for cls in (MidTurnMessageBody, SelectedOutcome, CwdBody, ModelBody):  # bounded fields, no `_meta`
+        conv.register_structure_hook(
+            cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **_overrides(cls))
         )
     return conv
 
@@ -529,7 +667,8 @@ def structure(value: Any, cls: type[T]) -> T:
         path = path.replace(".meta", "._meta")  # the Python name of the `_meta` fields
         if leaves and isinstance(leaves[0], cattrs.ForbiddenExtraKeysError):
             path = _member(path, min(leaves[0].extra_fields))
-        raise WireError(message, path) from None
+        code = "value_too_long" if leaves and isinstance(leaves[0], TooLong) else "invalid_request"
+        raise WireError(message, path, code) from None
     except (ValueError, KeyError, TypeError) as exc:
         raise WireError(_format(exc, cls)) from None
 

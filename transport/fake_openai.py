@@ -20,7 +20,9 @@ Steps (each an object with one key)::
     {"thought": "hmm"}                reasoning_content delta
     {"tool_call": {"name": "todo_write", "arguments": {...} | "raw text", "id": "call_x",
                    "index": 0 | null, "split": 3, "object": false}}
-    {"usage": {"prompt_tokens": 10, "completion_tokens": 5}}   a chunk with empty choices
+    {"usage": {"prompt_tokens": 10, "completion_tokens": 5}}   a chunk with empty choices; the object is
+                                      sent as given (e.g. "prompt_tokens_details": {"cached_tokens": 4}),
+                                      total_tokens added when missing
     {"finish": "stop"}                finish_reason chunk (default: "tool_calls" if the response has
                                       calls, else "stop", sent after the last step but before
                                       trailing usage chunks)

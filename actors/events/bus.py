@@ -1,32 +1,42 @@
-"""A session's event bus: ids from 1, an epoch, a bounded ring, bounded subscribers.
+"""A session's event bus: ids from 1, an epoch, a raw ring, a compacted replay, bounded subscribers.
 
 The bus is a data structure, not an actor: ``publish`` is synchronous and never
-blocks the publisher. Each subscriber owns a bounded live queue; one that falls
-behind is warned once it is three quarters full and evicted (with a terminal
-``client_evicted`` frame) when it overflows, so a slow reader never slows the
-session or the other readers.
+blocks the publisher. Each subscriber owns a live queue bounded in frames and
+in bytes; one that falls behind is warned once either is three quarters full
+and evicted (with a terminal ``client_evicted`` frame) when it overflows, so a
+slow reader never slows the session or the other readers.
 
-Replay follows qwen-code's daemon: a cursor from another epoch or ahead of the
-bus, or one whose next event has left the ring, first gets
-``state_resync_required`` and the whole ring; every replay ends with
-``replay_complete``. Synthetic frames carry no id.
+The ring is never rewritten: a replay from any cursor inside it is exactly the
+live stream from there. Replay follows qwen-code's daemon: a cursor from
+another epoch or ahead of the bus, or one whose next event has left the ring,
+first gets ``state_resync_required``; then the whole ring when it still holds
+every event of this bus, otherwise the compacted replay of earlier turns
+(:mod:`.compaction`) followed by the running turn's raw events from the ring.
+Every replay ends with ``replay_complete``. Synthetic frames carry no id.
+
+A restored session *seeds* its bus with the compacted turns read from disk:
+they take the first ids, stay out of the ring and are served like turns that
+have left it (reason ``seeded_replay_not_in_ring``).
 """
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import trio
 
 from .. import wire
-from . import compaction
 from ..wire import Event
+from .compaction import DEFAULT_MAX_BYTES as DEFAULT_REPLAY_BYTES
+from .compaction import TurnCompactor
 
 DEFAULT_RING_SIZE = 8000
 DEFAULT_MAX_QUEUED = 256
+DEFAULT_MAX_QUEUED_BYTES = 2 * 1024 * 1024  # as qwen serve
 MAX_SUBSCRIBERS = 64
 
 
@@ -37,13 +47,18 @@ class TooManySubscribers(Exception):
 class Subscription:
     """An async iterator of events: the replay, then live events, then a terminal frame."""
 
-    def __init__(self, bus: EventBus, max_queued: int, replay: deque[Event]) -> None:
+    def __init__(self, bus: EventBus, max_queued: int, replay: deque[Event],
+                 max_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
         self._bus = bus
         self._replay = replay  # replay frames are pushed whole, not bounded by the live queue
         self._live: deque[Event] = deque()
+        self._live_bytes = 0
         self._max = max_queued
+        self._max_bytes = max_bytes
         self._warn_at = max(1, (max_queued * 3) // 4)
         self._rearm_at = (max_queued * 3) // 8
+        self._warn_bytes_at = (max_bytes * 3) // 4
+        self._rearm_bytes_at = (max_bytes * 3) // 8
         self._warned = False
         self._closed = False
         self._lot = trio.lowlevel.ParkingLot()
@@ -55,18 +70,28 @@ class Subscription:
         if self._closed:
             return
         live = self._live
-        if len(live) >= self._max:
+        size = len(event.json())
+        # The byte cap admits one event into an empty queue whatever its size, or a single
+        # large event could never be delivered at all.
+        reason = "queue_overflow" if len(live) >= self._max else \
+            "queue_bytes_overflow" if live and self._live_bytes + size > self._max_bytes else None
+        if reason is not None:
             # What is queued stays deliverable (contiguous ids, then the warning), so the
             # client can resume from the last id it read; the overflowing event is not queued.
-            live.append(wire.client_evicted(len(live), self._max))
+            live.append(wire.client_evicted(reason, len(live), self._max, self._live_bytes, self._max_bytes,
+                                            event.id or 0, size if reason == "queue_bytes_overflow" else None))
             self.evicted = True
             self._end()
             return
         live.append(event)
+        self._live_bytes += size
         n = len(live)
-        if n >= self._warn_at and not self._warned:
+        if not self._warned and (n >= self._warn_at or self._live_bytes >= self._warn_bytes_at):
             self._warned = True
-            live.append(wire.slow_client_warning(n, self._max))
+            by_frames, by_bytes = n >= self._warn_at, self._live_bytes >= self._warn_bytes_at
+            threshold = "frames_and_bytes" if by_frames and by_bytes else "frames" if by_frames else "bytes"
+            live.append(wire.slow_client_warning(n, self._max, self._live_bytes, self._max_bytes, event.id or 0,
+                                                 threshold))
         if self._lot:
             self._lot.unpark()
 
@@ -89,9 +114,12 @@ class Subscription:
         if self._replay:
             return self._replay.popleft()
         if self._live:
-            if self._warned and len(self._live) <= self._rearm_at:
+            event = self._live.popleft()
+            if event.id is not None:
+                self._live_bytes -= len(event.json())
+            if self._warned and len(self._live) <= self._rearm_at and self._live_bytes <= self._rearm_bytes_at:
                 self._warned = False
-            return self._live.popleft()
+            return event
         return None
 
     async def get(self) -> Event:
@@ -132,20 +160,26 @@ class EventBus:
         epoch: str | None = None,
         clock_ms: Callable[[], int] = wire.wall_clock_ms,
         max_subscribers: int = MAX_SUBSCRIBERS,
+        replay_bytes: int = DEFAULT_REPLAY_BYTES,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
     ) -> None:
         if ring_size < 1:
             raise ValueError("ring_size must be at least 1")
         self.epoch = epoch or secrets.token_hex(16)
         self.ring: deque[Event] = deque(maxlen=ring_size)
+        self.compactor = TurnCompactor(replay_bytes)
         self._next_id = 1
+        self._seeded_through = 0  # ids up to this one were seeded from disk, never in the ring
         self._subscribers: list[Subscription] = []
         self._clock_ms = clock_ms
         self._max_subscribers = max_subscribers
+        self._max_queued_bytes = max_queued_bytes
         self.closed = False
         self._needs_prune = False
         self._publishing = False
         self.had_subscribers = False  # someone has subscribed at some point
         self.on_last_unsubscribe: Callable[[], Any] | None = None
+        self.on_turn_compacted: Callable[[list[Event]], Any] | None = None  # a turn folded: e.g. write it down
         self.observers: list[Callable[[Event], Any]] = []
 
     @property
@@ -172,8 +206,12 @@ class EventBus:
     def publish(self, type: str, data: dict[str, Any], prompt_id: str | None = None) -> Event:
         """Stamp, store and fan out one event; returns it (with its id). Never blocks."""
         event = Event(type, data, prompt_id, self._next_id, self._clock_ms())
+        event.json()  # encoded once, here: every byte cap and every subscriber uses it
         self._next_id += 1
         self.ring.append(event)
+        segment = self.compactor.ingest(event)
+        if segment is not None and self.on_turn_compacted is not None:
+            self.on_turn_compacted(segment)
         for observe in self.observers:
             observe(event)
         self._publishing = True
@@ -195,7 +233,7 @@ class EventBus:
         replay: deque[Event] = deque()
         if last_event_id is not None:
             replay.extend(self._replay_from(last_event_id, epoch))
-        sub = Subscription(self, max_queued, replay)
+        sub = Subscription(self, max_queued, replay, self._max_queued_bytes)
         if self.closed:
             if last_event_id is None:
                 sub._replay.append(self.ring[-1])  # the terminal event, so the stream never ends in silence
@@ -205,6 +243,30 @@ class EventBus:
             self.had_subscribers = True
         return sub
 
+    def seed(self, segments: Iterable[list[Event]]) -> int:
+        """Start a restored bus from folded turns read from disk; returns how many events it took.
+
+        The events get this bus's first ids (their order kept) and go to the
+        compacted replay only: the ring starts empty, with the first live event.
+        """
+        if self._next_id != 1:
+            raise RuntimeError("a bus is seeded before its first event")
+        renumbered: list[list[Event]] = []
+        for segment in segments:
+            events = []
+            for e in segment:
+                events.append(Event(e.type, e.data, e.prompt_id, self._next_id, e.ts_ms))
+                self._next_id += 1
+            renumbered.append(events)
+        self._seeded_through = self._next_id - 1
+        self.compactor.seed(renumbered)
+        return self._seeded_through
+
+    @property
+    def ring_is_whole(self) -> bool:
+        """The ring still holds every event this bus has published (nothing evicted, nothing seeded)."""
+        return self._seeded_through == 0 and (not self.ring or self.ring[0].id == 1)
+
     def _replay_from(self, cursor: int, epoch: str | None) -> list[Event]:
         frames: list[Event] = []
         earliest = self.earliest_available_id
@@ -212,19 +274,38 @@ class EventBus:
         if (epoch is not None and epoch != self.epoch) or cursor > self.last_event_id:
             reason = "epoch_reset"
         elif cursor < earliest - 1:
-            reason = "ring_evicted"
-        if reason is not None:
+            reason = "seeded_replay_not_in_ring" if cursor < self._seeded_through and not self.ring \
+                else "ring_evicted"
+        if reason is None:
+            replayed = self._ring_after(cursor)
+        else:
             frames.append(wire.state_resync_required(reason, cursor, earliest))
-            cursor = 0
-        replayed = [e for e in self.ring if e.id > cursor]  # type: ignore[operator]
+            replayed = list(self.ring) if self.ring_is_whole else self.resync_replay()
         frames.extend(replayed)
-        last_replayed = replayed[-1].id if replayed else cursor
-        frames.append(wire.replay_complete(len(replayed), last_replayed, self.last_event_id))  # type: ignore[arg-type]
+        ids = [e.id for e in replayed if e.id is not None]
+        last_replayed = ids[-1] if ids else (cursor if reason is None else 0)
+        frames.append(wire.replay_complete(len(ids), last_replayed, self.last_event_id))
         return frames
 
-    def compact_turn(self, prompt_id: str) -> None:
-        """Fold one finished turn's events in the ring (see :mod:`.compaction`)."""
-        self.ring = deque(compaction.compact(self.ring, prompt_id), maxlen=self.ring.maxlen)
+    def _ring_after(self, cursor: int) -> list[Event]:
+        """The ring's events after ``cursor`` (ids in the ring are contiguous, so this is a slice)."""
+        if not self.ring:
+            return []
+        start = max(0, cursor + 1 - self.ring[0].id)  # type: ignore[operator]
+        return list(itertools.islice(self.ring, start, None))
+
+    def resync_replay(self) -> list[Event]:
+        """What a client that lost its place gets: earlier turns compacted, then the running turn raw."""
+        events = self.compactor.compacted()
+        start = self.compactor.turn_start_id
+        if start is None:  # between turns: everything is folded
+            return events
+        earliest = self.earliest_available_id
+        if start < earliest:  # the running turn began before the ring's oldest event
+            events.append(wire.history_truncated(earliest - start, len(self.ring), max_events=self.ring.maxlen,
+                                                 scope="live_journal"))
+        events.extend(self._ring_after(max(start, earliest) - 1))
+        return events
 
     def close_with(self, type: str, data: dict[str, Any]) -> None:
         """Publish a terminal event, then end every subscription."""

@@ -70,9 +70,13 @@ class ThoughtDelta:
 
 @attrs.frozen
 class Usage:
+    """What the server says one call cost. ``cached_tokens`` is ``None`` when it said nothing of
+    caching (OpenAI: ``prompt_tokens_details.cached_tokens``), which is not the same as 0."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cached_tokens: int | None = None
 
 
 @attrs.frozen

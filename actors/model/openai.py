@@ -21,8 +21,8 @@ accumulator because servers disagree on the details of tool-call deltas:
   ``id:``, ``retry:`` and blank lines are ignored. A chunk carrying ``error`` is
   a ``server_error``.
 
-Tool calls and usage (the last one reported) are yielded after the stream ends,
-then :class:`Finish`.
+Tool calls and usage (the last one reported, with ``prompt_tokens_details.cached_tokens``
+when the server gives it) are yielded after the stream ends, then :class:`Finish`.
 
 Error codes — before the commit point (``committed=False``): ``connection_error``,
 ``timeout``, ``rate_limited`` (with ``retry_after``), ``http_<status>`` for other
@@ -231,7 +231,12 @@ def _usage(raw: dict[str, Any]) -> Usage:
         return int(value) if isinstance(value, (int, float)) else 0
 
     prompt, completion = num("prompt_tokens"), num("completion_tokens")
-    return Usage(prompt, completion, num("total_tokens") or prompt + completion)
+    # OpenAI (and vLLM with prefix caching) report cache hits inside the prompt count's details;
+    # a server that says nothing of caching gets None, not a claimed 0.
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cached = int(cached) if isinstance(cached, (int, float)) and not isinstance(cached, bool) else None
+    return Usage(prompt, completion, num("total_tokens") or prompt + completion, cached)
 
 
 # ----------------------------------------------------------------- errors

@@ -11,7 +11,8 @@ A script is a list of responses played one per model call::
 A response is a list of steps or an object with ``steps`` plus optional
 ``delay`` (seconds before the stream is returned) and ``refuse`` (an error
 raised before the stream is returned, so nothing is committed). Steps:
-``text``, ``thought``, ``tool_call`` ``{name, arguments, id?}``, ``usage``,
+``text``, ``thought``, ``tool_call`` ``{name, arguments, id?}``, ``usage``
+``{prompt_tokens?, completion_tokens?, total_tokens?, cached_tokens?}``,
 ``sleep`` (seconds, after commit), ``fail`` ``{code, message?}`` (the stream is
 cut after commit) and ``finish`` (a finish reason). When the responses run out
 the model refuses with ``script_exhausted`` — or, with ``"then": "demo"``, goes

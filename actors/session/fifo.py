@@ -4,6 +4,8 @@ It answers the one question the Todo Stop Guard's stop path asks of it —
 ``drain`` — with ``{messages, items, hasQueuedPrompt}``, where
 ``hasQueuedPrompt`` is true only when a complete prompt is queued and not
 aborted. Everything it changes it publishes, in qwen-code's event shapes.
+It also keeps the books of :mod:`.usage`: each model call on its prompt's turn
+record and in the session's cumulative ledger, both journalled.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from ..events import EventBus
 from ..storage import DAEMON_RESTARTED, RESTARTED_MESSAGE, Replayed
 from ..storage.writer import JournalWriter
 from ..ids import IdSource
+from ..model import Usage
+from .usage import UsageLedger
 
 log = logging.getLogger("trellis.fifo")
 
@@ -73,12 +77,15 @@ class TurnRecord:
     stop_reason: str | None = None
     error: str | None = None
     error_code: str | None = None
+    usage: UsageLedger | None = None  # the prompt's model calls so far (see actors.session.usage)
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"promptId": self.prompt_id, "state": self.state, "promptText": self.prompt_text,
                                "queuedAt": self.queued_at}
+        usage = self.usage.summary() if self.usage is not None else None
         for key, value in (("startedAt", self.started_at), ("endedAt", self.ended_at),
-                           ("stopReason", self.stop_reason), ("error", self.error), ("errorCode", self.error_code)):
+                           ("stopReason", self.stop_reason), ("error", self.error), ("errorCode", self.error_code),
+                           ("usage", usage)):
             if value is not None:
                 out[key] = value
         return out
@@ -87,7 +94,8 @@ class TurnRecord:
     def from_wire(cls, d: dict[str, Any]) -> TurnRecord:
         """A turn record as the journal replayed it."""
         return cls(d["promptId"], d.get("state", "queued"), d.get("promptText", ""), d.get("queuedAt") or 0,
-                   d.get("startedAt"), d.get("endedAt"), d.get("stopReason"), d.get("error"), d.get("errorCode"))
+                   d.get("startedAt"), d.get("endedAt"), d.get("stopReason"), d.get("error"), d.get("errorCode"),
+                   UsageLedger.from_wire(d["usage"]) if isinstance(d.get("usage"), dict) else None)
 
 
 @attrs.frozen
@@ -239,6 +247,7 @@ class PromptFifo:
         self._turns: OrderedDict[str, TurnRecord] = OrderedDict()
         self._active = False
         self._journal = journal
+        self.usage = UsageLedger()  # the session's model calls, cumulative and journalled (status.usage)
         self.ref: ActorRef[FifoMessage] | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[ActorRef[FifoMessage]] = trio.TASK_STATUS_IGNORED) -> None:
@@ -354,15 +363,16 @@ class PromptFifo:
         return entry
 
     def _settle(self, prompt_id: str, state: TurnState, stop_reason: str | None, error: str | None) -> None:
+        ended = self._now_ms()  # one reading: the journal and the live record must agree after a restart
         self._write_after({"op": "ended", "promptId": prompt_id, "state": state, "stopReason": stop_reason,
-                           "error": error, "endedAt": self._now_ms()})
+                           "error": error, "endedAt": ended})
         entry = next((e for e in self._entries if e.prompt_id == prompt_id), None)
         if entry is not None:
             self._entries.remove(entry)
             if entry.waited:
                 self._bus.publish("pending_prompt_completed",
                                   wire.pending_prompt_completed(self.session_id, prompt_id, "completed"), prompt_id)
-        self._update(prompt_id, state=state, stop_reason=stop_reason, error=error, ended_at=self._now_ms())
+        self._update(prompt_id, state=state, stop_reason=stop_reason, error=error, ended_at=ended)
         self._active = False
         self._promote_leftover_mid_turn()
 
@@ -408,6 +418,23 @@ class PromptFifo:
         return DrainResult(tuple(i.text for i in items), tuple(items),
                            watch_queued_prompt and self.has_queued_prompt)
 
+    def record_usage(self, prompt_id: str, source: str, usage: Usage | None) -> None:
+        """One model call of ``prompt_id`` ended: counted for the session, on the turn record (a
+        prompt's; an automatic turn has none) and in the journal, so a restart keeps both.
+
+        A synchronous call from the session (see :class:`~actors.session.usage.UsageMeter`).
+        """
+        call = UsageLedger.of_call(source, usage)
+        self.usage.add(call)
+        record = self._turns.get(prompt_id)
+        if record is not None:
+            if record.usage is None:
+                record.usage = UsageLedger()
+            record.usage.add(call)
+        self._write_after({"op": "usage", "promptId": prompt_id, "usage": call.to_wire()})
+        if self._journal is not None:
+            self._journal.compact_if_due(self._snapshot)
+
     @property
     def has_queued_prompt(self) -> bool:
         """A complete prompt is queued and not aborted."""
@@ -452,7 +479,12 @@ class PromptFifo:
                         "queuedAt": e.queued_at, "clientId": e.client_id, "waited": e.waited})
             if e.state == "running":
                 out.append({"op": "started", "promptId": e.prompt_id, "startedAt": e.started_at})
+                record = self._turns.get(e.prompt_id)
+                if record is not None and record.usage is not None:  # the running turn's calls so far
+                    out.append({"op": "usage", "promptId": e.prompt_id, "usage": record.usage.to_wire()})
         out += [{"op": "mid_turn", "messageId": i.message_id, "text": i.text} for i in self._mid_turn]
+        # Last: it sets the session's cumulative figures, the "usage" records above included.
+        out.append({"op": "session_usage", "usage": self.usage.to_wire()})
         return out
 
     def journal_count(self, existing: int) -> None:
@@ -469,6 +501,7 @@ class PromptFifo:
         """
         for turn in replayed.turns.values():
             self._record(TurnRecord.from_wire(turn))
+        self.usage = UsageLedger.from_wire(replayed.usage)
         for r in replayed.queued:
             if "body" in r:
                 body = wire.structure(r["body"], wire.PromptBody)
@@ -510,10 +543,11 @@ class PromptFifo:
         entry = next((e for e in self._entries if e.prompt_id == prompt_id), None)
         if entry is None or entry.state != "running":
             return
+        ended = self._now_ms()
         self._write_after({"op": "ended", "promptId": prompt_id, "state": "cancelled", "stopReason": "cancelled",
-                           "endedAt": self._now_ms()})
+                           "endedAt": ended})
         self._entries.remove(entry)
-        self._update(prompt_id, state="cancelled", stop_reason="cancelled", ended_at=self._now_ms())
+        self._update(prompt_id, state="cancelled", stop_reason="cancelled", ended_at=ended)
 
     # ------------------------------------------------------------- turn records
 

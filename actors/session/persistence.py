@@ -1,8 +1,9 @@
 """What of a session outlives its daemon: restoring one after a restart, and its session record.
 
 The journal (:mod:`actors.storage.journal`) and the transcript are written as
-the session goes; this module reads them back when a session is restored and
-keeps the session record (cwd, approval mode, model name, times) current.
+the session goes; this module reads them back when a session is restored,
+keeps the session record (cwd, approval mode, model name, times) current and
+writes each folded turn of the compacted replay (:mod:`actors.events.compaction`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from .. import wire
+from ..model import ChatMessage
+from ..wire import Event
 from ..storage import DAEMON_RESTARTED, RESTARTED_MESSAGE, replay
 
 if TYPE_CHECKING:
@@ -61,3 +64,43 @@ def save_record_quietly(session: Session) -> None:
         save_record(session)
     except OSError as exc:
         log.error("session %s: session record not written: %s", session.session_id, exc)
+
+
+def save_turn_replay(session: Session, segment: list[Event]) -> None:
+    """Write one folded turn to the compacted replay on disk; rewrite it once it is twice its bound.
+
+    A failure is logged, not raised: the replay is a view of the conversation,
+    and the turn it folds has already ended.
+    """
+    store = session.runtime.store
+    if store is None:
+        return
+    compactor = session.bus.compactor
+    try:
+        size = store.replay_append(session.session_id, [e.to_dict() for e in segment])
+        if size > 2 * compactor.max_bytes:
+            store.replay_rewrite(session.session_id, [[e.to_dict() for e in s] for s in compactor.kept()])
+    except OSError as exc:
+        log.error("session %s: compacted replay not written: %s", session.session_id, exc)
+
+
+def replay_segments(session: Session, messages: list[ChatMessage]) -> list[list[Event]]:
+    """The earlier turns a restored session replays: its compacted replay, else its transcript's messages.
+
+    Raises ``StorageError`` for a replay file it cannot read.
+    """
+    store = session.runtime.store
+    stored = store.replay_read(session.session_id) if store is not None else None
+    if stored is not None:
+        where = f"compacted replay of session {session.session_id}"
+        try:
+            return [[Event.from_dict(e, f"{where}, turn {n}") for e in segment] for n, segment in enumerate(stored, 1)]
+        except ValueError as exc:
+            log.error("%s; replaying the transcript instead", exc)
+    segments = []
+    for m in messages:  # a state directory from before the compacted replay, or one that lost it
+        kind = "user_message_chunk" if m.role == "user" else "agent_message_chunk" if m.role == "assistant" else None
+        if kind is not None and m.content:
+            update = wire.text_update(kind, m.content, {"replay": True})
+            segments.append([Event("session_update", wire.session_update(session.session_id, update))])
+    return segments

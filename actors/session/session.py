@@ -26,7 +26,7 @@ from ..background.automatic import AutomaticItem
 from ..background.manager import BackgroundManager
 from ..events import EventBus
 from ..guard import TodoStopGuard, is_continuation_prompt
-from ..model import ChatMessage, ChatRequest, ModelError, TextDelta
+from ..model import ChatMessage, ChatRequest, ModelError
 from ..model.base import estimate_tokens
 from ..runtime import Runtime
 from ..settings import APPROVAL_MODES
@@ -37,13 +37,14 @@ from .messages import (
     Cancel, ChangeCwd, GetStatus, Load, ReleaseQueuedPromptWait, Rewind, SessionMessage, SetApprovalMode, SetModel,
     Snapshot, Vote,
 )
-from .persistence import save_record_quietly
+from .persistence import replay_segments, save_record_quietly, save_turn_replay
 from .hooks import HookResult
 from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
 from .tools import ToolContext
 from .transcript import TranscriptError
 from .turn import Turn
+from .usage import UsageLedger, UsageMeter, read_text
 
 log = logging.getLogger("trellis.session")
 
@@ -102,7 +103,10 @@ class Session:
         self.session_id = session_id
         self.cwd = cwd
         self.created_at = created_at if created_at is not None else runtime.clock_ms()
-        self.bus = EventBus(settings.limits.event_ring_size, clock_ms=runtime.clock_ms)
+        self.bus = EventBus(settings.limits.event_ring_size, clock_ms=runtime.clock_ms,
+                            replay_bytes=settings.limits.replay_bytes,
+                            max_queued_bytes=settings.limits.subscriber_queue_bytes)
+        self.bus.on_turn_compacted = lambda segment: save_turn_replay(self, segment)
         self.history: list[ChatMessage] = list(history or [])
         self.transcript = runtime.transcript(session_id)
         if history:
@@ -129,6 +133,7 @@ class Session:
             journal=JournalWriter(store, session_id) if store is not None else None,
         )
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
+        self.usage = UsageMeter(self.fifo, self.publish_update, runtime.clock_ms)
         self.ref: ActorRef[SessionMessage] | None = None
         self.permissions = PermissionBroker(session_id, self.bus, runtime.ids)
         self.bus.on_last_unsubscribe = self._clients_left
@@ -322,7 +327,8 @@ class Session:
         except trio.Cancelled:
             # The session itself is closing: the turn still gets its terminal event, and the journal
             # says so, or a restart would take the prompt for one the daemon died running.
-            self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled"), prompt_id)
+            self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled",
+                                                                 turn.usage.summary()), prompt_id)
             if kind == "prompt":
                 self.fifo.settle_on_close(prompt_id)
             raise
@@ -331,11 +337,11 @@ class Session:
         if error is not None:
             code = error.code if isinstance(error, ModelError) else "internal_error"
             self.bus.publish("turn_error", wire.turn_error(self.session_id, prompt_id, self._error_message(error),
-                                                           code), prompt_id)
+                                                           code, turn.usage.summary()), prompt_id)
         else:
             stop_reason = stop_reason or "end_turn"
-            self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, stop_reason), prompt_id)
-        self.bus.compact_turn(prompt_id)
+            self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, stop_reason,
+                                                                 turn.usage.summary()), prompt_id)
         return stop_reason, error
 
     @staticmethod
@@ -475,8 +481,8 @@ class Session:
         pending = [ChatMessage("user", text) for _, text in parts]
         return estimate_tokens(self.history + pending) > window * COMPACT_AT
 
-    async def compact_history(self) -> bool:
-        """Summarise older history with a model call; ``False`` when that fails."""
+    async def compact_history(self, prompt_id: str, usage: UsageLedger | None = None) -> bool:
+        """Summarise older history with a model call (counted for ``prompt_id``); ``False`` when that fails."""
         keep = KEEP_AFTER_COMPACTION
         # Never split an assistant message from its tool results.
         while keep < len(self.history) and self.history[-keep].role == "tool":
@@ -487,8 +493,7 @@ class Session:
         request = ChatRequest((ChatMessage("system", "Summarise this conversation for your own later use."),
                                *older), purpose="compaction", model=self.model_name)
         try:
-            async with self.provider.stream(request) as stream:
-                summary = "".join([item.text async for item in stream if type(item) is TextDelta])
+            summary = await read_text(self.usage, self.provider, request, prompt_id, usage)
         except Exception as exc:  # any failure is a compaction failure; the caller decides what it means
             log.info("compaction failed in session %s: %s", self.session_id, exc)
             return False
@@ -515,8 +520,7 @@ class Session:
         async with self.work_item(prompt_id, "suggestion"):
             with trio.move_on_after(SUGGESTION_DEADLINE):
                 try:
-                    async with self.provider.stream(request) as stream:
-                        text = "".join([item.text async for item in stream if type(item) is TextDelta])
+                    text = await read_text(self.usage, self.provider, request, prompt_id)
                 except Exception:
                     return  # suggestions are a nicety; their failure is not the turn's
         suggestions = [line.strip(" -*\t") for line in text.splitlines() if line.strip(" -*\t")][:3]
@@ -583,9 +587,16 @@ class Session:
         self.bus.publish("session_update", wire.session_update(self.session_id, update), prompt_id)
 
     def restore_from_disk(self) -> int:
-        """Replace the conversation with the transcript on disk and replay it as events."""
+        """Replace the conversation with the transcript on disk, and show it to clients.
+
+        A session restored after a restart seeds its replay with its earlier turns
+        (compacted, guard chunks intact); a live one reloading publishes its messages.
+        """
         messages = self.transcript.messages()
         self.history = list(messages)
+        if self.bus.last_event_id == 0:
+            self.bus.seed(replay_segments(self, messages))
+            return len(messages)
         for m in messages:
             if m.role == "user":
                 self.publish_update(wire.text_update("user_message_chunk", m.content, {"replay": True}))
@@ -621,4 +632,5 @@ class Session:
             "todoStopGuard": self.chain.guard.summary(),
             "queuedPromptPriority": self.chain.queued_prompt_priority,
             "sandbox": self.runtime.sandbox.kind,  # what model-run commands of this session run in
+            "usage": self.usage.summary(),  # model calls and tokens since the session began, by source
         }

@@ -18,12 +18,15 @@ import trio
 
 from .. import wire
 from ..guard import Continue, Exhausted, continuation_prompt, continuation_update, exhaustion_update
-from ..model import ChatMessage, ChatRequest, ContextWindowExceeded, ModelError, TextDelta, ThoughtDelta, ToolCall
+from ..model import (
+    ChatMessage, ChatRequest, ContextWindowExceeded, ModelError, TextDelta, ThoughtDelta, ToolCall, Usage,
+)
 from .hooks import run_hooks
 from .outcomes import ORDINARY, HardStop, LoopDetected, PostToolUseStop, Send, TokenLimit, mid_turn_parts
 from .stop import at_natural_stop
 from .todo import TODO_WRITE, parse_todo_envelope, unfinished_count
 from .tools import ToolContext, ToolResult
+from .usage import UsageLedger
 
 if TYPE_CHECKING:
     from .session import Session
@@ -40,6 +43,7 @@ class Turn:
         self._seen_call_ids: set[str] = set()
         self._tool_calls = 0
         self._repeated_failure = ("", 0)
+        self.usage = UsageLedger()  # this work item's model calls (its terminal event carries them)
 
     # ------------------------------------------------------------- the loop
 
@@ -88,6 +92,10 @@ class Turn:
         text: list[str] = []
         calls: list[ToolCall] = []
         committed = False
+        # Decided on the send as it goes out: a pre-send check may have handed it to mid-turn input.
+        source = "todo_stop_guard" if send.guard is not None else "primary"
+        usage: Usage | None = None
+        started = session.usage.clock_ms()
         try:
             async with session.provider.stream(request) as stream:  # the commit point
                 committed = True
@@ -104,6 +112,8 @@ class Turn:
                         session.publish_update(wire.text_update("agent_thought_chunk", item.text), self.prompt_id)
                     elif kind is ToolCall:
                         calls.append(item)
+                    elif kind is Usage:
+                        usage = item
         except ContextWindowExceeded:
             self._keep_unsent(pending)
             raise TokenLimit() from None
@@ -116,6 +126,9 @@ class Turn:
             if not committed:
                 self._keep_unsent(pending)
             raise
+        finally:
+            if committed:  # a committed stream is a call, also when it failed or was cancelled
+                session.usage.record(self.prompt_id, source, usage, started, self.usage)
         self.last_text = "".join(text)
         session.append_message(ChatMessage("assistant", self.last_text, tuple(calls)))
         return send, calls
@@ -160,7 +173,7 @@ class Turn:
         late_attempt = send.guard is not None and send.guard.attempt > 1
         if late_attempt or self.hook_blocks > 1 or not session.needs_compaction(send.parts):
             return send
-        if await session.compact_history():
+        if await session.compact_history(self.prompt_id, self.usage):
             return send
         if send.guard is None:
             return send  # an ordinary send goes on; the provider refuses it if it still does not fit

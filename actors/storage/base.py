@@ -1,6 +1,6 @@
 """Where a daemon keeps what must survive it: one small interface, so storage can change without the actors.
 
-Per session, three things:
+Per session, four things:
 
 - the **journal** (:mod:`actors.storage.journal`): admissions, aborts, starts,
   terminal states and waiting mid-turn input, appended before they are
@@ -8,7 +8,9 @@ Per session, three things:
 - the **transcript**: the conversation, as :class:`~actors.session.transcript.Transcript`
   lines;
 - the **session record**: cwd, approval mode, model name, created/updated
-  times — what a restored session starts from.
+  times — what a restored session starts from;
+- the **compacted replay** (:mod:`actors.events.compaction`): its finished
+  turns folded, what a restored session's clients are shown of them.
 
 :class:`~actors.storage.local.LocalStore` keeps them in files under the state
 directory; a shared database can implement :class:`SessionStore` later. A
@@ -56,6 +58,15 @@ class SessionStore(Protocol):
 
     def journal_rewrite(self, session_id: str, records: list[dict[str, Any]]) -> None:
         """Replace the journal atomically (compaction)."""
+
+    def replay_append(self, session_id: str, segment: list[dict[str, Any]]) -> int:
+        """Append one folded turn (events in wire form) to the compacted replay; returns its size in bytes."""
+
+    def replay_read(self, session_id: str) -> list[list[dict[str, Any]]] | None:
+        """The compacted replay's turns, oldest first; ``None`` when the session has none on disk."""
+
+    def replay_rewrite(self, session_id: str, segments: list[list[dict[str, Any]]]) -> None:
+        """Replace the compacted replay atomically (with the turns still kept)."""
 
     def record_write(self, session_id: str, record: dict[str, Any]) -> None:
         """Replace the session record atomically."""

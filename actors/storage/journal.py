@@ -16,11 +16,18 @@ record, appended before the change is acknowledged (a 202 is a promise):
                 when the journal is compacted)
     mid_turn    messageId, text                           mid-turn input waiting
     drained     messageIds                                mid-turn input taken by a turn
+    usage       promptId, usage (one model call's         added to the prompt's turn record
+                figures; from compaction, a running       (if it has one) and to the
+                turn's so far)                            session's cumulative usage
+    session_usage
+                usage (the session's cumulative           replaces the cumulative usage
+                figures)                                  (compaction writes it last)
 
 :func:`replay` folds the records into what a restarted session resumes with:
 queued prompts in their order, the prompts that were running when the daemon
 died (they end ``daemon_restarted`` and are never re-run: their tools had side
-effects), every turn record, and the mid-turn input still waiting. It is pure:
+effects), every turn record, the mid-turn input still waiting, and the session's
+cumulative model usage (counts are summed as numbers, key by key). It is pure:
 no I/O, no clock. A record it does not understand is skipped, so a newer
 daemon's journal does not stop an older one from restoring what it can.
 """
@@ -43,6 +50,7 @@ class Replayed:
     interrupted: list[str] = attrs.Factory(list)  # prompt ids that were running
     turns: OrderedDict[str, dict[str, Any]] = attrs.Factory(OrderedDict)  # prompt id -> turn record (wire form)
     mid_turn: list[dict[str, Any]] = attrs.Factory(list)  # {messageId, text}, in order
+    usage: dict[str, Any] = attrs.Factory(dict)  # the session's model usage (wire form), cumulative
 
 
 def replay(records: list[dict[str, Any]]) -> Replayed:
@@ -78,9 +86,27 @@ def replay(records: list[dict[str, Any]]) -> Replayed:
         elif op == "drained":
             for message_id in record.get("messageIds", ()):
                 waiting.pop(message_id, None)
+        elif op == "usage" and isinstance(record.get("usage"), dict):
+            out.usage = summed(out.usage, record["usage"])
+            if pid in out.turns:
+                out.turns[pid]["usage"] = summed(out.turns[pid].get("usage"), record["usage"])
+        elif op == "session_usage" and isinstance(record.get("usage"), dict):
+            out.usage = summed({}, record["usage"])
     out.queued = [entries[pid] for pid in order if pid not in running]
     out.interrupted = [pid for pid in order if pid in running]
     out.mid_turn = list(waiting.values())
+    return out
+
+
+def summed(into: Any, more: dict[str, Any]) -> dict[str, Any]:
+    """A new dict: ``into`` plus ``more``, integer by integer, nested objects alike (other values skipped)."""
+    out = dict(into) if isinstance(into, dict) else {}
+    for key, value in more.items():
+        if isinstance(value, dict):
+            out[key] = summed(out.get(key), value)
+        elif type(value) is int:
+            previous = out.get(key)
+            out[key] = (previous if type(previous) is int else 0) + value
     return out
 
 

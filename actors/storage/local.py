@@ -3,6 +3,12 @@
     <id>.jsonl          the transcript (see actors.session.transcript)
     <id>.journal.jsonl  the prompt journal, one JSON record a line
     <id>.session.json   the session record
+    <id>.replay.jsonl   the compacted replay: one folded turn (a JSON array of events) a line
+
+The compacted replay is what a restored session shows its clients of earlier
+turns (:mod:`actors.events.compaction`). It is appended without ``fsync``: it
+is a view, not a promise; the transcript stays the record of the conversation,
+and a session whose replay was lost is replayed from its transcript instead.
 
 Journal appends are ``write(2)`` on a file opened with ``O_APPEND``, then
 ``fsync`` when the policy is ``"always"`` (the default): a 202 survives a
@@ -51,8 +57,9 @@ class LocalStore:
     # ------------------------------------------------------------- journal
 
     def journal_append(self, session_id: str, record: dict[str, Any]) -> None:
-        path = self._journal(session_id)
-        line = orjson.dumps(record) + b"\n"
+        self._append(self._journal(session_id), orjson.dumps(record) + b"\n", fsync=self.fsync)
+
+    def _append(self, path: Path, line: bytes, *, fsync: bool) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             created = not path.exists()
@@ -63,7 +70,7 @@ class LocalStore:
                 if written != len(line):  # a short write (disk full): take it back, admit nothing
                     os.ftruncate(fd, os.fstat(fd).st_size - written)
                     raise OSError(28, "short write (is the disk full?)")
-                if self.fsync:
+                if fsync:
                     os.fsync(fd)
                     if created:  # the file's name is durable only once its directory is
                         _fsync_directory(self.directory)
@@ -73,27 +80,32 @@ class LocalStore:
             raise StorageError(f"cannot append to {path}: {exc.strerror or exc}") from None
 
     def journal_read(self, session_id: str) -> list[dict[str, Any]]:
-        path = self._journal(session_id)
-        try:
-            lines = path.read_bytes().splitlines()
-        except FileNotFoundError:
-            return []
-        out = []
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                if n == len(lines):
-                    break  # torn by a crash mid-write
-                raise StorageError(f"{path}:{n}: invalid JSON") from None
-            if isinstance(record, dict):
-                out.append(record)
-        return out
+        return [r for r in _read_lines(self._journal(session_id)) if isinstance(r, dict)]
 
     def journal_rewrite(self, session_id: str, records: list[dict[str, Any]]) -> None:
         replace_private(self._journal(session_id), b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+    # ------------------------------------------------------------- compacted replay
+
+    def _replay(self, session_id: str) -> Path:
+        return self.directory / f"{session_id}.replay.jsonl"
+
+    def replay_append(self, session_id: str, segment: list[dict[str, Any]]) -> int:
+        path = self._replay(session_id)
+        self._append(path, orjson.dumps(segment) + b"\n", fsync=False)
+        try:
+            return path.stat().st_size
+        except OSError:
+            return 0
+
+    def replay_read(self, session_id: str) -> list[list[dict[str, Any]]] | None:
+        path = self._replay(session_id)
+        if not path.exists():
+            return None
+        return [s for s in _read_lines(path) if isinstance(s, list)]
+
+    def replay_rewrite(self, session_id: str, segments: list[list[dict[str, Any]]]) -> None:
+        replace_private(self._replay(session_id), b"".join(orjson.dumps(s) + b"\n" for s in segments))
 
     # ------------------------------------------------------------- session record
 
@@ -116,7 +128,7 @@ class LocalStore:
             return []
         ids = set()
         for name in names:
-            for suffix in (".journal.jsonl", ".session.json", ".jsonl"):
+            for suffix in (".journal.jsonl", ".replay.jsonl", ".session.json", ".jsonl"):
                 if name.endswith(suffix) and not name.startswith("."):
                     ids.add(name[: -len(suffix)])
                     break
@@ -125,6 +137,25 @@ class LocalStore:
     def exists(self, session_id: str) -> bool:
         return any(p.exists() for p in (self._journal(session_id), self._record(session_id),
                                         self.directory / f"{session_id}.jsonl"))
+
+
+def _read_lines(path: Path) -> list[Any]:
+    """Every JSON line of ``path`` (none if it is missing); a torn last line is skipped, any other is an error."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            if n == len(lines):
+                break  # torn by a crash mid-write
+            raise StorageError(f"{path}:{n}: invalid JSON") from None
+    return out
 
 
 def _cut_torn_tail(fd: int) -> None:

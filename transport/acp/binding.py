@@ -37,7 +37,6 @@ log = logging.getLogger("trellis.acp")
 
 PUMP_QUEUE = 1024  # the pump's bus queue; if it overflows the pump catches up from the ring
 FINISHED_KEPT = 64  # turn outcomes kept for a prompt whose answer is registered after its turn ended
-TEXT_LENGTHS_KEPT = 8192  # lengths of forwarded text chunks, to trim compacted replays (see replay_update)
 VOTE_TIMEOUT = 10.0
 RESUBSCRIBE_DELAY = 0.1
 
@@ -66,7 +65,6 @@ class SessionBinding:
         self.rejected_kinds: set[str] = set()
         self.drain: BridgeDrain | None = None
         self.processed_id = 0
-        self.text_lengths: OrderedDict[int, int] = OrderedDict()  # event id -> length of its forwarded text
         self.closed = False
         self._progress = trio.lowlevel.ParkingLot()
         self._scope = trio.CancelScope()
@@ -134,11 +132,6 @@ class SessionBinding:
 
     async def _handle(self, event: Event) -> None:
         if event.type == "session_update":
-            content = (event.data.get("update") or {}).get("content")
-            if isinstance(content, dict) and isinstance(content.get("text"), str):
-                self.text_lengths[event.id] = len(content["text"])  # type: ignore[index]
-                while len(self.text_lengths) > TEXT_LENGTHS_KEPT:
-                    self.text_lengths.popitem(last=False)
             await self.conn.peer.notify("session/update", event.data, session_id=self.session_id,
                                         event_id=event.id)
         elif event.type == "permission_request":
@@ -160,26 +153,6 @@ class SessionBinding:
                     self.finished.popitem(last=False)
             else:
                 await self._answer(request, outcome)
-
-    def replay_update(self, event: Event, cursor: int) -> dict[str, Any] | None:
-        """A replayed ``session_update``'s params, without text the client already has.
-
-        At a turn's end the ring folds its text chunks into one (``_meta.compactedFrom``
-        names the first); a client resuming inside such a run saw its beginning live,
-        so that part is cut, or the client would show it twice. ``None``: nothing is left.
-        """
-        update = event.data.get("update") or {}
-        first = (update.get("_meta") or {}).get("compactedFrom")
-        content = update.get("content")
-        if not isinstance(first, int) or not first <= cursor < (event.id or 0) or not isinstance(content, dict):
-            return event.data
-        seen_ids = range(first, cursor + 1)
-        if not all(i in self.text_lengths for i in seen_ids):
-            return event.data  # not all forwarded by this binding: send it whole
-        rest = str(content.get("text", ""))[sum(self.text_lengths[i] for i in seen_ids):]
-        if not rest:
-            return None
-        return {**event.data, "update": {**update, "content": {**content, "text": rest}}}
 
     async def caught_up(self, event_id: int) -> None:
         """Wait until the pump has handled every event up to ``event_id`` (or the binding ended)."""

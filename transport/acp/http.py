@@ -186,11 +186,9 @@ class HttpConnection:
         try:
             # The replay is queued whole when subscribing, so it is read here without waiting.
             while (event := subscription.get_nowait()) is not None:
-                if event.type == "session_update":
-                    params = binding.replay_update(event, cursor)
-                    if params is not None:
-                        frames.append(Frame({"jsonrpc": "2.0", "method": "session/update", "params": params},
-                                            event.id))
+                if event.type == "session_update":  # the ring is raw: exactly what the live stream sent
+                    frames.append(Frame({"jsonrpc": "2.0", "method": "session/update", "params": event.data},
+                                        event.id))
                 elif event.type == "state_resync_required":
                     frames.append(Frame({"jsonrpc": "2.0", "method": STATE_RESYNC,
                                          "params": {"sessionId": session_id, **event.data}}))

@@ -158,15 +158,18 @@ def test_cursor_zero_on_an_empty_bus() -> None:
         (0, None, "ring_evicted"),
     ],
 )
-def test_resync_then_whole_ring_then_replay_complete(cursor: int, epoch: str | None, reason: str) -> None:
+def test_resync_then_what_is_left_of_the_running_turn_then_replay_complete(
+        cursor: int, epoch: str | None, reason: str) -> None:
     bus = EventBus(ring_size=3)
-    publish_n(bus, 5)  # ring holds 3, 4, 5
+    publish_n(bus, 5)  # ring holds 3, 4, 5 of a turn that has not ended
     if epoch == "SAME":
         epoch = bus.epoch
     frames = drain(bus.subscribe(last_event_id=cursor, epoch=epoch))
-    resync, *ring, done = frames
+    resync, truncated, *ring, done = frames
     assert resync.type == "state_resync_required" and resync.id is None
     assert resync.data == {"reason": reason, "lastDeliveredId": cursor, "earliestAvailableId": 3}
+    assert truncated.type == "history_truncated" and truncated.id is None
+    assert truncated.data["scope"] == "live_journal" and truncated.data["truncatedEvents"] == 2
     assert [e.id for e in ring] == [3, 4, 5]
     assert done.type == "replay_complete" and done.id is None
     assert done.data == {"replayedCount": 3, "lastReplayedEventId": 5, "lastEventId": 5}
@@ -185,8 +188,8 @@ def test_synthetic_frames_have_no_id_line_in_sse() -> None:
     bus = EventBus(ring_size=2)
     publish_n(bus, 4)
     frames = drain(bus.subscribe(last_event_id=0, epoch="other"))
-    synthetic = [frames[0], frames[-1]]
-    assert [f.type for f in synthetic] == ["state_resync_required", "replay_complete"]
+    synthetic = [f for f in frames if f.type != "session_update"]
+    assert [f.type for f in synthetic] == ["state_resync_required", "history_truncated", "replay_complete"]
     for frame in synthetic:
         assert frame.id is None
         assert "id" not in orjson.loads(frame.json())
@@ -283,6 +286,55 @@ def test_warning_rearms_after_the_reader_catches_up() -> None:
     assert [e.type for e in drain(sub)].count("slow_client_warning") == 1
     publish_n(bus, 6)  # falls behind again after catching up: warned again
     assert [e.type for e in drain(sub)].count("slow_client_warning") == 1
+    assert not sub.evicted
+
+
+def publish_big(bus: EventBus, n: int, size: int) -> list[Event]:
+    return [bus.publish("session_update", {"blob": "b" * size}, "P") for _ in range(n)]
+
+
+def test_a_subscriber_is_bounded_in_bytes_too() -> None:
+    """60 readers that never read must not cost 95 MB: 2 MiB each, whatever the frame count."""
+    bus = EventBus()
+    slow = bus.subscribe(max_queued=256)
+    publish_big(bus, 100, 64 * 1024)  # 100 frames (under 256) of 64 KiB: 6.4 MiB
+    assert slow.evicted
+    frames = drain(slow)
+    warning = next(f for f in frames if f.type == "slow_client_warning")
+    assert warning.data["threshold"] == "bytes" and warning.data["maxQueuedBytes"] == 2 * 1024 * 1024
+    evicted = frames[-1]
+    assert evicted.type == "client_evicted" and evicted.data["reason"] == "queue_bytes_overflow"
+    assert evicted.data["queuedBytes"] <= 2 * 1024 * 1024 < evicted.data["queuedBytes"] + evicted.data["eventBytes"]
+    delivered = [f for f in frames if f.id is not None]
+    assert sum(len(f.json()) for f in delivered) <= 2 * 1024 * 1024
+    assert [f.id for f in delivered] == list(range(1, len(delivered) + 1))  # contiguous: it can resume
+    assert evicted.data["droppedAfter"] == len(delivered) + 1
+
+
+def test_a_reader_that_keeps_up_is_never_evicted_by_bytes() -> None:
+    bus = EventBus(max_queued_bytes=100_000)
+    sub = bus.subscribe()
+    for _ in range(50):
+        publish_big(bus, 3, 20_000)
+        assert len([f for f in drain(sub) if f.id is not None]) == 3
+    assert not sub.evicted
+
+
+def test_one_event_larger_than_the_byte_bound_still_reaches_an_empty_queue() -> None:
+    bus = EventBus(max_queued_bytes=10_000)
+    sub = bus.subscribe()
+    [big] = publish_big(bus, 1, 50_000)
+    assert not sub.evicted
+    assert [f.id for f in drain(sub) if f.id is not None] == [big.id]
+
+
+def test_the_byte_warning_rearms_once_the_reader_has_drained() -> None:
+    bus = EventBus(max_queued_bytes=100_000)
+    sub = bus.subscribe()
+    publish_big(bus, 4, 20_000)  # 80 % of the bytes
+    assert [f.type for f in drain(sub)].count("slow_client_warning") == 1
+    publish_big(bus, 4, 20_000)
+    assert [f.type for f in drain(sub)].count("slow_client_warning") == 1
     assert not sub.evicted
 
 

@@ -68,6 +68,19 @@ async def test_text_thought_and_usage() -> None:
     assert items == [ThoughtDelta("thinking"), TextDelta("Hel"), TextDelta("lo"), Usage(10, 5, 15), Finish("stop")]
 
 
+async def test_cached_tokens_come_from_prompt_tokens_details_when_the_server_reports_them() -> None:
+    with trio.fail_after(LIMIT):
+        reported = [{"text": "a"}, {"usage": {"prompt_tokens": 100, "completion_tokens": 5,
+                                              "prompt_tokens_details": {"cached_tokens": 64}}}]
+        silent = [{"text": "b"}, {"usage": {"prompt_tokens": 100, "completion_tokens": 5,
+                                            "prompt_tokens_details": None}}]
+        async with running(reported, silent) as (_, model):
+            first = [i for i in await collect(model) if type(i) is Usage]
+            second = [i for i in await collect(model) if type(i) is Usage]
+    assert first == [Usage(100, 5, 105, 64)]
+    assert second == [Usage(100, 5, 105, None)]  # nothing said of caching is not a claimed 0
+
+
 TODOS = {"todos": [{"id": "1", "content": "write tests", "status": "in_progress"}]}
 PATH = {"path": "a.txt"}
 EXPECTED = [ToolCall("call_a", "todo_write", TODOS), ToolCall("call_b", "read_file", PATH)]

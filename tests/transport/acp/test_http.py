@@ -173,8 +173,8 @@ async def test_a_reconnect_within_the_grace_period_replays_what_was_missed(tmp_p
             second = await acp.open_session_stream(sid, last_event_id=int(seen["_sse_id"]))
             answer = await second.wait_for(lambda f: f.get("id") == prompt_id)
             assert answer["result"]["stopReason"] == "end_turn"
-            # The missed text (folded into one chunk by the ring at the turn's end, minus what was
-            # seen live), then the replay marker, then the prompt's answer: never ahead of its updates.
+            # The missed text, as the live stream sent it (the ring is never folded), then the replay
+            # marker, then the prompt's answer: never ahead of its updates.
             methods = [f.get("method") for f in second.frames]
             assert methods[-2:] == ["_trellis/replay_complete", None]
             replayed = second.frames[:-2]
