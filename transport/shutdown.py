@@ -42,13 +42,20 @@ async def starts_work() -> bool:
         message: Any = orjson.loads(await request.get_data())  # cached: the route reads it again
     except orjson.JSONDecodeError:
         return False  # the route answers it as it would
+    if request.path == "/mcp" and isinstance(message, list):  # a JSON-RPC batch (MCP 2025-03-26)
+        return any(_mcp_start(m) for m in message)
     if not isinstance(message, dict):
         return False
-    method = message.get("method")
     if request.path == "/acp":
-        return method in _ACP_WORK
+        return message.get("method") in _ACP_WORK
+    return _mcp_start(message)
+
+
+def _mcp_start(message: Any) -> bool:
+    if not isinstance(message, dict):
+        return False
     params = message.get("params")
-    return method == "tools/call" and isinstance(params, dict) and params.get("name") == "start"
+    return message.get("method") == "tools/call" and isinstance(params, dict) and params.get("name") == "start"
 
 
 async def refuse_if_shutting_down(daemon: Any) -> Response | None:

@@ -1,18 +1,33 @@
-"""MCP over Streamable HTTP, JSON responses only: the handshake, sessions, tools, JSON-RPC errors.
+"""MCP over Streamable HTTP, framework-free: the handshake, sessions, versions, batches, tools/call.
 
-Framework-free: :class:`McpEndpoint` turns (method, headers, body) into an
-:class:`Answer`; the routes wrap it for Quart. What a client gets:
+:meth:`McpEndpoint.receive` turns one POST (scope, tools, headers, body) into
+either an :class:`Answer` — initialize, a 202, or an HTTP-level refusal — or
+an :class:`Exchange`: the requests it carried, to be answered by
+:meth:`Exchange.answer` as one JSON body, or as an SSE stream when
+:attr:`Exchange.streams` says so (``streaming.py``). The routes wrap it for
+Quart. What a client gets:
 
 - ``initialize``: the protocol version echoed when supported (else our
-  newest), and an ``Mcp-Session-Id`` header;
+  newest) and an ``Mcp-Session-Id``; the session remembers that version;
+- the negotiated version governs every later request of the session. An
+  ``MCP-Protocol-Version`` header may repeat it; one naming another version,
+  or one we don't speak, is a 400 (the spec's "invalid or unsupported");
+- a JSON array body is a JSON-RPC batch: answered (an array of responses,
+  202 when it held only notifications and responses) only on a session that
+  negotiated 2025-03-26, the one revision that has batches; 2025-06-18 removed
+  them, and 2024-11-05 never had them: 400 on those;
 - notifications and client responses: 202, no body;
 - ``ping``, ``tools/list``, ``tools/call`` (``{content, isError}``, plus
-  ``structuredContent`` where a tool gives one);
+  ``structuredContent`` where a tool declares an ``outputSchema``);
 - GET: 405 (no server-initiated stream); DELETE ends the session;
 - no ``Mcp-Session-Id`` on a request other than ``initialize``: 400; an
   unknown one: 404 (the client re-initializes);
-- JSON-RPC errors with their codes: -32700 unparsable, -32600 not a request,
-  -32601 unknown method, -32602 bad params or arguments.
+- protocol errors with their JSON-RPC codes: -32700 unparsable, -32600 not a
+  request, -32601 unknown method, -32602 unknown tool or a ``tools/call``
+  whose params break the request schema. Arguments that miss the tool's
+  ``inputSchema`` are a *tool execution error* instead (MCP 2025-11-25): a
+  result with ``isError: true`` whose text says what was wrong and where, so
+  the model can correct the call.
 
 Sessions are scoped: one opened on a run's signal URL is no use on another.
 """
@@ -27,20 +42,21 @@ from typing import Any
 
 import attrs
 import orjson
+import trio
 
+from . import jsonrpc
+from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, Incoming
+from .progress import Notify, Progress, ToolContext
 from .schema import check
+from .streaming import accepts_event_stream
 
 log = logging.getLogger("trellis.mcp")
 
-SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # newest first
+BATCH_VERSIONS = frozenset({"2025-03-26"})  # added in 2025-03-26, removed in 2025-06-18
 MAX_SESSIONS = 1024  # per endpoint; the oldest idle ones go first
 MAX_BODY = 1024 * 1024
-
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
+MAX_BATCH = 64  # messages in one batch: each request of it runs concurrently
 
 
 @attrs.frozen
@@ -54,45 +70,108 @@ class ToolOutput:
 
 @attrs.frozen
 class McpTool:
+    """One tool: its listing (name, title, description, schemas, annotations) and its handler.
+
+    ``handler(arguments, context)`` gets arguments already checked against ``input_schema``.
+    A tool that returns ``structured`` content declares ``output_schema``, which it must match.
+    """
+
     name: str
     description: str
     input_schema: dict[str, Any]
-    handler: Callable[[dict[str, Any]], Awaitable[ToolOutput]]
+    handler: Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]]
     output_schema: dict[str, Any] | None = None
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
 
     def describe(self) -> dict[str, Any]:
-        out = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+        """The ``tools/list`` entry."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.title is not None:
+            out["title"] = self.title
+        out.update(description=self.description, inputSchema=self.input_schema)
         if self.output_schema is not None:
             out["outputSchema"] = self.output_schema
+        if self.annotations is not None:
+            out["annotations"] = self.annotations
         return out
 
 
 @attrs.frozen
 class Answer:
+    """An HTTP answer: status, body, headers."""
+
     status: int
     body: bytes = b""
     headers: dict[str, str] = attrs.field(factory=dict)
 
 
-def _json(status: int, message: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+@attrs.frozen
+class Session:
+    scope: str
+    version: str  # negotiated at initialize; governs every later request of the session
+
+
+def header(headers: Mapping[str, str], name: str) -> str | None:
+    """A header by name, whatever its case (Quart's headers already are; a plain dict may not be)."""
+    value = headers.get(name)
+    if value is None:
+        wanted = name.lower()
+        value = next((v for k, v in headers.items() if k.lower() == wanted), None)
+    return value
+
+
+def _json(status: int, message: Any, headers: dict[str, str] | None = None) -> Answer:
     return Answer(status, orjson.dumps(message), {"Content-Type": "application/json", **(headers or {})})
 
 
-def _error(status: int, request_id: Any, code: int, message: str) -> Answer:
-    return _json(status, {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+def _refuse(status: int, request_id: Any, code: int, message: str) -> Answer:
+    return _json(status, jsonrpc.error(request_id, code, message))
 
 
-def _result(request_id: Any, result: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
-    return _json(200, {"jsonrpc": "2.0", "id": request_id, "result": result}, headers)
+@attrs.define(eq=False)
+class Exchange:
+    """The requests one POST carried, accepted on a session: answer them with :meth:`answer`.
+
+    ``slots`` holds, in order, each request to run or the error response already decided
+    for a bad member of a batch.
+    """
+
+    endpoint: McpEndpoint
+    tools: Mapping[str, McpTool]
+    session: Session
+    slots: list[Incoming | dict[str, Any]]
+    batch: bool
+    streams: bool  # answer as text/event-stream: a tools/call asked for progress and Accept allows it
+
+    async def answer(self, notify: Notify | None = None) -> Answer:
+        """Run every request (a batch's concurrently) and answer: one response, or a batch's array."""
+        return _json(200, await self.run(notify))
+
+    async def run(self, notify: Notify | None = None) -> Any:
+        """The JSON-RPC answer itself; ``notify`` sends notifications that relate to it (SSE only)."""
+        responses: list[dict[str, Any] | None] = [None] * len(self.slots)
+
+        async def one(index: int, message: Incoming) -> None:
+            responses[index] = await self.endpoint.dispatch(self.tools, message, notify)
+
+        async with trio.open_nursery() as nursery:
+            for index, slot in enumerate(self.slots):
+                if isinstance(slot, Incoming):
+                    nursery.start_soon(one, index, slot)
+                else:
+                    responses[index] = slot
+        return responses if self.batch else responses[0]
 
 
 class McpEndpoint:
     """One MCP server surface (a name, instructions, sessions); tools are given per call."""
 
-    def __init__(self, server_name: str, instructions: str = "") -> None:
+    def __init__(self, server_name: str, instructions: str = "", title: str | None = None) -> None:
         self.server_name = server_name
+        self.title = title
         self.instructions = instructions
-        self._sessions: OrderedDict[str, tuple[str, str]] = OrderedDict()  # id -> (scope, protocol version)
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
 
     # ------------------------------------------------------------- HTTP methods
 
@@ -102,105 +181,194 @@ class McpEndpoint:
 
     def delete(self, scope: str, headers: Mapping[str, str]) -> Answer:
         """End a session."""
-        session_id = headers.get("Mcp-Session-Id")
+        session_id = header(headers, "Mcp-Session-Id")
         if not session_id:
-            return _error(400, None, INVALID_REQUEST, "Bad Request: missing Mcp-Session-Id header")
-        if self._sessions.get(session_id, ("",))[0] != scope:
-            return _error(404, None, INVALID_REQUEST, "Session not found")
+            return _refuse(400, None, INVALID_REQUEST, "Bad Request: missing Mcp-Session-Id header")
+        session = self._sessions.get(session_id)
+        if session is None or session.scope != scope:
+            return _refuse(404, None, INVALID_REQUEST, "Session not found")
         del self._sessions[session_id]
         return Answer(200)
 
     async def post(self, scope: str, tools: Mapping[str, McpTool], headers: Mapping[str, str],
                    body: bytes) -> Answer:
-        """One JSON-RPC message in, one answer out."""
+        """One POST answered as JSON (no notifications): :meth:`receive`, then the exchange's answer."""
+        received = self.receive(scope, tools, headers, body)
+        return received if isinstance(received, Answer) else await received.answer()
+
+    def receive(self, scope: str, tools: Mapping[str, McpTool], headers: Mapping[str, str],
+                body: bytes) -> Answer | Exchange:
+        """Read one POST: an :class:`Answer` when nothing is left to run, else an :class:`Exchange`."""
         if len(body) > MAX_BODY:
-            return _error(413, None, INVALID_REQUEST, f"message larger than {MAX_BODY} bytes")
+            return _refuse(413, None, INVALID_REQUEST, f"message larger than {MAX_BODY} bytes")
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return _error(400, None, PARSE_ERROR, "Parse error: the body is not JSON")
+            return _refuse(400, None, PARSE_ERROR, "Parse error: the body is not JSON")
         if isinstance(message, list):
-            return _error(400, None, INVALID_REQUEST, "Invalid Request: batches are not supported")
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            return _error(400, None, INVALID_REQUEST, "Invalid Request: expected a JSON-RPC 2.0 object")
-        request_id = message.get("id")
-        method = message.get("method")
-        is_request = "id" in message and method is not None
-        if is_request and (isinstance(request_id, bool) or not isinstance(request_id, (str, int))):
-            return _error(400, None, INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
-        if method is not None and not isinstance(method, str):
-            return _error(400, None, INVALID_REQUEST, "Invalid Request: method must be a string")
-        params = message.get("params", {})
-        if params is None:
-            params = {}
-        if method is not None and not isinstance(params, dict):
-            return _error(400, request_id, INVALID_REQUEST, "Invalid Request: params must be an object")
-
-        if method == "initialize" and is_request:
-            return self._initialize(scope, request_id, params)
-
-        session_id = headers.get("Mcp-Session-Id")
-        if not session_id:
-            return _error(400, request_id, INVALID_REQUEST, "Bad Request: missing Mcp-Session-Id header")
-        session = self._sessions.get(session_id)
-        if session is None or session[0] != scope:
-            return _error(404, request_id, INVALID_REQUEST, "Session not found")
-        self._sessions.move_to_end(session_id)
-        version = headers.get("MCP-Protocol-Version")
-        if version is not None and version not in SUPPORTED_VERSIONS:
-            return _error(400, request_id, INVALID_REQUEST, f"Bad Request: unsupported protocol version {version}")
-
-        if not is_request:  # a notification, or a client's response to us: accepted, nothing to say
+            return self._batch(scope, tools, headers, message)
+        incoming = jsonrpc.classify(message)
+        if isinstance(incoming, jsonrpc.Malformed):
+            return _json(400, incoming.response)
+        if incoming.is_request and incoming.method == "initialize":
+            return self._initialize(scope, incoming)
+        session = self._session(scope, headers, incoming.id)
+        if isinstance(session, Answer):
+            return session
+        if not incoming.is_request:  # a notification, or a client's response to us: accepted, nothing to say
             return Answer(202)
-        if method == "ping":
-            return _result(request_id, {})
-        if method == "tools/list":
-            return _result(request_id, {"tools": [tool.describe() for tool in tools.values()]})
-        if method == "tools/call":
-            return await self._call(tools, request_id, params)
-        return _error(200, request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
+        return Exchange(self, tools, session, [incoming], batch=False, streams=_streams(headers, [incoming]))
 
-    # ------------------------------------------------------------- methods
+    # ------------------------------------------------------------- sessions and batches
 
-    def _initialize(self, scope: str, request_id: Any, params: dict[str, Any]) -> Answer:
-        asked = params.get("protocolVersion")
-        if not isinstance(asked, str):
-            return _error(200, request_id, INVALID_PARAMS, "params.protocolVersion must be a string")
-        version = asked if asked in SUPPORTED_VERSIONS else SUPPORTED_VERSIONS[0]
-        session_id = secrets.token_hex(16)
-        self._sessions[session_id] = (scope, version)
-        while len(self._sessions) > MAX_SESSIONS:
-            self._sessions.popitem(last=False)
-        result: dict[str, Any] = {"protocolVersion": version, "capabilities": {"tools": {"listChanged": False}},
-                                  "serverInfo": {"name": self.server_name, "version": "0.1.0"}}
-        if self.instructions:
-            result["instructions"] = self.instructions
-        return _result(request_id, result, {"Mcp-Session-Id": session_id})
+    def _session(self, scope: str, headers: Mapping[str, str], request_id: Any = None) -> Session | Answer:
+        session_id = header(headers, "Mcp-Session-Id")
+        if not session_id:
+            return _refuse(400, request_id, INVALID_REQUEST, "Bad Request: missing Mcp-Session-Id header "
+                                                             "(initialize first)")
+        session = self._sessions.get(session_id)
+        if session is None or session.scope != scope:
+            return _refuse(404, request_id, INVALID_REQUEST, "Session not found")
+        self._sessions.move_to_end(session_id)
+        version = header(headers, "MCP-Protocol-Version")
+        if version is not None and version != session.version:
+            if version not in SUPPORTED_VERSIONS:
+                why = f"unsupported protocol version {version!r} (supported: {', '.join(SUPPORTED_VERSIONS)})"
+            else:
+                why = f"MCP-Protocol-Version {version} is not the version this session negotiated ({session.version})"
+            return _refuse(400, request_id, INVALID_REQUEST, f"Bad Request: {why}")
+        return session
 
-    async def _call(self, tools: Mapping[str, McpTool], request_id: Any, params: dict[str, Any]) -> Answer:
-        name = params.get("name")
-        if not isinstance(name, str):
-            return _error(200, request_id, INVALID_PARAMS, "params.name must be a string")
-        tool = tools.get(name)
-        if tool is None:
-            return _error(200, request_id, INVALID_PARAMS, f"Unknown tool: {name}")
-        arguments = params.get("arguments", {})
-        if arguments is None:
-            arguments = {}
-        problem = check(tool.input_schema, arguments)
-        if problem is not None:
-            return _error(200, request_id, INVALID_PARAMS, f"Invalid arguments for {name}: {problem}")
-        try:
-            output = await tool.handler(arguments)
-        except Exception:
-            log.exception("MCP tool %s failed", name)
-            output = ToolOutput(f"{name} failed inside the daemon", is_error=True)
-        result: dict[str, Any] = {"content": [{"type": "text", "text": output.text}], "isError": output.is_error}
-        if output.structured is not None:
-            result["structuredContent"] = output.structured
-        return _result(request_id, result)
+    def _batch(self, scope: str, tools: Mapping[str, McpTool], headers: Mapping[str, str],
+               messages: list[Any]) -> Answer | Exchange:
+        # Whether batches exist at all is the session's negotiated version: initialize may not be
+        # batched, so a batch always arrives on a session whose version is known.
+        session = self._session(scope, headers)
+        if isinstance(session, Answer):
+            return session
+        if session.version not in BATCH_VERSIONS:
+            return _refuse(400, None, INVALID_REQUEST,
+                           f"Invalid Request: JSON-RPC batches are not supported in protocol version "
+                           f"{session.version}, which this session negotiated; they exist only in 2025-03-26 "
+                           f"(2025-06-18 removed them). Send one message per POST.")
+        if not messages:
+            return _refuse(400, None, INVALID_REQUEST, "Invalid Request: an empty batch")
+        if len(messages) > MAX_BATCH:
+            return _refuse(400, None, INVALID_REQUEST, f"Invalid Request: at most {MAX_BATCH} messages in a batch")
+        slots: list[Incoming | dict[str, Any]] = []
+        for message in messages:
+            incoming = jsonrpc.classify(message)
+            if isinstance(incoming, jsonrpc.Malformed):
+                slots.append(incoming.response)
+            elif incoming.is_request and incoming.method == "initialize":
+                slots.append(jsonrpc.error(incoming.id, INVALID_REQUEST,
+                                           "Invalid Request: initialize must not be part of a JSON-RPC batch"))
+            elif incoming.is_request:
+                slots.append(incoming)
+            # notifications and responses: accepted, and answered by nothing
+        if not slots:
+            return Answer(202)
+        requests = [slot for slot in slots if isinstance(slot, Incoming)]
+        return Exchange(self, tools, session, slots, batch=True, streams=_streams(headers, requests))
 
     def forget_scope(self, scope: str) -> None:
         """Drop every session opened under ``scope`` (a run that ended)."""
-        for session_id in [s for s, (sc, _) in self._sessions.items() if sc == scope]:
+        for session_id in [s for s, session in self._sessions.items() if session.scope == scope]:
             del self._sessions[session_id]
+
+    # ------------------------------------------------------------- methods
+
+    def _initialize(self, scope: str, incoming: Incoming) -> Answer:
+        asked = incoming.params.get("protocolVersion")
+        if not isinstance(asked, str):
+            return _refuse(200, incoming.id, INVALID_PARAMS, "params.protocolVersion must be a string")
+        version = asked if asked in SUPPORTED_VERSIONS else SUPPORTED_VERSIONS[0]
+        session_id = secrets.token_hex(16)
+        self._sessions[session_id] = Session(scope, version)
+        while len(self._sessions) > MAX_SESSIONS:
+            self._sessions.popitem(last=False)
+        info = {"name": self.server_name, "version": "0.1.0"}
+        if self.title:
+            info["title"] = self.title
+        result: dict[str, Any] = {"protocolVersion": version, "capabilities": {"tools": {"listChanged": False}},
+                                  "serverInfo": info}
+        if self.instructions:
+            result["instructions"] = self.instructions
+        return _json(200, jsonrpc.result(incoming.id, result), {"Mcp-Session-Id": session_id})
+
+    async def dispatch(self, tools: Mapping[str, McpTool], incoming: Incoming,
+                       notify: Notify | None = None) -> dict[str, Any]:
+        """The response to one request of a session; never raises an ``Exception``."""
+        try:
+            if incoming.method == "ping":
+                return jsonrpc.result(incoming.id, {})
+            if incoming.method == "tools/list":
+                return jsonrpc.result(incoming.id, {"tools": [tool.describe() for tool in tools.values()]})
+            if incoming.method == "tools/call":
+                return await self._call(tools, incoming, notify)
+            return jsonrpc.error(incoming.id, METHOD_NOT_FOUND, f"Method not found: {incoming.method}")
+        except Exception:
+            log.exception("MCP %s failed", incoming.method)
+            return jsonrpc.error(incoming.id, INTERNAL_ERROR, f"{incoming.method} failed inside the daemon")
+
+    async def _call(self, tools: Mapping[str, McpTool], incoming: Incoming, notify: Notify | None) -> dict[str, Any]:
+        # Protocol errors: what no retry with other arguments can fix (the request itself is malformed,
+        # or names no tool of this server).
+        request_id, params = incoming.id, incoming.params
+        name = params.get("name")
+        if not isinstance(name, str):
+            return jsonrpc.error(request_id, INVALID_PARAMS, "params.name must be a string")
+        tool = tools.get(name)
+        if tool is None:
+            return jsonrpc.error(request_id, INVALID_PARAMS,
+                                 f"Unknown tool: {name} (this server has: {', '.join(tools) or 'none'})")
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            return jsonrpc.error(request_id, INVALID_PARAMS, "params.arguments must be an object")
+        problem = jsonrpc.meta_problem(params)
+        if problem is not None:
+            return jsonrpc.error(request_id, INVALID_PARAMS, problem)
+        # A tool execution error: the model reads it and can call again with corrected arguments.
+        problem = check(tool.input_schema, arguments)
+        if problem is not None:
+            return jsonrpc.result(request_id, _content(ToolOutput(
+                f"Invalid arguments for {name}: {problem}. Nothing was done; call {name} again with "
+                f"corrected arguments.", is_error=True)))
+        progress = Progress(jsonrpc.progress_token(params), notify)
+        try:
+            output = await tool.handler(arguments, ToolContext(progress))
+        except Exception:
+            log.exception("MCP tool %s failed", name)
+            output = ToolOutput(f"{name} failed inside the daemon", is_error=True)
+        finally:
+            progress.finish()
+        _check_output(tool, output)
+        return jsonrpc.result(request_id, _content(output))
+
+
+def _content(output: ToolOutput) -> dict[str, Any]:
+    result: dict[str, Any] = {"content": [{"type": "text", "text": output.text}], "isError": output.is_error}
+    if output.structured is not None:
+        result["structuredContent"] = output.structured
+    return result
+
+
+def _check_output(tool: McpTool, output: ToolOutput) -> None:
+    # The spec says a server MUST match its outputSchema; a mismatch is a bug here, logged where it is seen
+    # (the client validates too, and would refuse the result).
+    if output.is_error or tool.output_schema is None:
+        return
+    if output.structured is None:
+        log.error("MCP tool %s declares an outputSchema but returned no structuredContent", tool.name)
+        return
+    problem = check(tool.output_schema, output.structured, "structuredContent")
+    if problem is not None:
+        log.error("MCP tool %s returned structuredContent its outputSchema does not describe: %s", tool.name, problem)
+
+
+def _streams(headers: Mapping[str, str], requests: list[Incoming]) -> bool:
+    """Answer as SSE: a ``tools/call`` asked for progress, and the client accepts an event stream."""
+    wants = any(r.method == "tools/call" and jsonrpc.progress_token(r.params) is not None for r in requests)
+    return wants and accepts_event_stream(header(headers, "Accept"))

@@ -1,4 +1,4 @@
-"""MCP over Streamable HTTP: the handshake, sessions and JSON-RPC errors, in process and on the wire."""
+"""MCP over Streamable HTTP: the handshake, sessions, versions and JSON-RPC errors, in process and on the wire."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from transport.mcp.protocol import McpEndpoint, McpTool, ToolOutput
 from transport.mcp.schema import check
 
 
-async def echo(args: dict[str, Any]) -> ToolOutput:
+async def echo(args: dict[str, Any], context: Any) -> ToolOutput:
     return ToolOutput(f"echo {args['word']}", structured={"word": args["word"]})
 
 
@@ -31,8 +31,8 @@ def init(version: str = "2025-06-18", request_id: int = 1) -> bytes:
                  "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t"}}})
 
 
-async def session(endpoint: McpEndpoint, scope: str = "s") -> dict[str, str]:
-    answer = await endpoint.post(scope, TOOLS, {}, init())
+async def session(endpoint: McpEndpoint, scope: str = "s", version: str = "2025-06-18") -> dict[str, str]:
+    answer = await endpoint.post(scope, TOOLS, {}, init(version))
     return {"Mcp-Session-Id": answer.headers["Mcp-Session-Id"]}
 
 
@@ -69,13 +69,16 @@ async def test_notifications_get_202_and_requests_without_a_session_400():
     (body({"id": 1, "method": "ping"}), 400, -32600),
     (body({"jsonrpc": "2.0", "id": True, "method": "ping"}), 400, -32600),
     (body({"jsonrpc": "2.0", "id": 1, "method": "resources/list"}), 200, -32601),
+    (body({"jsonrpc": "2.0", "id": 1, "params": {}}), 400, -32600),
+    (body({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}), 400, -32600),
+    # Protocol errors of tools/call: no tool by that name, or params that break CallToolRequest's schema.
+    # (Arguments that miss a tool's inputSchema are tool execution errors: test_tool_errors.py.)
     (body({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "nope"}}), 200, -32602),
-    (body({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {}}}),
-     200, -32602),
-    (body({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-           "params": {"name": "echo", "arguments": {"word": "x", "extra": 1}}}), 200, -32602),
+    (body({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"arguments": {}}}), 200, -32602),
     (body({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": [1]}}),
      200, -32602),
+    (body({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": "echo", "arguments": {"word": "x"}, "_meta": {"progressToken": 1.5}}}), 200, -32602),
 ])
 async def test_bad_input_gets_json_rpc_errors_with_their_codes(raw, status, code):
     endpoint = McpEndpoint("t")
@@ -100,9 +103,24 @@ async def test_tools_list_call_ping_delete_and_the_version_header():
     wrong = await endpoint.post("s", TOOLS, {**headers, "MCP-Protocol-Version": "1.0"},
                                 body({"jsonrpc": "2.0", "id": 4, "method": "ping"}))
     assert wrong.status == 400
+    assert "unsupported protocol version" in json.loads(wrong.body)["error"]["message"]
     assert endpoint.delete("s", headers).status == 200
     assert endpoint.delete("s", headers).status == 404
     assert endpoint.delete("s", {}).status == 400
+
+
+async def test_the_session_s_negotiated_version_governs_and_the_header_must_agree():
+    endpoint = McpEndpoint("t")
+    headers = await session(endpoint, version="2025-06-18")
+    ping = body({"jsonrpc": "2.0", "id": 4, "method": "ping"})
+    # The header may repeat the negotiated version, in any case of its name, or be left out.
+    for extra in ({"MCP-Protocol-Version": "2025-06-18"}, {"mcp-protocol-version": "2025-06-18"}, {}):
+        assert (await endpoint.post("s", TOOLS, {**headers, **extra}, ping)).status == 200
+    # Another version we speak is still not this session's: a 400, not a silent switch.
+    other = await endpoint.post("s", TOOLS, {**headers, "MCP-Protocol-Version": "2025-03-26"}, ping)
+    assert other.status == 400
+    message = json.loads(other.body)["error"]["message"]
+    assert "2025-03-26" in message and "negotiated (2025-06-18)" in message
 
 
 def test_the_schema_subset():
@@ -111,10 +129,17 @@ def test_the_schema_subset():
               "required": ["n"], "additionalProperties": False}
     assert check(schema, {"n": 2, "s": "x"}) is None
     assert "arguments.n is required" in check(schema, {})
-    assert "integer" in check(schema, {"n": True})
-    assert "at most 3" in check(schema, {"n": 4})
-    assert "must not be empty" in check(schema, {"n": 1, "s": ""})
-    assert "unknown field" in check(schema, {"n": 1, "name": "sibling"})
+    assert "arguments.n must be of type integer (got a boolean: True)" in check(schema, {"n": True})
+    assert "arguments.n must be at most 3 (got 4)" in check(schema, {"n": 4})
+    assert "arguments.s must not be empty" in check(schema, {"n": 1, "s": ""})
+    assert "arguments.name is not a known field (expected only: n, s)" in check(schema, {"n": 1, "name": "sibling"})
+    # Every problem at once, so one retry can fix them all.
+    assert check(schema, {"n": 9, "s": 3}) == ("arguments.n must be at most 3 (got 9); "
+                                               "arguments.s must be of type string (got a number: 3)")
+    nullable = {"type": ["string", "null"], "enum": ["a", None]}
+    assert check(nullable, None) is None and check(nullable, "a") is None
+    assert "must be one of 'a', null (got 'b')" in check(nullable, "b")
+    assert "arguments[1] must be of type integer" in check({"type": "array", "items": {"type": "integer"}}, [1, "x"])
 
 
 def test_signal_urls_point_at_a_reachable_address():
@@ -137,7 +162,7 @@ async def test_the_parent_surface_on_the_wire(tmp_path):
         async with mcp_session(f"{base}/mcp") as mcp:
             tools = {t.name: t for t in (await mcp.list_tools()).tools}
             assert sorted(tools) == ["await_resume", "list", "start", "status", "stop"]
-            assert tools["status"].output_schema["required"] == ["state", "turn", "maxTurns", "endReason",
-                                                                 "lastEventAgeS"]
+            assert {"state", "turn", "maxTurns", "endReason", "lastEventAgeS"} <= set(
+                tools["status"].output_schema["required"])
             refused = await mcp.call_tool("start", {"name": "a", "brief": "b", "cwd": "/no/such/place"})
             assert refused.is_error and "not a directory" in text_of(refused)
