@@ -55,6 +55,10 @@ class Settings:
     subagents: dict[str, Any] = attrs.field(factory=dict)
     journal_fsync: str = "always"  # storage.fsync: "always" (before each 202) or "never" (see actors.storage.local)
     sandbox: str = "auto"  # for model-run commands: "auto", "bwrap" (required) or "off" (actors.process.sandbox)
+    # The model's system prompt (actors.session.system_prompt): None is the built-in default, "" sends none;
+    # append_system_prompt is added after it.
+    system_prompt: str | None = None
+    append_system_prompt: str | None = None
     path: str | None = None  # the settings file read, hidden from sandboxed commands (it may hold model.apiKey)
     warnings: tuple[str, ...] = ()
 
@@ -85,6 +89,8 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "loopProtection.maxRepeatedFailures": ("max_repeated_failures", int),
     "model": ("model", dict),
     "subagents": ("subagents", dict),
+    "systemPrompt": ("system_prompt", str),
+    "appendSystemPrompt": ("append_system_prompt", str),
     "limits.maxSessions": ("limits.max_sessions", int),
     "limits.maxPendingPrompts": ("limits.max_pending_prompts", int),
     "limits.maxMidTurnMessages": ("limits.max_mid_turn_messages", int),

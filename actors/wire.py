@@ -189,12 +189,41 @@ def tool_call_update(
 
 
 def turn_complete(session_id: str, prompt_id: str, stop_reason: str,
-                  usage: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``usage``: the turn's :func:`usage_summary`, when its model reported any."""
+                  usage: dict[str, Any] | None = None, token_limit: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``usage``: the turn's :func:`usage_summary`, when its model reported any; ``token_limit``: why a
+    ``max_tokens`` turn stopped (:func:`token_limit`)."""
     data = {"sessionId": session_id, "stopReason": stop_reason, "promptId": prompt_id}
     if usage is not None:
         data["usage"] = usage
+    if token_limit is not None:
+        data["tokenLimit"] = token_limit
     return data
+
+
+def token_limit(cause: str, *, answer_cut: bool, message: str, limit: int | None = None,
+                finish_reason: str | None = None) -> dict[str, Any]:
+    """``turn_complete.tokenLimit`` of a turn that stopped ``max_tokens`` (actors/session/context.py).
+
+    ``cause``: ``max_tokens`` (the answer limit, ``model.maxTokens``) or ``context_window``;
+    ``answerCut``: the model's answer was cut short (``finishReason`` as the server said it, e.g.
+    ``length``) — else the next request was not sent at all; ``limit``: that answer limit or the
+    context window, when known; ``message``: the same words as the notice the client was shown.
+    """
+    out: dict[str, Any] = {"cause": cause, "answerCut": answer_cut, "limit": limit, "message": message}
+    if finish_reason is not None:
+        out["finishReason"] = finish_reason
+    return out
+
+
+def context_status(*, window: int | None, source: str | None, base_tokens: int, estimated: int | None,
+                   reported: int | None, calibration: float | None) -> dict[str, Any]:
+    """``status.context``: the context window compaction aims at (``windowSource``: ``configured`` or
+    ``server``, learnt from an overflow answer or a cut answer), the estimate of a request with no
+    conversation (``baseTokens``: system prompt and tool schemas), the estimate of the last request
+    sent (``estimatedTokens``) and the server's count of it (``reportedTokens``, ``null`` if it gave
+    none), and ``calibration``: real over estimated tokens of the last request the server counted."""
+    return {"window": window, "windowSource": source, "baseTokens": base_tokens, "estimatedTokens": estimated,
+            "reportedTokens": reported, "calibration": calibration}
 
 
 def turn_error(session_id: str, prompt_id: str, message: str, code: str,
@@ -351,11 +380,13 @@ def client_evicted(reason: str, queued: int, limit: int, queued_bytes: int, max_
 # ``_meta`` are bounded only by the body.
 MAX_TEXT_CHARS = 1_000_000  # a prompt's text block or embedded resource text, a mid-turn message
 MAX_PATH_CHARS = 4096  # cwd (PATH_MAX on Linux)
+MAX_SYSTEM_PROMPT_CHARS = 200_000  # a session's systemPrompt / appendSystemPrompt (the default is ~2,400)
 MAX_URI_CHARS = 8192
 MAX_LABEL_CHARS = 4096  # a resource link's name, title, description
 MAX_MODEL_CHARS = 256
 MAX_ID_CHARS = 128  # messageId, optionId
 MAX_MIME_CHARS = 256
+MAX_JSON_DEPTH = 32  # free-form objects (_meta, annotations): their own nesting, far under orjson's 254
 _MAX_CHARS = "trellis.wire.max_chars"  # attrs metadata key: the field's limit, enforced when structuring
 
 
@@ -365,7 +396,12 @@ def bounded(limit: int, **kwargs: Any) -> Any:
 
 
 class TooLong(ValueError):
-    """A string field over its limit (a :class:`WireError` with code ``value_too_long``)."""
+    """A value over its limit: a :class:`WireError` with code ``value_too_long`` (a string) or
+    ``value_too_deep`` (a free-form object nested too deeply)."""
+
+    def __init__(self, message: str, code: str = "value_too_long") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @attrs.frozen(kw_only=True)
@@ -453,6 +489,9 @@ def block_text(block: ContentBlock) -> str:
 class CreateSessionBody:
     cwd: str | None = bounded(MAX_PATH_CHARS, default=None)
     sessionId: str | None = None
+    # This session's system prompt: replace the base, and/or add to it (actors.session.system_prompt).
+    systemPrompt: str | None = bounded(MAX_SYSTEM_PROMPT_CHARS, default=None)
+    appendSystemPrompt: str | None = bounded(MAX_SYSTEM_PROMPT_CHARS, default=None)
     meta: dict[str, Any] | None = None
 
 
@@ -586,9 +625,29 @@ def _overrides(cls: type) -> dict[str, Any]:
     return out
 
 
+def json_depth(value: Any) -> int:
+    """How deeply ``value`` nests arrays and objects (a scalar is 0), counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def _dict_hook(value: Any, _: Any) -> Any:
     if not isinstance(value, dict):
         raise ValueError("expected a JSON object")
+    if json_depth(value) > MAX_JSON_DEPTH:
+        # Free-form objects (_meta, annotations) are journalled and published as they came; orjson writes
+        # at most 254 levels, and a deeper prompt _meta crashed the session's FIFO at its journal write.
+        raise TooLong(f"nests deeper than {MAX_JSON_DEPTH} levels", "value_too_deep")
     return value
 
 
@@ -667,7 +726,7 @@ def structure(value: Any, cls: type[T]) -> T:
         path = path.replace(".meta", "._meta")  # the Python name of the `_meta` fields
         if leaves and isinstance(leaves[0], cattrs.ForbiddenExtraKeysError):
             path = _member(path, min(leaves[0].extra_fields))
-        code = "value_too_long" if leaves and isinstance(leaves[0], TooLong) else "invalid_request"
+        code = leaves[0].code if leaves and isinstance(leaves[0], TooLong) else "invalid_request"
         raise WireError(message, path, code) from None
     except (ValueError, KeyError, TypeError) as exc:
         raise WireError(_format(exc, cls)) from None

@@ -203,9 +203,11 @@ def create_app(
             response.headers["Access-Control-Allow-Origin"] = origin
             response.headers["Access-Control-Expose-Headers"] = "X-Qwen-Event-Epoch, Acp-Connection-Id, Mcp-Session-Id"
             response.headers.add("Vary", "Origin")
-        if response.status_code >= 400 and _has_body(request.headers):
+        if _has_body(request.headers) and (response.status_code >= 400 or not _body_received()):
             # Refused before (or without) reading its body: what is left of it must not be taken for the
-            # next request on this keep-alive connection, which would then hang. Close it cleanly.
+            # next request on this keep-alive connection, which would then hang. Close it cleanly. The
+            # same for a route that answers without reading a body it was sent (a GET with one): hypercorn
+            # closes such a connection anyway, and the client must be told rather than find it closed.
             response.headers["Connection"] = "close"
         return response
 
@@ -260,7 +262,8 @@ def create_app(
     async def create_session() -> Response:
         b = await body(wire.CreateSessionBody, optional=True)
         with starting_a_session():
-            handle, attached = await daemon.create_session(b.cwd, b.sessionId)
+            handle, attached = await daemon.create_session(b.cwd, b.sessionId, system_prompt=b.systemPrompt,
+                                                           append_system_prompt=b.appendSystemPrompt)
         return json_response(_session_info(handle, attached, clients.register(handle.session_id, live_ids())))
 
     # ------------------------------------------------------------- one session
@@ -421,27 +424,45 @@ def create_app(
         handle = session(session_id)
         cursor = sse.parse_cursor(request.headers.get("Last-Event-ID") or request.args.get("lastEventId"))
         epoch = request.headers.get("X-Qwen-Event-Epoch") or request.args.get("epoch")
-        max_queued = None
-        if "maxQueued" in request.args:
-            raw = request.args["maxQueued"]
-            if not raw.isdigit() or not 16 <= int(raw) <= 2048:
-                raise HttpError(400, "maxQueued must be an integer from 16 to 2048", "invalid_request", "query.maxQueued")
-            max_queued = int(raw)
+        max_queued = int_query("maxQueued", 16, 2048)
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Qwen-Event-Epoch": handle.epoch}
+        if request.method == "HEAD":
+            # Headers only, no subscription: a HEAD answer must end, and an event stream never does (it kept
+            # its subscriber and its keep-alive connection forever).
+            return Response(b"", headers=headers)
         try:
             subscription = handle.subscribe(cursor, epoch, max_queued)
         except TooManySubscribers as exc:
             raise HttpError(503, str(exc), "too_many_subscribers") from None
-        response = await make_response(
-            sse.frames(subscription),
-            {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-             "X-Qwen-Event-Epoch": handle.epoch, "X-Accel-Buffering": "no"},
-        )
+        response = await make_response(sse.frames(subscription), {**headers, "X-Accel-Buffering": "no"})
         response.timeout = None
         return response
 
     register_acp(app, daemon, grace=acp_grace)  # ACP over HTTP at /acp
     register_mcp(app, daemon)  # MCP: /mcp (parent) and /signal/mcp/<token> (subagents)
     return app
+
+
+def int_query(name: str, low: int, high: int) -> int | None:
+    """The integer query parameter ``name`` (``None`` when absent), or 400 naming ``query.<name>``.
+
+    Only plain ASCII decimals are taken: ``str.isdigit`` also accepts digits such as ``²`` that ``int``
+    refuses, and thousands of digits trip Python's int-conversion limit; either was a 500.
+    """
+    raw = request.args.get(name)
+    if raw is None:
+        return None
+    digits = raw.lstrip("0") or "0"
+    if not (raw.isascii() and raw.isdigit()) or len(digits) > len(str(high)) or not low <= int(digits) <= high:
+        raise HttpError(400, f"{name} must be an integer from {low} to {high}", "invalid_request", f"query.{name}")
+    return int(digits)
+
+
+def _body_received() -> bool:
+    """Whether the whole body of the current request has arrived (Quart's body keeps it in ``_complete``;
+    without that attribute, assume not: closing a connection is always safe)."""
+    complete = getattr(getattr(request, "body", None), "_complete", None)
+    return bool(complete is not None and complete.is_set())
 
 
 def _has_body(headers: Any) -> bool:

@@ -81,11 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="longest silence between two reads of a stream (default 120)")
     model.add_argument("--model-retries", type=int, default=None, metavar="N",
                        help="retries of 429/5xx/connection errors before a stream is returned (default 0)")
+    model.add_argument("--text-tool-calls", choices=["off", "hermes", "json"], default=None,
+                       help="turn tool calls the model writes as text into calls (default: settings "
+                            "model.textToolCalls, else off); for servers without a tool-call parser")
     limits = p.add_argument_group("limits")
     limits.add_argument("--max-sessions", type=int, default=None, help="sessions per daemon (default 256)")
     limits.add_argument("--max-pending-prompts", type=int, default=None,
                         help="queued + running prompts per session (default 32)")
     limits.add_argument("--event-ring-size", type=int, default=None, help="events kept per session (default 8000)")
+    limits.add_argument("--max-connections", type=int, default=None,
+                        help="open HTTP connections, idle keep-alive ones included; more are answered 503 "
+                             "too_many_connections (default: settings limits.maxConnections, else 256)")
     modes = p.add_argument_group("modes")
     modes.add_argument("--safe-mode", action="store_true", default=None, help="safe mode (forces the Todo Stop Guard off)")
     modes.add_argument("--bare", action="store_true", default=None, help="bare mode (forces the Todo Stop Guard off)")
@@ -137,7 +143,7 @@ def make_model(args: argparse.Namespace, settings: Settings,
                 os.environ if environ is None else environ, settings.model, base_url=args.openai_base_url,
                 model=args.openai_model, api_key=args.openai_api_key, context_window=args.context_window,
                 max_tokens=args.max_tokens, connect_timeout=args.model_connect_timeout, read_timeout=args.model_read_timeout,
-                max_retries=args.model_retries,
+                max_retries=args.model_retries, text_tool_calls=args.text_tool_calls,
             )
         except ValueError as exc:
             raise SettingsError(f"{args.settings or 'settings'}: {exc}") from None
@@ -159,7 +165,7 @@ def load_daemon_config(args: argparse.Namespace,
         settings = load_settings(
             args.settings, safe_mode=args.safe_mode, bare=args.bare, max_sessions=args.max_sessions,
             max_pending_prompts=args.max_pending_prompts, event_ring_size=args.event_ring_size,
-            sandbox=args.sandbox,
+            max_connections=args.max_connections, sandbox=args.sandbox,
         )
         model = make_model(args, settings, environ)
     except (SettingsError, ScriptError) as exc:
@@ -344,7 +350,8 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
     parser = build_parser()
     args = parser.parse_args(argv)
     environ = recover_secrets(parser, args, secrets)
-    for name in ("max_sessions", "max_pending_prompts", "event_ring_size", "context_window", "max_tokens"):
+    for name in ("max_sessions", "max_pending_prompts", "event_ring_size", "max_connections", "context_window",
+                 "max_tokens"):
         _positive(parser, "--" + name.replace("_", "-"), getattr(args, name))
     if not 0 <= args.port <= 65535:
         parser.error("--port must be from 0 to 65535")

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import trio
 from hypercorn.config import Config
-from hypercorn.trio import serve as hypercorn_serve
 
 from actors import Daemon
 
 from .app import create_app
 from .auth import new_token, write_token_file
+from .connections import serve as serve_capped
 from .hosts import HostPolicy
 from .mcp import base_url_from_bind
 
@@ -56,6 +56,7 @@ async def serve(
     allowed_origins: tuple[str, ...] = (),
     allowed_hosts: tuple[str, ...] = (),
     acp_grace: float = 10.0,
+    max_connections: int | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``daemon`` over HTTP until cancelled or the daemon stopped; reports the bound URL through ``task_status``.
@@ -77,6 +78,11 @@ async def serve(
     entry raises ``ValueError``). Browser ``Origin``s are allowed when
     same-origin with the daemon (``http``, an accepted host, the bound port) or
     listed in ``allowed_origins``; others get 403 ``origin_not_allowed``.
+
+    At most ``max_connections`` connections are open at once (default: the
+    ``limits.maxConnections`` setting, 256), idle keep-alive ones and event
+    streams included; one more is answered 503 ``too_many_connections`` and
+    closed before any request is read (see :mod:`transport.connections`).
 
     ``auth=False`` serves without any token, and only on a loopback ``host``
     (:class:`InsecureBind` otherwise); it cannot be combined with ``token``.
@@ -110,7 +116,9 @@ async def serve(
         hosts.bind([f"http://{bind_host}:{port}"])
     app = create_app(daemon, token=token, allowed_origins=allowed_origins, acp_grace=acp_grace, hosts=hosts)
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(partial(hypercorn_serve, app, config, shutdown_trigger=daemon.stopped.wait))
+        cap = max_connections if max_connections is not None else daemon.settings.limits.max_connections
+        binds = await nursery.start(partial(serve_capped, app, config, max_connections=cap,
+                                            shutdown_trigger=daemon.stopped.wait))
         hosts.bind(binds)  # the real port (--port 0) and the address(es) as bound
         if mint_into is not None:
             # Written only once the port is ours: a daemon that fails to bind leaves the file of

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import trio
 
+from .. import wire
 from .._actor import ActorGone
 from ..settings import APPROVAL_MODES, SettingsError
 from .client import call_signal_tool
@@ -188,15 +189,19 @@ class SubagentRegistry:
         base = default_cwd or self.daemon.runtime.workspace
         cwd = os.path.realpath(os.path.join(base, cwd) if cwd else base)  # symlinks resolved: it confines reports
         if not os.path.isdir(cwd):
-            raise StartError(f"cwd {cwd} is not a directory")
+            raise StartError(f"cwd {wire.shorten(cwd)} is not a directory")
         report = a.get("report_file")
         report_path = None
         if report is not None:
             if not isinstance(report, str) or not report.strip():
                 raise StartError("report_file must be a non-empty string")
             report_path = Path(cwd, report)
-            if report_path.is_dir() or not report_path.parent.is_dir():
-                raise StartError(f"report_file {report_path} must be a file in an existing directory")
+            try:
+                usable = not report_path.is_dir() and report_path.parent.is_dir()
+            except OSError as exc:  # e.g. a name too long for the file system
+                raise StartError(f"report_file {wire.shorten(str(report_path))}: {exc.strerror}") from None
+            if not usable:
+                raise StartError(f"report_file {wire.shorten(str(report_path))} must be a file in an existing directory")
         # Without a goal a run is one turn, whatever max_turns says.
         return RunSpec(name, brief, goal, max_turns if goal is not None else 1, report_path, cwd, runner)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from actors import Admitted, InvalidSessionId, TooManySessions, UnknownSession
+from actors import Admitted, InvalidSessionId, TooManySessions, UnknownSession, wire
 from actors.session.fifo import StorageUnavailable
 from actors.session.transcript import TranscriptError
 
@@ -116,7 +116,7 @@ class _Agent:
                 binding = await self.conn.bind(handle, None)
                 await handle.load()
         except UnknownSession:
-            raise invalid_params(f"no session {session_id!r} on disk", "$.sessionId") from None
+            raise invalid_params(f"no session {wire.excerpt(session_id)} on disk", "$.sessionId") from None
         except InvalidSessionId:
             raise invalid_params("may use only letters, digits, '.', '_' and '-'", "$.sessionId") from None
         except TranscriptError as exc:
@@ -158,7 +158,8 @@ class _Agent:
         binding = self.conn.binding(params)
         mode = p.string(params, "modeId")
         if mode not in mapping.MODES:
-            raise invalid_params(f"unknown mode {mode!r}; expected one of {list(mapping.MODES)}", "$.modeId")
+            raise invalid_params(f"unknown mode {wire.excerpt(mode)}; expected one of {list(mapping.MODES)}",
+                                 "$.modeId")
         await binding.handle.set_approval_mode(mode)
         return {}
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from actors import Daemon, SessionHandle, TooManySubscribers
+from actors import Daemon, SessionHandle, TooManySubscribers, wire
 
 from . import bridge
 from .binding import SessionBinding
@@ -88,7 +88,8 @@ class AcpConnection:
                                  "$.sessionId")
         found = self.bindings.get(session_id)
         if found is None:
-            raise invalid_params(f"unknown session {session_id!r} (create or load it on this connection first)",
+            raise invalid_params(f"unknown session {wire.excerpt(session_id)} (create or load it on this connection "
+                                 "first)",
                                  "$.sessionId")
         return found
 

@@ -33,6 +33,7 @@ from quart import Response, make_response, request
 from quart_trio import QuartTrio
 
 from actors import Daemon, SessionHandle, TooManySubscribers
+from actors.wire import excerpt
 
 from .. import sse
 from ..errors import HttpError, json_response
@@ -357,13 +358,20 @@ def register(
     async def get() -> Response:
         connection = registry.get(request.headers.get(CONNECTION_HEADER))
         session_id = request.headers.get(SESSION_HEADER)
+        if request.method == "HEAD":
+            # Headers only: a HEAD answer must end, and a stream never does (it stayed attached, and its
+            # keep-alive connection unusable, for good).
+            if session_id is not None and session_id not in connection.acp.bindings:
+                raise HttpError(404, f"this connection holds no session {excerpt(session_id)}", "session_not_found",
+                                f"header.{SESSION_HEADER}")
+            return Response(b"", headers={"Content-Type": "text/event-stream", CONNECTION_HEADER: connection.id})
         if session_id is None:
             token = connection.attach_connection_stream()
             return await _sse_response(_frames(connection.outbox, token, connection.connection_stream_ended),
                                        {CONNECTION_HEADER: connection.id})
         binding = connection.acp.bindings.get(session_id)
         if binding is None:
-            raise HttpError(404, f"this connection holds no session {session_id!r}", "session_not_found",
+            raise HttpError(404, f"this connection holds no session {excerpt(session_id)}", "session_not_found",
                             f"header.{SESSION_HEADER}")
         cursor = sse.parse_cursor(request.headers.get("Last-Event-ID") or request.args.get("lastEventId"))
         try:

@@ -65,10 +65,12 @@ def directory(params: dict[str, Any], name: str = "cwd", *, required: bool = Tru
     path = string(params, name, required=required)
     if path is None:
         return None
+    if len(path) > wire.MAX_PATH_CHARS:  # as on the REST surface; and never echoed whole
+        raise invalid_params(f"longer than {wire.MAX_PATH_CHARS:,} characters ({len(path):,} given)", f"$.{name}")
     if not os.path.isabs(path):
         raise invalid_params("must be an absolute path", f"$.{name}")
     if not os.path.isdir(path):
-        raise invalid_params(f"{path} is not a directory", f"$.{name}")
+        raise invalid_params(f"{wire.excerpt(path)} is not a directory", f"$.{name}")
     return path
 
 

@@ -44,6 +44,8 @@ import attrs
 import orjson
 import trio
 
+from actors.wire import shorten
+
 from . import jsonrpc
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, Incoming
 from .progress import Notify, Progress, ToolContext
@@ -306,7 +308,7 @@ class McpEndpoint:
                 return jsonrpc.result(incoming.id, {"tools": [tool.describe() for tool in tools.values()]})
             if incoming.method == "tools/call":
                 return await self._call(tools, incoming, notify)
-            return jsonrpc.error(incoming.id, METHOD_NOT_FOUND, f"Method not found: {incoming.method}")
+            return jsonrpc.error(incoming.id, METHOD_NOT_FOUND, f"Method not found: {shorten(incoming.method, 80)}")
         except Exception:
             log.exception("MCP %s failed", incoming.method)
             return jsonrpc.error(incoming.id, INTERNAL_ERROR, f"{incoming.method} failed inside the daemon")
@@ -321,7 +323,7 @@ class McpEndpoint:
         tool = tools.get(name)
         if tool is None:
             return jsonrpc.error(request_id, INVALID_PARAMS,
-                                 f"Unknown tool: {name} (this server has: {', '.join(tools) or 'none'})")
+                                 f"Unknown tool: {shorten(name, 80)} (this server has: {', '.join(tools) or 'none'})")
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}

@@ -39,6 +39,7 @@ def annotations(title: str, *, read_only: bool, destructive: bool = False, idemp
 
 
 NAME = {"type": "string", "minLength": 1, "maxLength": 64}
+PATH_MAX = 4096  # Linux's PATH_MAX: a longer path names no file, and must not be quoted back whole
 START_SCHEMA = {
     "type": "object",
     "properties": {
@@ -48,9 +49,9 @@ START_SCHEMA = {
                  "description": "optional: later turns re-prompt toward it until goal_reached or the cap"},
         "max_turns": {"type": "integer", "minimum": 1, "maximum": MAX_TURNS_LIMIT,
                       "description": "turns at most when there is a goal (default 5)"},
-        "report_file": {"type": "string", "minLength": 1,
+        "report_file": {"type": "string", "minLength": 1, "maxLength": PATH_MAX,
                         "description": "a file every stop of the done message is appended to"},
-        "cwd": {"type": "string", "minLength": 1, "description": "the run's working directory"},
+        "cwd": {"type": "string", "minLength": 1, "maxLength": PATH_MAX, "description": "the run's working directory"},
         "runner": {"type": "string", "enum": ["session", "command"]},
     },
     "required": ["name", "brief"],

@@ -1,0 +1,113 @@
+"""The cap on open connections (``limits.maxConnections`` / ``--max-connections``), on a real daemon process.
+
+Connections are raw sockets (tests/e2e/raw_http.py): a pooling client would
+hold connections of its own and blur the count. Idle keep-alive connections
+and event streams both hold a slot; one over the cap is answered 503
+``too_many_connections`` and closed, changes nothing, and holds no file
+descriptor in the daemon for long; once slots are freed, new connections are
+served again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.conftest import daemon_process
+from tests.e2e.raw_http import RawConnection, RawResponse
+
+CAP = 4
+
+
+def assert_refused(r: RawResponse) -> None:
+    assert r.status == 503, (r.status, r.body[:300])
+    assert r.headers["content-type"] == "application/json"
+    assert r.headers["connection"] == "close"
+    body = r.json()
+    assert isinstance(body, dict) and body["code"] == "too_many_connections" and body["path"] is None, body
+    assert f"at most {CAP}" in body["error"]
+
+
+async def served(url: str) -> RawConnection:
+    """A new connection the daemon serves (``GET /health`` is 200) — retried while a freed slot is still
+    being released on the daemon's side (the client sees the close before the daemon counts it)."""
+    while True:
+        conn = await RawConnection.open(url)
+        r = await conn.request(b"GET", b"/health")
+        if r.status == 200:
+            return conn
+        assert_refused(r)
+        await conn.aclose()
+        await trio.sleep(0.02)
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.parametrize("configured_by", ["flag", "settings"])
+async def test_connections_over_the_cap_get_503_are_closed_and_freed_slots_serve_again(
+        tmp_path: Path, configured_by: str) -> None:
+    if configured_by == "flag":
+        args = ["--max-connections", str(CAP)]
+    else:
+        settings = tmp_path / "settings.json"
+        settings.write_text(json.dumps({"limits": {"maxConnections": CAP}}))
+        args = ["--settings", str(settings)]
+    with trio.fail_after(60):
+        async with daemon_process(*args, state_dir=tmp_path / "state") as daemon:
+            auth = [(b"Authorization", b"Bearer " + daemon.token().encode())]
+            # Fill the cap: two idle keep-alive connections and two event streams.
+            idle_a = await served(daemon.url)
+            r = await idle_a.request(b"POST", b"/session", auth + [(b"Content-Type", b"application/json")], b"{}")
+            assert r.status == 200, r.body
+            sid = r.json()["sessionId"]  # type: ignore[index]
+            idle_b = await served(daemon.url)
+            streams = []
+            for _ in range(2):
+                conn = await served(daemon.url)
+                r = await conn.request(b"GET", f"/session/{sid}/events".encode(), auth, head_only=True)
+                assert r.status == 200 and not r.complete
+                streams.append(conn)
+            fds_when_full = open_fds(daemon.pid)
+
+            # Over the cap: a request, no request at all, and a request that would create a session.
+            for request in [(b"GET", b"/health", [], b""), None,
+                            (b"POST", b"/session", auth + [(b"Content-Type", b"application/json")], b"{}")]:
+                extra = await RawConnection.open(daemon.url)
+                if request is None:
+                    assert_refused(await extra.read_response())
+                else:
+                    assert_refused(await extra.request(*request))
+                assert await extra.closed_by_server()
+                await extra.aclose()
+
+            # The idle keep-alive connections were open all along (they answer on the same socket), so they
+            # were what held the slots.
+            for conn in (idle_a, idle_b):
+                assert (await conn.request(b"GET", b"/health")).status == 200
+
+            # Many refused connections that send nothing and are never closed by the client hold nothing:
+            # the daemon answers each and closes its end, so its descriptors come back to what they were.
+            lingering = [await RawConnection.open(daemon.url) for _ in range(40)]
+            for conn in lingering:
+                assert_refused(await conn.read_response())
+            while open_fds(daemon.pid) > fds_when_full:
+                await trio.sleep(0.05)
+
+            # Free two slots (an idle connection and a stream): new connections are served again, up to the cap.
+            await idle_a.aclose()
+            await streams[0].aclose()
+            again = [await served(daemon.url), await served(daemon.url)]
+            r = await again[0].request(b"GET", b"/session", auth)
+            assert r.status == 200
+            # The refused POST /session created nothing.
+            assert [s["sessionId"] for s in r.json()["sessions"]] == [sid]  # type: ignore[index]
+            extra = await RawConnection.open(daemon.url)
+            assert_refused(await extra.request(b"GET", b"/health"))
+            for conn in [*lingering, extra, idle_b, streams[1], *again]:
+                await conn.aclose()
