@@ -9,6 +9,13 @@ canonical trace and returns its SHA-256 digest and any failures::
     result = replay("scenarios/fifo_order.json", seed=3)
     assert result.ok, result.failures
 
+A scenario may leave times open — windows ``{"between": [lo, hi]}`` that each seed
+fills in (:mod:`.jitter`) — and start actions together in the scheduler's order;
+:func:`~actors.replay.explore.explore` replays fresh seeds and
+:func:`~actors.replay.explore.shrink` reduces a failing seed's windows to the
+smallest schedule that still fails. Invariants check the spec's properties on
+every seed, from the model's requests (:mod:`.spec_invariants`).
+
 Extend it by registering timeline actions (:func:`register_action`) and
 invariants (:func:`register_invariant`). Hook commands are scripted, never run
 (``hooks.py``); subagent runs use the real registry, their signal calls served
@@ -18,15 +25,17 @@ behaviour the runtime lacks is marked ``known_bug`` and must fail until it is fi
 
 from .actions import ACTIONS, register_action
 from .determinism import deterministic, run_deterministic
+from .explore import explore, shrink
 from .fields import Field, ScenarioError
 from .invariants import INVARIANTS, register_invariant
+from .jitter import Schedule, Window
 from .runner import Result, replay
 from .scenario import Scenario, Step, load_scenario, parse_scenario
 from .trace import Trace, format_trace
 from .world import World
 
 __all__ = [
-    "ACTIONS", "INVARIANTS", "Field", "Result", "Scenario", "ScenarioError", "Step", "Trace", "World",
-    "deterministic", "format_trace", "load_scenario", "parse_scenario", "register_action", "register_invariant",
-    "replay", "run_deterministic",
+    "ACTIONS", "INVARIANTS", "Field", "Result", "Scenario", "ScenarioError", "Schedule", "Step", "Trace", "Window",
+    "World", "deterministic", "explore", "format_trace", "load_scenario", "parse_scenario", "register_action",
+    "register_invariant", "replay", "run_deterministic", "shrink",
 ]

@@ -35,6 +35,7 @@ from ..subagents import status_text
 from ..subagents.client import SignalRefused
 from ..subagents.files import read_signal_url
 from . import fields as F
+from . import jitter as J
 from .subagents import SIGNAL_TOOLS
 from .trace import STATUS_KEYS
 from .world import BackgroundSlot, World
@@ -67,6 +68,7 @@ def register_action(name: str, **fields: F.Field) -> Callable[[ActionFn], Action
 def _auto_session_label(ctx: F.ParseContext, where: str) -> str:
     label = "main" if "main" not in ctx.sessions else f"session{len(ctx.sessions) + 1}"
     ctx.sessions.append(label)
+    ctx.define("session", label)
     return label
 
 
@@ -176,7 +178,7 @@ def _finish(world: World, label: str, state: str, text: str | None) -> bool:
 
 @register_action("background", session=F.SESSION, label=BACKGROUND,
                  kind=F.Field(F.one_of("agent", "shell", "monitor"), default="agent"),
-                 finish_at=F.Field(F.number), state=F.Field(F.one_of(*FINISH_STATES), default="completed"),
+                 finish_at=F.Field(J.seconds), state=F.Field(F.one_of(*FINISH_STATES), default="completed"),
                  text=F.Field(F.string))
 async def background(world: World, args: dict[str, Any]) -> Any:
     """Track a fake background task (it runs nowhere); it finishes at ``finish_at`` or by ``finish_background``.
@@ -202,7 +204,7 @@ async def finish_background(world: World, args: dict[str, Any]) -> Any:
     return {"finished": _finish(world, args["label"], args["state"], args["text"])}
 
 
-@register_action("wakeup", session=F.SESSION, label=BACKGROUND, delay=F.Field(F.number, required=True),
+@register_action("wakeup", session=F.SESSION, label=BACKGROUND, delay=F.Field(J.seconds, required=True),
                  note=F.Field(F.string, required=True))
 async def wakeup(world: World, args: dict[str, Any]) -> Any:
     """Schedule an @wakeup as the ``schedule_wakeup`` tool would: it fires ``delay`` virtual seconds later."""
@@ -344,7 +346,7 @@ def _drain_answer(value: Any, where: str, ctx: F.ParseContext) -> dict[str, Any]
                                   "has_queued_prompt": F.Field(F.boolean, default=False)}, where, ctx)
 
 
-@register_action("bridge_drain", session=F.SESSION, delay=F.Field(F.number, required=True),
+@register_action("bridge_drain", session=F.SESSION, delay=F.Field(J.seconds, required=True),
                  times=F.Field(F.count, default=1), answer=F.Field(_drain_answer),
                  only_watching=F.Field(F.boolean, default=False))
 async def bridge_drain(world: World, args: dict[str, Any]) -> Any:
@@ -473,3 +475,7 @@ async def subagent_await(world: World, args: dict[str, Any]) -> Any:
     """``await_resume``: wait up to ``timeout`` virtual seconds for the run to end or need help;
     ``{outcome, ...status, text}`` with outcome ``ended``, ``needs_help`` or ``underway``."""
     return _run_answer(await world.daemon.subagents.await_resume(args["label"], args["timeout"]))
+
+
+# Actions of other areas live in modules of their own, which register them on import.
+from . import cursors, discovered  # noqa: E402,F401

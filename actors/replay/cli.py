@@ -1,10 +1,14 @@
-"""``python -m actors.replay [PATH ...] [--seed S | --seeds N] [--update] [--trace]``.
+"""``python -m actors.replay [PATH ...] [--seed S | --seeds N | --explore N [--from S]] [--jitter KEY=SECONDS]
+[--shrink] [--update] [--trace]``.
 
 Replays each scenario (PATH: files or directories; default ``scenarios/``),
 checks its expectations and invariants, and compares each seed's trace digest
 with the golden one beside the file. On failure it prints the seed and a
-command that reproduces it. Exit status: 0 all passed, 1 a replay failed,
-2 a scenario file is invalid (or nothing to replay).
+command that reproduces it. ``--explore N`` replays N fresh seeds instead (no
+goldens) and reports, per scenario, the distinct traces and the failing seeds;
+``--shrink`` reduces a failing seed's windows to the smallest schedule that
+still fails. Exit status: 0 all passed, 1 a replay failed, 2 a scenario file
+is invalid (or nothing to replay, or a bad ``--jitter``).
 """
 
 from __future__ import annotations
@@ -14,18 +18,28 @@ import hashlib
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from .explore import (
+    MIN_RACE_TRACES,
+    Exploration,
+    explore,
+    fresh_base,
+    order_digest,
+    shrink,
+)
 from .fields import ScenarioError
 from .golden import read_goldens, write_goldens
+from .jitter import BadOverride, parse_override
 from .runner import Result, replay
-from .scenario import load_scenario
+from .scenario import Scenario, load_scenario
 from .trace import format_trace
 
 SUFFIXES = (".json", ".toml")
 MAX_FAILING_SEEDS_SHOWN = 3
+CI_SEEDS = 20  # what CI replays; a race must show MIN_RACE_TRACES distinct traces over this many
 
 
 def collect(paths: Sequence[str]) -> list[str]:
@@ -40,8 +54,9 @@ def collect(paths: Sequence[str]) -> list[str]:
     return out
 
 
-def reproduce_command(path: str, seed: int) -> str:
-    return f"python -m actors.replay {shlex.quote(path)} --seed {seed} --trace"
+def reproduce_command(path: str, seed: int, jitters: dict[str, float] | None = None) -> str:
+    extra = "".join(f" --jitter {shlex.quote(f'{k}={v:g}')}" for k, v in sorted((jitters or {}).items()))
+    return f"python -m actors.replay {shlex.quote(path)} --seed {seed}{extra} --trace"
 
 
 def combined_digest(digests: dict[int, str]) -> str:
@@ -56,20 +71,70 @@ def _seeds(args: argparse.Namespace) -> list[int]:
     return list(range(args.seeds if args.seeds is not None else 1))
 
 
-def run_file(path: str, seeds: list[int], *, update: bool, show_trace: bool, out: TextIO | None = None) -> int:
+def _load(path: str, say: Callable[[str], None]) -> tuple[Scenario, dict[int, str]] | None:
+    try:
+        return load_scenario(path), read_goldens(Path(path))
+    except ScenarioError as exc:
+        say(f"ERROR {exc}")
+        return None
+
+
+def _diversity(scenario: Scenario, results: list[Result]) -> str:
+    traces = len({r.digest for r in results})
+    text = f"{traces} distinct trace(s)"
+    if scenario.races:
+        text += f", {len({order_digest(r.trace) for r in results})} distinct order(s) (race)"
+    return text
+
+
+def _explores_too_little(scenario: Scenario, results: list[Result]) -> str | None:
+    """A race must show that it explores: at least MIN_RACE_TRACES traces over CI's 20 seeds."""
+    traces = len({r.digest for r in results})
+    if scenario.races and len(results) >= CI_SEEDS and traces < MIN_RACE_TRACES:
+        return (f"a race that explores too little: {traces} distinct trace(s) over {len(results)} seeds "
+                f"(at least {MIN_RACE_TRACES}): widen its windows")
+    return None
+
+
+def _report_failures(name: str, path: str, failing: dict[int, list[str]], total: int, say: Any,
+                     jitters: dict[str, float] | None = None) -> None:
+    for seed in sorted(failing)[:MAX_FAILING_SEEDS_SHOWN]:
+        for failure in failing[seed]:
+            say(f"FAIL  {name}  seed {seed}: {failure}")
+    more = len(failing) - MAX_FAILING_SEEDS_SHOWN
+    if more > 0:
+        say(f"FAIL  {name}  ... and {more} more failing seeds: {sorted(failing)[MAX_FAILING_SEEDS_SHOWN:]}")
+    say(f"      {len(failing)} of {total} seeds failed; reproduce: {reproduce_command(path, min(failing), jitters)}")
+
+
+def _shrink_and_report(scenario: Scenario, path: str, seed: int, say: Any) -> None:
+    if not scenario.windows:
+        say(f"      {scenario.name}: no windows to shrink; seed {seed}'s failure is the scheduler's alone")
+        return
+    result = shrink(scenario, seed)
+    moved = ", ".join(f"{k} {a:g} -> {b:g}" for k, (a, b) in result.changed.items()) or "nothing could move"
+    say(f"      shrunk seed {seed} ({result.kind}, {result.replays} replays): {moved}")
+    say("      minimal schedule: " + " ".join(f"{k}={v:g}" for k, v in result.after.items()))
+    say(f"      reproduce: {reproduce_command(path, seed, result.after)}")
+
+
+def run_file(path: str, seeds: list[int], *, update: bool, show_trace: bool, out: TextIO | None = None,
+             jitters: dict[str, float] | None = None, do_shrink: bool = False) -> int:
     """Replay one file over ``seeds``; prints its report; returns 0, 1 (failed) or 2 (invalid)."""
     def say(text: str = "") -> None:
         print(text, file=out or sys.stdout)
 
-    try:
-        scenario = load_scenario(path)
-        goldens = read_goldens(Path(path))
-    except ScenarioError as exc:
-        say(f"ERROR {exc}")
+    loaded = _load(path, say)
+    if loaded is None:
         return 2
+    scenario, goldens = loaded
     results: list[Result] = []
     for seed in seeds:
-        result = replay(scenario, seed)
+        try:
+            result = replay(scenario, seed, jitters=jitters)
+        except BadOverride as exc:
+            say(f"ERROR {path}: --jitter: {exc}")
+            return 2
         results.append(result)
         if show_trace:
             say(f"--- {scenario.name} seed {seed} digest {result.digest}")
@@ -78,30 +143,30 @@ def run_file(path: str, seeds: list[int], *, update: bool, show_trace: bool, out
     failing: dict[int, list[str]] = {r.seed: list(r.failures) for r in results if r.failures}
     if scenario.known_bug:
         return _known_bug(scenario.name, path, scenario.known_bug, seeds, digests, failing, say)
-    if not update:
+    if not update and not jitters:  # an overridden schedule is not the seed's: no golden to compare
         for seed, digest in digests.items():
             golden = goldens.get(seed)
             if golden is not None and golden != digest:
                 failing.setdefault(seed, []).append(
                     f"trace digest {digest[:16]}… differs from the golden {golden[:16]}… "
                     f"(behaviour or trace changed: inspect with --trace; accept with --update)")
+    too_little = _explores_too_little(scenario, results)
     name = scenario.name
-    if failing:
-        for seed in sorted(failing)[:MAX_FAILING_SEEDS_SHOWN]:
-            for failure in failing[seed]:
-                say(f"FAIL  {name}  seed {seed}: {failure}")
-        more = len(failing) - MAX_FAILING_SEEDS_SHOWN
-        if more > 0:
-            say(f"FAIL  {name}  ... and {more} more failing seeds: {sorted(failing)[MAX_FAILING_SEEDS_SHOWN:]}")
-        say(f"      {len(failing)} of {len(seeds)} seeds failed; reproduce: "
-            f"{reproduce_command(path, min(failing))}")
+    if failing or too_little:
+        if failing:
+            _report_failures(name, path, failing, len(seeds), say, jitters)
+            if do_shrink:
+                _shrink_and_report(scenario, path, min(failing), say)
+        if too_little:
+            say(f"FAIL  {name}  {too_little}")
         if update:
             say(f"      {name}: goldens not updated (the scenario fails)")
         return 1
-    distinct = len(set(digests.values()))
     if update:
         write_goldens(Path(path), digests)
         note = "golden updated"
+    elif jitters:
+        note = "jitters overridden: goldens not compared"
     else:
         missing = [s for s in seeds if s not in goldens]
         note = (f"no golden digest for {len(missing)} seed(s) (record with --update)" if missing
@@ -110,9 +175,36 @@ def run_file(path: str, seeds: list[int], *, update: bool, show_trace: bool, out
         say(f"ok    {name:<36} seed {seeds[0]:<6} {digests[seeds[0]]}  {note}")
     else:
         span = f"{seeds[0]}..{seeds[-1]}"
-        say(f"ok    {name:<36} seeds {span:<5} {combined_digest(digests)}  "
-            f"{distinct} distinct trace(s); {note}")
+        say(f"ok    {name:<36} seeds {span:<5} {combined_digest(digests)}  {_diversity(scenario, results)}; {note}")
     return 0
+
+
+def explore_file(path: str, seeds: list[int], *, do_shrink: bool, out: TextIO | None = None) -> int:
+    """``--explore``: fresh seeds, no goldens; distinct traces and failing seeds per scenario."""
+    def say(text: str = "") -> None:
+        print(text, file=out or sys.stdout)
+
+    loaded = _load(path, say)
+    if loaded is None:
+        return 2
+    scenario = loaded[0]
+    found: Exploration = explore(scenario, seeds)
+    failing = {r.seed: list(r.failures) for r in found.failing}
+    span = f"{seeds[0]}..{seeds[-1]}"
+    summary = (f"{found.traces} distinct trace(s), {found.orders} distinct order(s); "
+               f"{len(failing)} failing seed(s), {found.invariant_failures} with invariant failures")
+    if scenario.known_bug:
+        verdict = "xfail" if failing else "XPASS"
+        say(f"{verdict:<5} {scenario.name:<36} seeds {span}: {summary} (known bug: {scenario.known_bug})")
+        return 0 if failing else 1
+    if not failing:
+        say(f"ok    {scenario.name:<36} seeds {span}: {summary}")
+        return 0
+    say(f"FAIL  {scenario.name:<36} seeds {span}: {summary}")
+    _report_failures(scenario.name, path, failing, len(seeds), say)
+    if do_shrink:
+        _shrink_and_report(scenario, path, min(failing), say)
+    return 1
 
 
 def _known_bug(name: str, path: str, bug: str, seeds: list[int], digests: dict[int, str],
@@ -133,28 +225,61 @@ def _known_bug(name: str, path: str, bug: str, seeds: list[int], digests: dict[i
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m actors.replay", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", metavar="PATH", help="scenario files or directories (default: scenarios/)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--seed", type=int, metavar="S", help="replay with this seed only (default 0)")
-    which.add_argument("--seeds", type=int, metavar="N", help="explore seeds 0..N-1")
+    which.add_argument("--seeds", type=int, metavar="N", help="replay seeds 0..N-1 (CI: 20)")
+    which.add_argument("--explore", type=int, metavar="N",
+                       help="replay N fresh seeds per scenario (no goldens): distinct traces, failing seeds")
+    parser.add_argument("--from", dest="base", type=int, metavar="S",
+                        help="with --explore: the first seed (default: a random one, printed)")
+    parser.add_argument("--jitter", action="append", default=[], metavar="KEY=SECONDS",
+                        help="replace the value a seed picks for one window (repeatable; what --shrink prints)")
+    parser.add_argument("--shrink", action="store_true",
+                        help="reduce a failing seed's windows to the smallest schedule that still fails")
     parser.add_argument("--update", action="store_true", help="rewrite the golden digests of the seeds run")
     parser.add_argument("--trace", action="store_true", help="print each replay's trace readably")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.seeds is not None and args.seeds < 1:
         parser.error("--seeds must be at least 1")
+    if args.explore is not None and args.explore < 1:
+        parser.error("--explore must be at least 1")
     if args.seed is not None and args.seed < 0:
         parser.error("--seed must be non-negative")
+    if args.base is not None and args.explore is None:
+        parser.error("--from goes with --explore")
+    if args.explore is not None and (args.update or args.jitter or args.trace):
+        parser.error("--explore replays fresh seeds: reproduce a failing one with --seed S (--trace, --jitter)")
+    if args.update and args.jitter:
+        parser.error("--update records the seeds' own schedules: drop --jitter")
+    try:
+        jitters = dict(parse_override(j) for j in args.jitter)
+    except BadOverride as exc:
+        parser.error(f"--jitter: {exc}")
     files = collect(args.paths or ["scenarios"])
     if not files:
         print(f"no scenario files in {' '.join(args.paths or ['scenarios'])}")
         return 2
-    seeds = _seeds(args)
     start = time.perf_counter()
     worst = 0
-    for path in files:
-        worst = max(worst, run_file(path, seeds, update=args.update, show_trace=args.trace))
+    if args.explore is not None:
+        base = args.base if args.base is not None else fresh_base()
+        seeds = list(range(base, base + args.explore))
+        print(f"exploring seeds {seeds[0]}..{seeds[-1]} (repeat with --explore {args.explore} --from {base})")
+        for path in files:
+            worst = max(worst, explore_file(path, seeds, do_shrink=args.shrink))
+    else:
+        seeds = _seeds(args)
+        for path in files:
+            worst = max(worst, run_file(path, seeds, update=args.update, show_trace=args.trace,
+                                        jitters=jitters or None, do_shrink=args.shrink))
     elapsed = time.perf_counter() - start
     print(f"{len(files)} scenario(s) x {len(seeds)} seed(s) in {elapsed:.2f}s: "
           f"{'all passed' if worst == 0 else 'FAILED'}")

@@ -7,8 +7,8 @@
   ``"error"``, ``"rejected"`` (queue full) or ``"none"`` (no terminal event), or
   an object ``{state, stop_reason?, code?}``;
 - ``events``: event patterns that must occur in this order (a subsequence of all events);
-- ``model_requests``: per call (``call`` from 1): ``role`` and ``content`` of the
-  last message, ``contains`` (a substring of it), ``roles`` (of every message),
+- ``model_requests``: per call (``call`` from 1): ``role``, ``content`` and ``origin``
+  of the last message, ``contains`` (a substring of it), ``roles`` (of every message),
   ``messages`` (their number), ``refused`` (the error code of a request refused
   before a stream was returned), ``purpose`` (``primary``, ``suggestion``, ``compaction``);
 - ``settled_by``: the virtual time by which all work had finished;
@@ -67,6 +67,7 @@ def _positive(value: Any, where: str, ctx: F.ParseContext) -> int:
 _REQUEST_FIELDS = {
     "call": F.Field(_positive, required=True),
     "role": F.Field(F.one_of("system", "user", "assistant", "tool")),
+    "origin": F.Field(F.string),
     "content": F.Field(F.string),
     "contains": F.Field(F.string),
     "roles": F.Field(F.list_of(F.one_of("system", "user", "assistant", "tool"))),
@@ -213,6 +214,8 @@ def _check_request(spec: dict[str, Any], calls: list[dict[str, Any]]) -> list[st
     out = []
     if "role" in spec and last["role"] != spec["role"]:
         out.append(f"{where}: last message role {last['role']!r}, expected {spec['role']!r}")
+    if "origin" in spec and last.get("origin") != spec["origin"]:
+        out.append(f"{where}: last message origin {last.get('origin')!r}, expected {spec['origin']!r}")
     if "content" in spec and last["content"] != spec["content"]:
         out.append(f"{where}: last message content {last['content']!r}, expected {spec['content']!r}")
     if "contains" in spec and spec["contains"] not in last["content"]:
@@ -340,5 +343,6 @@ def check_expectations(expect: Expectations, steps: Any, trace: Trace) -> list[s
         if step.expect is not attrs.NOTHING:
             got = results.get(step.index, "(step did not run)")
             if not subset_match(step.expect, got):
-                out.append(f"timeline[{step.index}].expect: {step.do} returned {got}, expected {step.expect}")
+                out.append(f"{step.where or f'timeline[{step.index}]'}.expect: {step.do} returned {got}, "
+                           f"expected {step.expect}")
     return out

@@ -39,9 +39,33 @@ class ParseContext:
     prompts: list[str] = attrs.field(factory=list)
     # Other label namespaces an action defines (``background`` tasks, ``client`` subscriptions, ...).
     names: dict[str, list[str]] = attrs.field(factory=dict)
+    windows: list[Any] = attrs.field(factory=list)  # every jitter window parsed, in file order (jitter.py)
+    # The timing of the timeline step being parsed — (earliest, latest, group) — and, per label, the
+    # latest time and the group of the step that defines it: a step may not use a label that a step
+    # racing with it (a window, or a member of the same group) may not have defined yet.
+    step: tuple[float, float, int | None] | None = None
+    defined: dict[tuple[str, str], tuple[float, int | None]] = attrs.field(factory=dict)
 
     def fail(self, where: str, expected: str, got: Any = attrs.NOTHING) -> ScenarioError:
         return ScenarioError(self.source, where, expected, got)
+
+    def define(self, namespace: str, label: str) -> None:
+        """The step being parsed defines ``label``."""
+        if self.step is not None:
+            self.defined[(namespace, label)] = (self.step[1], self.step[2])
+
+    def check_defined_before(self, namespace: str, label: str, where: str, what: str) -> None:
+        """``label`` is surely defined by the time the step being parsed runs."""
+        when = self.defined.get((namespace, label))
+        if self.step is None or when is None:
+            return
+        latest, group = when
+        earliest, _, here = self.step
+        if group is not None and group == here:
+            raise self.fail(where, f"a {what} label defined before this group (its actions run in any order)", label)
+        if latest > earliest:
+            raise self.fail(where, f"a {what} label defined by a step that surely runs earlier (that step may run "
+                                   f"as late as {latest:g}, this one as early as {earliest:g})", label)
 
 
 Check = Callable[[Any, str, ParseContext], Any]
@@ -156,6 +180,7 @@ def new_session_label(value: Any, where: str, ctx: ParseContext) -> str:
     if label in ctx.names.get(SUBAGENT, []):
         raise ctx.fail(where, "a session label that is not a subagent run's label", value)
     ctx.sessions.append(label)
+    ctx.define("session", label)
     return label
 
 
@@ -163,6 +188,7 @@ def session_label(value: Any, where: str, ctx: ParseContext) -> str:
     label = label_text(value, where, ctx)
     if label not in ctx.sessions:
         raise ctx.fail(where, f"the label of a session created earlier in the timeline (known: {ctx.sessions})", value)
+    ctx.check_defined_before("session", label, where, "session")
     return label
 
 
@@ -179,6 +205,7 @@ def event_session_label(value: Any, where: str, ctx: ParseContext) -> str:
 def last_session(ctx: ParseContext, where: str) -> str:
     if not ctx.sessions:
         raise ctx.fail(where, "a create_session action earlier in the timeline")
+    ctx.check_defined_before("session", ctx.sessions[-1], where, "session")
     return ctx.sessions[-1]
 
 
@@ -187,6 +214,7 @@ def new_prompt_label(value: Any, where: str, ctx: ParseContext) -> str:
     if label in ctx.prompts:
         raise ctx.fail(where, f"a prompt label not used before (known: {ctx.prompts})", value)
     ctx.prompts.append(label)
+    ctx.define("prompt", label)
     return label
 
 
@@ -195,6 +223,7 @@ def auto_prompt_label(ctx: ParseContext, where: str) -> str:
     while label in ctx.prompts:
         label += "'"
     ctx.prompts.append(label)
+    ctx.define("prompt", label)
     return label
 
 
@@ -202,6 +231,7 @@ def prompt_label(value: Any, where: str, ctx: ParseContext) -> str:
     label = label_text(value, where, ctx)
     if label not in ctx.prompts:
         raise ctx.fail(where, f"the label of a prompt given earlier in the timeline (known: {ctx.prompts})", value)
+    ctx.check_defined_before("prompt", label, where, "prompt")
     return label
 
 
@@ -213,6 +243,7 @@ def new_label(namespace: str, what: str) -> Check:
         if label in known:
             raise ctx.fail(where, f"a {what} label not used before (known: {known})", value)
         known.append(label)
+        ctx.define(namespace, label)
         return label
     return check
 
@@ -224,6 +255,7 @@ def label_of(namespace: str, what: str) -> Check:
         known = ctx.names.get(namespace, [])
         if label not in known:
             raise ctx.fail(where, f"the label of a {what} defined earlier in the timeline (known: {known})", value)
+        ctx.check_defined_before(namespace, label, where, what)
         return label
     return check
 

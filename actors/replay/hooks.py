@@ -28,13 +28,14 @@ import trio
 
 from ..settings import Settings
 from . import fields as F
+from . import jitter as J
 from .trace import Trace
 
 _RUN_FIELDS = {
     "stdout": F.Field(F.anything),
     "stderr": F.Field(F.string, default=""),
     "exit": F.Field(F.count, default=0),
-    "delay": F.Field(F.number, default=0.0),
+    "delay": F.Field(J.seconds, default=0.0),
 }
 
 
@@ -43,7 +44,7 @@ class HookRun:
     stdout: str
     stderr: str
     exit: int
-    delay: float
+    delay: float | J.Window  # a window is resolved per seed (jitter.py)
 
     def to_trace(self) -> dict[str, Any]:
         return {"exit": self.exit, "stdout": self.stdout, **({"stderr": self.stderr} if self.stderr else {})}
@@ -96,9 +97,11 @@ def parse_hook_scripts(value: Any, where: str, ctx: F.ParseContext,
 class ScriptedHooks:
     """Plays the scripted runs of each command, recording every run in the trace."""
 
-    def __init__(self, scripts: dict[str, tuple[HookRun, ...]], trace: Trace) -> None:
+    def __init__(self, scripts: dict[str, tuple[HookRun, ...]], trace: Trace,
+                 schedule: J.Schedule | None = None) -> None:
         self.scripts = scripts
         self.trace = trace
+        self.schedule = schedule
         self.runs: dict[str, int] = {}
 
     async def run_one(self, hook: Any, stdin: bytes, cwd: str) -> tuple[int, str, str] | str:
@@ -107,16 +110,17 @@ class ScriptedHooks:
         n = self.runs.get(hook.command, 0)
         self.runs[hook.command] = n + 1
         run = runs[min(n, len(runs) - 1)]
+        delay = self.schedule.resolve(run.delay) if self.schedule is not None else J.lowest(run.delay)
         try:
             event = json.loads(stdin).get("hook_event_name")
         except (ValueError, AttributeError):
             event = None
-        if run.delay >= hook.timeout:
+        if delay >= hook.timeout:
             await trio.sleep(hook.timeout)
             self.trace.hook(hook.command, event, n + 1, "timed out")
             return f"timed out after {hook.timeout:g} s"
-        if run.delay:
-            await trio.sleep(run.delay)
+        if delay:
+            await trio.sleep(delay)
         else:
             await trio.lowlevel.checkpoint()
         self.trace.hook(hook.command, event, n + 1, run.to_trace())

@@ -235,3 +235,8 @@ def invariant_use(value: Any, where: str, ctx: F.ParseContext) -> InvariantUse:
 
 def check_invariants(uses: Iterable[InvariantUse], trace: Trace) -> list[str]:
     return [f"invariant {use}: {v}" for use in uses for v in use.spec.check(trace, **use.params)]
+
+
+# The spec's properties (guard bound, hard stops, FIFO priority, mid-turn order, cursor replay) read the
+# model's requests and live in a module of their own, which registers them on import.
+from . import spec_invariants  # noqa: E402,F401

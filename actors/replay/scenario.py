@@ -5,6 +5,9 @@ The format is documented in ``scenarios/README.md``. JSON (``.json``) or TOML
 ``model``, ``timeline``, ``expect``, ``invariants`` and ``timeout``. Every
 problem is a :class:`ScenarioError` naming the file, the field (a JSON path)
 and what was expected.
+
+Times may be windows (``{"between": [lo, hi]}``, :mod:`.jitter`): a scenario with
+any, or with a ``together`` group of actions, is built on a race (:attr:`Scenario.races`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import attrs
 from ..model import ScriptedModel, ScriptError
 from ..settings import APPROVAL_MODES, Limits, Settings
 from . import fields as F
+from . import jitter as J
 from .actions import ACTIONS
 from .expect import Expectations, parse_expectations
 from .hooks import HookRun, parse_hook_scripts
@@ -29,18 +33,24 @@ DEFAULT_TIMEOUT = 3600.0  # virtual seconds
 
 @attrs.frozen
 class Step:
-    """One timeline entry: at virtual time ``at``, run action ``do`` with ``args``."""
+    """One timeline action: at virtual time ``at`` (or in a window), run action ``do`` with ``args``.
+
+    ``index`` numbers the actions in file order, a group's members one by one (traces name
+    steps by it); ``where`` is its JSON path; members of one ``together`` group share ``group``.
+    """
 
     index: int
-    at: float
+    at: float | J.Window
     do: str
     args: dict[str, Any]
     expect: Any = attrs.NOTHING  # what the action's result must match, when given
+    where: str = ""
+    group: int | None = None  # the timeline position of its ``together`` group
 
 
 @attrs.frozen
 class ModelScript:
-    responses: list[Any]
+    responses: list[Any]  # a response's ``delay`` and ``sleep`` steps may hold windows
     then: str = "error"
     context_window: int | None = None
 
@@ -59,11 +69,22 @@ class Scenario:
     path: Path | None = None
     hooks: dict[str, tuple[HookRun, ...]] = attrs.field(factory=dict)  # command -> scripted runs
     known_bug: str | None = None  # the scenario states the right behaviour; the runtime does not have it yet
+    windows: tuple[J.Window, ...] = ()  # every time left open, in file order
 
-    def build_model(self) -> ScriptedModel:
+    @property
+    def races(self) -> bool:
+        """Built on a race: some time is a window, or some actions share an instant in any order."""
+        return bool(self.windows) or any(step.group is not None for step in self.timeline)
+
+    def schedule(self, seed: int, overrides: dict[str, float] | None = None) -> J.Schedule:
+        """The values ``seed`` picks for this scenario's windows (``overrides`` replace some)."""
+        return J.Schedule(self.windows, seed, overrides)
+
+    def build_model(self, schedule: J.Schedule | None = None) -> ScriptedModel:
         """A fresh scripted model (models keep a cursor, so each replay needs its own)."""
         model = ScriptedModel(demo_after=self.model.then == "demo", context_window=self.model.context_window)
-        model.extend(self.model.responses, where="model.responses")
+        responses = schedule.resolve(self.model.responses) if schedule is not None else J.lowest(self.model.responses)
+        model.extend(responses, where="model.responses")
         return model
 
 
@@ -91,6 +112,8 @@ def _settings(value: Any, where: str, ctx: F.ParseContext) -> Settings:
             continue
         default = known[key].default
         kind = type(default.factory() if isinstance(default, attrs.Factory) else default)  # type: ignore[attr-defined]
+        if default is None:
+            kind = str  # the optional settings are texts (system_prompt, append_system_prompt)
         if type(raw) is not kind:
             raise ctx.fail(here, f"a {'JSON ' + ('object' if kind is dict else kind.__name__)}", raw)
         if key == "approval_mode" and raw not in APPROVAL_MODES:
@@ -116,22 +139,45 @@ def _model(value: Any, where: str, ctx: F.ParseContext) -> ModelScript:
         "then": F.Field(F.one_of("error", "demo"), default="error"),
         "context_window": F.Field(F.count),
     }, where, ctx)
-    script = ModelScript(spec["responses"], spec["then"], spec["context_window"])
+    responses = [_response_windows(r, f"{responses_at}[{i}]", ctx) for i, r in enumerate(spec["responses"])]
+    script = ModelScript(responses, spec["then"], spec["context_window"])
     try:  # the scripted model's own parser checks each response; re-point its message at this file
-        ScriptedModel(demo_after=False).extend(script.responses, where=responses_at)
+        ScriptedModel(demo_after=False).extend(J.lowest(script.responses), where=responses_at)
     except ScriptError as exc:
         field, _, expected = str(exc).partition(": expected ")
         raise F.ScenarioError(ctx.source, field, expected or str(exc)) from None
     return script
 
 
+def _response_windows(raw: Any, where: str, ctx: F.ParseContext) -> Any:
+    """A response with its ``delay`` and ``sleep`` windows parsed (the rest is checked by the model's parser)."""
+    if isinstance(raw, dict) and isinstance(raw.get("delay"), dict):
+        raw = {**raw, "delay": J.seconds(raw["delay"], f"{where}.delay", ctx)}
+    steps = raw if isinstance(raw, list) else raw.get("steps") if isinstance(raw, dict) else None
+    if not isinstance(steps, list):
+        return raw
+    parsed = [{"sleep": J.seconds(step["sleep"], f"{where}.steps[{j}].sleep", ctx)}
+              if isinstance(step, dict) and set(step) == {"sleep"} and isinstance(step["sleep"], dict) else step
+              for j, step in enumerate(steps)]
+    return parsed if isinstance(raw, list) else {**raw, "steps": parsed}
+
+
 # ----------------------------------------------------------------- timeline
 
 
 _STEP_RESERVED = frozenset({"at", "do", "expect"})
+_MEMBER_RESERVED = frozenset({"do", "expect"})
+
+
+def _action(raw: Any, here: str, ctx: F.ParseContext, reserved: frozenset[str]) -> tuple[str, dict[str, Any]]:
+    do = raw.get("do")
+    if do not in ACTIONS:
+        raise ctx.fail(f"{here}.do", f"one of the actions {sorted(ACTIONS)}", do)
+    return do, F.parse_fields(raw, ACTIONS[do].fields, here, ctx, reserved=reserved)
 
 
 def _timeline(value: Any, where: str, ctx: F.ParseContext) -> tuple[Step, ...]:
+    """The steps, flattened: a ``together`` group contributes one :class:`Step` per member."""
     if not isinstance(value, list) or not value:
         raise ctx.fail(where, "a non-empty list of steps {at, do, ...}", value)
     steps: list[Step] = []
@@ -142,16 +188,39 @@ def _timeline(value: Any, where: str, ctx: F.ParseContext) -> tuple[Step, ...]:
             raise ctx.fail(here, "a step object {at, do, ...}", raw)
         if "at" not in raw:
             raise ctx.fail(f"{here}.at", "a virtual time in seconds (required field missing)")
-        at = F.number(raw["at"], f"{here}.at", ctx)
-        if at < last_at:
+        at = J.seconds(raw["at"], f"{here}.at", ctx)
+        if J.earliest(at) < last_at:
             raise ctx.fail(f"{here}.at", f"a time not before the previous step's ({last_at:g})", raw["at"])
-        last_at = at
-        do = raw.get("do")
-        if do not in ACTIONS:
-            raise ctx.fail(f"{here}.do", f"one of the actions {sorted(ACTIONS)}", do)
-        args = F.parse_fields(raw, ACTIONS[do].fields, here, ctx, reserved=_STEP_RESERVED)
-        steps.append(Step(i, at, do, args, raw.get("expect", attrs.NOTHING)))
+        last_at = J.earliest(at)
+        if "together" in raw:
+            steps += _group(raw, here, i, at, len(steps), ctx)
+            continue
+        ctx.step = (J.earliest(at), J.latest(at), None)
+        do, args = _action(raw, here, ctx, _STEP_RESERVED)
+        ctx.step = None
+        steps.append(Step(len(steps), at, do, args, raw.get("expect", attrs.NOTHING), here))
     return tuple(steps)
+
+
+def _group(raw: dict[str, Any], here: str, position: int, at: float | J.Window, first: int,
+           ctx: F.ParseContext) -> list[Step]:
+    """``{at, together: [{do, ...}, ...]}``: actions started at one instant, each in its own task."""
+    extra = sorted(set(raw) - {"at", "together"})
+    if extra:
+        raise ctx.fail(f"{here}.{extra[0]}", "only at and together in a group step (each member has its own do)")
+    members = raw["together"]
+    if not isinstance(members, list) or len(members) < 2:
+        raise ctx.fail(f"{here}.together", "a list of at least two actions {do, ...}", members)
+    out = []
+    for j, member in enumerate(members):
+        there = f"{here}.together[{j}]"
+        if not isinstance(member, dict):
+            raise ctx.fail(there, "an action object {do, ...}", member)
+        ctx.step = (J.earliest(at), J.latest(at), position)
+        do, args = _action(member, there, ctx, _MEMBER_RESERVED)
+        ctx.step = None
+        out.append(Step(first + j, at, do, args, member.get("expect", attrs.NOTHING), there, position))
+    return out
 
 
 # ----------------------------------------------------------------- the file
@@ -176,7 +245,7 @@ def parse_scenario(data: Any, source: str = "<scenario>", path: Path | None = No
     parsed = F.parse_fields(data, top, "", ctx)
     parsed["invariants"] = tuple(parsed["invariants"])
     parsed["hooks"] = parse_hook_scripts(parsed["hooks"], "hooks", ctx, parsed["settings"])
-    return Scenario(source=source, path=path, **parsed)
+    return Scenario(source=source, path=path, windows=tuple(ctx.windows), **parsed)
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -7,7 +7,12 @@ A trace is a list of records (plain JSON objects), each with ``kind`` and ``t``
 - ``result``: what the step returned (``step``, ``do``, ``value``);
 - ``event``: a bus event (``session`` label, ``gen`` — the session's incarnation,
   which a restart increments — ``id``, ``type``, ``promptId``, ``data``);
-- ``model``: a primary-model request (``call`` from 1, ``purpose``, ``messages``; ``refused``: the
+- ``schedule``: first, and only in a scenario with windows (``jitter.py``): the value the seed (or
+  an override, listed in ``overridden``) gave each window, by key;
+- ``model``: a model request (``call`` from 1, ``purpose``, ``messages`` — each with ``role``,
+  ``content`` (the session's system prompt as ``[system prompt]``), tool call ids and ``origin``
+  where the session set one: ``prompt``, ``mid_turn``, ``hook``, ``guard``, ``automatic``, ... —,
+  the ``session`` label, ``gen`` and ``promptId`` of the work item that made it; ``refused``: the
   error code when the provider refused it before returning a stream);
 - ``guard``: a session's Todo Stop Guard state changed (``session``, ``gen``, ``changed``:
   the summary fields, and ``queuedPromptPriority``, that differ from before); noticed when the
@@ -20,7 +25,12 @@ A trace is a list of records (plain JSON objects), each with ``kind`` and ``t``
 - ``status``: each live session's final status (a stable subset; see ``STATUS_KEYS``);
 - ``subagent``: each subagent run the timeline started, when the replay settled (``run`` label,
   ``status`` — the registry's answer —, ``text`` — its readable form with ``turn N of M`` —, and
-  ``report``, the report file read back from disk, or null).
+  ``report``, the report file read back from disk, or null);
+- ``client``: each cursor client (``connect``/``drop``, ``cursors.py``), when the replay settled:
+  per connection the session ``gen``, the ``cursor`` it sent (``Last-Event-ID``; null: none), the
+  bus's last id when it connected (``head``) and the frames it read, ``[id, fingerprint]`` for an
+  event (:func:`fingerprint`) or ``[null, type]`` for a synthetic frame; ``live_last``: the bus's
+  last id when the replay settled.
 
 Serialised as compact JSON lines with sorted keys, after a format line; the
 SHA-256 of that text is the trace's digest. Nothing wall-clock enters it: the
@@ -40,15 +50,17 @@ import orjson
 import trio
 
 from ..model import ChatMessage, ChatRequest
+from ..session.system_prompt import ORIGIN as SYSTEM_PROMPT_ORIGIN
 from ..wire import Event
 
-TRACE_FORMAT = 2
+TRACE_FORMAT = 3  # 3: model records say whose call it was; messages carry their origin
 # The status fields a trace records (the rest carry random epochs or say nothing stable).
 STATUS_KEYS = ("state", "activeWorkState", "currentPromptId", "approvalMode", "model", "workspaceCwd", "historyLength",
                "backgroundTasks", "automaticQueue", "pendingPermissions", "subscribers", "todoStopGuard",
                "queuedPromptPriority", "pendingCount", "queuedCount", "midTurnQueued")
 GUARD_SOURCE = "todo_stop_guard"
 TERMINAL_TYPES = frozenset({"turn_complete", "turn_error"})
+SYSTEM_PROMPT_MARK = "[system prompt]"  # what a model record shows for the session's system message
 # Data keys that carry real time; dropped wherever they appear in event data.
 WALL_CLOCK_KEYS = frozenset({"serverTimestamp"})
 
@@ -72,7 +84,12 @@ def _default(value: Any) -> Any:
 
 
 def message_record(m: ChatMessage) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    # The session's system prompt is recorded by its place, not its text: the text names the cwd, the
+    # OS and the date, and a rewording of it is no concurrency change (its tests are elsewhere).
+    content = SYSTEM_PROMPT_MARK if m.origin == SYSTEM_PROMPT_ORIGIN else m.content
+    out: dict[str, Any] = {"role": m.role, "content": content}
+    if m.origin is not None:  # who put it there: the invariants tell guard streams from user input by it
+        out["origin"] = m.origin
     if m.tool_calls:
         out["tool_calls"] = [{"id": c.id, "name": c.name} for c in m.tool_calls]
     if m.tool_call_id is not None:
@@ -100,13 +117,28 @@ class Trace:
         self.records.append({"kind": "event", "t": _now(), "session": session, "gen": gen, "id": event.id,
                              "type": event.type, "promptId": event.prompt_id, "data": _scrub(event.data)})
 
-    def model_call(self, request: ChatRequest) -> dict[str, Any]:
-        """Record a request; the caller adds ``refused`` (the error code) if no stream comes back."""
+    def model_call(self, request: ChatRequest, session: str | None = None, gen: int | None = None,
+                   prompt_id: str | None = None) -> dict[str, Any]:
+        """Record a request (and whose work item made it); the caller adds ``refused`` (the error
+        code) if no stream comes back."""
         self._model_calls += 1
         record = {"kind": "model", "t": _now(), "call": self._model_calls, "purpose": request.purpose,
+                  "session": session, "gen": gen, "promptId": prompt_id,
                   "messages": [message_record(m) for m in request.messages]}
         self.records.append(record)
         return record
+
+    def schedule(self, values: dict[str, float], overridden: list[str]) -> None:
+        """The window values this replay runs with (recorded first)."""
+        record: dict[str, Any] = {"kind": "schedule", "t": 0.0, "values": dict(values)}
+        if overridden:
+            record["overridden"] = list(overridden)
+        self.records.append(record)
+
+    def client(self, client: str, session: str, connections: list[dict[str, Any]], live_last: int | None) -> None:
+        """A cursor client's connections: each ``{gen, cursor, head, frames}`` (``cursors.py``)."""
+        self.records.append({"kind": "client", "t": _now(), "client": client, "session": session,
+                             "connections": connections, "live_last": live_last})
 
     def settled(self) -> None:
         """Every session is idle with nothing pending: the timeline's consequences are over."""
@@ -215,6 +247,12 @@ def terminal_state(event: dict[str, Any]) -> dict[str, Any]:
     return {"state": "cancelled" if stop == "cancelled" else "completed", "stop_reason": stop}
 
 
+def fingerprint(type: str, prompt_id: str | None, data: Any) -> str:
+    """A short digest of an event as a client sees it (type, prompt id, data; wall-clock keys dropped)."""
+    text = orjson.dumps([type, prompt_id, _scrub(data)], option=orjson.OPT_SORT_KEYS, default=_default)
+    return hashlib.sha256(text).hexdigest()[:12]
+
+
 def guard_update(event: dict[str, Any]) -> dict[str, Any] | None:
     """The ``_meta`` of a Todo Stop Guard telemetry update (continuation or exhaustion), else ``None``."""
     if update_kind(event) != "agent_message_chunk":
@@ -268,8 +306,23 @@ def format_record(r: dict[str, Any]) -> str:
         messages = r["messages"]
         last = messages[-1] if messages else {"role": "-", "content": ""}
         refused = f" -> refused: {r['refused']}" if "refused" in r else ""
-        return (f"{t}  model call {r['call']} ({r['purpose']}, {len(messages)} messages) "
-                f"last {last['role']}: {_clip(last['content'])}{refused}")
+        whose = f" by {r['session']}/{r.get('gen')} [{r.get('promptId')}]" if r.get("session") else ""
+        origin = f" ({last['origin']})" if "origin" in last else ""
+        return (f"{t}  model call {r['call']} ({r['purpose']}, {len(messages)} messages){whose} "
+                f"last {last['role']}{origin}: {_clip(last['content'])}{refused}")
+    if kind == "schedule":
+        values = " ".join(f"{k}={v:g}" for k, v in r["values"].items())
+        overridden = f" (overridden: {', '.join(r['overridden'])})" if r.get("overridden") else ""
+        return f"{t}  schedule {values}{overridden}"
+    if kind == "client":
+        parts = []
+        for c in r["connections"]:
+            ids = [f[0] for f in c["frames"] if f[0] is not None]
+            synthetic = [f[1] for f in c["frames"] if f[0] is None]
+            span = f"#{ids[0]}..#{ids[-1]}" if ids else "nothing"
+            extra = f" + {', '.join(synthetic)}" if synthetic else ""
+            parts.append(f"gen {c['gen']} from {c['cursor']}: {len(ids)} event(s) {span}{extra}")
+        return f"{t}  {r['session']} client {r['client']}: " + "; ".join(parts)
     if kind == "settled":
         return f"{t}  settled: every session idle, nothing pending"
     if kind == "guard":

@@ -33,17 +33,23 @@ EPOCH = datetime(2026, 11, 30, 12, 0, 30, tzinfo=timezone.utc)
 
 
 class RecordingModel:
-    """The scenario's scripted model, recording each request in the trace before playing it."""
+    """The scenario's scripted model, recording each request in the trace before playing it.
+
+    ``whose()`` names the work item calling (session label, gen, prompt id), so invariants can
+    follow each session's conversation.
+    """
 
     name = "scripted"
 
-    def __init__(self, inner: ScriptedModel, trace: Trace) -> None:
+    def __init__(self, inner: ScriptedModel, trace: Trace,
+                 whose: Callable[[], tuple[str | None, int | None, str | None]] = lambda: (None, None, None)) -> None:
         self.inner = inner
         self.trace = trace
+        self.whose = whose
 
     @contextlib.asynccontextmanager
     async def stream(self, request: ChatRequest) -> AsyncIterator[Any]:
-        record = self.trace.model_call(request)
+        record = self.trace.model_call(request, *self.whose())
         opened = False
         try:
             async with self.inner.stream(request) as stream:
@@ -97,7 +103,7 @@ class World:
         self.settings = settings
         self.hook_runner = hook_runner
         self.trace = trace
-        self.model = RecordingModel(model, trace)
+        self.model = RecordingModel(model, trace, self._caller)
         self.ids = CountingIds()  # shared across restarts, so ids never repeat
         # Side by side, as a daemon's would be: a session never works inside the state directory.
         self.state_dir = state_dir / "state"
@@ -116,7 +122,9 @@ class World:
         self._outer = contextlib.AsyncExitStack()  # holds the helpers' nursery
         self._naming: tuple[str, int] | None = None  # the label of the session being opened
         self._watched: list[tuple[str, int, Any]] = []  # (label, gen, session) of every session opened
+        self._by_id: dict[str, tuple[str, int, Any]] = {}  # session id -> its latest incarnation
         self._guard_last: dict[tuple[str, int], dict[str, Any]] = {}
+        self.cursors: dict[str, Any] = {}  # cursor client label -> its CursorClient (cursors.py)
 
     # ------------------------------------------------------------- the daemon
 
@@ -183,6 +191,11 @@ class World:
 
         self._helpers.start_soon(run)
 
+    def spawn(self, fn: Callable[..., Awaitable[None]], *args: Any, name: str | None = None) -> None:
+        """Run a helper task that does not hold the replay open (a cursor client's reader)."""
+        assert self._helpers is not None
+        self._helpers.start_soon(fn, *args, name=name)
+
     # ------------------------------------------------------------- sessions
 
     def _observe_new_session(self, session: Any) -> None:
@@ -192,6 +205,7 @@ class World:
         trace = self.trace
         watched = (label, gen, session)
         self._watched.append(watched)
+        self._by_id[session.session_id] = watched
 
         def observe(event: Any) -> None:
             trace.event(label, gen, event)
@@ -209,6 +223,18 @@ class World:
         if changed:
             self._guard_last[(label, gen)] = now
             self.trace.guard(label, gen, changed)
+
+    def _caller(self) -> tuple[str | None, int | None, str | None]:
+        """The session (label, gen) and work item whose task is calling: a session's model calls run
+        in its work loop task, ``work:<session id>`` (or in a task under it)."""
+        task: Any = trio.lowlevel.current_task()
+        while task is not None:
+            if task.name.startswith("work:") and task.name[5:] in self._by_id:
+                label, gen, session = self._by_id[task.name[5:]]
+                return label, gen, session.current.prompt_id if session.current is not None else None
+            nursery = task.parent_nursery
+            task = nursery.parent_task if nursery is not None else None
+        return None, None, None
 
     def note_guard_changes(self) -> None:
         """Record guard changes no event has shown yet (the runner calls this after each step)."""
@@ -254,10 +280,12 @@ class World:
         return [s for s in self.sessions.values() if not s.handle._session.bus.closed]
 
     def is_quiet(self) -> bool:
-        """No live session has work left, no subagent run is underway and no helper task has an
-        effect to come (asked only while every task is blocked)."""
+        """No live session has work left, no subagent run is underway, no helper task has an effect
+        to come and every connected cursor client has read what it was sent (asked only while every
+        task is blocked)."""
         return self.pending == 0 and all(run.ended.is_set() for run in self.subagents.values()) and all(
-            check(slot.handle._session) for slot in self.live_sessions() for check in QUIET_CHECKS)
+            check(slot.handle._session) for slot in self.live_sessions() for check in QUIET_CHECKS) and all(
+            client.caught_up for client in self.cursors.values())
 
 
 def no_work(session: Any) -> bool:

@@ -39,6 +39,11 @@ class SessionHandle:
         return self._session.created_at
 
     @property
+    def prompt_overrides(self) -> Any:
+        """The session's own system-prompt layers (:class:`~actors.session.system_prompt.PromptOverrides`)."""
+        return self._session.prompt_overrides
+
+    @property
     def epoch(self) -> str:
         return self._session.bus.epoch
 
@@ -144,6 +149,14 @@ class SessionHandle:
         """
         for tool in tools:
             self._session.tools.register(tool)
+
+    def turn_off_todo_stop_guard(self) -> None:
+        """Run this session without a Todo Stop Guard whatever the settings say (a subagent's child
+        session: its goal loop is its continuation). Only before its first prompt."""
+        session = self._session
+        if session.bus.last_event_id or session.fifo.statistics()["pendingCount"]:
+            raise RuntimeError("the Todo Stop Guard is chosen before a session's first prompt")
+        session.chain.guard.enabled = False
 
     def has_permission_request(self, request_id: str) -> bool:
         return request_id in self._session.permissions.pending_ids

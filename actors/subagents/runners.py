@@ -1,6 +1,7 @@
 """Runners: how a subagent's turn is run.
 
-``session`` — a child session of this daemon on the configured model. It gets
+``session`` — a child session of this daemon on the configured model, its
+system prompt the daemon's with the run's brief on top. It gets
 two MCP-client tools, ``goal_reached`` and ``need_help``, which read the
 signal URL from the run's own MCP config file and call it over HTTP; a turn is
 one prompt, and it ends with the child's ``turn_complete`` / ``turn_error``.
@@ -24,6 +25,7 @@ import trio
 from ..background.shell import OutputBuffer, ShellProcess
 from ..process import NO_SANDBOX, Sandbox
 from ..session.fifo import Admitted
+from . import texts
 from .tools import signal_client_tools
 
 if TYPE_CHECKING:
@@ -57,10 +59,17 @@ class SessionRunner:
 
     @asynccontextmanager
     async def open(self, run: SubagentRun) -> AsyncIterator[SessionTurns]:
-        handle, _ = await self._daemon.create_session(run.spec.cwd)
+        # The child's system prompt is the daemon's, with the run's brief on top of it: every request of
+        # the run carries the brief, also after compaction has summarised the first turn away.
+        handle, _ = await self._daemon.create_session(
+            run.spec.cwd, append_system_prompt=texts.subagent_system_prompt(run.spec.brief, run.spec.goal))
         try:
             assert run.config_path is not None
             handle.add_tools(*signal_client_tools(run.config_path, call=self._signal_client))
+            # No Todo Stop Guard in a child (as qwen's subagents have none): the run's goal loop is its
+            # continuation, and a guard would add up to two streams to every turn. Its todo lists are its
+            # own: they never reach the parent's guard, which only observes the parent's own tool results.
+            handle.turn_off_todo_stop_guard()
             if self._model:
                 await handle.set_model(self._model)
             if self._approval_mode:

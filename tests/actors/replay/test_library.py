@@ -1,4 +1,5 @@
-"""The shipped scenario library: each passes with 20 seeds and matches its golden digests (CI)."""
+"""The shipped scenario library: each passes with 20 seeds and matches its golden digests (CI); a
+scenario built on a race shows at least five distinct traces over those seeds."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from actors.replay import load_scenario, replay
+from actors.replay.explore import MIN_RACE_TRACES
 from actors.replay.golden import read_goldens
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,11 +27,18 @@ REQUIRED = {
     "guard_cron_turn_chain", "permission_reattach_within_grace",
     # issue 6: subagent goal-loop scenarios, one per end reason
     "subagent_no_goal", "subagent_goal_reached", "subagent_need_help", "subagent_turn_cap",
+    # issue 16: the gaps, and races that explore
+    "guard_stop_loop_protection", "guard_shadowed_todo_write", "guard_duplicate_todo_write", "guard_no_third_stream",
+    "guard_fifo_skips_stop_hook", "guard_failed_write_extra_argument", "guard_reconnect_during_continuation",
+    "guard_mid_turn_races_queued_prompt", "guard_fifo_priority_race", "guard_cancel_race", "subagent_child_no_guard",
 }
+RACES = {"guard_reconnect_during_continuation", "guard_mid_turn_races_queued_prompt", "guard_fifo_priority_race",
+         "guard_cancel_race"}
 
 
 def test_the_library_has_the_required_scenarios() -> None:
     assert REQUIRED <= {f.stem for f in FILES}
+    assert RACES <= {f.stem for f in FILES if load_scenario(f).races}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
@@ -44,6 +53,8 @@ def test_scenario_passes_with_20_seeds_and_matches_its_goldens(path: Path) -> No
         pytest.xfail(f"known bug: {scenario.known_bug}")
     goldens = read_goldens(path)
     assert set(SEEDS) <= set(goldens), f"record goldens: python -m actors.replay {path} --seeds 20 --update"
+    if scenario.races:  # seeded exploration that finds nothing new is a promise not kept
+        assert len({goldens[seed] for seed in SEEDS}) >= MIN_RACE_TRACES, f"{path.name} explores too little"
     for seed in SEEDS:
         result = replay(scenario, seed)
         assert result.ok, (f"seed {seed}: {result.failures}; reproduce: "
