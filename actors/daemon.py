@@ -19,6 +19,7 @@ from .runtime import InvalidCwd, Runtime, default_tools, local_now
 from .session.handle import SessionHandle
 from .session import persistence
 from .session.session import Session
+from .session.system_prompt import PromptOverrides
 from .session.tools import ToolRegistry
 from .session.transcript import is_safe_session_id
 from .settings import Settings
@@ -83,20 +84,27 @@ class Daemon:
         except KeyError:
             raise UnknownSession(session_id) from None
 
-    async def create_session(self, cwd: str | None = None, session_id: str | None = None) -> tuple[SessionHandle, bool]:
+    async def create_session(self, cwd: str | None = None, session_id: str | None = None, *,
+                             system_prompt: str | None = None,
+                             append_system_prompt: str | None = None) -> tuple[SessionHandle, bool]:
         """Start a session, or attach to the live one with ``session_id``; ``(handle, attached)``.
 
         An id that is not live but has a transcript on disk starts the session with that
         conversation restored (as ``load`` would), so one file never mixes two conversations.
+        ``system_prompt`` replaces the base of the session's system prompt and
+        ``append_system_prompt`` adds to it (:mod:`actors.session.system_prompt`); they
+        are kept in its session record, a restored session keeps the ones it had unless
+        given new ones, and attaching to a live session leaves its prompt as it is.
         """
+        prompt = PromptOverrides(system_prompt, append_system_prompt)
         if session_id is not None:
             if not is_safe_session_id(session_id):
                 raise InvalidSessionId(session_id)
             if session_id in self._sessions:
                 return self._sessions[session_id], True
             if self.restorable(session_id):
-                return await self.load_session(session_id, cwd), False
-        return await self._start(session_id or self.runtime.ids.new("session"), cwd), False
+                return await self._start(session_id, cwd, restore=True, prompt=prompt), False
+        return await self._start(session_id or self.runtime.ids.new("session"), cwd, prompt=prompt), False
 
     def resolve_cwd(self, cwd: str | None) -> str:
         """An absolute working directory (see :meth:`Runtime.resolve_cwd`)."""
@@ -159,7 +167,8 @@ class Daemon:
             if session_id in self._sessions or self.restorable(session_id):
                 raise InvalidSessionId(f"{session_id} is taken")
         history = await source.snapshot()
-        return await self._start(session_id or self.runtime.ids.new("session"), source.cwd, history)
+        return await self._start(session_id or self.runtime.ids.new("session"), source.cwd, history,
+                                 prompt=source.prompt_overrides)
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """A session's transcript from disk, live or not."""
@@ -171,7 +180,7 @@ class Daemon:
         return transcript.records()
 
     async def _start(self, session_id: str, cwd: str | None, history: list[Any] | None = None, *,
-                     restore: bool = False) -> SessionHandle:
+                     restore: bool = False, prompt: PromptOverrides | None = None) -> SessionHandle:
         if len(self._sessions) + len(self._starting) >= self.settings.limits.max_sessions:
             raise TooManySessions(f"at most {self.settings.limits.max_sessions} sessions")
         if session_id in self._starting:
@@ -190,7 +199,8 @@ class Daemon:
         try:
             session = Session(self.runtime, session_id, path, history=history,
                               created_at=record.get("createdAt"), approval_mode=record.get("approvalMode"),
-                              model_name=record.get("model"))
+                              model_name=record.get("model"),
+                              prompt_overrides=PromptOverrides.from_record(record).given(prompt))
             for observe in self.session_observers:
                 observe(session)
             if restore:

@@ -13,6 +13,16 @@ runs out the fake answers ``ok`` (``fallback``). A response is one of::
         # done=false omits "data: [DONE]"; delay = seconds before the headers (null: forever);
         # burst=true sends chunks back to back in 64 KiB writes (benchmarks), not one write each
     {"status": 429, "body": {...} | "text", "headers": {"Retry-After": "2"}, "delay": 0}
+    {"overflow": "llama-server", "limit": 4096, "prompt": 4138, "completion": 0}
+        # a context overflow in that server's words (see OVERFLOW_STYLES)
+    {"empty": true, "delay": 0}                  # 200 and SSE headers, then the body ends: no chunk at all
+
+Overflow styles, each as that server answers a request longer than its context:
+``openai`` (400, ``code: context_length_exceeded``), ``vllm`` (400, the wording of
+current releases), ``vllm-0.6`` and ``vllm-0.4`` (earlier wordings, top-level
+``object: error`` bodies), ``llama-server`` (400, ``type: exceed_context_size_error``
+with ``n_prompt_tokens`` and ``n_ctx``), ``llama-server-old`` (400, no numbers) and
+``llama-cpp-python`` (200, then nothing: its server fails inside the stream).
 
 Steps (each an object with one key)::
 
@@ -136,7 +146,13 @@ class _Compiler:
             raw = {"steps": raw}
         if not isinstance(raw, dict):
             raise _fail(where, "a list of steps or an object {steps, done?, delay?} / {status, body?, headers?}")
+        if "overflow" in raw:
+            raw = overflow_response(raw, where)
         delay = _seconds(raw.get("delay", 0), f"{where}.delay")
+        if "empty" in raw:
+            if set(raw) - {"empty", "delay"} or raw["empty"] is not True:
+                raise _fail(where, "{empty: true, delay?}")
+            return Plan(delay=delay, done=False)
         if "status" in raw:
             extra = set(raw) - {"status", "body", "headers", "delay"}
             if extra or type(raw["status"]) is not int or not 100 <= raw["status"] <= 599:
@@ -221,6 +237,72 @@ class _Compiler:
                                              function={"name": value["name"], "arguments": ""}), None)]
         ops.extend(("delta", fragment(function={"arguments": piece}), None) for piece in _split(text, split))
         return ops
+
+
+def overflow_response(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """The response (``{status, body}`` or ``{empty}``) of an ``{overflow: style, ...}`` entry."""
+    extra = set(raw) - {"overflow", "limit", "prompt", "completion", "delay"}
+    style = raw["overflow"]
+    numbers = [raw.get(k, d) for k, d in (("limit", 4096), ("prompt", 4138), ("completion", 0))]
+    if extra or style not in OVERFLOW_STYLES or any(type(n) is not int or n < 0 for n in numbers):
+        raise _fail(where, f"{{overflow: one of {sorted(OVERFLOW_STYLES)}, limit?, prompt?, completion?, delay?}}")
+    out = OVERFLOW_STYLES[style](*numbers)
+    return {**out, "delay": raw.get("delay", 0)}
+
+
+def _openai_overflow(limit: int, prompt: int, completion: int) -> dict[str, Any]:
+    return {"status": 400, "body": {"error": {
+        "message": f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+                   f"{prompt} tokens. Please reduce the length of the messages.",
+        "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}}
+
+
+def _vllm_overflow(limit: int, prompt: int, completion: int) -> dict[str, Any]:
+    return {"status": 400, "body": {"error": {
+        "message": f"This model's maximum context length is {limit} tokens. However, you requested {completion} "
+                   f"output tokens and your prompt contains at least {prompt} input tokens, for a total of at least "
+                   f"{prompt + completion} tokens. Please reduce the length of the input prompt or the number of "
+                   f"requested output tokens. (parameter=input_tokens, value={prompt})",
+        "type": "BadRequestError", "param": "input_tokens", "code": 400}}}
+
+
+def _vllm_06_overflow(limit: int, prompt: int, completion: int) -> dict[str, Any]:
+    return {"status": 400, "body": {
+        "object": "error", "type": "BadRequestError", "param": None, "code": 400,
+        "message": f"This model's maximum context length is {limit} tokens. However, your request has {prompt} "
+                   "input tokens. Please reduce the length of the input messages."}}
+
+
+def _vllm_04_overflow(limit: int, prompt: int, completion: int) -> dict[str, Any]:
+    return {"status": 400, "body": {
+        "object": "error", "type": "BadRequestError", "param": None, "code": 400,
+        "message": f"This model's maximum context length is {limit} tokens. However, you requested "
+                   f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
+                   "Please reduce the length of the messages or completion."}}
+
+
+def _llama_server_overflow(limit: int, prompt: int, completion: int) -> dict[str, Any]:
+    return {"status": 400, "body": {"error": {
+        "code": 400, "message": f"request ({prompt} tokens) exceeds the available context size ({limit} tokens), "
+                                "try increasing it",
+        "type": "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": limit}}}
+
+
+def _llama_server_old_overflow(limit: int, prompt: int, completion: int) -> dict[str, Any]:
+    return {"status": 400, "body": {"error": {
+        "code": 400, "message": "the request exceeds the available context size, try increasing it",
+        "type": "invalid_request_error"}}}
+
+
+OVERFLOW_STYLES: dict[str, Any] = {
+    "openai": _openai_overflow,
+    "vllm": _vllm_overflow,
+    "vllm-0.6": _vllm_06_overflow,
+    "vllm-0.4": _vllm_04_overflow,
+    "llama-server": _llama_server_overflow,
+    "llama-server-old": _llama_server_old_overflow,
+    "llama-cpp-python": lambda limit, prompt, completion: {"empty": True},
+}
 
 
 def sse_event(payload: dict[str, Any]) -> bytes:

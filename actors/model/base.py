@@ -36,7 +36,8 @@ class ChatMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
-    origin: str | None = None  # for user messages: prompt, mid_turn, hook, guard, automatic (never sent)
+    # Never sent. User messages: prompt, mid_turn, hook, guard, automatic; the session's system prompt: system_prompt.
+    origin: str | None = None
 
 
 @attrs.frozen
@@ -53,6 +54,9 @@ class ChatRequest:
     max_tokens: int | None = None
     purpose: str = "primary"  # "primary", "compaction" or "suggestion"
     model: str | None = None  # a per-session model name, for providers that serve several
+    # The caller's (calibrated) estimate of the prompt's tokens; a provider that checks a context window
+    # uses it rather than its own, so both judge the request alike (actors.model.estimate).
+    estimated_tokens: int | None = None
 
 
 # ----------------------------------------------------------------- stream items
@@ -114,13 +118,3 @@ class ModelProvider(Protocol):
     name: str
 
     def stream(self, request: ChatRequest) -> AbstractAsyncContextManager[AsyncIterator[StreamItem]]: ...
-
-
-def estimate_tokens(messages: tuple[ChatMessage, ...] | list[ChatMessage]) -> int:
-    """A cheap, conservative token estimate (about four characters a token)."""
-    chars = 0
-    for m in messages:
-        chars += len(m.content) + 16
-        for call in m.tool_calls:
-            chars += len(call.name) + len(str(call.arguments)) + 16
-    return chars // 4 + 1

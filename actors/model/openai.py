@@ -24,10 +24,18 @@ accumulator because servers disagree on the details of tool-call deltas:
 Tool calls and usage (the last one reported, with ``prompt_tokens_details.cached_tokens``
 when the server gives it) are yielded after the stream ends, then :class:`Finish`.
 
+A request that offers tools says ``tool_choice: "auto"``. With ``text_tool_calls``
+(settings ``model.textToolCalls``: ``"hermes"`` or ``"json"``), calls the model
+wrote as text are taken out of the content and yielded with the others
+(:mod:`.text_tools`); text that may still be a call is held back until decided.
+
 Error codes — before the commit point (``committed=False``): ``connection_error``,
 ``timeout``, ``rate_limited`` (with ``retry_after``), ``http_<status>`` for other
-non-2xx statuses below 500, ``server_error`` (5xx). After it (``committed=True``):
-``timeout``, ``stream_interrupted``, ``malformed_stream``, ``server_error``.
+non-2xx statuses below 500, ``server_error`` (5xx), ``context_overflow`` (a
+:class:`~.overflow.ContextOverflow`: the server's answer that the request is longer than its
+context, in OpenAI's, vLLM's or llama-server's words). After it (``committed=True``):
+``timeout``, ``stream_interrupted``, ``malformed_stream`` (:class:`~.overflow.EmptyResponse` when
+no chunk came at all), ``server_error``, ``context_overflow`` (an ``error`` first chunk saying so).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from __future__ import annotations
 import email.utils
 import logging
 import os
+import secrets
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -56,8 +65,11 @@ from .base import (
     ThoughtDelta,
     ToolCall,
     Usage,
-    estimate_tokens,
 )
+from .estimate import estimate_request
+from .overflow import EmptyResponse, overflow_from_chunk, overflow_from_response
+from .text_tools import STYLES as TEXT_TOOL_STYLES
+from .text_tools import TextToolCalls
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +90,9 @@ class OpenAIConfig:
     context_window: int | None = None
     max_tokens: int | None = None
     max_retries: int = 0  # retries before the commit point (429, 5xx, connection errors)
+    # Tool calls the model writes as text, for servers that don't parse them: "off", "hermes" or "json"
+    # (actors.model.text_tools).
+    text_tool_calls: str = attrs.field(default="off", validator=attrs.validators.in_(TEXT_TOOL_STYLES))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> OpenAIConfig:
@@ -127,6 +142,10 @@ def _count(v: Any) -> bool:
     return type(v) is int and v >= 0
 
 
+def _text_tool_style(v: Any) -> bool:
+    return v in TEXT_TOOL_STYLES and isinstance(v, str)
+
+
 # settings key -> (config field, check, what the check wants)
 _SETTINGS_KEYS: dict[str, tuple[str, Any, str]] = {
     "baseUrl": ("base_url", _text, "a string"),
@@ -137,6 +156,7 @@ _SETTINGS_KEYS: dict[str, tuple[str, Any, str]] = {
     "contextWindow": ("context_window", _positive_int, "a positive integer"),
     "maxTokens": ("max_tokens", _positive_int, "a positive integer"),
     "maxRetries": ("max_retries", _count, "a non-negative integer"),
+    "textToolCalls": ("text_tool_calls", _text_tool_style, f"one of {list(TEXT_TOOL_STYLES)}"),
 }
 
 
@@ -309,6 +329,11 @@ class OpenAIModel:
         """The configured window; the session compacts history before a request would exceed it."""
         return self.config.context_window
 
+    @property
+    def max_tokens(self) -> int | None:
+        """The configured answer budget; the session counts it into what a request needs."""
+        return self.config.max_tokens
+
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.aclose()
@@ -325,7 +350,9 @@ class OpenAIModel:
         max_tokens = request.max_tokens if request.max_tokens is not None else self.config.max_tokens
         window = self.config.context_window
         if window is not None:
-            needed = estimate_tokens(request.messages) + (max_tokens or 0)
+            # The caller's calibrated estimate when it gives one, so both judge a request alike.
+            prompt = request.estimated_tokens if request.estimated_tokens is not None else estimate_request(request)
+            needed = prompt + (max_tokens or 0)
             if needed > window:
                 raise ContextWindowExceeded(needed, window)
         body: dict[str, Any] = {
@@ -339,6 +366,8 @@ class OpenAIModel:
                 {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
                 for t in request.tools
             ]
+            # Said explicitly: some servers (llama-cpp-python's function-calling formats) drop the tools without it.
+            body["tool_choice"] = "auto"
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         return body
@@ -348,7 +377,7 @@ class OpenAIModel:
         """Send ``request``; entering returns once a 2xx status and headers are read."""
         content = orjson.dumps(self.request_body(request))
         response = await self._open(content)
-        items = self._items(response)
+        items = self._items(response, self._text_tool_calls(request))
         try:
             yield items
         finally:
@@ -397,14 +426,26 @@ class OpenAIModel:
         status = response.status_code
         retry_after = _retry_after(response.headers.get("retry-after"))
         detail = _error_detail(body) or response.reason_phrase
-        raise self._error(_status_code(status), f"HTTP {status} from {self._url}: {detail}",
-                          committed=False, retry_after=retry_after)
+        message = self._scrub(f"HTTP {status} from {self._url}: {detail}")
+        overflow = overflow_from_response(status, body, message)
+        if overflow is not None:
+            raise overflow
+        raise self._error(_status_code(status), message, committed=False, retry_after=retry_after)
 
-    async def _items(self, response: httpx.Response) -> AsyncIterator[StreamItem]:
+    def _text_tool_calls(self, request: ChatRequest) -> TextToolCalls | None:
+        """The text tool-call parser for this request, when the setting asks for one and tools are offered."""
+        style = self.config.text_tool_calls
+        if style == "off" or not request.tools:
+            return None
+        # Ids unique across a turn's streams: the turn loop refuses a repeated call id.
+        return TextToolCalls(style, [t.name for t in request.tools], lambda: f"call_text_{secrets.token_hex(6)}")
+
+    async def _items(self, response: httpx.Response, text_calls: TextToolCalls | None = None) -> AsyncIterator[StreamItem]:
         calls = ToolCallAccumulator()
         usage: Usage | None = None
         finish: str | None = None
         chunks = 0
+        said = False  # any content (text, thought, tool call) yet
         lines = response.aiter_lines()
         try:
             async for line in lines:
@@ -428,6 +469,11 @@ class OpenAIModel:
                 chunks += 1
                 if chunk.get("error"):
                     detail = _error_detail(orjson.dumps({"error": chunk["error"]}))
+                    # Before any content it can only be about the request: an overflow, when it says so.
+                    overflow = None if said else overflow_from_chunk(chunk["error"], self._scrub(
+                        f"the server reported a context overflow: {detail}"))
+                    if overflow is not None:
+                        raise overflow
                     raise self._error("server_error", f"the server reported an error mid-stream: {detail}",
                                       committed=True)
                 for choice in chunk.get("choices") or ():
@@ -436,10 +482,13 @@ class OpenAIModel:
                     if reasoning and isinstance(reasoning, str):
                         yield ThoughtDelta(reasoning)
                     text = delta.get("content")
+                    if text and text_calls is not None and isinstance(text, str):
+                        text = text_calls.feed(text)  # what may be a call is held back until decided
                     if text:
                         yield TextDelta(text)
                     for fragment in delta.get("tool_calls") or ():
                         calls.add(fragment)
+                    said = said or bool(reasoning or delta.get("content") or delta.get("tool_calls"))
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
                 if chunk.get("usage"):
@@ -447,8 +496,7 @@ class OpenAIModel:
             else:
                 if not chunks:
                     kind = response.headers.get("content-type", "?")
-                    raise self._error("malformed_stream", f"the response ended before any chunk ({kind})",
-                                      committed=True)
+                    raise EmptyResponse(f"the response ended before any chunk ({kind})")
         except httpx.TimeoutException as exc:
             raise self._error("timeout", f"the stream stalled: {type(exc).__name__}", committed=True) from None
         except httpx.DecodingError as exc:
@@ -457,6 +505,11 @@ class OpenAIModel:
             raise self._error("stream_interrupted", f"the stream was cut: {type(exc).__name__}: {exc}",
                               committed=True) from None
         accumulated = calls.calls()
+        if text_calls is not None:
+            rest = text_calls.finish()
+            if rest:
+                yield TextDelta(rest)
+            accumulated += text_calls.calls
         for call in accumulated:
             yield call
         if usage is not None:

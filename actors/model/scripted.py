@@ -14,7 +14,15 @@ raised before the stream is returned, so nothing is committed). Steps:
 ``text``, ``thought``, ``tool_call`` ``{name, arguments, id?}``, ``usage``
 ``{prompt_tokens?, completion_tokens?, total_tokens?, cached_tokens?}``,
 ``sleep`` (seconds, after commit), ``fail`` ``{code, message?}`` (the stream is
-cut after commit) and ``finish`` (a finish reason). When the responses run out
+cut after commit) and ``finish`` (a finish reason). A ``refuse`` with code
+``context_overflow`` is a :class:`~.overflow.ContextOverflow`, its limit and
+prompt count read from the message as from a server's (``"This model's maximum
+context length is 4096 tokens. However, your messages resulted in 5000
+tokens."``); the response ``{"empty": true}`` is a stream that ends before any
+item (:class:`~.overflow.EmptyResponse`, as llama-cpp-python's server answers an
+overflow). A ``context_window`` refuses, before any response is used, a request
+whose estimate (the caller's ``estimated_tokens``, else
+:func:`~.estimate.estimate_request`) exceeds it. When the responses run out
 the model refuses with ``script_exhausted`` — or, with ``"then": "demo"``, goes
 on as the demo model.
 
@@ -45,8 +53,9 @@ from .base import (
     ThoughtDelta,
     ToolCall,
     Usage,
-    estimate_tokens,
 )
+from .estimate import estimate_request
+from .overflow import ContextOverflow, EmptyResponse, overflow_from_text
 
 
 class ScriptError(ValueError):
@@ -62,6 +71,9 @@ class Sleep:
 class Fail:
     code: str
     message: str
+
+
+EMPTY = object()  # the step of an {"empty": true} response
 
 
 @attrs.frozen
@@ -127,9 +139,11 @@ def _parse_step(step: Any, where: str, counter: Callable[[], str]) -> Any:
 def parse_response(raw: Any, where: str, counter: Callable[[], str]) -> Response:
     if isinstance(raw, list):
         raw = {"steps": raw}
-    _expect(isinstance(raw, dict), where, "a list of steps or an object {steps, delay?, refuse?}")
-    extra = set(raw) - {"steps", "delay", "refuse"}
-    _expect(not extra, where, f"only steps, delay and refuse (found {sorted(extra)})")
+    _expect(isinstance(raw, dict), where, "a list of steps or an object {steps, delay?, refuse?, empty?}")
+    extra = set(raw) - {"steps", "delay", "refuse", "empty"}
+    _expect(not extra, where, f"only steps, delay, refuse and empty (found {sorted(extra)})")
+    if raw.get("empty"):
+        return Response((EMPTY,), _number(raw.get("delay", 0), f"{where}.delay"))
     steps_raw = raw.get("steps", [])
     _expect(isinstance(steps_raw, list), f"{where}.steps", "a list")
     steps = tuple(_parse_step(s, f"{where}.steps[{i}]", counter) for i, s in enumerate(steps_raw))
@@ -137,11 +151,12 @@ def parse_response(raw: Any, where: str, counter: Callable[[], str]) -> Response
     if "refuse" in raw:
         r = raw["refuse"]
         _expect(isinstance(r, dict) and "code" in r, f"{where}.refuse", "an object {code, message?}")
-        refuse = ModelError(
-            _string(r["code"], f"{where}.refuse.code"),
-            _string(r.get("message", "model refused"), f"{where}.refuse.message"),
-            committed=False,
-        )
+        code = _string(r["code"], f"{where}.refuse.code")
+        message = _string(r.get("message", "model refused"), f"{where}.refuse.message")
+        refuse = ModelError(code, message, committed=False)
+        if code == "context_overflow":
+            refuse = overflow_from_text(message, message, committed=False) or ContextOverflow(message,
+                                                                                              committed=False)
     return Response(steps, _number(raw.get("delay", 0), f"{where}.delay"), refuse)
 
 
@@ -222,7 +237,7 @@ class ScriptedModel:
     @asynccontextmanager
     async def stream(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[StreamItem]]:
         if self.context_window is not None:
-            needed = estimate_tokens(request.messages)
+            needed = request.estimated_tokens if request.estimated_tokens is not None else estimate_request(request)
             if needed > self.context_window:
                 raise ContextWindowExceeded(needed, self.context_window)
         self.calls.append(request)
@@ -244,6 +259,8 @@ async def _play(steps: tuple[Any, ...]) -> AsyncIterator[StreamItem]:
             continue
         if type(step) is Fail:
             raise ModelError(step.code, step.message, committed=True)
+        if step is EMPTY:
+            raise EmptyResponse("the response ended before any chunk (scripted)")
         await checkpoint()
         yield step
 

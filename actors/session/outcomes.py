@@ -7,6 +7,8 @@ instead, which pause the chain for a trusted retry.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from ..guard import Continue
@@ -37,9 +39,16 @@ class LoopDetected(HardStop):
 
 
 class TokenLimit(HardStop):
-    """The request does not fit the context window; nothing was sent."""
+    """The answer was cut short, or a continuation did not fit the context window and was not sent.
+
+    ``detail`` is the ``tokenLimit`` of its ``turn_complete`` (:func:`actors.wire.token_limit`).
+    """
 
     reason = "max_tokens"
+
+    def __init__(self, detail: dict[str, Any] | None = None) -> None:
+        super().__init__(detail["message"] if detail else "max_tokens")
+        self.detail = detail
 
 
 class StopHookCapReached(HardStop):

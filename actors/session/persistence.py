@@ -2,7 +2,7 @@
 
 The journal (:mod:`actors.storage.journal`) and the transcript are written as
 the session goes; this module reads them back when a session is restored,
-keeps the session record (cwd, approval mode, model name, times) current and
+keeps the session record (cwd, approval mode, model name, system-prompt layers, times) current and
 writes each folded turn of the compacted replay (:mod:`actors.events.compaction`).
 """
 
@@ -55,7 +55,8 @@ def save_record(session: Session) -> None:
         return
     store.record_write(session.session_id, {
         "sessionId": session.session_id, "cwd": session.cwd, "approvalMode": session.approval_mode,
-        "model": session.model_name, "createdAt": session.created_at, "updatedAt": session.runtime.clock_ms()})
+        "model": session.model_name, "createdAt": session.created_at, "updatedAt": session.runtime.clock_ms(),
+        **session.prompt_overrides.to_record()})
 
 
 def save_record_quietly(session: Session) -> None:

@@ -27,12 +27,12 @@ from ..background.manager import BackgroundManager
 from ..events import EventBus
 from ..guard import TodoStopGuard, is_continuation_prompt
 from ..model import ChatMessage, ChatRequest, ModelError
-from ..model.base import estimate_tokens
 from ..runtime import Runtime
 from ..settings import APPROVAL_MODES
 from ..storage.writer import JournalWriter
 from . import fifo as f
 from .chain import WorkChain
+from .context import ContextKeeper
 from .messages import (
     Cancel, ChangeCwd, GetStatus, Load, ReleaseQueuedPromptWait, Rewind, SessionMessage, SetApprovalMode, SetModel,
     Snapshot, Vote,
@@ -41,17 +41,16 @@ from .persistence import replay_segments, save_record_quietly, save_turn_replay
 from .hooks import HookResult
 from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
+from .system_prompt import PromptOverrides, with_system_prompt
 from .tools import ToolContext
 from .transcript import TranscriptError
 from .turn import Turn
-from .usage import UsageLedger, UsageMeter, read_text
+from .usage import UsageMeter, read_text
 
 log = logging.getLogger("trellis.session")
 
 DRAIN_DEADLINE = 2.0  # seconds a mid-turn drain may take before the stop path goes on without it
 LATE_DRAIN_WAIT = 30.0  # how long a late drain answer is still awaited once its turn has ended
-COMPACT_AT = 0.8  # compact history once a request would fill this share of the context window
-KEEP_AFTER_COMPACTION = 6  # recent messages kept verbatim
 SUGGESTION_DEADLINE = 30.0  # seconds a follow-up suggestion call may take
 
 
@@ -97,7 +96,8 @@ class Session:
 
     def __init__(self, runtime: Runtime, session_id: str, cwd: str, *, created_at: int | None = None,
                  history: list[ChatMessage] | None = None,
-                 approval_mode: str | None = None, model_name: str | None = None) -> None:
+                 approval_mode: str | None = None, model_name: str | None = None,
+                 prompt_overrides: PromptOverrides | None = None) -> None:
         self.runtime = runtime
         settings = runtime.settings
         self.session_id = session_id
@@ -115,6 +115,7 @@ class Session:
         self.hooks = settings.hook_config
         self.approval_mode = approval_mode or settings.approval_mode
         self.model_name: str | None = model_name
+        self.prompt_overrides = prompt_overrides or PromptOverrides()  # its own system-prompt layers
         self.current: Work | None = None
         self._aborted_before_start: str | None = None
         self._starting: str | None = None  # taken from the FIFO, work item not begun yet
@@ -134,6 +135,7 @@ class Session:
         )
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
         self.usage = UsageMeter(self.fifo, self.publish_update, runtime.clock_ms)
+        self.context = ContextKeeper(self)  # its window, estimates, compaction and overflow handling
         self.ref: ActorRef[SessionMessage] | None = None
         self.permissions = PermissionBroker(session_id, self.bus, runtime.ids)
         self.bus.on_last_unsubscribe = self._clients_left
@@ -194,6 +196,7 @@ class Session:
                 reply.send(self._set_approval_mode(mode))
             case SetModel(model, reply):
                 self.model_name = model  # no new work chain
+                self.context.model_changed()
                 save_record_quietly(self)
                 reply.send(model)
             case ChangeCwd(cwd, reply):
@@ -341,7 +344,7 @@ class Session:
         else:
             stop_reason = stop_reason or "end_turn"
             self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, stop_reason,
-                                                                 turn.usage.summary()), prompt_id)
+                                                                 turn.usage.summary(), turn.token_limit), prompt_id)
         return stop_reason, error
 
     @staticmethod
@@ -471,37 +474,6 @@ class Session:
         self.publish_update(wire.text_update("agent_message_chunk", text,
                                              {"source": "daemon", "qwenDiscreteMessage": True}), prompt_id)
 
-    def _context_window(self) -> int | None:
-        return getattr(self.provider, "context_window", None)
-
-    def needs_compaction(self, parts: tuple[tuple[str, str], ...]) -> bool:
-        window = self._context_window()
-        if not window:
-            return False
-        pending = [ChatMessage("user", text) for _, text in parts]
-        return estimate_tokens(self.history + pending) > window * COMPACT_AT
-
-    async def compact_history(self, prompt_id: str, usage: UsageLedger | None = None) -> bool:
-        """Summarise older history with a model call (counted for ``prompt_id``); ``False`` when that fails."""
-        keep = KEEP_AFTER_COMPACTION
-        # Never split an assistant message from its tool results.
-        while keep < len(self.history) and self.history[-keep].role == "tool":
-            keep += 1
-        older, recent = self.history[:-keep], self.history[-keep:]
-        if not older:
-            return False
-        request = ChatRequest((ChatMessage("system", "Summarise this conversation for your own later use."),
-                               *older), purpose="compaction", model=self.model_name)
-        try:
-            summary = await read_text(self.usage, self.provider, request, prompt_id, usage)
-        except Exception as exc:  # any failure is a compaction failure; the caller decides what it means
-            log.info("compaction failed in session %s: %s", self.session_id, exc)
-            return False
-        self.history = [ChatMessage("user", f"[Summary of the earlier conversation]\n{summary}", origin="summary"),
-                        *recent]
-        self.transcript.rewrite(self.history)
-        return True
-
     async def _suggest_followups(self, prompt_id: str) -> None:
         """Opt-in follow-up suggestions after a completed foreground turn.
 
@@ -513,8 +485,9 @@ class Session:
         assert self.fifo_ref is not None
         if (await self.fifo_ref.ask(f.Statistics))["queuedCount"]:
             return
-        request = ChatRequest((*self.history, ChatMessage("user", "Suggest up to three short follow-up prompts, "
-                                                                  "one per line.")),
+        # The system prompt first, as the turn's requests have it: a server's prefix cache then covers the history.
+        request = ChatRequest(with_system_prompt(self, (*self.history, ChatMessage(
+            "user", "Suggest up to three short follow-up prompts, one per line."))),
                               purpose="suggestion", model=self.model_name)
         text = ""
         async with self.work_item(prompt_id, "suggestion"):
@@ -633,4 +606,5 @@ class Session:
             "queuedPromptPriority": self.chain.queued_prompt_priority,
             "sandbox": self.runtime.sandbox.kind,  # what model-run commands of this session run in
             "usage": self.usage.summary(),  # model calls and tokens since the session began, by source
+            "context": self.context.status(),  # the window, the last request's estimate and its calibration
         }

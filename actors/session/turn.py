@@ -19,8 +19,10 @@ import trio
 from .. import wire
 from ..guard import Continue, Exhausted, continuation_prompt, continuation_update, exhaustion_update
 from ..model import (
-    ChatMessage, ChatRequest, ContextWindowExceeded, ModelError, TextDelta, ThoughtDelta, ToolCall, Usage,
+    ChatMessage, ContextWindowExceeded, Finish, ModelError, TextDelta, ThoughtDelta, ToolCall, Usage,
 )
+from ..model.overflow import ContextOverflow
+from .context import CUT_REASONS, pending_messages, primary_request
 from .hooks import run_hooks
 from .outcomes import ORDINARY, HardStop, LoopDetected, PostToolUseStop, Send, TokenLimit, mid_turn_parts
 from .stop import at_natural_stop
@@ -44,6 +46,7 @@ class Turn:
         self._tool_calls = 0
         self._repeated_failure = ("", 0)
         self.usage = UsageLedger()  # this work item's model calls (its terminal event carries them)
+        self.token_limit: dict | None = None  # why the turn stopped max_tokens (its turn_complete carries it)
 
     # ------------------------------------------------------------- the loop
 
@@ -66,6 +69,9 @@ class Turn:
             return "end_turn"
         except HardStop as stop:
             self.session.chain.guard.suspend()  # every hard terminal path suspends the chain, here
+            if isinstance(stop, TokenLimit) and stop.detail is not None:
+                self.token_limit = stop.detail
+                self.session.publish_notice(stop.detail["message"], self.prompt_id)
             return stop.reason
         finally:
             self.session.close_dangling_tool_calls()
@@ -87,8 +93,21 @@ class Turn:
             if checked is None:
                 return None
             send = checked
-        pending = [ChatMessage("user", text, origin=origin) for origin, text in send.parts]
-        request = ChatRequest(tuple(session.history) + tuple(pending), session.tools.specs(), model=session.model_name)
+        try:
+            return await self.stream_once(send)
+        except ContextOverflow as overflow:
+            send = await session.context.recover(self, send, overflow)  # learnt, compacted: one more try
+        try:
+            return await self.stream_once(send)
+        except ContextOverflow as overflow:
+            raise session.context.refuse(None, overflow.message) from None
+
+    async def stream_once(self, send: Send) -> tuple[Send, list[ToolCall]]:
+        """Send ``send`` once; a :class:`ContextOverflow` answer leaves the conversation as it was."""
+        session = self.session
+        pending = pending_messages(send)
+        request = session.context.stamp(primary_request(session, (*session.history, *pending)))
+        finish: str | None = None
         text: list[str] = []
         calls: list[ToolCall] = []
         committed = False
@@ -99,6 +118,7 @@ class Turn:
         try:
             async with session.provider.stream(request) as stream:  # the commit point
                 committed = True
+                session.context.sent(request)
                 for message in pending:
                     session.append_message(message)
                 if send.guard is not None:
@@ -114,26 +134,35 @@ class Turn:
                         calls.append(item)
                     elif kind is Usage:
                         usage = item
-        except ContextWindowExceeded:
-            self._keep_unsent(pending)
-            raise TokenLimit() from None
-        except ModelError:
+                    elif kind is Finish:
+                        finish = item.reason
+        except (ContextWindowExceeded, ModelError) as exc:
+            overflow = session.context.take_overflow(exc, request)
+            if overflow is not None:
+                if committed:
+                    session.context.take_back(len(pending))  # the stream carried nothing: the input goes again
+                raise overflow from None
             if not committed:
-                self._keep_unsent(pending)
+                self.keep_unsent(pending)
             session.chain.guard.pause_for_trusted_retry()  # API/network errors keep state for a trusted retry
             raise
         except trio.Cancelled:
             if not committed:
-                self._keep_unsent(pending)
+                self.keep_unsent(pending)
             raise
         finally:
             if committed:  # a committed stream is a call, also when it failed or was cancelled
                 session.usage.record(self.prompt_id, source, usage, started, self.usage)
+        session.context.observe(request, usage)
         self.last_text = "".join(text)
+        if finish in CUT_REASONS:
+            # Cut short: the text stays for the user to see continued; calls it may have cut are not run.
+            session.append_message(ChatMessage("assistant", self.last_text))
+            raise TokenLimit(session.context.answer_cut(request, usage, self.last_text, finish))
         session.append_message(ChatMessage("assistant", self.last_text, tuple(calls)))
         return send, calls
 
-    def _keep_unsent(self, pending: list[ChatMessage]) -> None:
+    def keep_unsent(self, pending: list[ChatMessage]) -> None:
         """An unsent continuation keeps its user input, minus the guard's text."""
         for message in pending:
             if message.origin != "guard":
@@ -168,18 +197,9 @@ class Turn:
         return send
 
     async def fit_context(self, send: Send) -> Send | None:
-        """Compact older history when the next request would not fit; a failure suspends the chain."""
-        session = self.session
-        late_attempt = send.guard is not None and send.guard.attempt > 1
-        if late_attempt or self.hook_blocks > 1 or not session.needs_compaction(send.parts):
-            return send
-        if await session.compact_history(self.prompt_id, self.usage):
-            return send
-        if send.guard is None:
-            return send  # an ordinary send goes on; the provider refuses it if it still does not fit
-        session.chain.guard.suspend()
-        rest = send.without_guard()
-        return rest if rest.hook else None
+        """Compact (and cut) history when the next request would not fit (:mod:`.context`); a failed
+        compaction before a guard send suspends the chain; input that cannot fit is refused."""
+        return await self.session.context.fit(self, send)
 
     # ------------------------------------------------------------- tools
 

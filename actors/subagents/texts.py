@@ -32,6 +32,17 @@ SIGNAL_HINT = (
 )
 
 
+def subagent_system_prompt(brief: str, goal: str | None) -> str:
+    """What a ``session`` runner's child session adds to its system prompt: who it is working for."""
+    lines = ["# Subagent",
+             "You are a subagent: a parent agent started you for one task and sees only what you report. "
+             "Your brief:", brief.strip()]
+    if goal is not None:
+        lines.append(f"Goal: {goal.strip()}")
+    lines.append(SIGNAL_HINT)
+    return "\n".join(lines)
+
+
 def first_brief(brief: str, goal: str | None) -> str:
     """What the first turn is told."""
     if goal is None:

@@ -62,8 +62,8 @@ async def test_todo_write_tool_call_then_text_round_trips_through_the_real_wire(
     assert "todo_write" in [t["function"]["name"] for t in first["tools"]]
     assert fake.requests[0].headers["authorization"] == f"Bearer {KEY}"
     roles = [m["role"] for m in second["messages"]]
-    assert roles == ["user", "assistant", "tool"]
-    assistant, tool = second["messages"][1], second["messages"][2]
+    assert roles == ["system", "user", "assistant", "tool"]
+    assistant, tool = second["messages"][2], second["messages"][3]
     assert assistant["tool_calls"][0]["id"] == "call_1"
     assert assistant["tool_calls"][0]["function"]["name"] == "todo_write"
     assert tool["tool_call_id"] == "call_1" and "write tests" in tool["content"]
@@ -125,7 +125,8 @@ async def test_cancelling_a_prompt_closes_the_upstream_stream(nursery):
                 await fake.disconnected.wait()
 
 
-async def test_context_window_refusal_is_max_tokens_and_nothing_is_sent(nursery):
+async def test_context_window_refusal_is_a_context_overflow_and_nothing_is_sent(nursery):
+    # (More in tests/e2e/test_context_limits.py.)
     fake = FakeOpenAI()
     url = await nursery.start(fake.serve)
     model = OpenAIModel(OpenAIConfig(base_url=url, api_key=KEY, context_window=20))
@@ -134,7 +135,10 @@ async def test_context_window_refusal_is_max_tokens_and_nothing_is_sent(nursery)
             sid = (await client.post("/session", json={})).json()["sessionId"]
             pid = (await client.post(f"/session/{sid}/prompt", json=prompt("x" * 400))).json()["promptId"]
             record = await wait_turn(client, sid, pid)
-            assert (record["state"], record["stopReason"]) == ("completed", "max_tokens")
+            assert record["state"] == "error"
+            events = await collect(client, sid, headers={"Last-Event-ID": "0"}, until="replay_complete")
+    [error] = [f for f in events if f["type"] == "turn_error"]
+    assert error["data"]["code"] == "context_overflow" and "20 tokens" in error["data"]["message"]
     assert fake.requests == []
 
 

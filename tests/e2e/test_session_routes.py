@@ -115,7 +115,9 @@ async def test_creating_an_id_with_a_transcript_on_disk_restores_that_conversati
             assert on_disk == 4 and status["historyLength"] == on_disk
             await run(client, "keep", "third")
             entries = (await client.get("/session/keep/transcript")).json()["entries"]
-    assert [m.content for m in second_model.calls[0].messages] == ["first", "one", "second", "two", "third"]
+    system, *restored = second_model.calls[0].messages  # the system prompt is rendered, never restored
+    assert system.role == "system"
+    assert [m.content for m in restored] == ["first", "one", "second", "two", "third"]
     assert [e["message"]["content"] for e in entries] == ["first", "one", "second", "two", "third", "three"]
 
 

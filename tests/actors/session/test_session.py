@@ -55,7 +55,9 @@ async def test_cancel_ends_the_running_prompt_as_cancelled_and_the_next_one_runs
             assert (await session.turn(first))["state"] == "cancelled"
             assert trio.current_time() < 100
             # The cancelled turn's prompt stays in the conversation; its unfinished answer does not.
-            assert [m.content for m in model.calls[1].messages] == ["slow", "fast"]
+            system, *sent = model.calls[1].messages
+            assert system.role == "system"
+            assert [m.content for m in sent] == ["slow", "fast"]
 
 
 async def test_cancel_of_a_tool_loop_answers_dangling_tool_calls(autojump_clock):
@@ -74,7 +76,7 @@ async def test_cancel_of_a_tool_loop_answers_dangling_tool_calls(autojump_clock)
             await session.prompt("again")
             await events_until(sub, "turn_complete")
             roles = [(m.role, m.tool_call_id) for m in model.calls[2].messages]
-            assert roles == [("user", None), ("assistant", None), ("tool", "c1"), ("user", None)]
+            assert roles == [("system", None), ("user", None), ("assistant", None), ("tool", "c1"), ("user", None)]
 
 
 async def test_a_crashing_session_is_contained_and_reports_it(autojump_clock):

@@ -94,6 +94,10 @@ async def guard_session(model: ScriptedModel, settings: Settings | None = None, 
     async with open_daemon(settings or guard_settings(), model=model, ids=CountingIds(), now=virtual_now,
                            tools=tools, workspace=workspace, state_dir=state_dir) as daemon:
         session, _ = await daemon.create_session()
+        if model.context_window is not None:
+            # A test's window is room for the conversation: the system prompt and the tool schemas,
+            # which every request carries and every estimate counts, come on top.
+            model.context_window += (await session.status())["context"]["baseTokens"]
         yield session
 
 
