@@ -147,12 +147,13 @@ def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | 
         else:
             values[field] = value
     if "hooks" in values:
-        from .session.hooks import HookConfigError, parse_hooks
+        from .session.hooks import HookConfigError, parse_hooks, unknown_events
 
         try:
             parse_hooks(values["hooks"])
         except HookConfigError as exc:
             raise SettingsError(f"{source}: {exc}") from None
+        warnings.extend(f"{source}: unknown hook event {e!r} ignored" for e in unknown_events(values["hooks"]))
     if "subagents" in values:
         from .subagents.registry import SubagentConfig
 

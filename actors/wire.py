@@ -189,10 +189,14 @@ def tool_call_update(
 
 
 def turn_complete(session_id: str, prompt_id: str, stop_reason: str,
-                  usage: dict[str, Any] | None = None, token_limit: dict[str, Any] | None = None) -> dict[str, Any]:
+                  usage: dict[str, Any] | None = None, token_limit: dict[str, Any] | None = None,
+                  hook_stop_reason: str | None = None) -> dict[str, Any]:
     """``usage``: the turn's :func:`usage_summary`, when its model reported any; ``token_limit``: why a
-    ``max_tokens`` turn stopped (:func:`token_limit`)."""
+    ``max_tokens`` turn stopped (:func:`token_limit`); ``hook_stop_reason``: a hook ended the turn
+    (``continue: false``'s ``stopReason``, or a UserPromptSubmit block's reason)."""
     data = {"sessionId": session_id, "stopReason": stop_reason, "promptId": prompt_id}
+    if hook_stop_reason is not None:
+        data["hookStopReason"] = hook_stop_reason
     if usage is not None:
         data["usage"] = usage
     if token_limit is not None:
@@ -303,9 +307,14 @@ def background_task(session_id: str, task_id: str, status: str, **fields: Any) -
     return {"sessionId": session_id, "taskId": task_id, "status": status, **fields}
 
 
-def hook_result(session_id: str, hook_event: str, system_messages: list[str], failures: list[str]) -> dict[str, Any]:
-    return {"sessionId": session_id, "hookEvent": hook_event, "systemMessages": system_messages,
+def hook_result(session_id: str, hook_event: str, system_messages: list[str], failures: list[str],
+                stop_reason: str | None = None) -> dict[str, Any]:
+    """``stopReason``: a hook's ``continue: false`` ended the turn, and said why (or a default)."""
+    data = {"sessionId": session_id, "hookEvent": hook_event, "systemMessages": system_messages,
             "failures": failures}
+    if stop_reason is not None:
+        data["stopReason"] = stop_reason
+    return data
 
 
 def followup_suggestion(session_id: str, prompt_id: str, suggestions: list[str]) -> dict[str, Any]:

@@ -70,7 +70,7 @@ def configured_commands(settings: Settings) -> list[str]:
     """Every command ``settings.hooks`` declares, in order (each once)."""
     config = settings.hook_config
     out: list[str] = []
-    for group in (*config.stop, *config.post_tool_use):
+    for group in config.all_groups():
         for command in group.commands:
             if command.command not in out:
                 out.append(command.command)

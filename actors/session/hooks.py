@@ -1,17 +1,19 @@
-"""External command hooks: ``Stop`` and ``PostToolUse``, in the Claude Code hook contract.
+"""External command hooks in the Claude Code hook contract: settings, matching, running.
 
-Settings (``hooks`` in the settings file)::
+Settings (``hooks`` in the settings file, Claude Code's own ``hooks`` block)::
 
     {"Stop": [{"hooks": [{"type": "command", "command": "./check.sh", "timeout": 30}]}],
-     "PostToolUse": [{"matcher": "shell|todo_write", "hooks": [{"type": "command", "command": "..."}]}]}
+     "PreToolUse": [{"matcher": "Bash|todo_write", "hooks": [{"type": "command", "command": "..."}]}]}
 
-A command gets JSON on stdin (``session_id``, ``transcript_path``, ``cwd``,
-``hook_event_name``, and per event ``stop_hook_active`` + ``last_assistant_message``
-or ``tool_name`` + ``tool_input`` + ``tool_response``). It blocks a stop with
-stdout ``{"decision": "block", "reason": ...}`` or exit code 2 (stderr is the
-reason); ``{"continue": false}`` stops the chain. Anything else — another exit
-code, bad JSON, a timeout, a command that cannot start — fails open and is
-reported, never blocking.
+Events: ``Stop``, ``PreToolUse``, ``PostToolUse``, ``UserPromptSubmit``, ``SessionStart``,
+``SessionEnd`` (others are warned about by the settings loader and ignored). A command gets JSON on
+stdin (:func:`.hook_events.payload`); its exit code 2 blocks with stderr as the reason, exit 0
+with a JSON object says ``decision``/``reason``, ``continue``/``stopReason``, ``systemMessage`` and
+``hookSpecificOutput`` (``additionalContext``, ``permissionDecision``, ``updatedInput``), folded into
+one :class:`HookResult`; what each event does with it is :mod:`.hook_events`'s. Anything else —
+another exit code, bad JSON, a timeout, a command that cannot start — fails open and is reported,
+never blocking. Matchers are regular expressions over the tool name, or Claude Code's name for it
+(:data:`CLAUDE_ALIASES`).
 
 A hook runs in its own process group, with the same markers as a model-run
 command (:mod:`actors.process.markers`): when it times out or is cancelled,
@@ -55,13 +57,51 @@ class HookGroup:
     commands: tuple[HookCommand, ...]
 
     def matches(self, tool_name: str | None) -> bool:
-        return self.matcher is None or tool_name is None or bool(self.matcher.fullmatch(tool_name))
+        if self.matcher is None or tool_name is None:
+            return True
+        return any(self.matcher.fullmatch(name) for name in (tool_name, *CLAUDE_NAMES.get(tool_name, ())))
+
+
+# Claude Code's tool names, as matchers name them, for ours: a matcher matches a tool by its own
+# name or by any of these (``Bash`` and ``Write|Edit`` fire for ``shell``...). The one alias table.
+CLAUDE_ALIASES: dict[str, tuple[str, ...]] = {
+    "Bash": ("shell",),
+    "BashOutput": ("shell_output",),
+    "KillShell": ("kill_task",),
+    "Read": ("shell",),   # no file tools of our own: the model reads, writes, edits and searches with shell
+    "Write": ("shell",),
+    "Edit": ("shell",),
+    "MultiEdit": ("shell",),
+    "Glob": ("shell",),
+    "Grep": ("shell",),
+    "TodoWrite": ("todo_write",),
+    "Task": ("agent",),
+}
+CLAUDE_NAMES: dict[str, tuple[str, ...]] = {}
+for _claude, _ours in CLAUDE_ALIASES.items():
+    for _name in _ours:
+        CLAUDE_NAMES[_name] = (*CLAUDE_NAMES.get(_name, ()), _claude)
+
+EVENTS = {"Stop": "stop", "PostToolUse": "post_tool_use", "PreToolUse": "pre_tool_use",
+          "UserPromptSubmit": "user_prompt_submit", "SessionStart": "session_start", "SessionEnd": "session_end"}
 
 
 @attrs.frozen
 class HooksConfig:
     stop: tuple[HookGroup, ...] = ()
     post_tool_use: tuple[HookGroup, ...] = ()
+    pre_tool_use: tuple[HookGroup, ...] = ()
+    user_prompt_submit: tuple[HookGroup, ...] = ()
+    session_start: tuple[HookGroup, ...] = ()
+    session_end: tuple[HookGroup, ...] = ()
+
+    def all_groups(self) -> tuple[HookGroup, ...]:
+        return tuple(g for name in EVENTS.values() for g in getattr(self, name))
+
+
+def unknown_events(raw: Any) -> list[str]:
+    """Hook events in ``raw`` this daemon does not run (warned about at start, then ignored)."""
+    return [key for key in raw if key not in EVENTS] if isinstance(raw, dict) else []
 
 
 def parse_hooks(raw: Any, where: str = "hooks") -> HooksConfig:
@@ -70,12 +110,12 @@ def parse_hooks(raw: Any, where: str = "hooks") -> HooksConfig:
     if not isinstance(raw, dict):
         raise HookConfigError(f"{where}: expected an object keyed by hook event")
     groups: dict[str, tuple[HookGroup, ...]] = {}
-    for event in ("Stop", "PostToolUse"):
+    for event, field in EVENTS.items():
         entries = raw.get(event, [])
         if not isinstance(entries, list):
             raise HookConfigError(f"{where}.{event}: expected a list of hook groups")
-        groups[event] = tuple(_group(e, f"{where}.{event}[{i}]") for i, e in enumerate(entries))
-    return HooksConfig(groups["Stop"], groups["PostToolUse"])
+        groups[field] = tuple(_group(e, f"{where}.{event}[{i}]") for i, e in enumerate(entries))
+    return HooksConfig(**groups)
 
 
 def _group(raw: Any, where: str) -> HookGroup:
@@ -117,6 +157,10 @@ class HookResult:
     stop_reason: str | None = None
     system_messages: tuple[str, ...] = ()
     failures: tuple[str, ...] = ()  # fail-open problems, reported to clients
+    contexts: tuple[str, ...] = ()  # hookSpecificOutput.additionalContext, for the model
+    permission: str | None = None  # PreToolUse: the strictest permissionDecision (deny > ask > allow)
+    permission_reason: str | None = None
+    updated_input: Any = None  # PreToolUse: hookSpecificOutput.updatedInput (the last one given)
 
     @property
     def blocked(self) -> bool:
@@ -124,16 +168,22 @@ class HookResult:
 
 
 async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd: str,
-                    tool_name: str | None = None, runner: Any = None) -> HookResult:
+                    tool_name: str | None = None, runner: Any = None, *,
+                    plain_context: bool = False) -> HookResult:
     """Run every matching command hook of one event, one after another.
 
-    ``runner`` starts one command (default: a real subprocess with its timeout).
+    ``runner`` starts one command (default: a real subprocess with its timeout). With
+    ``plain_context`` (UserPromptSubmit, SessionStart) stdout that is not JSON is context.
     """
     start = runner or _run_one
     blocks: list[str] = []
     messages: list[str] = []
     failures: list[str] = []
     stop_chain, stop_reason = False, None
+    contexts: list[str] = []
+    permission: str | None = None
+    permission_reason: str | None = None
+    updated_input: Any = None
     data = json.dumps(payload).encode()
     for group in groups:
         if not group.matches(tool_name):
@@ -151,6 +201,9 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
                 failures.append(f"{hook.command!r} exited with {code}: {stderr.strip()[:500]}")
                 continue
             parsed = _parse_output(stdout)
+            if isinstance(parsed, str) and plain_context:
+                contexts.append(stdout.strip())
+                continue
             if isinstance(parsed, str):
                 failures.append(f"{hook.command!r}: {parsed}")
                 continue
@@ -163,7 +216,23 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
             if parsed.get("decision") == "block":
                 reason = parsed.get("reason")
                 blocks.append(reason if isinstance(reason, str) and reason else "blocked by a hook")
-    return HookResult(tuple(blocks), stop_chain, stop_reason, tuple(messages), tuple(failures))
+            specific = parsed.get("hookSpecificOutput")
+            if not isinstance(specific, dict):
+                continue
+            if isinstance(specific.get("additionalContext"), str) and specific["additionalContext"]:
+                contexts.append(specific["additionalContext"])
+            decision = specific.get("permissionDecision")
+            if decision in PERMISSION_RANK and PERMISSION_RANK[decision] > PERMISSION_RANK.get(permission, -1):
+                permission = decision
+                reason = specific.get("permissionDecisionReason")
+                permission_reason = reason if isinstance(reason, str) and reason else None
+            if isinstance(specific.get("updatedInput"), dict):
+                updated_input = specific["updatedInput"]
+    return HookResult(tuple(blocks), stop_chain, stop_reason, tuple(messages), tuple(failures), tuple(contexts),
+                      permission, permission_reason, updated_input)
+
+
+PERMISSION_RANK = {"allow": 0, "ask": 1, "deny": 2}
 
 
 def _parse_output(stdout: str) -> dict[str, Any] | str:
@@ -203,4 +272,4 @@ async def _run_one(hook: HookCommand, stdin: bytes, cwd: str) -> tuple[int, str,
     return result.returncode, out, err
 
 
-__all__ = ["DEFAULT_STOP_BLOCK_CAP", "HookConfigError", "HookResult", "HooksConfig", "parse_hooks", "run_hooks"]
+__all__ = ["CLAUDE_ALIASES", "DEFAULT_STOP_BLOCK_CAP", "HookConfigError", "HookResult", "HooksConfig", "parse_hooks", "run_hooks"]

@@ -32,6 +32,12 @@ class PostToolUseStop(HardStop):
     reason = "end_turn"
 
 
+class PromptBlocked(HardStop):
+    """A UserPromptSubmit hook blocked the prompt before it reached the model."""
+
+    reason = "end_turn"
+
+
 class LoopDetected(HardStop):
     """Too many tool calls in one turn, or the same call repeated."""
 

@@ -38,7 +38,7 @@ from .messages import (
     Snapshot, Vote,
 )
 from .persistence import replay_segments, save_record_quietly, save_turn_replay
-from .hooks import HookResult
+from . import hook_events
 from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
 from .system_prompt import PromptOverrides, with_system_prompt
@@ -113,6 +113,7 @@ class Session:
             self.transcript.rewrite(self.history)
         self.tools = runtime.make_tools()
         self.hooks = settings.hook_config
+        self.start_context: list[tuple[str, str]] = []  # SessionStart hooks' context, for the next prompt
         self.approval_mode = approval_mode or settings.approval_mode
         self.model_name: str | None = model_name
         self.prompt_overrides = prompt_overrides or PromptOverrides()  # its own system-prompt layers
@@ -178,6 +179,7 @@ class Session:
                 # Deleted, not shut down: its queued prompts end here, and the journal says so,
                 # or a later attach would restore and run them.
                 self.fifo.abandon_queued()
+            await hook_events.session_end(self, close_reason)
             self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
 
     def _handle(self, message: SessionMessage) -> None:
@@ -227,6 +229,7 @@ class Session:
     async def _work_loop(self) -> None:
         """One work item at a time: a queued prompt first, else an automatic item the chain allows."""
         assert self.fifo_ref is not None
+        await hook_events.session_start(self)
         while True:
             if self.shutdown_reason is not None:
                 await trio.sleep_forever()  # the daemon is shutting down: nothing new starts
@@ -344,7 +347,8 @@ class Session:
         else:
             stop_reason = stop_reason or "end_turn"
             self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, stop_reason,
-                                                                 turn.usage.summary(), turn.token_limit), prompt_id)
+                                                                 turn.usage.summary(), turn.token_limit,
+                                                                 turn.hook_stop_reason), prompt_id)
         return stop_reason, error
 
     @staticmethod
@@ -438,9 +442,11 @@ class Session:
         mode = self.approval_mode
         if mode == "plan":
             return "plan mode: execution is refused until the plan is approved"
-        if kind in self.always_denied:
+        if kind in self.always_denied:  # a user's rule, as Claude's deny rules: a hook's allow does not lift it
             return "the user denied such calls for the rest of this session"
-        if mode in ("auto-edit", "yolo") or kind in self.always_allowed:
+        if context.permission == "allow":  # a PreToolUse hook allowed it
+            return None
+        if context.permission != "ask" and (mode in ("auto-edit", "yolo") or kind in self.always_allowed):
             return None
         tool_call = {"toolCallId": context.tool_call_id, "status": "pending", "title": title, "kind": kind,
                      "rawInput": raw_input}
@@ -458,16 +464,6 @@ class Session:
         if decision.option is not None and decision.option.kind == "allow_always":
             self.always_allowed.add(kind)
         return None
-
-    def hook_payload(self, event: str, **fields: Any) -> dict[str, Any]:
-        transcript = str(self.transcript.path) if self.transcript.path else None
-        return {"session_id": self.session_id, "transcript_path": transcript, "cwd": self.cwd,
-                "hook_event_name": event, "permission_mode": self.approval_mode, **fields}
-
-    def report_hook(self, event: str, outcome: HookResult, prompt_id: str) -> None:
-        if outcome.system_messages or outcome.failures:
-            self.bus.publish("hook_result", wire.hook_result(self.session_id, event, list(outcome.system_messages),
-                                                             list(outcome.failures)), prompt_id)
 
     def publish_notice(self, text: str, prompt_id: str | None) -> None:
         """A discrete message from the daemon itself to the client (never merged with model text)."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..guard import Continue, Exhausted, continuation_prompt
 from .fifo import DrainResult
+from . import hook_events
 from .hooks import run_hooks
 from .outcomes import Send, StopHookCapReached, mid_turn_parts
 
@@ -85,14 +86,14 @@ async def stop_hooks(turn: Turn) -> tuple[str | None, DrainResult]:
         session.publish_notice(f"Stop hook blocked continuation {turn.hook_blocks} consecutive time(s); "
                                "overriding and ending the turn.", turn.prompt_id)
         raise StopHookCapReached()
-    payload = session.hook_payload("Stop", stop_hook_active=turn.hook_blocks > 0,
+    payload = hook_events.payload(session, "Stop", stop_hook_active=turn.hook_blocks > 0,
                                    last_assistant_message=turn.last_text)
     try:
         outcome = await run_hooks(groups, payload, session.cwd, runner=session.runtime.hook_runner)
     except BaseException:
         session.chain.guard.pause_for_trusted_retry()
         raise
-    session.report_hook("Stop", outcome, turn.prompt_id)
+    hook_events.report(session, "Stop", outcome, turn.prompt_id)
     reason = None
     if outcome.blocked:
         turn.hook_blocks += 1

@@ -49,6 +49,7 @@ class ToolContext:
     prompt_id: str | None
     tool_call_id: str
     services: ToolServices | None = None
+    permission: str | None = None  # a PreToolUse hook's permissionDecision: "allow" or "ask"
 
 
 class Tool(Protocol):

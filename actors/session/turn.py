@@ -23,8 +23,9 @@ from ..model import (
 )
 from ..model.overflow import ContextOverflow
 from .context import CUT_REASONS, pending_messages, primary_request
-from .hooks import run_hooks
-from .outcomes import ORDINARY, HardStop, LoopDetected, PostToolUseStop, Send, TokenLimit, mid_turn_parts
+from . import hook_events
+from .hooks import HookResult
+from .outcomes import ORDINARY, HardStop, LoopDetected, Send, TokenLimit, mid_turn_parts
 from .stop import at_natural_stop
 from .todo import TODO_WRITE, parse_todo_envelope, unfinished_count
 from .tools import ToolContext, ToolResult
@@ -47,15 +48,18 @@ class Turn:
         self._repeated_failure = ("", 0)
         self.usage = UsageLedger()  # this work item's model calls (its terminal event carries them)
         self.token_limit: dict | None = None  # why the turn stopped max_tokens (its turn_complete carries it)
+        self.hook_stop_reason: str | None = None  # why a hook ended the turn (its turn_complete carries it)
 
     # ------------------------------------------------------------- the loop
 
     async def run(self, user_text: str | None, origin: str = "prompt") -> str:
         """Run to a stop; returns the ACP stop reason (``end_turn``, ``cancelled``, ...)."""
-        if user_text is not None:
-            self.session.append_message(ChatMessage("user", user_text, origin=origin))
         send: Send | None = ORDINARY
         try:
+            if user_text is not None:
+                if self.foreground and origin == "prompt":
+                    user_text = await hook_events.user_prompt_submit(self, user_text)
+                self.session.append_message(ChatMessage("user", user_text, origin=origin))
             while send is not None:
                 streamed = await self.stream(send)
                 if streamed is None:
@@ -210,9 +214,11 @@ class Turn:
             if self._tool_calls > settings.max_tool_calls_per_turn:
                 raise LoopDetected(f"more than {settings.max_tool_calls_per_turn} tool calls in one turn")
             result = await self.run_tool(call)
-            self.session.append_message(ChatMessage("tool", result.content, tool_call_id=call.id, name=call.name))
+            hooks = await self.post_tool_use(call, result)  # after the todo observation, before the model reads it
+            content = hook_events.tool_content(result.content, hooks)
+            self.session.append_message(ChatMessage("tool", content, tool_call_id=call.id, name=call.name))
             self._note_failure(call, result)
-            await self.post_tool_use(call, result)
+            hook_events.stop_after_post_tool_use(self, hooks)
 
     def _note_failure(self, call: ToolCall, result: ToolResult) -> None:
         """The same call failing again and again (say, with the same invalid arguments) is a loop."""
@@ -241,6 +247,9 @@ class Turn:
                 return self._publish_failure(call, f"arguments are not valid JSON: {exc}")
         if tool is None:
             return self._publish_failure(call, f"unknown tool {call.name!r}")
+        arguments, permission, refusal = await hook_events.pre_tool_use(self, call, arguments)
+        if refusal is not None:
+            return self._publish_failure(call, refusal)
         trusted_todo = tool.builtin and tool.name == TODO_WRITE
         if not trusted_todo:
             session.publish_update(
@@ -248,7 +257,7 @@ class Turn:
                                       raw_input=arguments, tool_kind=tool.kind),
                 self.prompt_id,
             )
-        context = ToolContext(session.session_id, session.cwd, self.prompt_id, call.id, session)
+        context = ToolContext(session.session_id, session.cwd, self.prompt_id, call.id, session, permission)
         result = await tool.execute(context, arguments)
         if trusted_todo:
             # Observed after execution and status, before PostToolUse hooks; only a strict envelope counts.
@@ -265,17 +274,8 @@ class Turn:
         )
         return result
 
-    async def post_tool_use(self, call: ToolCall, result: ToolResult) -> None:
-        session = self.session
-        groups = session.hooks.post_tool_use
-        if not groups:
-            return
-        payload = session.hook_payload("PostToolUse", tool_name=call.name, tool_input=call.arguments,
-                                       tool_response={"content": result.content, "error": result.error})
-        outcome = await run_hooks(groups, payload, session.cwd, call.name, session.runtime.hook_runner)
-        session.report_hook("PostToolUse", outcome, self.prompt_id)
-        if outcome.stop_chain:
-            raise PostToolUseStop(outcome.stop_reason or "a PostToolUse hook stopped the chain")
+    async def post_tool_use(self, call: ToolCall, result: ToolResult) -> HookResult | None:
+        return await hook_events.post_tool_use(self, call, result)
 
     def _publish_failure(self, call: ToolCall, message: str) -> ToolResult:
         self.session.publish_update(
