@@ -63,6 +63,8 @@ async def pre_tool_use(turn: Turn, call: ToolCall, arguments: Any) -> tuple[Any,
     data = payload(session, "PreToolUse", tool_name=call.name, tool_input=arguments, tool_use_id=call.id)
     outcome = await run_hooks(groups, data, session.cwd, call.name, session.runtime.hook_runner)
     report(session, "PreToolUse", outcome, turn.prompt_id)
+    if outcome.contexts:
+        turn.pre_tool_contexts[call.id] = outcome.contexts  # shown to the model with the call's result
     if outcome.stop_chain:
         raise _stop(turn, "PreToolUse", outcome)
     if outcome.permission == "deny" or (outcome.blocked and outcome.permission is None):
@@ -86,8 +88,11 @@ async def post_tool_use(turn: Turn, call: ToolCall, result: ToolResult) -> HookR
     return outcome
 
 
-def tool_content(content: str, outcome: HookResult | None) -> str:
-    """The tool result as the model reads it: with the hooks' block reasons and added context."""
+def tool_content(content: str, outcome: HookResult | None, before: tuple[str, ...] = ()) -> str:
+    """The tool result as the model reads it: with the hooks' block reasons and added context
+    (``before``: what PreToolUse hooks added for this call)."""
+    for context in before:
+        content += f"\n\n[PreToolUse hook context: {context}]"
     if outcome is None:
         return content
     for reason in outcome.block_reasons:

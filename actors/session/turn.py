@@ -49,6 +49,7 @@ class Turn:
         self.usage = UsageLedger()  # this work item's model calls (its terminal event carries them)
         self.token_limit: dict | None = None  # why the turn stopped max_tokens (its turn_complete carries it)
         self.hook_stop_reason: str | None = None  # why a hook ended the turn (its turn_complete carries it)
+        self.pre_tool_contexts: dict[str, tuple[str, ...]] = {}  # call id -> PreToolUse additionalContext
 
     # ------------------------------------------------------------- the loop
 
@@ -215,7 +216,7 @@ class Turn:
                 raise LoopDetected(f"more than {settings.max_tool_calls_per_turn} tool calls in one turn")
             result = await self.run_tool(call)
             hooks = await self.post_tool_use(call, result)  # after the todo observation, before the model reads it
-            content = hook_events.tool_content(result.content, hooks)
+            content = hook_events.tool_content(result.content, hooks, self.pre_tool_contexts.pop(call.id, ()))
             self.session.append_message(ChatMessage("tool", content, tool_call_id=call.id, name=call.name))
             self._note_failure(call, result)
             hook_events.stop_after_post_tool_use(self, hooks)

@@ -195,6 +195,14 @@ async def test_pre_tool_use_updated_input_replaces_the_arguments(nursery, tmp_pa
     assert "rewritten" in tool_message(fake, 1) and "original" not in tool_message(fake, 1)
 
 
+async def test_pre_tool_use_context_reaches_the_model_with_the_result(nursery, tmp_path):
+    command = script(tmp_path / "pre.py", pre("allow", extra='out["additionalContext"] = "ran under policy P7"'))
+    fake, _, _, _ = await session_run(nursery, tmp_path, [[shell_call("echo hello")], [{"text": "ok"}]],
+                                      hooks("PreToolUse", command, "shell"))
+    content = tool_message(fake, 1)
+    assert "hello" in content and "ran under policy P7" in content
+
+
 async def test_pre_tool_use_ask_prompts_even_in_yolo(nursery, tmp_path):
     command = script(tmp_path / "pre.py", pre("ask", "check this one"))
     asked: list = []
