@@ -53,6 +53,7 @@ class _Base:
 class ShellTool(_Base):
     name = "shell"
     kind = "execute"
+    asks_permission = True  # it calls services.authorize itself
     description = (
         "Run a shell command in the session's working directory. By default waits for it (timeout in seconds, "
         "default 120, at most 600). With run_in_background it returns a task id at once; read the output with "
@@ -162,6 +163,7 @@ class KillTaskTool(_Base):
 class MonitorTool(_Base):
     name = "monitor"
     kind = "execute"
+    asks_permission = True
     description = (
         "Watch a command's output (or a background shell's, by task_id): new lines arrive as notifications, "
         "bursts merged, floods suppressed; it stops at its timeout (seconds, default 300) and says when the "

@@ -437,10 +437,11 @@ class Session:
 
     # ------------------------------------------------------------- services lent to tools and turns
 
-    async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any) -> str | None:
+    async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any,
+                        plan_refuses: bool = True) -> str | None:
         """Apply the approval mode to one tool call; ask the client in ``default`` mode."""
         mode = self.approval_mode
-        if mode == "plan":
+        if mode == "plan" and plan_refuses:
             return "plan mode: execution is refused until the plan is approved"
         if kind in self.always_denied:  # a user's rule, as Claude's deny rules: a hook's allow does not lift it
             return "the user denied such calls for the rest of this session"

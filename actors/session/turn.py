@@ -259,6 +259,12 @@ class Turn:
                 self.prompt_id,
             )
         context = ToolContext(session.session_id, session.cwd, self.prompt_id, call.id, session, permission)
+        if permission == "ask" and not getattr(tool, "asks_permission", False):
+            # A PreToolUse "ask" on a tool that never asks by itself: the user decides here, in any mode.
+            denied = await session.authorize(context, title=call.name, kind=tool.kind, raw_input=arguments,
+                                             plan_refuses=False)
+            if denied is not None:
+                return self._publish_failure(call, denied)
         result = await tool.execute(context, arguments)
         if trusted_todo:
             # Observed after execution and status, before PostToolUse hooks; only a strict envelope counts.

@@ -219,6 +219,26 @@ async def test_pre_tool_use_ask_prompts_even_in_yolo(nursery, tmp_path):
     assert not (tmp_path / "work" / "made").exists()
 
 
+async def test_pre_tool_use_ask_prompts_for_a_tool_that_never_asks_by_itself(nursery, tmp_path):
+    command = script(tmp_path / "pre.py", pre("ask", "a plan needs a human"))
+    asked: list = []
+
+    async def reject(client, sid, request) -> None:
+        asked.append(request)
+        vote = {"outcome": {"outcome": "selected", "optionId": "cancel"}}
+        assert (await client.post(f"/session/{sid}/permission/{request['requestId']}", json=vote)).status_code == 200
+
+    todos = {"todos": [{"id": "t1", "content": "one", "status": "in_progress"}]}
+    call = {"tool_call": {"id": "call_1", "name": "todo_write", "arguments": todos}}
+    fake, frames, _, _ = await session_run(nursery, tmp_path, [[call], [{"text": "ok"}]],
+                                           hooks("PreToolUse", command, "TodoWrite"), mode="yolo",
+                                           on_permission=reject)
+    assert asked and asked[0]["toolCall"]["title"] == "todo_write"
+    assert "denied" in tool_message(fake, 1)
+    assert not of_type(frames, "session_update") or not any(
+        f["update"].get("sessionUpdate") == "plan" for f in of_type(frames, "session_update"))  # it never ran
+
+
 async def test_pre_tool_use_allow_skips_the_prompt_in_default_mode(nursery, tmp_path):
     command = script(tmp_path / "pre.py", pre("allow"))
     fake, frames, _, _ = await session_run(nursery, tmp_path, [[shell_call("touch made")], [{"text": "ok"}]],
