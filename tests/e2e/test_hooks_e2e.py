@@ -304,6 +304,31 @@ open({str(ends)!r}, "w").write(json.dumps(data))
     assert data["hook_event_name"] == "SessionEnd" and data["reason"] == "closed"
 
 
+async def test_a_session_restored_from_disk_starts_with_source_resume(nursery, tmp_path):
+    seen = tmp_path / "sources.txt"
+    start = script(tmp_path / "start.py", f"""
+data = json.load(sys.stdin)
+open({str(seen)!r}, "a").write(data["source"] + "\\n")
+""")
+    fake = FakeOpenAI([[{"text": "first"}], [{"text": "second"}]])
+    url = await nursery.start(fake.serve)
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"hooks": hooks("SessionStart", start), "ui": {"enableFollowupSuggestions": False}}))
+    args = ("--model", "openai", "--openai-base-url", url, "--settings", str(settings))
+    with trio.fail_after(60):
+        async with daemon_process(*args, state_dir=tmp_path / "state", env=ENV) as daemon:
+            async with daemon.client(daemon.token()) as client:
+                sid = (await client.post("/session", json={"cwd": str(tmp_path)})).json()["sessionId"]
+                pid = (await client.post(f"/session/{sid}/prompt", json=prompt("remember"))).json()["promptId"]
+                await wait_turn(client, sid, pid)
+        async with daemon_process(*args, state_dir=tmp_path / "state", env=ENV) as daemon:
+            async with daemon.client(daemon.token()) as client:
+                assert (await client.post(f"/session/{sid}/load", json={})).status_code == 200
+                pid = (await client.post(f"/session/{sid}/prompt", json=prompt("and now"))).json()["promptId"]
+                await wait_turn(client, sid, pid)
+    assert seen.read_text().split() == ["startup", "resume"]
+
+
 # ----------------------------------------------------------------- settings
 
 
