@@ -1,4 +1,4 @@
-"""Strict decoding of request bodies in actors/wire.py: valid bodies, and each bad one named by path."""
+"""Strict decoding of request bodies in actors/wire/bodies.py: valid bodies, and each bad one named by path."""
 
 from __future__ import annotations
 

@@ -1,0 +1,400 @@
+"""Request bodies and content blocks, and the strict cattrs converter that decodes them."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, Literal, TypeVar
+
+import attrs
+import cattrs
+import orjson
+from cattrs.cols import list_structure_factory
+from cattrs.gen import make_dict_structure_fn, override
+from cattrs.preconf.orjson import make_converter
+
+from .errors import EXCERPT_CHARS, WireError, excerpt, shorten
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- content blocks
+
+# The longest accepted value of each free-text request field, in characters. A body may be up to
+# 10 MB (transport.app.MAX_BODY), but no model name, path or id needs to be anywhere near that, and
+# each is kept for the session's life (memory, journal, session record, events). A longer value is
+# refused with 400 ``value_too_long`` naming the field (README, *Limits on input*). Session ids are
+# checked where they are used (at most 128, ``invalid_session_id``); ``data``/``blob`` (base64) and
+# ``_meta`` are bounded only by the body.
+MAX_TEXT_CHARS = 1_000_000  # a prompt's text block or embedded resource text, a mid-turn message
+MAX_PATH_CHARS = 4096  # cwd (PATH_MAX on Linux)
+MAX_SYSTEM_PROMPT_CHARS = 200_000  # a session's systemPrompt / appendSystemPrompt (the default is ~2,400)
+MAX_URI_CHARS = 8192
+MAX_LABEL_CHARS = 4096  # a resource link's name, title, description
+MAX_MODEL_CHARS = 256
+MAX_ID_CHARS = 128  # messageId, optionId
+MAX_MIME_CHARS = 256
+MAX_JSON_DEPTH = 32  # free-form objects (_meta, annotations): their own nesting, far under orjson's 254
+_MAX_CHARS = "trellis.wire.max_chars"  # attrs metadata key: the field's limit, enforced when structuring
+
+
+def bounded(limit: int, **kwargs: Any) -> Any:
+    """An attrs field holding a string of at most ``limit`` characters on the wire."""
+    return attrs.field(metadata={_MAX_CHARS: limit}, **kwargs)
+
+
+class TooLong(ValueError):
+    """A value over its limit: a :class:`WireError` with code ``value_too_long`` (a string) or
+    ``value_too_deep`` (a free-form object nested too deeply)."""
+
+    def __init__(self, message: str, code: str = "value_too_long") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@attrs.frozen(kw_only=True)
+class TextBlock:
+    type: Literal["text"]
+    text: str = bounded(MAX_TEXT_CHARS)
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ImageBlock:
+    type: Literal["image"]
+    data: str
+    mimeType: str = bounded(MAX_MIME_CHARS)
+    uri: str | None = bounded(MAX_URI_CHARS, default=None)
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AudioBlock:
+    type: Literal["audio"]
+    data: str
+    mimeType: str = bounded(MAX_MIME_CHARS)
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ResourceLinkBlock:
+    type: Literal["resource_link"]
+    uri: str = bounded(MAX_URI_CHARS)
+    name: str = bounded(MAX_LABEL_CHARS)
+    mimeType: str | None = bounded(MAX_MIME_CHARS, default=None)
+    title: str | None = bounded(MAX_LABEL_CHARS, default=None)
+    description: str | None = bounded(MAX_LABEL_CHARS, default=None)
+    size: int | None = None
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class EmbeddedResource:
+    uri: str = bounded(MAX_URI_CHARS)
+    text: str | None = bounded(MAX_TEXT_CHARS, default=None)
+    blob: str | None = None
+    mimeType: str | None = bounded(MAX_MIME_CHARS, default=None)
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ResourceBlock:
+    type: Literal["resource"]
+    resource: EmbeddedResource
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+
+
+ContentBlock = TextBlock | ImageBlock | AudioBlock | ResourceLinkBlock | ResourceBlock
+_BLOCKS: dict[str, type] = {
+    "text": TextBlock,
+    "image": ImageBlock,
+    "audio": AudioBlock,
+    "resource_link": ResourceLinkBlock,
+    "resource": ResourceBlock,
+}
+
+
+def block_text(block: ContentBlock) -> str:
+    """The plain text a person would read for a content block."""
+    if isinstance(block, TextBlock):
+        return block.text
+    if isinstance(block, ResourceLinkBlock):
+        return f"[{block.name}]({block.uri})"
+    if isinstance(block, ResourceBlock):
+        return block.resource.text if block.resource.text is not None else f"[resource {block.resource.uri}]"
+    return f"[{block.type}]"
+
+
+# --------------------------------------------------------------------------- request bodies
+
+
+@attrs.frozen(kw_only=True)
+class CreateSessionBody:
+    cwd: str | None = bounded(MAX_PATH_CHARS, default=None)
+    sessionId: str | None = None
+    # This session's system prompt: replace the base, and/or add to it (actors.session.system_prompt).
+    systemPrompt: str | None = bounded(MAX_SYSTEM_PROMPT_CHARS, default=None)
+    appendSystemPrompt: str | None = bounded(MAX_SYSTEM_PROMPT_CHARS, default=None)
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PromptBody:
+    prompt: list[ContentBlock]
+    meta: dict[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        return "\n".join(block_text(b) for b in self.prompt)
+
+
+@attrs.frozen(kw_only=True)
+class MidTurnMessageBody:
+    message: str = bounded(MAX_TEXT_CHARS)
+    messageId: str | None = bounded(MAX_ID_CHARS, default=None)
+
+
+@attrs.frozen(kw_only=True)
+class LoadBody:
+    cwd: str | None = bounded(MAX_PATH_CHARS, default=None)
+    meta: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SelectedOutcome:
+    outcome: Literal["selected"]
+    optionId: str = bounded(MAX_ID_CHARS)
+
+
+@attrs.frozen(kw_only=True)
+class CancelledOutcome:
+    outcome: Literal["cancelled"]
+
+
+@attrs.frozen(kw_only=True)
+class PermissionVoteBody:
+    outcome: SelectedOutcome | CancelledOutcome
+
+
+@attrs.frozen(kw_only=True)
+class RewindBody:
+    turn: int
+
+
+@attrs.frozen(kw_only=True)
+class ForkBody:
+    sessionId: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CwdBody:
+    cwd: str = bounded(MAX_PATH_CHARS)
+
+
+@attrs.frozen(kw_only=True)
+class ModelBody:
+    model: str = bounded(MAX_MODEL_CHARS)
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalModeBody:
+    mode: Literal["default", "auto-edit", "yolo", "plan"]
+
+
+# --------------------------------------------------------------------------- the converter
+
+
+def _strict(kind: type) -> Any:
+    names = {int: "an integer", str: "a string", bool: "a boolean", float: "a number"}
+
+    def hook(value: Any, _: Any) -> Any:
+        ok = type(value) is kind or (kind is float and type(value) is int)
+        if not ok:
+            raise ValueError(f"expected {names[kind]}")
+        return value
+
+    return hook
+
+
+def _tagged(conv: cattrs.Converter, options: dict[str, type], what: str, field: str) -> Any:
+    """A union told apart by one tag field, with a clear error for a bad tag."""
+
+    def hook(value: Any, _: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a {what} object")
+        tag = value.get(field)
+        if tag not in options:
+            raise ValueError(f"unknown {what} {field} {excerpt(tag)}; expected one of {sorted(options)}")
+        return conv.structure(value, options[tag])
+
+    return hook
+
+
+def _strict_list(type_: Any, conv: cattrs.Converter) -> Any:
+    inner = list_structure_factory(type_, conv)
+
+    def hook(value: Any, _: Any) -> Any:
+        if not isinstance(value, list):
+            raise ValueError("expected a JSON array")
+        return inner(value, _)
+
+    return hook
+
+
+def _bounded_str(name: str, limit: int, nullable: bool) -> Any:
+    """The structure hook of a :func:`bounded` field (strict like ``_strict(str)``, plus the limit)."""
+
+    def hook(value: Any, _: Any) -> Any:
+        if value is None and nullable:
+            return None
+        if type(value) is not str:
+            raise ValueError("expected a string")
+        if len(value) > limit:
+            raise TooLong(f"{name} is longer than {limit:,} characters ({len(value):,} given)")
+        return value
+
+    return hook
+
+
+def _overrides(cls: type) -> dict[str, Any]:
+    """cattrs overrides of ``cls``: ``_meta`` on the wire for ``meta``, and the limits of bounded fields."""
+    out: dict[str, Any] = {}
+    for field in attrs.fields(cls):
+        if field.name == "meta":
+            out["meta"] = override(rename="_meta")
+        elif _MAX_CHARS in field.metadata:
+            out[field.name] = override(struct_hook=_bounded_str(field.name, field.metadata[_MAX_CHARS],
+                                                                field.default is None))
+    return out
+
+
+def json_depth(value: Any) -> int:
+    """How deeply ``value`` nests arrays and objects (a scalar is 0), counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _dict_hook(value: Any, _: Any) -> Any:
+    if not isinstance(value, dict):
+        raise ValueError("expected a JSON object")
+    if json_depth(value) > MAX_JSON_DEPTH:
+        # Free-form objects (_meta, annotations) are journalled and published as they came; orjson writes
+        # at most 254 levels, and a deeper prompt _meta crashed the session's FIFO at its journal write.
+        raise TooLong(f"nests deeper than {MAX_JSON_DEPTH} levels", "value_too_deep")
+    return value
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = make_converter(forbid_extra_keys=True)
+    for kind in (int, str, bool, float):
+        conv.register_structure_hook(kind, _strict(kind))
+    conv.register_structure_hook_func(lambda t: t == dict[str, Any], _dict_hook)
+    conv.register_structure_hook_func(lambda t: t == ContentBlock, _tagged(conv, _BLOCKS, "content block", "type"))
+    outcomes = SelectedOutcome | CancelledOutcome
+    conv.register_structure_hook_func(
+        lambda t: t == outcomes,
+        _tagged(conv, {"selected": SelectedOutcome, "cancelled": CancelledOutcome}, "permission", "outcome"),
+    )
+    conv.register_structure_hook_factory(lambda t: typing.get_origin(t) is list, _strict_list)
+    for cls in (
+        TextBlock, ImageBlock, AudioBlock, ResourceLinkBlock, EmbeddedResource, ResourceBlock,  # inner classes first
+        CreateSessionBody, PromptBody, LoadBody,
+    ):
+        # `_meta` on the wire, `meta` in Python; and the limits of bounded fields.
+        conv.register_structure_hook(
+            cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **_overrides(cls))
+        )
+        conv.register_unstructure_hook(
+            cls, cattrs.gen.make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=True, meta=override(rename="_meta"))
+        )
+    for cls in (MidTurnMessageBody, SelectedOutcome, CwdBody, ModelBody):  # bounded fields, no `_meta`
+        conv.register_structure_hook(
+            cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **_overrides(cls))
+        )
+    return conv
+
+
+converter = _make_converter()
+
+
+def _format(exc: BaseException, type_: Any) -> str:
+    if typing.get_origin(type_) is Literal:
+        return f"must be one of {list(typing.get_args(type_))}"
+    if isinstance(exc, KeyError):
+        return "required field missing"
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        first, *more = sorted(exc.extra_fields)
+        return f"unknown field {excerpt(first)}" + (f" (and {len(more)} more)" if more else "")
+    if isinstance(exc, ValueError) and not isinstance(exc, cattrs.BaseValidationError):
+        return shorten(str(exc))
+    return shorten(cattrs.v.format_exception(exc, type_))
+
+
+def _member(path: str, key: str) -> str:
+    """``path`` extended by the object member ``key``: ``$.a.key``, or ``$.a["odd key"]``."""
+    if key.isascii() and key.isidentifier():
+        return f"{path}.{shorten(key, EXCERPT_CHARS)}"
+    return f"{path}[{shorten(orjson.dumps(key).decode(), EXCERPT_CHARS)}]"
+
+
+def structure(value: Any, cls: type[T]) -> T:
+    """Structure already-parsed JSON into ``cls``, raising :class:`WireError`.
+
+    The path names the offending field itself, an unknown one included
+    (``$.prompt[0].bogus``).
+    """
+    if not isinstance(value, dict):
+        raise WireError(f"expected a JSON object, got {type(value).__name__}")
+    try:
+        return converter.structure(value, cls)
+    except cattrs.BaseValidationError as exc:
+        leaves: list[BaseException] = []  # transform_error formats each leaf once, in output order
+
+        def format_leaf(leaf: BaseException, type_: Any) -> str:
+            leaves.append(leaf)
+            return _format(leaf, type_)
+
+        first = cattrs.transform_error(exc, path="$", format_exception=format_leaf)[0]
+        message, _, path = first.rpartition(" @ ")
+        path = path.replace(".meta", "._meta")  # the Python name of the `_meta` fields
+        if leaves and isinstance(leaves[0], cattrs.ForbiddenExtraKeysError):
+            path = _member(path, min(leaves[0].extra_fields))
+        code = leaves[0].code if leaves and isinstance(leaves[0], TooLong) else "invalid_request"
+        raise WireError(message, path, code) from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise WireError(_format(exc, cls)) from None
+
+
+def decode(body: bytes, cls: type[T]) -> T:
+    """Parse a JSON body and structure it into ``cls``, raising :class:`WireError`."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise WireError(f"invalid JSON: {exc}", "$", "invalid_json") from None
+    return structure(value, cls)
+
+
+def unstructure(value: Any) -> Any:
+    return converter.unstructure(value)
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value)
+
+
+def loads(data: bytes | str) -> Any:
+    return orjson.loads(data)

@@ -1,0 +1,323 @@
+"""Events: the bus event and the one builder of each event's data (qwen serve's shapes)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+WIRE_VERSION = 1
+
+
+# --------------------------------------------------------------------------- events
+
+
+class Event:
+    """One bus event: a daemon event or an ACP ``session/update`` carried in one.
+
+    ``id`` is ``None`` for synthetic frames (replay markers, warnings), which are
+    never stored in the ring. The JSON frame is encoded once and shared by every
+    subscriber.
+    """
+
+    __slots__ = ("id", "type", "data", "prompt_id", "ts_ms", "_json")
+
+    def __init__(
+        self,
+        type: str,
+        data: dict[str, Any],
+        prompt_id: str | None = None,
+        id: int | None = None,
+        ts_ms: int = 0,
+    ) -> None:
+        self.id = id
+        self.type = type
+        self.data = data
+        self.prompt_id = prompt_id
+        self.ts_ms = ts_ms
+        self._json: bytes | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.id is not None:
+            out["id"] = self.id
+        out["v"] = WIRE_VERSION
+        out["type"] = self.type
+        if self.prompt_id is not None:
+            out["promptId"] = self.prompt_id
+        out["data"] = self.data
+        if self.ts_ms:
+            out["_meta"] = {"serverTimestamp": self.ts_ms}
+        return out
+
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = orjson.dumps(self.to_dict())
+        return self._json
+
+    @classmethod
+    def from_dict(cls, raw: Any, where: str) -> Event:
+        """An event back from its wire form (as :meth:`to_dict` wrote it); ``ValueError`` naming ``where``."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str) or not isinstance(raw.get("data"), dict):
+            raise ValueError(f"{where}: not an event (an object with a string type and an object data)")
+        prompt_id = raw.get("promptId")
+        meta = raw.get("_meta")
+        ts = meta.get("serverTimestamp") if isinstance(meta, dict) else 0
+        event_id = raw.get("id")
+        return cls(raw["type"], raw["data"], prompt_id if isinstance(prompt_id, str) else None,
+                   event_id if isinstance(event_id, int) else None, ts if isinstance(ts, int) else 0)
+
+    @property
+    def update(self) -> dict[str, Any] | None:
+        """The ACP update of a ``session_update`` event, else ``None``."""
+        if self.type == "session_update":
+            return self.data.get("update")
+        return None
+
+    def __repr__(self) -> str:
+        return f"Event(id={self.id!r}, type={self.type!r}, prompt_id={self.prompt_id!r}, data={self.data!r})"
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# Daemon event data. Each builder is the one definition of that event's shape.
+
+
+def session_update(session_id: str, update: dict[str, Any]) -> dict[str, Any]:
+    return {"sessionId": session_id, "update": update}
+
+
+def text_update(kind: str, text: str, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``agent_message_chunk`` / ``agent_thought_chunk`` / ``user_message_chunk``."""
+    update: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+    if meta:
+        update["_meta"] = meta
+    return update
+
+
+def content_update(kind: str, block: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": kind, "content": block}
+    if meta:
+        update["_meta"] = meta
+    return update
+
+
+def plan_update(todos: list[dict[str, Any]]) -> dict[str, Any]:
+    """Todos as an ACP ``plan``; the todo id travels in ``_meta``."""
+    return {
+        "sessionUpdate": "plan",
+        "entries": [
+            {"content": t["content"], "status": t["status"], "priority": "medium", "_meta": {"todoId": t["id"]}}
+            for t in todos
+        ],
+    }
+
+
+def tool_call_update(
+    kind: str, tool_call_id: str, *, title: str | None = None, status: str, raw_input: Any = None,
+    content: list[dict[str, Any]] | None = None, tool_kind: str | None = None,
+) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": kind, "toolCallId": tool_call_id, "status": status}
+    if title is not None:
+        update["title"] = title
+    if tool_kind is not None:
+        update["kind"] = tool_kind
+    if raw_input is not None:
+        update["rawInput"] = raw_input
+    if content is not None:
+        update["content"] = content
+    return update
+
+
+def turn_complete(session_id: str, prompt_id: str, stop_reason: str,
+                  usage: dict[str, Any] | None = None, token_limit: dict[str, Any] | None = None,
+                  hook_stop_reason: str | None = None) -> dict[str, Any]:
+    """``usage``: the turn's :func:`usage_summary`, when its model reported any; ``token_limit``: why a
+    ``max_tokens`` turn stopped (:func:`token_limit`); ``hook_stop_reason``: a hook ended the turn
+    (``continue: false``'s ``stopReason``, or a UserPromptSubmit block's reason)."""
+    data = {"sessionId": session_id, "stopReason": stop_reason, "promptId": prompt_id}
+    if hook_stop_reason is not None:
+        data["hookStopReason"] = hook_stop_reason
+    if usage is not None:
+        data["usage"] = usage
+    if token_limit is not None:
+        data["tokenLimit"] = token_limit
+    return data
+
+
+def token_limit(cause: str, *, answer_cut: bool, message: str, limit: int | None = None,
+                finish_reason: str | None = None) -> dict[str, Any]:
+    """``turn_complete.tokenLimit`` of a turn that stopped ``max_tokens`` (actors/session/context.py).
+
+    ``cause``: ``max_tokens`` (the answer limit, ``model.maxTokens``) or ``context_window``;
+    ``answerCut``: the model's answer was cut short (``finishReason`` as the server said it, e.g.
+    ``length``) — else the next request was not sent at all; ``limit``: that answer limit or the
+    context window, when known; ``message``: the same words as the notice the client was shown.
+    """
+    out: dict[str, Any] = {"cause": cause, "answerCut": answer_cut, "limit": limit, "message": message}
+    if finish_reason is not None:
+        out["finishReason"] = finish_reason
+    return out
+
+
+def context_status(*, window: int | None, source: str | None, base_tokens: int, estimated: int | None,
+                   reported: int | None, calibration: float | None) -> dict[str, Any]:
+    """``status.context``: the context window compaction aims at (``windowSource``: ``configured`` or
+    ``server``, learnt from an overflow answer or a cut answer), the estimate of a request with no
+    conversation (``baseTokens``: system prompt and tool schemas), the estimate of the last request
+    sent (``estimatedTokens``) and the server's count of it (``reportedTokens``, ``null`` if it gave
+    none), and ``calibration``: real over estimated tokens of the last request the server counted."""
+    return {"window": window, "windowSource": source, "baseTokens": base_tokens, "estimatedTokens": estimated,
+            "reportedTokens": reported, "calibration": calibration}
+
+
+def turn_error(session_id: str, prompt_id: str, message: str, code: str,
+               usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    data = {"sessionId": session_id, "message": message, "code": code, "promptId": prompt_id}
+    if usage is not None:
+        data["usage"] = usage
+    return data
+
+
+# Usage accounting (counted by actors/session/usage.py). One model call's figures use the names of
+# ACP's ``Usage``, as qwen-code's session puts them in ``_meta.usage``; sums add ``calls``.
+
+USAGE_SOURCES = ("primary", "todo_stop_guard", "compaction", "suggestion")
+
+
+def call_usage(input_tokens: int, output_tokens: int, total_tokens: int,
+               cached_read_tokens: int | None) -> dict[str, Any]:
+    """One call's ``Usage``; ``cachedReadTokens`` only when the server reported caching."""
+    out: dict[str, Any] = {"inputTokens": input_tokens, "outputTokens": output_tokens, "totalTokens": total_tokens}
+    if cached_read_tokens is not None:
+        out["cachedReadTokens"] = cached_read_tokens
+    return out
+
+
+def usage_update(usage: dict[str, Any], source: str, duration_ms: int) -> dict[str, Any]:
+    """A model call's usage as qwen-code's ACP session emits it (``MessageEmitter.emitUsageMetadata``):
+    an empty ``agent_message_chunk`` with ``_meta.usage`` and ``_meta.durationMs``. ``usageSource``
+    (one of :data:`USAGE_SOURCES`) is ours: what caused the call."""
+    return text_update("agent_message_chunk", "", {"usage": usage, "durationMs": duration_ms, "usageSource": source})
+
+
+def usage_tally(calls: int, input_tokens: int, output_tokens: int, cached_read_tokens: int,
+                total_tokens: int) -> dict[str, Any]:
+    """Summed calls: every committed stream is a call, whether or not its server reported tokens."""
+    return {"calls": calls, "inputTokens": input_tokens, "outputTokens": output_tokens,
+            "cachedReadTokens": cached_read_tokens, "totalTokens": total_tokens}
+
+
+def usage_summary(total: dict[str, Any], by_source: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A :func:`usage_tally` of everything, plus ``bySource``: one tally per source that made a call."""
+    return {**total, "bySource": by_source}
+
+
+def pending_prompt_added(session_id: str, prompt_id: str, text: str, queued_at: int) -> dict[str, Any]:
+    return {"sessionId": session_id, "promptId": prompt_id, "text": text, "queuedAt": queued_at}
+
+
+def pending_prompt_started(session_id: str, prompt_id: str, text: str) -> dict[str, Any]:
+    return {"sessionId": session_id, "promptId": prompt_id, "text": text}
+
+
+def pending_prompt_completed(session_id: str, prompt_id: str, state: str) -> dict[str, Any]:
+    return {"sessionId": session_id, "promptId": prompt_id, "state": state}
+
+
+def mid_turn_message_injected(session_id: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "sessionId": session_id,
+        "messages": [i["displayText"] for i in items],
+        "messageIds": [i["messageId"] for i in items],
+        "items": items,
+    }
+
+
+def permission_request(session_id: str, request_id: str, tool_call: dict[str, Any],
+                       options: list[dict[str, str]]) -> dict[str, Any]:
+    return {"requestId": request_id, "sessionId": session_id, "toolCall": tool_call, "options": options}
+
+
+def permission_resolved(session_id: str, request_id: str, outcome: dict[str, Any]) -> dict[str, Any]:
+    return {"requestId": request_id, "sessionId": session_id, "outcome": outcome}
+
+
+def background_task(session_id: str, task_id: str, status: str, **fields: Any) -> dict[str, Any]:
+    """``status``: started, output, finished, or notification_dropped."""
+    return {"sessionId": session_id, "taskId": task_id, "status": status, **fields}
+
+
+def hook_result(session_id: str, hook_event: str, system_messages: list[str], failures: list[str],
+                stop_reason: str | None = None) -> dict[str, Any]:
+    """``stopReason``: a hook's ``continue: false`` ended the turn, and said why (or a default)."""
+    data = {"sessionId": session_id, "hookEvent": hook_event, "systemMessages": system_messages,
+            "failures": failures}
+    if stop_reason is not None:
+        data["stopReason"] = stop_reason
+    return data
+
+
+def followup_suggestion(session_id: str, prompt_id: str, suggestions: list[str]) -> dict[str, Any]:
+    return {"sessionId": session_id, "promptId": prompt_id, "suggestions": suggestions}
+
+
+def mode_update(mode: str) -> dict[str, Any]:
+    return {"sessionUpdate": "current_mode_update", "currentModeId": mode}
+
+
+def session_closed(session_id: str, reason: str) -> dict[str, Any]:
+    return {"sessionId": session_id, "reason": reason}
+
+
+def state_resync_required(reason: str, last_delivered_id: int, earliest_available_id: int) -> Event:
+    return Event(
+        "state_resync_required",
+        {"reason": reason, "lastDeliveredId": last_delivered_id, "earliestAvailableId": earliest_available_id},
+    )
+
+
+def replay_complete(replayed_count: int, last_replayed_event_id: int, last_event_id: int) -> Event:
+    return Event(
+        "replay_complete",
+        {"replayedCount": replayed_count, "lastReplayedEventId": last_replayed_event_id, "lastEventId": last_event_id},
+    )
+
+
+def history_truncated(truncated_events: int, retained_events: int, *, max_bytes: int | None = None,
+                      truncated_turns: int = 0, max_events: int | None = None, scope: str | None = None) -> Event:
+    """The compacted replay (or, ``scope="live_journal"``, the running turn) lost its oldest events."""
+    data: dict[str, Any] = {"reason": "replay_window_exceeded", "truncatedEvents": truncated_events,
+                            "retainedEvents": retained_events, "fullTranscriptAvailable": True}
+    if max_bytes is not None:
+        data["maxBytes"] = max_bytes
+    if max_events is not None:
+        data["maxEvents"] = max_events
+    if truncated_turns:
+        data["truncatedTurns"] = truncated_turns
+    if scope is not None:
+        data["scope"] = scope
+    return Event("history_truncated", data)
+
+
+def slow_client_warning(queued: int, limit: int, queued_bytes: int, max_bytes: int, last_event_id: int,
+                        threshold: str) -> Event:
+    """A subscriber's live queue is three quarters full, in frames or in bytes (``threshold`` says which)."""
+    return Event("slow_client_warning", {
+        "queueSize": queued, "maxQueued": limit, "queuedBytes": queued_bytes, "maxQueuedBytes": max_bytes,
+        "lastEventId": last_event_id, "threshold": threshold,
+        "queued": queued, "limit": limit})  # the names of our first version, still read by older clients
+
+
+def client_evicted(reason: str, queued: int, limit: int, queued_bytes: int, max_bytes: int, dropped_after: int,
+                   event_bytes: int | None = None) -> Event:
+    """A subscriber fell too far behind (``reason``: ``queue_overflow`` or ``queue_bytes_overflow``)."""
+    data: dict[str, Any] = {"reason": reason, "droppedAfter": dropped_after, "queueSize": queued,
+                            "maxQueued": limit, "queuedBytes": queued_bytes, "maxQueuedBytes": max_bytes,
+                            "queued": queued, "limit": limit}
+    if event_bytes is not None:
+        data["eventBytes"] = event_bytes
+    return Event("client_evicted", data)
