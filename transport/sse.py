@@ -35,17 +35,34 @@ def encode(event: Event) -> bytes:
     return head + b"event: " + event.type.encode() + b"\ndata: " + event.json() + b"\n\n"
 
 
+BATCH_BYTES = 64 * 1024  # frames ready together are sent together, up to about this much
+
+
 async def frames(subscription: Subscription, keepalive: float = KEEPALIVE_SECONDS) -> AsyncIterator[bytes]:
-    """SSE bytes: a retry hint, then every event; keep-alive comments while idle."""
+    """SSE bytes: a retry hint, then every event; keep-alive comments while idle.
+
+    Events already queued when the stream gets to send are joined into one
+    chunk (ids and order unchanged), so a burst costs one send, not one per
+    frame; and the keep-alive timer is armed only when nothing is ready.
+    """
     try:
         yield b"retry: 3000\n\n"
         while True:
-            event = None
-            with trio.move_on_after(keepalive):
-                try:
-                    event = await subscription.get()
-                except StopAsyncIteration:
-                    return
-            yield b": keepalive\n\n" if event is None else encode(event)
+            event = subscription.get_nowait()
+            if event is None:
+                with trio.move_on_after(keepalive):
+                    try:
+                        event = await subscription.get()
+                    except StopAsyncIteration:
+                        return
+                if event is None:
+                    yield b": keepalive\n\n"
+                    continue
+            chunk = [encode(event)]
+            size = len(chunk[0])
+            while size < BATCH_BYTES and (event := subscription.get_nowait()) is not None:
+                chunk.append(encode(event))
+                size += len(chunk[-1])
+            yield b"".join(chunk)
     finally:
         subscription.close()

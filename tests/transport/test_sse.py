@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import trio
+
 from actors import EventBus
 from actors import wire
-from transport.sse import encode, parse_cursor
+from transport.sse import BATCH_BYTES, encode, frames, parse_cursor
 
 
 def test_an_event_frame_has_its_id_type_and_json() -> None:
@@ -23,3 +25,30 @@ def test_a_synthetic_frame_has_no_id_line() -> None:
 def test_cursors_are_plain_decimals_up_to_2_to_the_53() -> None:
     assert parse_cursor("42") == 42
     assert [parse_cursor(v) for v in (None, "", "-1", "4.2", "١٢", " 3", str(2**53))] == [None] * 7
+
+
+async def test_frames_ready_together_are_sent_together_in_order() -> None:
+    bus = EventBus()
+    sub = bus.subscribe()
+    events = [bus.publish("session_update", {"i": i}) for i in range(5)]
+    stream = frames(sub)
+    with trio.fail_after(5):
+        assert await stream.__anext__() == b"retry: 3000\n\n"
+        assert await stream.__anext__() == b"".join(encode(e) for e in events)  # one chunk, ids in order
+        later = bus.publish("session_update", {"i": 5})
+        assert await stream.__anext__() == encode(later)
+        await stream.aclose()
+
+
+async def test_a_batch_stops_near_its_byte_bound_and_loses_nothing() -> None:
+    bus = EventBus(max_queued_bytes=10 * BATCH_BYTES)
+    sub = bus.subscribe(max_queued=2048)
+    events = [bus.publish("session_update", {"blob": "x" * 1000}) for _ in range(200)]
+    bus.close_with("session_closed", {"sessionId": "s", "reason": "deleted"})
+    chunks = []
+    with trio.fail_after(5):
+        async for chunk in frames(sub):
+            chunks.append(chunk)
+    body = b"".join(chunks[1:])
+    assert body == b"".join(encode(e) for e in events) + encode(bus.ring[-1])
+    assert len(chunks) > 3 and all(len(c) < BATCH_BYTES + 2000 for c in chunks)
