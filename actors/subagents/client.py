@@ -22,6 +22,10 @@ class SignalRefused(Exception):
     """The endpoint did not accept this run's token (404): the run has ended or never existed."""
 
 
+class SignalUnreachable(Exception):
+    """The endpoint could not be reached or answered an HTTP error (the transport's reason in the message)."""
+
+
 def _decode(response: httpx.Response, request_id: int) -> dict[str, Any]:
     """The JSON-RPC answer to ``request_id``, from a JSON body or an SSE stream."""
     if response.headers.get("content-type", "").startswith("text/event-stream"):
@@ -41,8 +45,16 @@ async def call_signal_tool(url: str, tool: str, arguments: dict[str, Any],
                            timeout: float = TIMEOUT) -> tuple[bool, str]:
     """Call ``tool`` on the signal endpoint ``url``; ``(is_error, text)``.
 
-    Raises :class:`SignalRefused` on a 404 and ``httpx.HTTPError`` on transport failures.
+    Raises :class:`SignalRefused` on a 404 and :class:`SignalUnreachable` on transport failures,
+    so callers never see the HTTP client's own exceptions.
     """
+    try:
+        return await _call_signal_tool(url, tool, arguments, timeout)
+    except httpx.HTTPError as exc:
+        raise SignalUnreachable(f"{type(exc).__name__}: {exc}") from None
+
+
+async def _call_signal_tool(url: str, tool: str, arguments: dict[str, Any], timeout: float) -> tuple[bool, str]:
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     # trust_env=False: a proxy from the environment must never see a loopback signal URL with its token.
     async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:

@@ -15,11 +15,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import trio
 
 from ..session.tools import ToolContext, ToolResult
-from .client import SignalRefused, call_signal_tool
+from .client import SignalRefused, SignalUnreachable, call_signal_tool
 from .files import read_signal_url
 
 # ----------------------------------------------------------------- the child's signal tools
@@ -70,7 +69,9 @@ class SignalClientTool:
             is_error, text = await self._call(url, self.name, arguments)
         except SignalRefused as exc:
             return ToolResult.failure(str(exc))
-        except (httpx.HTTPError, ValueError) as exc:
+        except SignalUnreachable as exc:
+            return ToolResult.failure(f"the signal endpoint could not be reached: {exc}")
+        except ValueError as exc:  # an answer that is not a JSON-RPC result
             return ToolResult.failure(f"the signal endpoint could not be reached: {type(exc).__name__}: {exc}")
         return ToolResult.failure(text) if is_error else ToolResult(text, {"signal": self.name})
 
