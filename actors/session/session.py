@@ -37,6 +37,7 @@ from .messages import (
     Cancel, ChangeCwd, GetStatus, Load, ReleaseQueuedPromptWait, Rewind, SessionMessage, SetApprovalMode, SetModel,
     Snapshot, Vote,
 )
+from .status import status_of
 from .persistence import replay_segments, save_record_quietly, save_turn_replay
 from . import hook_events
 from .outcomes import PermissionCancelled
@@ -582,26 +583,5 @@ class Session:
             and self.chain.select_automatic() is None
 
     def status(self) -> dict[str, Any]:
-        work = self.current
-        return {
-            "sessionId": self.session_id,
-            "workspaceCwd": self.cwd,
-            "state": "running" if work else "idle",
-            "activeWorkState": work.kind if work else "idle",
-            "hasActivePrompt": bool(work and work.kind == "prompt"),
-            "currentPromptId": work.prompt_id if work else None,
-            "approvalMode": self.approval_mode,
-            "model": self.model_name,
-            "lastEventId": self.bus.last_event_id,
-            "eventEpoch": self.bus.epoch,
-            "subscribers": self.bus.subscriber_count,
-            "historyLength": len(self.history),
-            "backgroundTasks": self.background.status(),
-            "automaticQueue": len(self.background.queue),
-            "pendingPermissions": self.permissions.pending_ids,
-            "todoStopGuard": self.chain.guard.summary(),
-            "queuedPromptPriority": self.chain.queued_prompt_priority,
-            "sandbox": self.runtime.sandbox.kind,  # what model-run commands of this session run in
-            "usage": self.usage.summary(),  # model calls and tokens since the session began, by source
-            "context": self.context.status(),  # the window, the last request's estimate and its calibration
-        }
+        """``GET /session/:id/status`` (see :mod:`.status`)."""
+        return status_of(self)
