@@ -88,10 +88,16 @@ def save_turn_replay(session: Session, segment: list[Event]) -> None:
 def replay_segments(session: Session, messages: list[ChatMessage]) -> list[list[Event]]:
     """The earlier turns a restored session replays: its compacted replay, else its transcript's messages.
 
-    Raises ``StorageError`` for a replay file it cannot read.
+    A replay file that cannot be read, or holds something that is not an event, is logged and the
+    transcript's messages are replayed instead.
     """
     store = session.runtime.store
-    stored = store.replay_read(session.session_id) if store is not None else None
+    try:
+        stored = store.replay_read(session.session_id) if store is not None else None
+    except OSError as exc:  # a damaged view must not keep the conversation from coming back
+        log.error("session %s: compacted replay unreadable (%s); replaying the transcript instead",
+                  session.session_id, exc)
+        stored = None
     if stored is not None:
         where = f"compacted replay of session {session.session_id}"
         try:

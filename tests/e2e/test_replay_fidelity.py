@@ -94,3 +94,21 @@ async def test_a_restored_session_replays_its_compacted_turns_with_guard_chunks_
             await settled(client, sid, pid)
             after = await collect(client, sid, headers={"Last-Event-ID": str(len(ids))}, until="replay_complete")
             assert after[0]["id"] == len(ids) + 1 and "after the restart" in agent_text(after)
+
+
+async def test_a_damaged_replay_file_falls_back_to_the_transcript(tmp_path, scripted):
+    with trio.fail_after(60):
+        async with live_daemon(model=scripted([{"text": "noted"}], [{"text": "again"}]),
+                               state_dir=tmp_path) as (daemon, client):
+            sid = (await client.post("/session", json={})).json()["sessionId"]
+            pid = (await client.post(f"/session/{sid}/prompt",
+                                     json={"prompt": [{"type": "text", "text": "remember"}]})).json()["promptId"]
+            await settled(client, sid, pid)
+        [replay] = list((tmp_path / "sessions").glob("*.replay.jsonl"))
+        replay.write_bytes(b"{not json\n[]\n")  # a damaged line that is not the last
+        async with live_daemon(model=scripted([{"text": "again"}]), state_dir=tmp_path) as (daemon, client):
+            r = await client.post(f"/session/{sid}/load", json={})
+            assert r.status_code == 200, r.text
+            got = await collect(client, sid, headers={"Last-Event-ID": "0"}, until="replay_complete")
+            texts = [f["data"]["update"]["content"]["text"] for f in got if f["type"] == "session_update"]
+            assert texts == ["remember", "noted"]  # from the transcript
