@@ -38,6 +38,10 @@ class ChatMessage:
     name: str | None = None
     # Never sent. User messages: prompt, mid_turn, hook, guard, automatic; the session's system prompt: system_prompt.
     origin: str | None = None
+    # What is derived from the message once and reused by every request that sends it again (its token
+    # estimate, its encoded wire form): a long conversation then costs a request what is new, not all of it.
+    # Never compared, hashed or written.
+    memo: dict[str, Any] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
 
 @attrs.frozen
@@ -45,6 +49,7 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]
+    memo: dict[str, Any] = attrs.field(factory=dict, init=False, eq=False, repr=False)  # as ChatMessage.memo
 
 
 @attrs.frozen

@@ -102,7 +102,14 @@ def _arguments_text(arguments: Any) -> str:
 
 
 def message_tokens(message: ChatMessage) -> int:
-    """One message as sent: its content, tool calls and role markers."""
+    """One message as sent: its content, tool calls and role markers (estimated once per message)."""
+    tokens = message.memo.get("tokens")
+    if tokens is None:
+        tokens = message.memo["tokens"] = _message_tokens(message)
+    return tokens
+
+
+def _message_tokens(message: ChatMessage) -> int:
     tokens = MESSAGE_OVERHEAD + text_tokens(message.content)
     for call in message.tool_calls:
         tokens += CALL_OVERHEAD + text_tokens(call.name) + text_tokens(_arguments_text(call.arguments))
@@ -119,15 +126,24 @@ def tools_tokens(tools: Iterable[ToolSpec]) -> int:
     """The tool schemas as a chat template renders them (JSON in the system turn)."""
     tokens = 0
     for tool in tools:
-        schema = {"type": "function", "function": {"name": tool.name, "description": tool.description,
-                                                   "parameters": tool.parameters}}
-        tokens += TOOL_OVERHEAD + text_tokens(json.dumps(schema, ensure_ascii=False))
+        cost = tool.memo.get("tokens")
+        if cost is None:
+            schema = {"type": "function", "function": {"name": tool.name, "description": tool.description,
+                                                       "parameters": tool.parameters}}
+            cost = tool.memo["tokens"] = TOOL_OVERHEAD + text_tokens(json.dumps(schema, ensure_ascii=False))
+        tokens += cost
     return tokens + TOOLS_PREAMBLE if tokens else 0
 
 
 def estimate_request(request: ChatRequest) -> int:
     """The prompt tokens of ``request`` (not its answer), by the rules of the module doc."""
     return messages_tokens(request.messages) + tools_tokens(request.tools)
+
+
+def _extends(request: ChatRequest, counted: ChatRequest) -> bool:
+    """``request`` sends what ``counted`` sent, and more after it (compared by identity first: cheap)."""
+    n = len(counted.messages)
+    return len(request.messages) >= n and request.tools == counted.tools and request.messages[:n] == counted.messages
 
 
 @attrs.define
@@ -147,14 +163,12 @@ class Calibration:
 
     def estimate(self, request: ChatRequest) -> int:
         """The calibrated estimate of ``request``'s prompt tokens."""
-        raw = estimate_request(request)
         counted = self.counted
         if counted is None:
-            return raw
-        n = len(counted.messages)
-        if (len(request.messages) >= n and request.tools == counted.tools
-                and request.messages[:n] == counted.messages):
-            return self.reported + messages_tokens(request.messages[n:])
+            return estimate_request(request)
+        if _extends(request, counted):
+            return self.reported + messages_tokens(request.messages[len(counted.messages):])
+        raw = estimate_request(request)
         ratio = self.ratio or 1.0
         return round(raw * ratio) if ratio > 1.0 else raw
 
@@ -167,9 +181,14 @@ class Calibration:
         """The server counted ``prompt_tokens`` for ``request`` (its usage, or an overflow answer)."""
         if prompt_tokens <= 0:
             return
+        counted = self.counted
+        # A conversation's next request extends the last: only what was added is estimated.
+        if counted is not None and _extends(request, counted):
+            self.raw += messages_tokens(request.messages[len(counted.messages):])
+        else:
+            self.raw = estimate_request(request)
         self.counted = request
         self.reported = prompt_tokens
-        self.raw = estimate_request(request)
         self.last_reported = prompt_tokens
 
     def reset(self) -> None:

@@ -64,6 +64,7 @@ from .base import (
     TextDelta,
     ThoughtDelta,
     ToolCall,
+    ToolSpec,
     Usage,
 )
 from .estimate import estimate_request
@@ -165,6 +166,23 @@ _SETTINGS_KEYS: dict[str, tuple[str, Any, str]] = {
 
 def _arguments_json(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+
+
+def message_fragment(m: ChatMessage) -> orjson.Fragment:
+    """:func:`message_to_wire` encoded, once per message: a request re-sends the whole history."""
+    fragment = m.memo.get("openai")
+    if fragment is None:
+        fragment = m.memo["openai"] = orjson.Fragment(orjson.dumps(message_to_wire(m)))
+    return fragment
+
+
+def tool_fragment(t: ToolSpec) -> orjson.Fragment:
+    """A tool schema in the chat-completions shape, encoded once per spec."""
+    fragment = t.memo.get("openai")
+    if fragment is None:
+        fragment = t.memo["openai"] = orjson.Fragment(orjson.dumps(
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+    return fragment
 
 
 def message_to_wire(m: ChatMessage) -> dict[str, Any]:
@@ -346,7 +364,8 @@ class OpenAIModel:
         return ModelError(code, self._scrub(message), committed=committed, retry_after=retry_after)
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
-        """The JSON body for ``request``; raises :class:`ContextWindowExceeded` if it cannot fit."""
+        """The JSON body for ``request``, its messages and tools as fragments encoded once each
+        (``orjson.dumps`` splices them); raises :class:`ContextWindowExceeded` if it cannot fit."""
         max_tokens = request.max_tokens if request.max_tokens is not None else self.config.max_tokens
         window = self.config.context_window
         if window is not None:
@@ -357,15 +376,12 @@ class OpenAIModel:
                 raise ContextWindowExceeded(needed, window)
         body: dict[str, Any] = {
             "model": request.model or self.config.model,
-            "messages": [message_to_wire(m) for m in request.messages],
+            "messages": [message_fragment(m) for m in request.messages],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
         if request.tools:
-            body["tools"] = [
-                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-                for t in request.tools
-            ]
+            body["tools"] = [tool_fragment(t) for t in request.tools]
             # Said explicitly: some servers (llama-cpp-python's function-calling formats) drop the tools without it.
             body["tool_choice"] = "auto"
         if max_tokens is not None:

@@ -79,7 +79,7 @@ def _scrub(value: Any) -> Any:
 
 def _default(value: Any) -> Any:
     if attrs.has(type(value)):
-        return attrs.asdict(value)
+        return attrs.asdict(value, filter=lambda a, _: a.name != "memo")  # derived caches, not the value
     raise TypeError(f"{type(value).__name__} has no canonical JSON form")
 
 

@@ -67,6 +67,7 @@ class ToolRegistry:
 
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self._specs: dict[str, ToolSpec] = {}  # kept, so each request offers the same specs (their memo holds)
         for tool in tools or []:
             self.register(tool)
 
@@ -83,7 +84,14 @@ class ToolRegistry:
         return self._tools.get(name)
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        return tuple(ToolSpec(t.name, t.description, t.parameters) for t in self._tools.values())
+        out = []
+        for t in self._tools.values():
+            spec = self._specs.get(t.name)
+            if spec is None or spec.description != t.description or (
+                    spec.parameters is not t.parameters and spec.parameters != t.parameters):
+                spec = self._specs[t.name] = ToolSpec(t.name, t.description, t.parameters)
+            out.append(spec)
+        return tuple(out)
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(self._tools.values())
