@@ -431,7 +431,8 @@ class PromptFifo:
             if record.usage is None:
                 record.usage = UsageLedger()
             record.usage.add(call)
-        self._write_after({"op": "usage", "promptId": prompt_id, "usage": call.to_wire()})
+        # Accounting, not a promise: written (it survives the daemon being killed), not fsynced per call.
+        self._write_after({"op": "usage", "promptId": prompt_id, "usage": call.to_wire()}, durable=False)
         if self._journal is not None:
             self._journal.compact_if_due(self._snapshot)
 
@@ -457,15 +458,15 @@ class PromptFifo:
 
     # ------------------------------------------------------------- the journal
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: dict[str, Any], *, durable: bool = True) -> None:
         """Journal ``record`` before the change it describes; ``OSError`` when it cannot be made durable."""
         if self._journal is not None:
-            self._journal.append(record)
+            self._journal.append(record, durable=durable)
 
-    def _write_after(self, record: dict[str, Any]) -> None:
+    def _write_after(self, record: dict[str, Any], *, durable: bool = True) -> None:
         """Journal a change that goes ahead either way (a failed write is logged; a restart may redo it)."""
         try:
-            self._write(record)
+            self._write(record, durable=durable)
         except OSError as exc:
             log.error("session %s: %s", self.session_id, exc)
 

@@ -182,6 +182,8 @@ class Session:
                 self.fifo.abandon_queued()
             await hook_events.session_end(self, close_reason)
             self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
+            if self.runtime.store is not None:
+                self.runtime.store.close(self.session_id)
 
     def _handle(self, message: SessionMessage) -> None:
         match message:

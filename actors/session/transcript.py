@@ -1,9 +1,11 @@
 """Transcripts: one JSONL file per session under the state directory.
 
 Each line is one conversation message in the model-facing shape. The file is
-opened, appended and closed per message, so a thousand idle sessions hold no
-file descriptors, and a daemon restarted on the same directory loses nothing
-that was said. The Todo Stop Guard's state is deliberately never written here.
+kept open between appends by the store's :class:`~actors.storage.files.AppendFiles`
+(at most a few hundred files at a time, least recently used closed first, and
+closed with the session), and each line is one ``write(2)``, so a daemon
+restarted on the same directory loses nothing that was said. The Todo Stop
+Guard's state is deliberately never written here.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import orjson
 
 from ..model import ChatMessage, ToolCall
+from ..storage.files import AppendFiles
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
@@ -56,8 +59,9 @@ def message_from_dict(d: Any, where: str) -> ChatMessage:
 class Transcript:
     """The append-only conversation log of one session."""
 
-    def __init__(self, state_dir: Path | None, session_id: str) -> None:
+    def __init__(self, state_dir: Path | None, session_id: str, *, files: AppendFiles | None = None) -> None:
         self.path = None if state_dir is None else Path(state_dir) / "sessions" / f"{session_id}.jsonl"
+        self._files = files if files is not None else AppendFiles(limit=1)
 
     @property
     def exists(self) -> bool:
@@ -69,30 +73,7 @@ class Transcript:
     def append_record(self, record: dict[str, Any]) -> None:
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("ab+") as f:
-            end = f.seek(0, 2)
-            if end:
-                f.seek(end - 1)
-                if f.read(1) != b"\n":
-                    self._drop_torn_tail(f, end)
-            f.write(orjson.dumps(record) + b"\n")
-
-    @staticmethod
-    def _drop_torn_tail(f: Any, end: int) -> None:
-        """A crash mid-write left a partial last line: cut it, so the next line starts clean."""
-        stop = end
-        while stop > 0:  # back, a chunk at a time, to the last whole line
-            start = max(0, stop - 65536)
-            f.seek(start)
-            cut = f.read(stop - start).rfind(b"\n")
-            if cut >= 0:
-                f.truncate(start + cut + 1)
-                break
-            stop = start
-        else:
-            f.truncate(0)
-        f.seek(0, 2)
+        self._files.append(self.path, orjson.dumps(record) + b"\n", fsync=False)
 
     def records(self) -> list[dict[str, Any]]:
         """Every readable record; a torn last line (a crash mid-write) is skipped."""
@@ -124,6 +105,7 @@ class Transcript:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._files.forget(self.path)  # the open descriptor would write to the replaced file
         tmp = self.path.with_suffix(".jsonl.tmp")
         tmp.write_bytes(b"".join(orjson.dumps({"type": "message", "message": message_to_dict(m)}) + b"\n"
                                  for m in messages))

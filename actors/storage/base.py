@@ -50,8 +50,9 @@ class TranscriptLog(Protocol):
 class SessionStore(Protocol):
     def transcript(self, session_id: str) -> TranscriptLog:
         """The session's transcript (it need not exist yet)."""
-    def journal_append(self, session_id: str, record: dict[str, Any]) -> None:
-        """Append one journal record, durable (per the fsync policy) before it returns."""
+    def journal_append(self, session_id: str, record: dict[str, Any], *, durable: bool = True) -> None:
+        """Append one journal record, durable (per the fsync policy) before it returns; ``durable=False``
+        for a record no promise rests on (a model call's usage): written, not synced."""
 
     def journal_read(self, session_id: str) -> list[dict[str, Any]]:
         """Every readable record, in order; a torn last record (a crash mid-write) is dropped."""
@@ -79,3 +80,6 @@ class SessionStore(Protocol):
 
     def exists(self, session_id: str) -> bool:
         """Whether the store holds anything of ``session_id`` (journal, record or transcript)."""
+
+    def close(self, session_id: str) -> None:
+        """The session closed: release what the store holds open for it."""

@@ -32,6 +32,7 @@ import orjson
 
 from ..session.transcript import Transcript
 from .base import StorageError
+from .files import AppendFiles, fsync_directory
 
 FSYNC_POLICIES = ("always", "never")
 
@@ -44,9 +45,15 @@ class LocalStore:
             raise ValueError(f"storage.fsync must be one of {list(FSYNC_POLICIES)}, got {fsync!r}")
         self.directory = Path(state_dir) / "sessions"
         self.fsync = fsync == "always"
+        self.files = AppendFiles()  # journals, transcripts and replays stay open between appends
 
     def transcript(self, session_id: str) -> Transcript:
-        return Transcript(self.directory.parent, session_id)
+        return Transcript(self.directory.parent, session_id, files=self.files)
+
+    def close(self, session_id: str) -> None:
+        """The session closed: its files are closed too (they reopen if it is restored)."""
+        self.files.close([self._journal(session_id), self._replay(session_id),
+                          self.directory / f"{session_id}.jsonl"])
 
     def _journal(self, session_id: str) -> Path:
         return self.directory / f"{session_id}.journal.jsonl"
@@ -56,26 +63,12 @@ class LocalStore:
 
     # ------------------------------------------------------------- journal
 
-    def journal_append(self, session_id: str, record: dict[str, Any]) -> None:
-        self._append(self._journal(session_id), orjson.dumps(record) + b"\n", fsync=self.fsync)
+    def journal_append(self, session_id: str, record: dict[str, Any], *, durable: bool = True) -> None:
+        self._append(self._journal(session_id), orjson.dumps(record) + b"\n", fsync=durable and self.fsync)
 
     def _append(self, path: Path, line: bytes, *, fsync: bool) -> None:
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            created = not path.exists()
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                _cut_torn_tail(fd)
-                written = os.write(fd, line)
-                if written != len(line):  # a short write (disk full): take it back, admit nothing
-                    os.ftruncate(fd, os.fstat(fd).st_size - written)
-                    raise OSError(28, "short write (is the disk full?)")
-                if fsync:
-                    os.fsync(fd)
-                    if created:  # the file's name is durable only once its directory is
-                        _fsync_directory(self.directory)
-            finally:
-                os.close(fd)
+            self.files.append(path, line, fsync=fsync)
         except OSError as exc:
             raise StorageError(f"cannot append to {path}: {exc.strerror or exc}") from None
 
@@ -83,6 +76,7 @@ class LocalStore:
         return [r for r in _read_lines(self._journal(session_id)) if isinstance(r, dict)]
 
     def journal_rewrite(self, session_id: str, records: list[dict[str, Any]]) -> None:
+        self.files.forget(self._journal(session_id))
         replace_private(self._journal(session_id), b"".join(orjson.dumps(r) + b"\n" for r in records))
 
     # ------------------------------------------------------------- compacted replay
@@ -105,6 +99,7 @@ class LocalStore:
         return [s for s in _read_lines(path) if isinstance(s, list)]
 
     def replay_rewrite(self, session_id: str, segments: list[list[dict[str, Any]]]) -> None:
+        self.files.forget(self._replay(session_id))
         replace_private(self._replay(session_id), b"".join(orjson.dumps(s) + b"\n" for s in segments))
 
     # ------------------------------------------------------------- session record
@@ -158,30 +153,6 @@ def _read_lines(path: Path) -> list[Any]:
     return out
 
 
-def _cut_torn_tail(fd: int) -> None:
-    """A crash mid-append left a partial last line: cut it, so the next record starts clean."""
-    size = os.fstat(fd).st_size
-    if not size or os.pread(fd, 1, size - 1) == b"\n":
-        return
-    end = size
-    while end > 0:  # back, a chunk at a time, to the last whole line (a prompt body may be megabytes)
-        start = max(0, end - 65536)
-        cut = os.pread(fd, end - start, start).rfind(b"\n")
-        if cut >= 0:
-            os.ftruncate(fd, start + cut + 1)
-            return
-        end = start
-    os.ftruncate(fd, 0)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def replace_private(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically, mode exactly 0600; ``StorageError`` naming it on failure.
 
@@ -202,7 +173,7 @@ def replace_private(path: Path, data: bytes) -> None:
         finally:
             os.close(fd)
         os.replace(temporary, path)
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
     except OSError as exc:
         try:
             temporary.unlink()

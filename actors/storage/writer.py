@@ -24,9 +24,10 @@ class JournalWriter:
     def existing(self, count: int) -> None:
         self._count = count
 
-    def append(self, record: dict[str, Any]) -> None:
-        """Append ``record`` durably; raises ``StorageError`` (an ``OSError``) and changes nothing if it cannot."""
-        self._store.journal_append(self._session_id, record)
+    def append(self, record: dict[str, Any], *, durable: bool = True) -> None:
+        """Append ``record`` (synced unless ``durable=False``); raises ``StorageError`` (an ``OSError``)
+        and changes nothing if it cannot."""
+        self._store.journal_append(self._session_id, record, durable=durable)
         self._count += 1
 
     def compact_if_due(self, snapshot: Callable[[], list[dict[str, Any]]]) -> None:

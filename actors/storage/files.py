@@ -1,0 +1,121 @@
+"""Append-only files kept open between appends.
+
+A session appends to its journal, transcript and compacted replay many times
+a turn; opening each file per record cost a ``mkdir``, an ``open``, a read of
+the last byte and a ``close`` every time. :class:`AppendFiles` keeps the
+descriptor instead:
+
+- opened on the first append (``O_APPEND``, mode 0600, its directory made);
+  before each append a torn last line (a crash mid-write, by this process or
+  an earlier one) is cut — an ``fstat`` and a one-byte ``pread``;
+- kept open until the session closes (:meth:`close`), the file is replaced or
+  removed (:meth:`forget`, which a rewrite calls before its rename), or more
+  than ``limit`` files are open: then the least recently used is closed (a
+  thousand idle sessions do not hold three thousand descriptors);
+- on any error the descriptor is closed and dropped, so the next append opens
+  the file afresh.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from pathlib import Path
+
+DEFAULT_LIMIT = 256
+
+
+class AppendFiles:
+    """Open append descriptors by path, at most ``limit`` at a time (least recently used closed first)."""
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        self.limit = limit
+        self._open: OrderedDict[Path, _Handle] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def append(self, path: Path, data: bytes, *, fsync: bool) -> None:
+        """Write ``data`` at the end of ``path`` whole, then ``fsync`` it if asked; ``OSError`` if it cannot.
+
+        A short write (disk full) is cut off again before the error is raised: the
+        file is left as it was.
+        """
+        handle = self._handle(path)
+        try:
+            cut_torn_tail(handle.fd)
+            written = os.write(handle.fd, data)
+            if written != len(data):
+                os.ftruncate(handle.fd, os.fstat(handle.fd).st_size - written)
+                raise OSError(28, "short write (is the disk full?)")
+            if fsync:
+                os.fsync(handle.fd)
+                if not handle.directory_synced:  # a new file's name is durable only once its directory is
+                    fsync_directory(path.parent)
+                    handle.directory_synced = True
+        except OSError:
+            self.forget(path)
+            raise
+
+    def forget(self, path: Path) -> None:
+        """Close ``path``'s descriptor if it is open (before the file is replaced or removed)."""
+        handle = self._open.pop(path, None)
+        if handle is not None:
+            os.close(handle.fd)
+
+    def close(self, paths: list[Path]) -> None:
+        """Close the descriptors of ``paths`` (a session's files, when it closes)."""
+        for path in paths:
+            self.forget(path)
+
+    def close_all(self) -> None:
+        for path in list(self._open):
+            self.forget(path)
+
+    def _handle(self, path: Path) -> _Handle:
+        handle = self._open.get(path)
+        if handle is not None:
+            self._open.move_to_end(path)
+            return handle
+        path.parent.mkdir(parents=True, exist_ok=True)
+        existed = path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        handle = self._open[path] = _Handle(fd, directory_synced=existed)
+        while len(self._open) > self.limit:
+            _, oldest = self._open.popitem(last=False)
+            os.close(oldest.fd)
+        return handle
+
+
+class _Handle:
+    __slots__ = ("fd", "directory_synced")
+
+    def __init__(self, fd: int, *, directory_synced: bool) -> None:
+        self.fd = fd
+        self.directory_synced = directory_synced
+
+
+def cut_torn_tail(fd: int) -> None:
+    """A crash mid-append left a partial last line: cut it, so the next record starts clean."""
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    end = size
+    while end > 0:  # back, a chunk at a time, to the last whole line (a prompt body may be megabytes)
+        start = max(0, end - 65536)
+        cut = os.pread(fd, end - start, start).rfind(b"\n")
+        if cut >= 0:
+            os.ftruncate(fd, start + cut + 1)
+            return
+        end = start
+    os.ftruncate(fd, 0)
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,114 @@
+"""AppendFiles: descriptors kept open between appends, bounded, dropped on replace, closed with the session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import trio
+
+from actors import CountingIds, load_script, open_daemon
+from actors.model import ChatMessage
+from actors.storage.files import AppendFiles
+from actors.storage.local import LocalStore
+from tests.actors.session.guard.harness import run_prompt
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_file_is_opened_once_for_many_appends(tmp_path):
+    files = AppendFiles()
+    path = tmp_path / "new" / "a.jsonl"
+    before = open_fds()
+    for n in range(100):
+        files.append(path, b"%d\n" % n, fsync=False)
+    assert open_fds() == before + 1 and len(files) == 1
+    assert path.read_bytes().splitlines() == [b"%d" % n for n in range(100)]
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    files.close_all()
+    assert open_fds() == before
+
+
+def test_no_more_than_limit_files_stay_open_least_recently_used_closed_first(tmp_path):
+    files = AppendFiles(limit=3)
+    before = open_fds()
+    for name in "abcd":
+        files.append(tmp_path / name, b"x\n", fsync=False)
+    assert len(files) == 3 and open_fds() == before + 3
+    files.append(tmp_path / "a", b"y\n", fsync=True)  # "a" was closed: reopened, and "b" closes
+    assert (tmp_path / "a").read_bytes() == b"x\ny\n"
+    assert len(files) == 3
+    files.close_all()
+
+
+def test_a_torn_tail_written_behind_the_open_descriptor_is_cut_before_the_next_line(tmp_path):
+    files = AppendFiles()
+    path = tmp_path / "j.jsonl"
+    files.append(path, b'{"a":1}\n', fsync=False)
+    with open(path, "ab") as f:
+        f.write(b'{"torn')
+    files.append(path, b'{"b":2}\n', fsync=False)
+    assert path.read_bytes() == b'{"a":1}\n{"b":2}\n'
+    files.close_all()
+
+
+def test_a_limit_below_one_is_refused():
+    with pytest.raises(ValueError, match="limit must be at least 1, got 0"):
+        AppendFiles(limit=0)
+
+
+def test_a_rewritten_journal_and_transcript_take_the_next_append_in_the_new_file(tmp_path):
+    store = LocalStore(tmp_path, fsync="never")
+    store.journal_append("s", {"op": "admitted", "promptId": "a"})
+    store.journal_rewrite("s", [{"op": "admitted", "promptId": "b"}])
+    store.journal_append("s", {"op": "admitted", "promptId": "c"})
+    assert [r["promptId"] for r in store.journal_read("s")] == ["b", "c"]
+    transcript = store.transcript("s")
+    transcript.append(ChatMessage("user", "one"))
+    transcript.rewrite([ChatMessage("user", "two")])
+    transcript.append(ChatMessage("assistant", "three"))
+    assert [m.content for m in store.transcript("s").messages()] == ["two", "three"]
+    store.close("s")
+    assert len(store.files) == 0
+
+
+def test_closing_a_session_closes_its_files_and_a_later_append_reopens_them(tmp_path):
+    store = LocalStore(tmp_path, fsync="never")
+    before = open_fds()
+    store.journal_append("s", {"op": "admitted", "promptId": "a"})
+    store.transcript("s").append(ChatMessage("user", "hi"))
+    store.replay_append("s", [{"type": "turn_complete"}])
+    assert open_fds() == before + 3
+    store.close("s")
+    assert open_fds() == before
+    store.journal_append("s", {"op": "admitted", "promptId": "b"})
+    assert [r["promptId"] for r in store.journal_read("s")] == ["a", "b"]
+    store.close("s")
+
+
+async def test_a_session_holds_its_files_open_while_it_lives_and_closes_them_with_itself(tmp_path):
+    state = tmp_path / "state"
+
+    def held() -> set[str]:
+        out = set()
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith(str(state)):
+                out.add(os.path.basename(target))
+        return out
+
+    model = load_script([[{"text": "one"}], [{"text": "two"}]])
+    with trio.fail_after(30):
+        async with open_daemon(model=model, ids=CountingIds(), state_dir=state) as daemon:
+            session, _ = await daemon.create_session()
+            await run_prompt(session, "first")
+            await run_prompt(session, "second")
+            sid = session.session_id
+            assert {f"{sid}.jsonl", f"{sid}.journal.jsonl"} <= held()
+            await daemon.close_session(sid)
+            assert held() == set()
