@@ -17,6 +17,7 @@ import trio
 from actors import (
     Daemon, SandboxUnavailable, ScriptError, Settings, SettingsError, load_script, load_settings, open_daemon,
 )
+from actors.loop_stalls import StallWatch
 from actors.model import ModelProvider, ScriptedModel
 
 from .auth import TokenFileError, token_path
@@ -98,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     modes.add_argument("--sandbox", choices=["auto", "bwrap", "off"], default=None,
                        help="where model-run commands run (default: settings sandbox, else auto = bubblewrap when "
                             "it works here; bwrap = refuse to start without it; off = with your rights)")
+    p.add_argument("--report-loop-stalls", type=float, default=None, metavar="MS",
+                   help="time every event-loop task step: warn of each over MS milliseconds and report the "
+                        "longest at exit (off by default)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                    help="log verbosity on stderr (default warning)")
     # Internal: the pipe through which a re-executed daemon takes back its token and API key
@@ -405,8 +409,11 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
                     print(f"listening on {url}", flush=True)
                     nursery.start_soon(shutdown.watch, signals, nursery)
 
+    if args.report_loop_stalls is not None and args.report_loop_stalls < 0:
+        parser.error("--report-loop-stalls must be a non-negative number of milliseconds")
+    watch = StallWatch(args.report_loop_stalls) if args.report_loop_stalls is not None else None
     try:
-        trio.run(run)
+        trio.run(run, instruments=[watch] if watch else [])
     except KeyboardInterrupt:  # a SIGINT before the signals were ours
         return 0
     except SandboxUnavailable as exc:
@@ -426,4 +433,6 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
         return 1
     finally:
         shutdown.finished()
+        if watch is not None:
+            print(watch.report(), file=sys.stderr, flush=True)
     return shutdown.exit_code()
