@@ -10,6 +10,17 @@ import orjson
 WIRE_VERSION = 1
 
 
+def kept_json(value: Any) -> bytes:
+    """``orjson.dumps(value)`` for bytes that are kept (a ring, a cache): copied to their size.
+
+    orjson returns its output in the buffer it wrote into, which keeps at least
+    1 KiB (4 KiB from orjson 3.12) whatever the length: a ring of 8,000 small
+    events held 32 MiB instead of about 2. The copy costs a fraction of a
+    microsecond.
+    """
+    return bytes(memoryview(orjson.dumps(value)))
+
+
 # --------------------------------------------------------------------------- events
 
 
@@ -53,7 +64,7 @@ class Event:
 
     def json(self) -> bytes:
         if self._json is None:
-            self._json = orjson.dumps(self.to_dict())
+            self._json = kept_json(self.to_dict())
         return self._json
 
     @classmethod

@@ -243,3 +243,23 @@ def test_wire_error_defaults() -> None:
     err = WireError("nope")
     assert (err.message, err.path, err.code) == ("nope", "$", "invalid_request")
     assert isinstance(err, ValueError)
+
+
+def test_an_encoded_event_kept_in_the_ring_holds_its_size_not_orjsons_buffer():
+    import tracemalloc
+
+    from actors.wire import Event
+
+    events = [Event("session_update", {"sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk",
+                                                                      "content": {"type": "text", "text": f"w{i}"}}})
+              for i in range(2000)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        frames = [e.json() for e in events]
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    size = sum(len(f) for f in frames)
+    assert size < 2000 * 150
+    assert held < 2 * size + 2000 * 64  # orjson's own output would hold at least 1 KiB each (2 MB here)
