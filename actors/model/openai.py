@@ -45,6 +45,8 @@ import logging
 import os
 import secrets
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -67,6 +69,8 @@ from .base import (
     ToolSpec,
     Usage,
 )
+from ..wire.events import kept_json
+from .encoded import messages_json
 from .estimate import estimate_request
 from .overflow import EmptyResponse, overflow_from_chunk, overflow_from_response
 from .text_tools import STYLES as TEXT_TOOL_STYLES
@@ -168,19 +172,15 @@ def _arguments_json(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
 
 
-def message_fragment(m: ChatMessage) -> orjson.Fragment:
-    """:func:`message_to_wire` encoded, once per message: a request re-sends the whole history."""
-    fragment = m.memo.get("openai")
-    if fragment is None:
-        fragment = m.memo["openai"] = orjson.Fragment(orjson.dumps(message_to_wire(m)))
-    return fragment
+def _encode_message(m: ChatMessage) -> bytes:
+    return orjson.dumps(message_to_wire(m))
 
 
 def tool_fragment(t: ToolSpec) -> orjson.Fragment:
     """A tool schema in the chat-completions shape, encoded once per spec."""
     fragment = t.memo.get("openai")
     if fragment is None:
-        fragment = t.memo["openai"] = orjson.Fragment(orjson.dumps(
+        fragment = t.memo["openai"] = orjson.Fragment(kept_json(
             {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
     return fragment
 
@@ -277,6 +277,40 @@ def _usage(raw: dict[str, Any]) -> Usage:
     return Usage(prompt, completion, num("total_tokens") or prompt + completion, cached)
 
 
+def _proxied(url: str) -> bool:
+    """Whether the environment names a proxy for ``url`` (``HTTPS_PROXY``, ``ALL_PROXY``, not ``NO_PROXY``)."""
+    proxies = urllib.request.getproxies_environment()
+    parts = urllib.parse.urlsplit(url)
+    if not (proxies.get(parts.scheme) or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass_environment(parts.hostname or "", proxies)
+
+
+async def _data_payloads(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The payload of each SSE ``data:`` line, split from the body's bytes (LF, CR LF or CR).
+
+    Blank lines, comments and the ``event:``/``id:``/``retry:`` fields are skipped.
+    Splitting bytes here, rather than through httpx's text and line decoders, saves
+    two generator layers per chunk; a chat-completions payload is JSON, so a CR
+    can only be a line end.
+    """
+    rest = b""
+    async for data in response.aiter_bytes():
+        if rest:
+            data = rest + data
+        lines = data.splitlines()
+        rest = b"" if data.endswith((b"\n", b"\r")) else lines.pop()
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].strip()
+    if rest.startswith(b"data:"):
+        yield rest[5:].strip()
+
+
+def _shown(payload: bytes) -> str:
+    return repr(payload[:120].decode("utf-8", "replace"))
+
+
 # ----------------------------------------------------------------- errors
 
 
@@ -325,6 +359,13 @@ class OpenAIModel:
     Pass ``client`` to share an :class:`httpx.AsyncClient` (its timeouts are
     overridden per request by the config's); otherwise one is created and
     closed by :meth:`aclose`.
+
+    Without a shared client, and with no proxy named in the environment for the
+    base URL, requests go straight to an :class:`httpx.AsyncHTTPTransport` (a
+    pool of keep-alive connections): the client's URL and header merging,
+    cookie jar, auth and redirect layers cost a fifth of a call's CPU and do
+    nothing for this one POST. With a proxy in the environment the full client
+    handles it, as before.
     """
 
     name = "openai"
@@ -332,12 +373,16 @@ class OpenAIModel:
     def __init__(self, config: OpenAIConfig, *, client: httpx.AsyncClient | None = None) -> None:
         self.config = config
         self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient()
         self._url = config.base_url.rstrip("/") + "/chat/completions"
         self._timeout = httpx.Timeout(
             connect=config.connect_timeout, read=config.read_timeout,
             write=config.read_timeout, pool=config.connect_timeout,
         )
+        direct = client is None and not _proxied(self._url)
+        self._transport = httpx.AsyncHTTPTransport(trust_env=True) if direct else None
+        self._client = client if client is not None else None if direct else httpx.AsyncClient()
+        self._target = httpx.URL(self._url)
+        self._extensions = {"timeout": self._timeout.as_dict()}
 
     def __repr__(self) -> str:
         return f"OpenAIModel(url={self._url!r}, model={self.config.model!r})"
@@ -353,7 +398,9 @@ class OpenAIModel:
         return self.config.max_tokens
 
     async def aclose(self) -> None:
-        if self._owns_client:
+        if self._transport is not None:
+            await self._transport.aclose()
+        elif self._owns_client and self._client is not None:
             await self._client.aclose()
 
     def _scrub(self, text: str) -> str:
@@ -364,7 +411,7 @@ class OpenAIModel:
         return ModelError(code, self._scrub(message), committed=committed, retry_after=retry_after)
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
-        """The JSON body for ``request``, its messages and tools as fragments encoded once each
+        """The JSON body for ``request``, its messages and tools as fragments encoded before
         (``orjson.dumps`` splices them); raises :class:`ContextWindowExceeded` if it cannot fit."""
         max_tokens = request.max_tokens if request.max_tokens is not None else self.config.max_tokens
         window = self.config.context_window
@@ -376,7 +423,8 @@ class OpenAIModel:
                 raise ContextWindowExceeded(needed, window)
         body: dict[str, Any] = {
             "model": request.model or self.config.model,
-            "messages": [message_fragment(m) for m in request.messages],
+            # The history as encoded for the last request, extended by what is new (actors.model.encoded).
+            "messages": orjson.Fragment(messages_json(request.messages, _encode_message, "openai_conversation")),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -421,10 +469,8 @@ class OpenAIModel:
 
     async def _attempt(self, content: bytes, headers: dict[str, str]) -> httpx.Response:
         log.debug("openai: POST %s model=%s", self._url, self.config.model)
-        http_request = self._client.build_request("POST", self._url, content=content, headers=headers,
-                                                  timeout=self._timeout)
         try:
-            response = await self._client.send(http_request, stream=True)
+            response = await self._send(content, headers)
         except httpx.TimeoutException as exc:
             raise self._error("timeout", f"no response from {self._url}: {type(exc).__name__}",
                               committed=False) from None
@@ -448,6 +494,17 @@ class OpenAIModel:
             raise overflow
         raise self._error(_status_code(status), message, committed=False, retry_after=retry_after)
 
+    async def _send(self, content: bytes, headers: dict[str, str]) -> httpx.Response:
+        if self._transport is None:
+            assert self._client is not None
+            request = self._client.build_request("POST", self._url, content=content, headers=headers,
+                                                 timeout=self._timeout)
+            return await self._client.send(request, stream=True)
+        request = httpx.Request("POST", self._target, content=content, headers=headers, extensions=self._extensions)
+        response = await self._transport.handle_async_request(request)
+        response.request = request
+        return response
+
     def _text_tool_calls(self, request: ChatRequest) -> TextToolCalls | None:
         """The text tool-call parser for this request, when the setting asks for one and tools are offered."""
         style = self.config.text_tool_calls
@@ -462,13 +519,10 @@ class OpenAIModel:
         finish: str | None = None
         chunks = 0
         said = False  # any content (text, thought, tool call) yet
-        lines = response.aiter_lines()
+        lines = _data_payloads(response)
         try:
-            async for line in lines:
-                if not line.startswith("data:"):
-                    continue  # blank lines, comments, event:/id:/retry: fields
-                payload = line[5:].strip()
-                if payload == "[DONE]":
+            async for payload in lines:
+                if payload == b"[DONE]":
                     # Let the body end (it does right away) so the connection can be reused.
                     with trio.move_on_after(1.0):
                         async for _ in lines:
@@ -477,10 +531,10 @@ class OpenAIModel:
                 try:
                     chunk = orjson.loads(payload)
                 except orjson.JSONDecodeError:
-                    raise self._error("malformed_stream", f"a stream chunk is not JSON: {payload[:120]!r}",
+                    raise self._error("malformed_stream", f"a stream chunk is not JSON: {_shown(payload)}",
                                       committed=True) from None
                 if not isinstance(chunk, dict):
-                    raise self._error("malformed_stream", f"a stream chunk is not an object: {payload[:120]!r}",
+                    raise self._error("malformed_stream", f"a stream chunk is not an object: {_shown(payload)}",
                                       committed=True)
                 chunks += 1
                 if chunk.get("error"):
