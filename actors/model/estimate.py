@@ -155,6 +155,7 @@ class Calibration:
     raw: int = 0  # our raw estimate of it
     last_estimate: int | None = None  # the estimate of the last request sent (calibrated)
     last_reported: int | None = None  # what the server said of that one (None: nothing yet)
+    _last: tuple[ChatRequest, int] | None = attrs.field(default=None, repr=False)  # last raw estimate, to extend
 
     @property
     def ratio(self) -> float | None:
@@ -165,12 +166,22 @@ class Calibration:
         """The calibrated estimate of ``request``'s prompt tokens."""
         counted = self.counted
         if counted is None:
-            return estimate_request(request)
+            return self._raw(request)
         if _extends(request, counted):
             return self.reported + messages_tokens(request.messages[len(counted.messages):])
-        raw = estimate_request(request)
+        raw = self._raw(request)
         ratio = self.ratio or 1.0
         return round(raw * ratio) if ratio > 1.0 else raw
+
+    def _raw(self, request: ChatRequest) -> int:
+        """:func:`estimate_request`, counting only what was added when ``request`` extends the last one asked."""
+        last = self._last
+        if last is not None and _extends(request, last[0]):
+            raw = last[1] + messages_tokens(request.messages[len(last[0].messages):])
+        else:
+            raw = estimate_request(request)
+        self._last = (request, raw)
+        return raw
 
     def sent(self, estimate: int) -> None:
         """A request with this (calibrated) estimate went out; the server's count comes with its usage."""
@@ -181,12 +192,7 @@ class Calibration:
         """The server counted ``prompt_tokens`` for ``request`` (its usage, or an overflow answer)."""
         if prompt_tokens <= 0:
             return
-        counted = self.counted
-        # A conversation's next request extends the last: only what was added is estimated.
-        if counted is not None and _extends(request, counted):
-            self.raw += messages_tokens(request.messages[len(counted.messages):])
-        else:
-            self.raw = estimate_request(request)
+        self.raw = self._raw(request)
         self.counted = request
         self.reported = prompt_tokens
         self.last_reported = prompt_tokens
@@ -194,6 +200,7 @@ class Calibration:
     def reset(self) -> None:
         """Another model: its tokenizer counts differently."""
         self.counted = None
+        self._last = None
         self.reported = self.raw = 0
         self.last_estimate = self.last_reported = None
 

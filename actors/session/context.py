@@ -66,10 +66,12 @@ SUMMARY_INSTRUCTION = "Summarise this conversation for your own later use."
 CUT_REASONS = frozenset({"length", "max_tokens", "model_length"})  # finish reasons of an answer cut short
 
 
-def primary_request(session: Session, messages: Iterable[ChatMessage]) -> ChatRequest:
-    """The primary-model request for ``messages`` as it goes out: the system prompt first, the tools offered."""
+def primary_request(session: Session, messages: Iterable[ChatMessage], pending: Iterable[ChatMessage] = ()
+                    ) -> ChatRequest:
+    """The primary-model request for ``messages`` then ``pending`` as it goes out: the system prompt first,
+    the tools offered (one tuple built: a long history is not copied twice)."""
     # The system prompt is rendered for each request, never kept in the history (nor the transcript).
-    return ChatRequest(with_system_prompt(session, messages), session.tools.specs(), model=session.model_name)
+    return ChatRequest(with_system_prompt(session, messages, pending), session.tools.specs(), model=session.model_name)
 
 
 def pending_messages(send: Send) -> list[ChatMessage]:
@@ -267,7 +269,7 @@ class ContextKeeper:
         return send
 
     def request(self, send: Send) -> ChatRequest:
-        return primary_request(self.session, (*self.session.history, *pending_messages(send)))
+        return primary_request(self.session, self.session.history, pending_messages(send))
 
     def cut(self, send: Send, window: int) -> None:
         """Cut the conversation's messages (not its unanswered input) so the request needs COMPACT_AT of ``window``."""

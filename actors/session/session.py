@@ -118,6 +118,7 @@ class Session:
         self.approval_mode = approval_mode or settings.approval_mode
         self.model_name: str | None = model_name
         self.prompt_overrides = prompt_overrides or PromptOverrides()  # its own system-prompt layers
+        self.system_message_kept: ChatMessage | None = None  # the last system message sent (system_prompt)
         self.current: Work | None = None
         self._aborted_before_start: str | None = None
         self._starting: str | None = None  # taken from the FIFO, work item not begun yet
@@ -486,8 +487,8 @@ class Session:
         if (await self.fifo_ref.ask(f.Statistics))["queuedCount"]:
             return
         # The system prompt first, as the turn's requests have it: a server's prefix cache then covers the history.
-        request = ChatRequest(with_system_prompt(self, (*self.history, ChatMessage(
-            "user", "Suggest up to three short follow-up prompts, one per line."))),
+        request = ChatRequest(with_system_prompt(self, self.history, (ChatMessage(
+            "user", "Suggest up to three short follow-up prompts, one per line."),)),
                               purpose="suggestion", model=self.model_name)
         text = ""
         async with self.work_item(prompt_id, "suggestion"):
@@ -547,14 +548,16 @@ class Session:
 
     def close_dangling_tool_calls(self) -> None:
         """Answer tool calls that a cancellation left unanswered, so the conversation stays valid."""
-        answered = {m.tool_call_id for m in self.history if m.role == "tool"}
-        for m in reversed(self.history):
-            if m.role == "assistant":
-                for call in m.tool_calls:
-                    if call.id not in answered:
-                        self.append_message(ChatMessage("tool", "Error: not executed (the turn ended first)",
-                                                        tool_call_id=call.id, name=call.name))
-                break
+        history = self.history
+        last = next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "assistant"), None)
+        if last is None:
+            return
+        # Only the last assistant message can be unanswered; its answers follow it (a long history is not scanned).
+        answered = {m.tool_call_id for m in history[last + 1:] if m.role == "tool"}
+        for call in history[last].tool_calls:
+            if call.id not in answered:
+                self.append_message(ChatMessage("tool", "Error: not executed (the turn ended first)",
+                                                tool_call_id=call.id, name=call.name))
 
     def publish_update(self, update: dict[str, Any], prompt_id: str | None = None) -> None:
         self.bus.publish("session_update", wire.session_update(self.session_id, update), prompt_id)

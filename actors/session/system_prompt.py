@@ -159,13 +159,19 @@ def render(session: Session) -> str:
 def system_message(session: Session) -> ChatMessage | None:
     """The system message for ``session``'s next request, or ``None`` when its prompt is empty."""
     text = render(session)
-    return ChatMessage("system", text, origin=ORIGIN) if text else None
+    if not text:
+        return None
+    kept = session.system_message_kept
+    if kept is None or kept.content != text:  # the same message while its text holds: its memo is reused
+        kept = session.system_message_kept = ChatMessage("system", text, origin=ORIGIN)
+    return kept
 
 
-def with_system_prompt(session: Session, messages: Iterable[ChatMessage]) -> tuple[ChatMessage, ...]:
-    """``messages`` as a request sends them: the session's system message first."""
+def with_system_prompt(session: Session, messages: Iterable[ChatMessage], pending: Iterable[ChatMessage] = ()
+                       ) -> tuple[ChatMessage, ...]:
+    """``messages`` (then ``pending``) as a request sends them: the session's system message first."""
     message = system_message(session)
-    return (message, *messages) if message is not None else tuple(messages)
+    return (message, *messages, *pending) if message is not None else (*messages, *pending)
 
 
 __all__ = ["ORIGIN", "PromptOverrides", "compose", "default_prompt", "os_name", "render", "system_message",

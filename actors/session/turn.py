@@ -111,7 +111,7 @@ class Turn:
         """Send ``send`` once; a :class:`ContextOverflow` answer leaves the conversation as it was."""
         session = self.session
         pending = pending_messages(send)
-        request = session.context.stamp(primary_request(session, (*session.history, *pending)))
+        request = session.context.stamp(primary_request(session, session.history, pending))
         finish: str | None = None
         text: list[str] = []
         calls: list[ToolCall] = []
