@@ -82,13 +82,19 @@ class PendingReply(Generic[T]):
     async def wait(self, timeout: float = math.inf) -> T:
         """Wait for the answer; raises :class:`trio.TooSlowError` past ``timeout``."""
         if not self._done:
-            with trio.fail_after(timeout):
-                try:
-                    self._value = await self._receive.receive()
-                except trio.EndOfChannel:
-                    raise ActorGone("the actor stopped without answering") from None
+            if timeout == math.inf:  # no cancel scope to enter and leave when nothing can expire
+                self._value = await self._answer()
+            else:
+                with trio.fail_after(timeout):
+                    self._value = await self._answer()
             self._done = True
         return self._value
+
+    async def _answer(self) -> T:
+        try:
+            return await self._receive.receive()
+        except trio.EndOfChannel:
+            raise ActorGone("the actor stopped without answering") from None
 
 
 class ActorRef(Generic[M]):
