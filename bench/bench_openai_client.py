@@ -1,30 +1,28 @@
-"""How much the openai provider costs per streamed chunk.
+"""What the openai provider costs per streamed chunk, against raw httpx reading the same stream.
 
-The fake OpenAI server runs in a subprocess (so its CPU time is not charged to
-the client) and streams 20,000 chunks over loopback. Three ways to consume the
-same bytes are compared:
+The loopback fake model (``python -m transport.fake_openai``) runs in its own
+process and streams ``--chunks`` chunks a request. For each shape, in one
+Trio run, in turn (A B A B …):
 
-- bare loop: ``orjson.loads`` over the ``data:`` lines already in memory (no I/O);
-- raw httpx: ``aiter_lines`` + ``orjson.loads`` over loopback, no provider logic;
+- raw httpx (the floor): ``aiter_lines`` + ``orjson.loads`` of each ``data:``
+  line, no provider logic;
 - provider: ``OpenAIModel.stream`` (SSE parsing, deltas, tool-call accumulation).
 
-Shapes: 20,000 text deltas, and one tool call whose arguments come in 20,000
-fragments, both sent by the server back to back (``burst``) so the client is
-the bottleneck; then 20,000 text deltas in one write each, as a live server
-streams (there the fake server is the bottleneck). Best of three runs each.
-Last, end to end: the burst of text deltas through a daemon session on the
-``openai`` provider to one event subscriber.
-Figures only, no assertions::
+Shapes: text deltas, and one tool call whose arguments come in as many
+fragments, both sent back to back (``burst``) so the client is the
+bottleneck; then text deltas one write each, as a live server streams (there
+the fake server is the bottleneck, so the ratio nears 1). Last, end to end:
+the burst of text deltas through a daemon session on the ``openai`` provider
+to one event subscriber, against the same raw httpx floor. Figures are
+microseconds per chunk (medians); no targets.
 
-    .venv/bin/python bench/bench_openai_client.py
+    python bench/bench_openai_client.py [--chunks 20000] [--rounds 5] [--json]
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
+import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,42 +31,31 @@ import httpx
 import orjson
 import trio
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import FakeModel, Figure, ainterleave, emit, median  # noqa: E402
+
+from actors import CountingIds, Limits, Settings, ToolRegistry, open_daemon  # noqa: E402
 from actors.model.base import ChatMessage, ChatRequest  # noqa: E402
 from actors.model.openai import OpenAIConfig, OpenAIModel  # noqa: E402
-from transport.fake_openai import FakeOpenAI, render  # noqa: E402
 
-N = 20_000
-REPS = 3
-SHAPES: dict[str, dict[str, Any]] = {  # burst: the server sends back to back, so the client is the bottleneck
-    "text deltas": {"burst": True, "steps": [{"text": f"w{i} "} for i in range(N)]
-                    + [{"usage": {"prompt_tokens": 5, "completion_tokens": N}}]},
-    "tool-call fragments": {"burst": True, "steps": [{"tool_call": {
-        "name": "write", "arguments": {"text": "x" * (N * 4 - 12)}, "id": "call_1", "split": N}}]},
-    # one write per chunk, as a live server streams: bound by the (Python) fake server
-    "text, 1 write/chunk": {"steps": [{"text": f"w{i} "} for i in range(N)]},
-}
+BENCH = "openai_client"
 REQUEST = ChatRequest((ChatMessage("user", "go"),))
 
 
-def bare_loop(data: bytes) -> tuple[float, int]:
-    start = time.perf_counter()
-    chunks = 0
-    for line in data.split(b"\n"):
-        if line.startswith(b"data: "):
-            payload = line[6:]
-            if payload == b"[DONE]":
-                break
-            orjson.loads(payload)
-            chunks += 1
-    return time.perf_counter() - start, chunks
+def shapes(n: int) -> dict[str, dict[str, Any]]:
+    return {
+        "text deltas": {"burst": True, "steps": [{"text": f"w{i} "} for i in range(n)]
+                        + [{"usage": {"prompt_tokens": 5, "completion_tokens": n}}]},
+        "tool-call fragments": {"burst": True, "steps": [{"tool_call": {
+            "name": "write", "arguments": {"text": "x" * (n * 4 - 12)}, "id": "call_1", "split": n}}]},
+        "text, 1 write/chunk": {"steps": [{"text": f"w{i} "} for i in range(n)]},
+    }
 
 
-async def raw_httpx(client: httpx.AsyncClient, url: str) -> float:
-    start = time.perf_counter()
+async def raw_httpx(client: httpx.AsyncClient, url: str) -> int:
     body = {"model": "bench", "messages": [{"role": "user", "content": "go"}], "stream": True}
+    chunks = 0
     async with client.stream("POST", url + "/chat/completions", json=body) as response:
         async for line in response.aiter_lines():
             if line.startswith("data:"):
@@ -76,85 +63,79 @@ async def raw_httpx(client: httpx.AsyncClient, url: str) -> float:
                 if payload == "[DONE]":
                     break
                 orjson.loads(payload)
-    return time.perf_counter() - start
+                chunks += 1
+    return chunks
 
 
-async def provider(model: OpenAIModel) -> float:
-    start = time.perf_counter()
+async def provider(model: OpenAIModel) -> int:
+    chunks = 0
     async with model.stream(REQUEST) as stream:
         async for _ in stream:
-            pass
-    return time.perf_counter() - start
+            chunks += 1
+    return chunks
+
+
+def per_chunk(run, n: int):
+    """A variant timing ``run()`` in microseconds per chunk of the ``n`` sent."""
+    async def timed() -> float:
+        start = time.perf_counter()
+        await run()
+        return (time.perf_counter() - start) / n * 1e6
+    return timed
+
+
+async def run(url: str, names: list[str], n: int, rounds: int) -> dict[str, list[float]]:
+    config = OpenAIConfig(base_url=url, api_key="sk-bench", model="bench", read_timeout=30)
+    async with httpx.AsyncClient(timeout=30) as client, \
+            open_daemon(Settings(limits=Limits(subscriber_queue=4096)), model=OpenAIModel(config), ids=CountingIds(),
+                        tools=ToolRegistry) as daemon:
+        model = OpenAIModel(config, client=client)
+        session, _ = await daemon.create_session()
+
+        async def through_session() -> None:
+            sub = session.subscribe()
+            await session.prompt("go")
+            async for event in sub:
+                if event.type in ("turn_complete", "turn_error", "client_evicted"):
+                    break
+            sub.close()
+            assert event.type == "turn_complete", event
+
+        variants = {}
+        for name in names:
+            variants[f"raw {name}"] = per_chunk(lambda: raw_httpx(client, url), n)
+            variants[f"provider {name}"] = per_chunk(lambda: provider(model), n)
+        variants["session"] = per_chunk(through_session, n)
+        for variant in variants.values():  # warm up
+            await variant()
+        return await ainterleave(rounds, variants)
+
+
+def measure(quick: bool = False, chunks: int | None = None, rounds: int | None = None) -> list[Figure]:
+    n = chunks or (5_000 if quick else 20_000)
+    rounds = max(rounds or 5, 5)
+    by_name = shapes(n)
+    names = list(by_name)
+    one_round = [r for name in names for r in (by_name[name], by_name[name])] + [by_name["text deltas"]]
+    with FakeModel(one_round * (rounds + 1)) as fake:
+        samples = trio.run(run, fake.url, names, n, rounds)
+    us = {name: median(xs) for name, xs in samples.items()}
+    figures = [Figure(BENCH, f"provider, {name} ({n:,})", us[f"provider {name}"], us[f"raw {name}"], "us/chunk",
+                      floor_name="raw httpx") for name in names]
+    figures.append(Figure(BENCH, f"through a session to a subscriber, text deltas ({n:,})", us["session"],
+                          us["raw text deltas"], "us/chunk", floor_name="raw httpx"))
+    return figures
 
 
 def main() -> None:
-    script = []
-    for shape in SHAPES.values():
-        script += [shape] * (2 * REPS)  # raw httpx runs, then provider runs
-    script += [SHAPES["text deltas"]] * REPS  # through a session
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(script, f)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "transport.fake_openai", "--port", "0", "--script", f.name],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        line = server.stdout.readline() if server.stdout else ""
-        if not line.startswith("listening on "):
-            raise SystemExit(f"the fake server did not start: {line!r}")
-        url = line.split()[-1]
-        rows = trio.run(measure, url)
-        session_rows = trio.run(through_session, url)
-    finally:
-        server.terminate()
-        server.wait(timeout=5)
-        Path(f.name).unlink()
-    print(f"{'shape':<22} {'path':<12} {'chunks':>7} {'best s':>8} {'chunks/s':>10} {'us/chunk':>9} {'+us vs bare':>12}")
-    for shape, path, chunks, seconds, bare in rows:
-        per = seconds / chunks * 1e6
-        print(f"{shape:<22} {path:<12} {chunks:>7} {seconds:>8.3f} {chunks / seconds:>10,.0f} {per:>9.2f}"
-              f" {per - bare / chunks * 1e6:>12.2f}")
-    seconds, events = min(session_rows)
-    print(f"\nend to end through a session: {events:,} events in {seconds:.3f} s = {events / seconds:,.0f} chunks/s "
-          f"(best of {REPS})")
-
-
-async def through_session(url: str) -> list[tuple[float, int]]:
-    """Text deltas from the fake server, through a daemon session, to one subscriber."""
-    from actors import CountingIds, Limits, Settings, ToolRegistry, open_daemon
-
-    runs = []
-    model = OpenAIModel(OpenAIConfig(base_url=url, api_key="sk-bench", model="bench", read_timeout=30))
-    settings = Settings(limits=Limits(subscriber_queue=4096))
-    async with open_daemon(settings, model=model, ids=CountingIds(), tools=ToolRegistry) as daemon:
-        session, _ = await daemon.create_session()
-        for _ in range(REPS):
-            sub = session.subscribe()
-            start = time.perf_counter()
-            await session.prompt("go")
-            events = 0
-            async for event in sub:
-                if event.type == "session_update" and event.update["sessionUpdate"] == "agent_message_chunk":
-                    events += 1
-                if event.type in ("turn_complete", "turn_error", "client_evicted"):
-                    break
-            runs.append((time.perf_counter() - start, events))
-            sub.close()
-    return runs
-
-
-async def measure(url: str) -> list[tuple[str, str, int, float, float]]:
-    rows = []
-    async with httpx.AsyncClient(timeout=30) as client:
-        model = OpenAIModel(OpenAIConfig(base_url=url, api_key="sk-bench", model="bench", read_timeout=30),
-                            client=client)
-        for name, shape in SHAPES.items():
-            data = b"".join(i for i in render(FakeOpenAI([shape]).plans[0]) if type(i) is bytes)
-            bare, chunks = min(bare_loop(data) for _ in range(REPS))
-            rows.append((name, "bare loop", chunks, bare, bare))
-            rows.append((name, "raw httpx", chunks, min([await raw_httpx(client, url) for _ in range(REPS)]), bare))
-            rows.append((name, "provider", chunks, min([await provider(model) for _ in range(REPS)]), bare))
-    return rows
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", action="store_true", help="one JSON object per figure")
+    args = parser.parse_args()
+    emit(measure(args.quick, None if args.quick else args.chunks, args.rounds),
+         title="openai provider cost per chunk vs raw httpx", as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -1,25 +1,32 @@
 """The added cost of starting a sandboxed command: `true` through the shell path, bwrap against none.
 
-Each round starts `/bin/sh -c true` once unsandboxed and once in the daemon's
-bubblewrap sandbox (as a session's `shell` tool does: spawned from the Trio
-thread, output read to the end, exit reaped), alternating which goes first, so
-both see the same machine. Prints the median, p90 and the added cost.
+Each round starts `/bin/sh -c true` once in the daemon's bubblewrap sandbox
+and once unsandboxed (the floor), as a session's `shell` tool does: spawned
+from the Trio thread, output read to the end, exit reaped. Rounds alternate
+(A B A B …) so both see the same machine; medians compared. Where bubblewrap
+cannot run, there is no figure (a note on stderr).
 
-    python bench/bench_sandbox.py [--runs 50]
+    python bench/bench_sandbox.py [--runs 50] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import trio
 
-from actors.background.shell import OutputBuffer, ShellProcess
-from actors.process import NO_SANDBOX, Sandbox, resolve_sandbox
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import Figure, ainterleave, emit, median  # noqa: E402
+
+from actors.background.shell import OutputBuffer, ShellProcess  # noqa: E402
+from actors.process import NO_SANDBOX, Sandbox, resolve_sandbox  # noqa: E402
+
+BENCH = "sandbox"
 
 
 async def one(sandbox: Sandbox, cwd: str) -> float:
@@ -32,42 +39,34 @@ async def one(sandbox: Sandbox, cwd: str) -> float:
     return elapsed
 
 
-async def measure(runs: int, sandbox: Sandbox, cwd: str) -> tuple[list[float], list[float]]:
-    plain: list[float] = []
-    boxed: list[float] = []
+async def run(runs: int, sandbox: Sandbox, cwd: str) -> dict[str, list[float]]:
     for _ in range(3):  # warm the page cache for both
         await one(NO_SANDBOX, cwd)
         await one(sandbox, cwd)
-    for i in range(runs):
-        order = [(NO_SANDBOX, plain), (sandbox, boxed)]
-        for box, out in (order if i % 2 == 0 else order[::-1]):
-            out.append(await one(box, cwd))
-    return plain, boxed
+    return await ainterleave(runs, {"bwrap": lambda: one(sandbox, cwd), "none": lambda: one(NO_SANDBOX, cwd)})
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=50)
-    args = parser.parse_args()
+def measure(quick: bool = False, runs: int | None = None) -> list[Figure]:
+    runs = runs or (20 if quick else 50)
     with tempfile.TemporaryDirectory() as root:
         sandbox = resolve_sandbox("auto", [f"{root}/state"])
         if not sandbox.active:
-            print(f"no sandbox here: {sandbox.reason}", file=sys.stderr)
-            return 1
-        plain, boxed = trio.run(measure, args.runs, sandbox, root)
+            print(f"{BENCH}: no figure, no sandbox here: {sandbox.reason}", file=sys.stderr)
+            return []
+        samples = trio.run(run, runs, sandbox, root)
+    return [Figure(BENCH, "starting `true` through the shell path, in bwrap", median(samples["bwrap"]) * 1e3,
+                   median(samples["none"]) * 1e3, "ms", floor_name="unsandboxed")]
 
-    def row(name: str, xs: list[float]) -> str:
-        q = statistics.quantiles(xs, n=10)
-        return f"{name:<14}{statistics.median(xs) * 1e3:>12.2f}{q[-1] * 1e3:>10.2f}"
 
-    print(f"{'`true`, ' + str(args.runs) + ' runs':<14}{'median ms':>12}{'p90 ms':>10}")
-    print(row("unsandboxed", plain))
-    print(row("bwrap", boxed))
-    added = statistics.median(boxed) - statistics.median(plain)
-    print(f"added by the sandbox: {added * 1e3:.2f} ms per command "
-          f"({statistics.median(boxed) / statistics.median(plain):.1f}x)")
-    return 0
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", action="store_true", help="one JSON object per figure")
+    args = parser.parse_args()
+    emit(measure(args.quick, None if args.quick else args.runs), title="the sandbox's cost per command",
+         as_json=args.json)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

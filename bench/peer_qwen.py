@@ -1,0 +1,818 @@
+"""Trellis beside ``qwen serve`` (qwen-code 0.24.4) on the same fake model, over the same REST/SSE wire.
+
+Both daemons are real processes on loopback, each with its own fake OpenAI
+server (so the response order never mixes), driven by this process as the
+client. Per round, interleaved (Trellis, qwen, Trellis cold, qwen cold):
+
+- **warm**: on one long-lived session, ``--turns`` canonical guard turns (a todo
+  write, then three natural stops: 4 model calls, guard attempts ``[1, 2, 2]``
+  read from the SSE frames whose ``_meta.source`` is ``todo_stop_guard``), then
+  ``--handoffs`` queued-prompt hand-offs (prompt 1's first model response stalls
+  for 0.2 s; prompt 2 is posted once that request has reached the fake; the
+  guard must yield to it: 3 model calls, no guard frame);
+- **cold**: a fresh daemon (fresh state and ``HOME``), a fresh connection, a
+  fresh session and its first canonical turn.
+
+Every scenario is checked on both sides (call count, guard attempts) before
+any figure is taken. Figures (ours = Trellis, peer = qwen serve; ratio = ours /
+peer): prompt admission (POST -> 202) idle, queued and cold; cold session
+create and daemon start; POST -> first model request; POST -> ``turn_complete``;
+model-call gap (the fake's end of response k -> arrival of request k+1: what
+the daemon spends between model calls); last response -> ``turn_complete``;
+the hand-off gap (prompt 1's ``turn_complete`` at the client -> prompt 2's
+first model request / first event); daemon CPU per canonical turn and peak RSS,
+both over the daemon's whole process tree (qwen serve spawns a ``qwen --acp``
+child per workspace): user+system CPU of every live descendant (with what it
+reaped), and the sum of their ``VmHWM``. The target from the issue: Trellis's
+peak RSS at most 1/8 of qwen serve's. ``GET /health`` is timed beside them: the
+round trip of each HTTP stack, the floor under every other latency here.
+
+Reading the figures: CPU comes from ``/proc`` in 10 ms ticks, so a round's
+``--turns`` turns give it 1/turns of a tick's resolution. qwen serve on loopback
+wants no token (it is trusted by default); Trellis always checks its bearer
+token, and fsyncs the prompt to its journal before the 202 (``storage.fsync:
+always``). A cold qwen ``POST /session`` includes spawning its ``qwen --acp``
+child. Every turn uses fresh tool-call ids: qwen 0.24.4 refuses a tool call
+whose provider id it has already handled in the session ("Duplicate provider
+tool call id ... ignored"), so a reused id would leave its guard unarmed.
+
+The fake model runs in a subprocess (this file with ``--serve-fake``) that
+prints, on stdout, when each chat request arrives and when its response
+ended (``CLOCK_MONOTONIC``, comparable with this process's ``time.monotonic``),
+and takes each scenario's responses on stdin, so an unexpected extra request
+(a title, a memory subagent) is caught as a count mismatch instead of shifting
+every later response.
+
+qwen-code is not a dependency of the project: ``--install`` installs it with npm
+into ``--qwen-dir`` (default ``$TMPDIR/trellis-peer-qwen-0.24.4``, about 144 MB;
+reused by later runs, so only the first pays). Without node, or without an
+install and no ``--install``, the benchmark prints one ``skipped:`` line and
+exits 0 (``measure`` returns no figures), so ``run_all`` can include it.
+
+    python bench/peer_qwen.py [--install] [--qwen-dir DIR] [--rounds 5] [--turns 10] [--handoffs 2]
+                              [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (CANONICAL_TODOS, GUARD_SETTINGS, ROOT, Daemon, Figure, ainterleave,  # noqa: E402
+                     canonical_turn, emit, median)
+
+BENCH = "peer_qwen"
+QWEN_PACKAGE = "@qwen-code/qwen-code"
+QWEN_VERSION = "0.24.4"
+PEER = f"qwen serve {QWEN_VERSION}"
+DEFAULT_QWEN_DIR = Path(tempfile.gettempdir()) / f"trellis-peer-qwen-{QWEN_VERSION}"
+# What qwen serve needs to run the canonical guard turn against a loopback OpenAI server and make
+# no model call of its own beyond it (follow-up suggestions and the memory subagent would).
+QWEN_SETTINGS: dict[str, Any] = {
+    "security": {"auth": {"selectedType": "openai"}},
+    "experimental": {"todoStopGuard": True},
+    "tools": {"todoWrite": {"enabled": True}},  # in 0.24.4 the guard stays off without the tool
+    "ui": {"enableFollowupSuggestions": False},
+    "memory": {"enableManagedAutoMemory": False},
+    "telemetry": {"enabled": False},
+    "privacy": {"usageStatisticsEnabled": False},
+    "general": {"enableAutoUpdate": False},
+}
+PROMPT = {"prompt": [{"type": "text", "text": "do the migration"}]}
+NEXT_PROMPT = {"prompt": [{"type": "text", "text": "and then the keys"}]}
+STALL = 0.2  # prompt 1's first response of a hand-off stalls this long, so prompt 2 queues behind it
+TIMEOUT = 60.0
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+# ----------------------------------------------------------------- qwen-code, installed
+
+
+def qwen_cli(qwen_dir: Path) -> Path | None:
+    """``cli.js`` of qwen-code ``QWEN_VERSION`` installed under ``qwen_dir``, if it is."""
+    package = qwen_dir / "node_modules" / "@qwen-code" / "qwen-code"
+    try:
+        version = json.loads((package / "package.json").read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+    cli = package / "cli.js"
+    return cli if version == QWEN_VERSION and cli.is_file() else None
+
+
+def install_qwen(qwen_dir: Path) -> str | None:
+    """``npm install`` qwen-code into ``qwen_dir``; the reason it could not, or None."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return "npm not found"
+    qwen_dir.mkdir(parents=True, exist_ok=True)
+    print(f"installing {QWEN_PACKAGE}@{QWEN_VERSION} into {qwen_dir} (npm, about 144 MB) ...", file=sys.stderr)
+    try:
+        done = subprocess.run([npm, "install", "--prefix", str(qwen_dir), "--save-exact", "--no-audit", "--no-fund",
+                               "--loglevel=error", f"{QWEN_PACKAGE}@{QWEN_VERSION}"],
+                              capture_output=True, text=True, timeout=900, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"npm install failed: {exc}"
+    if done.returncode != 0:
+        return f"npm install failed ({done.returncode}): {(done.stderr or done.stdout).strip()[-500:]}"
+    return None
+
+
+def find_qwen(install: bool, qwen_dir: Path | None) -> tuple[Path | None, str]:
+    """qwen-code's ``cli.js``, installing it when asked; or None and why the benchmark is skipped."""
+    if shutil.which("node") is None:
+        return None, "node not found (qwen serve runs on Node.js)"
+    where = qwen_dir or DEFAULT_QWEN_DIR
+    cli = qwen_cli(where)
+    if cli is None and install:
+        reason = install_qwen(where)
+        if reason:
+            return None, reason
+        cli = qwen_cli(where)
+    if cli is None:
+        return None, (f"{QWEN_PACKAGE}@{QWEN_VERSION} is not installed in {where}: run with --install "
+                      "(npm, about 144 MB) or give --qwen-dir")
+    return cli, ""
+
+
+# ----------------------------------------------------------------- process trees
+
+
+def tree_pids(root: int) -> list[int]:
+    """``root`` and its live descendants (walks ``/proc/*/stat`` for parent ids)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry))
+    pids, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        pids.append(pid)
+        todo.extend(parents.get(pid, ()))
+    return pids
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU of the live process tree, each with what it reaped of exited children."""
+    total = 0
+    for pid in tree_pids(root):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(fields[i]) for i in (11, 12, 13, 14))
+    return total / _TICKS
+
+
+def _tree_status(root: int, key: str) -> int:
+    total = 0
+    for pid in tree_pids(root):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith(key)), 0)
+        except OSError:
+            continue
+    return total
+
+
+def tree_peak_rss_kib(root: int) -> int:
+    """The sum of ``VmHWM`` over the live process tree (each process's own peak), in KiB."""
+    return _tree_status(root, "VmHWM:")
+
+
+def tree_rss_kib(root: int) -> int:
+    return _tree_status(root, "VmRSS:")
+
+
+# ----------------------------------------------------------------- the timed fake model
+
+
+def _serve_fake() -> None:
+    """``--serve-fake``: transport.fake_openai's server, reporting request times and taking scripts on stdin.
+
+    stdout: ``listening on URL``, then one JSON object a line: ``{"ev": "req", "i", "t", "messages"}`` when
+    chat request ``i`` has arrived, ``{"ev": "end", "i", "t"}`` when its response is finished, ``{"ev":
+    "other", "method", "path"}`` for anything else, ``{"ev": "ack", "seq"}`` for a script taken.
+    stdin: ``{"seq": n, "set": [responses]}`` replaces the remaining script. EOF on stdin ends the server.
+    """
+    from transport.fake_openai import FakeOpenAI
+
+    def say(obj: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    class TimedFakeOpenAI(FakeOpenAI):
+        chats = 0
+
+        async def _answer(self, stream, conn, head, raw):  # type: ignore[no-untyped-def]
+            path = head.target.decode().split("?")[0]
+            if head.method != b"POST" or not path.endswith("/chat/completions"):
+                say({"ev": "other", "method": head.method.decode(), "path": path})
+                return await super()._answer(stream, conn, head, raw)
+            index, self.chats = self.chats, self.chats + 1
+            try:
+                messages = len(json.loads(raw).get("messages") or ())
+            except (ValueError, AttributeError):
+                messages = -1
+            say({"ev": "req", "i": index, "t": time.monotonic(), "messages": messages, "bytes": len(raw)})
+            try:
+                return await super()._answer(stream, conn, head, raw)
+            finally:
+                say({"ev": "end", "i": index, "t": time.monotonic()})
+
+    fake = TimedFakeOpenAI([])
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(lambda task_status: fake.serve(port=0, task_status=task_status))
+            print(f"listening on {url}", flush=True)
+            stdin = trio.lowlevel.FdStream(os.dup(0))
+            buffer = b""
+            while True:
+                data = await stdin.receive_some(1 << 20)
+                if not data:
+                    nursery.cancel_scope.cancel()
+                    return
+                buffer += data
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    command = json.loads(line)
+                    fake.plans.clear()
+                    fake.add(*command["set"])
+                    say({"ev": "ack", "seq": command["seq"]})
+
+    trio.run(run)
+
+
+class TimedFake:
+    """The client's end of :func:`_serve_fake`: script it per scenario, wait for and read its request times."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.url = ""
+        self.requests: list[dict[str, Any]] = []  # by index: {"t", "end", "messages"}
+        self.other: list[dict[str, Any]] = []
+        self.expected = 0  # chat requests the scenarios so far accounted for
+        self._acks = 0
+        self._seq = 0
+        self._changed = trio.Event()
+        self.proc: trio.Process | None = None
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        self.proc = await trio.lowlevel.open_process(
+            [sys.executable, str(Path(__file__).resolve()), "--serve-fake"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, cwd=str(ROOT))
+        listening = trio.Event()
+        nursery.start_soon(self._read, listening)
+        with trio.fail_after(20):
+            await listening.wait()
+
+    async def _read(self, listening: trio.Event) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        buffer = b""
+        while True:
+            data = await self.proc.stdout.receive_some(65536)
+            if not data:
+                return
+            buffer += data
+            while b"\n" in buffer:
+                raw, buffer = buffer.split(b"\n", 1)
+                line = raw.decode()
+                if line.startswith("listening on "):
+                    self.url = line.split()[-1]
+                    listening.set()
+                    continue
+                event = json.loads(line)
+                if event["ev"] == "req":
+                    self.requests.append({"t": event["t"], "end": None, "messages": event["messages"],
+                                          "bytes": event["bytes"]})
+                elif event["ev"] == "end":
+                    self.requests[event["i"]]["end"] = event["t"]
+                elif event["ev"] == "ack":
+                    self._acks = event["seq"]
+                else:
+                    self.other.append(event)
+            self._changed.set()
+            self._changed = trio.Event()
+
+    async def _until(self, ready: Any) -> None:
+        with trio.fail_after(TIMEOUT):
+            while not ready():
+                await self._changed.wait()
+
+    async def script(self, responses: list[Any]) -> int:
+        """Play ``responses`` next; the index the scenario's first request will have."""
+        assert self.proc is not None and self.proc.stdin is not None
+        if len(self.requests) != self.expected:
+            raise SystemExit(f"{self.name}: {len(self.requests) - self.expected} model request(s) no scenario "
+                             "asked for (a title, a suggestion or a memory call?)")
+        self._seq += 1
+        seq = self._seq
+        await self.proc.stdin.send_all(json.dumps({"seq": seq, "set": responses}).encode() + b"\n")
+        await self._until(lambda: self._acks >= seq)
+        return len(self.requests)
+
+    async def wait_request(self, index: int) -> dict[str, Any]:
+        await self._until(lambda: len(self.requests) > index)
+        return self.requests[index]
+
+    async def wait_end(self, index: int) -> dict[str, Any]:
+        await self._until(lambda: len(self.requests) > index and self.requests[index]["end"] is not None)
+        return self.requests[index]
+
+    async def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.stdin is not None:
+            await self.proc.stdin.aclose()
+        with trio.move_on_after(10):
+            await self.proc.wait()
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+# ----------------------------------------------------------------- the two daemons
+
+
+class TrellisSide:
+    """``python -m transport --model openai`` on the fake (the Daemon of bench/_common.py)."""
+
+    name = "Trellis"
+
+    def __init__(self, fake: TimedFake) -> None:
+        self.fake = fake
+        self._workspace = tempfile.TemporaryDirectory(prefix="trellis-peer-ws-")
+        self.workspace = self._workspace.name
+        self.daemon: Daemon | None = None
+
+    def start(self) -> float:
+        """Start it; the seconds from spawn to its ``listening on`` line."""
+        start = _now()
+        self.daemon = Daemon("--model", "openai", "--openai-base-url", self.fake.url, "--openai-model", "fake",
+                             settings=GUARD_SETTINGS, env={"OPENAI_API_KEY": "bench"})
+        return _now() - start
+
+    @property
+    def url(self) -> str:
+        assert self.daemon is not None
+        return self.daemon.url
+
+    @property
+    def pid(self) -> int:
+        assert self.daemon is not None
+        return self.daemon.pid
+
+    @property
+    def headers(self) -> dict[str, str]:
+        assert self.daemon is not None
+        return self.daemon.headers
+
+    def stop(self) -> None:
+        if self.daemon is not None:
+            state = Path(self.daemon.state_dir)
+            self.daemon.stop()
+            self.daemon = None
+            # Daemon(settings=...) writes <state-dir>.settings.json beside the state directory and leaves it.
+            (state.parent / f"{state.name}.settings.json").unlink(missing_ok=True)
+        self._workspace.cleanup()
+
+
+class QwenSide:
+    """``node cli.js serve`` with an isolated ``HOME`` (settings above), on its fake; loopback, no token."""
+
+    name = "qwen"
+
+    def __init__(self, fake: TimedFake, cli: Path) -> None:
+        self.fake = fake
+        self.cli = cli
+        self._tmp = tempfile.TemporaryDirectory(prefix="trellis-peer-qwen-run-")
+        root = Path(self._tmp.name)
+        self.home = root / "home"
+        self.workspace = str(root / "workspace")
+        (self.home / ".qwen").mkdir(parents=True)
+        (self.home / ".qwen" / "settings.json").write_text(json.dumps(QWEN_SETTINGS, indent=2))
+        os.mkdir(self.workspace)
+        self.log = root / "serve.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.headers: dict[str, str] = {}  # a loopback bind is trusted: qwen serve wants no token
+
+    def start(self) -> float:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home), "LANG": "C.UTF-8",
+               "TMPDIR": str(Path(self._tmp.name)), "NO_COLOR": "1",
+               "OPENAI_BASE_URL": self.fake.url, "OPENAI_API_KEY": "bench", "OPENAI_MODEL": "fake"}
+        start = _now()
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                ["node", str(self.cli), "serve", "--port", "0", "--hostname", "127.0.0.1",
+                 "--workspace", self.workspace, "--no-web"],
+                stdout=subprocess.PIPE, stderr=log, env=env, cwd=self.workspace,
+                preexec_fn=_die_with_parent)  # noqa: PLW1509 (it calls one libc function, takes no lock)
+        assert self.proc.stdout is not None
+        deadline = start + TIMEOUT
+        while _now() < deadline:
+            line = self.proc.stdout.readline().decode(errors="replace")
+            if not line:
+                break
+            found = re.search(r"qwen serve listening on (http://\S+)", line)
+            if found:
+                self.url = found.group(1)
+                # qwen keeps printing to stdout: drain it into the log so it never blocks on a full pipe.
+                threading.Thread(target=_drain, args=(self.proc.stdout, self.log), daemon=True).start()
+                return _now() - start
+        self.stop()
+        raise SystemExit(f"qwen serve did not start; its log:\n{self.log.read_text(errors='replace')[-3000:]}")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            family = tree_pids(self.proc.pid)
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)  # it drains and stops its qwen --acp child
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            for pid in family[1:]:  # what it started and left behind (only this daemon's own tree)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            self.proc = None
+        self._tmp.cleanup()
+
+
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child between fork and exec only calls it
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the benchmark dies, so qwen serve (and then its child) stops.
+
+    The death signal follows the *thread* that forked, so qwen serve is started from the main thread.
+    """
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _drain(stream: Any, path: Path) -> None:
+    with open(path, "ab") as log:
+        shutil.copyfileobj(stream, log)
+
+
+# ----------------------------------------------------------------- a session over the wire
+
+
+class Session:
+    """One session and its event stream, read by a background task that timestamps every frame."""
+
+    def __init__(self, side: Any, client: httpx.AsyncClient) -> None:
+        self.side = side
+        self.client = client
+        self.sid = ""
+        self.headers: dict[str, str] = {}
+        self.create_seconds = 0.0
+        self.send, self.frames = trio.open_memory_channel[tuple[float, dict[str, Any]]](math.inf)
+
+    async def open(self, nursery: trio.Nursery) -> None:
+        start = _now()
+        r = await self.client.post("/session", json={"cwd": self.side.workspace})
+        self.create_seconds = _now() - start
+        if r.status_code != 200:
+            raise SystemExit(f"{self.side.name}: POST /session answered {r.status_code}: {r.text[:500]}")
+        info = r.json()
+        self.sid = info["sessionId"]
+        if info.get("clientId"):
+            self.headers = {"X-Qwen-Client-Id": info["clientId"]}
+        await nursery.start(self._read)
+
+    async def _read(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with self.client.stream("GET", f"/session/{self.sid}/events", headers=self.headers,
+                                      timeout=httpx.Timeout(TIMEOUT, read=None)) as response:
+            if response.status_code != 200:
+                raise SystemExit(f"{self.side.name}: GET events answered {response.status_code}")
+            task_status.started()
+            data: list[str] = []
+            async for line in response.aiter_lines():
+                if line == "":
+                    if data:
+                        self.send.send_nowait((_now(), json.loads("\n".join(data))))
+                    data = []
+                elif line.startswith("data:"):
+                    data.append(line[5:].lstrip())
+
+    async def prompt(self, body: dict[str, Any]) -> tuple[float, float, str]:
+        """POST a prompt: when it was sent, the seconds to its 202, and its promptId."""
+        start = _now()
+        r = await self.client.post(f"/session/{self.sid}/prompt", json=body, headers=self.headers)
+        took = _now() - start
+        if r.status_code != 202:
+            raise SystemExit(f"{self.side.name}: prompt answered {r.status_code}: {r.text[:500]}")
+        return start, took, r.json()["promptId"]
+
+    async def until_complete(self, prompt_id: str, seen: list[tuple[float, dict[str, Any]]]) -> float:
+        """Read frames (into ``seen``) until ``prompt_id``'s turn ends; when its ``turn_complete`` arrived."""
+        with trio.fail_after(TIMEOUT):
+            async for at, frame in self.frames:
+                seen.append((at, frame))
+                kind = frame.get("type")
+                if kind in ("turn_complete", "turn_error") and _prompt_of(frame) == prompt_id:
+                    if kind != "turn_complete":
+                        raise SystemExit(f"{self.side.name}: the turn failed: {json.dumps(frame)[:800]}")
+                    return at
+        raise SystemExit(f"{self.side.name}: the event stream ended")
+
+
+def _prompt_of(frame: dict[str, Any]) -> str | None:
+    return frame.get("promptId") or (frame.get("data") or {}).get("promptId")
+
+
+def _guard_attempts(frames: list[tuple[float, dict[str, Any]]], prompt_id: str | None = None) -> list[int]:
+    attempts = []
+    for _, frame in frames:
+        if frame.get("type") != "session_update" or (prompt_id and _prompt_of(frame) != prompt_id):
+            continue
+        meta = ((frame.get("data") or {}).get("update") or {}).get("_meta") or {}
+        if meta.get("source") == "todo_stop_guard":
+            attempts.append(meta.get("attempt"))
+    return attempts
+
+
+# ----------------------------------------------------------------- the scenarios
+
+
+async def canonical(session: Session, fake: TimedFake, n: int) -> dict[str, Any]:
+    """One canonical guard turn, checked: 4 model calls, guard attempts [1, 2, 2]."""
+    base = await fake.script(canonical_turn(n))
+    seen: list[tuple[float, dict[str, Any]]] = []
+    sent, admit, prompt_id = await session.prompt(PROMPT)
+    done = await session.until_complete(prompt_id, seen)
+    calls = len(fake.requests) - base
+    attempts = _guard_attempts(seen, prompt_id)
+    if calls != 4 or attempts != [1, 2, 2]:
+        raise SystemExit(f"{session.side.name}: not the canonical turn: {calls} model calls, guard attempts "
+                         f"{attempts} (want 4 and [1, 2, 2])")
+    requests = [await fake.wait_end(base + k) for k in range(4)]
+    fake.expected = base + 4
+    return {"admit": admit, "first_request": requests[0]["t"] - sent, "complete": done - sent,
+            "gaps": [requests[k + 1]["t"] - requests[k]["end"] for k in range(3)],
+            "tail": done - requests[3]["end"]}
+
+
+def handoff_responses(n: int) -> list[Any]:
+    """Prompt 1: a todo write (after a stall) and a natural stop the guard yields at; prompt 2: one stop."""
+    return [
+        [{"stall": STALL}, {"text": "Planning. "},
+         {"tool_call": {"id": f"call_h{n}", "name": "todo_write", "arguments": CANONICAL_TODOS}},
+         {"usage": {"prompt_tokens": 120, "completion_tokens": 30}}],
+        [{"text": "I will stop here."}, {"usage": {"prompt_tokens": 160, "completion_tokens": 6}}],
+        [{"text": "Keys rotated."}, {"usage": {"prompt_tokens": 180, "completion_tokens": 4}}],
+    ]
+
+
+async def handoff(session: Session, fake: TimedFake, n: int) -> dict[str, Any]:
+    """Prompt 2 queued behind prompt 1, checked: the guard yields (3 model calls, no guard frame)."""
+    base = await fake.script(handoff_responses(n))
+    seen: list[tuple[float, dict[str, Any]]] = []
+    _, _, first = await session.prompt(PROMPT)
+    await fake.wait_request(base)  # prompt 1 is running (its first response stalls)
+    _, queued, second = await session.prompt(NEXT_PROMPT)
+    first_done = await session.until_complete(first, seen)
+    mark = len(seen)
+    second_done = await session.until_complete(second, seen)
+    calls = len(fake.requests) - base
+    attempts = _guard_attempts(seen)
+    if calls != 3 or attempts:
+        raise SystemExit(f"{session.side.name}: the guard did not yield to the queued prompt: {calls} model calls "
+                         f"(want 3), guard attempts {attempts} (want none)")
+    if fake.requests[base + 2]["t"] < fake.requests[base + 1]["end"]:
+        raise SystemExit(f"{session.side.name}: prompt 2's model call started before prompt 1's last one ended")
+    next_event, next_frame = next((at, frame) for at, frame in seen[mark:] if _prompt_of(frame) == second)
+    await fake.wait_end(base + 2)
+    fake.expected = base + 3
+    return {"queued_admit": queued, "handoff_request": fake.requests[base + 2]["t"] - first_done,
+            "handoff_event": next_event - first_done, "handoff_event_type": next_frame.get("type"),
+            "second_complete": second_done - first_done}
+
+
+# ----------------------------------------------------------------- the run
+
+
+async def _run(cli: Path, rounds: int, turns: int, handoffs: int) -> dict[str, Any]:
+    async with trio.open_nursery() as nursery:
+        fakes = {"trellis": TimedFake("Trellis"), "qwen": TimedFake("qwen")}
+        for fake in fakes.values():
+            await fake.start(nursery)
+        sides: dict[str, Any] = {"trellis": TrellisSide(fakes["trellis"]), "qwen": QwenSide(fakes["qwen"], cli)}
+        clients: dict[str, httpx.AsyncClient] = {}
+        sessions: dict[str, Session] = {}
+        out: dict[str, Any] = {"trellis": {}, "qwen": {}}
+        counter = {"n": 0}
+
+        def next_n() -> int:
+            counter["n"] += 1
+            return counter["n"]
+
+        try:
+            async with trio.open_nursery() as readers:  # the sessions' event streams
+                for key, side in sides.items():
+                    side.start()  # main thread: PR_SET_PDEATHSIG follows the forking thread
+                    clients[key] = httpx.AsyncClient(base_url=side.url, headers=side.headers, timeout=TIMEOUT)
+                    sessions[key] = Session(side, clients[key])
+                    await sessions[key].open(readers)
+                    await canonical(sessions[key], fakes[key], next_n())  # warm-up: the session's first turns
+                    await handoff(sessions[key], fakes[key], next_n())
+
+                def warm(key: str) -> Any:
+                    async def run() -> dict[str, Any]:
+                        side, session, fake = sides[key], sessions[key], fakes[key]
+                        cpu = tree_cpu_seconds(side.pid)
+                        turns_done = [await canonical(session, fake, next_n()) for _ in range(turns)]
+                        cpu = tree_cpu_seconds(side.pid) - cpu
+                        handed = [await handoff(session, fake, next_n()) for _ in range(handoffs)]
+                        health = []
+                        for _ in range(3):
+                            start = _now()
+                            r = await session.client.get("/health")
+                            health.append(_now() - start)
+                            r.raise_for_status()
+                        return {"cpu": cpu / turns, "turns": turns_done, "handoffs": handed, "health": health}
+                    return run
+
+                def cold(key: str) -> Any:
+                    async def run() -> dict[str, Any]:
+                        fake = fakes[key]
+                        side = TrellisSide(fake) if key == "trellis" else QwenSide(fake, cli)
+                        try:
+                            started = side.start()  # main thread (see _die_with_parent)
+                            async with httpx.AsyncClient(base_url=side.url, headers=side.headers,
+                                                         timeout=TIMEOUT) as client, trio.open_nursery() as inner:
+                                session = Session(side, client)
+                                await session.open(inner)
+                                turn = await canonical(session, fake, next_n())
+                                inner.cancel_scope.cancel()
+                            return {"start": started, "create": session.create_seconds, **turn}
+                        finally:
+                            with trio.CancelScope(shield=True):
+                                await trio.to_thread.run_sync(side.stop)
+                    return run
+
+                samples = await ainterleave(rounds, {"trellis": warm("trellis"), "qwen": warm("qwen"),
+                                                     "trellis cold": cold("trellis"), "qwen cold": cold("qwen")})
+                for key, side in sides.items():
+                    out[key] = {"warm": samples[key], "cold": samples[f"{key} cold"],
+                                "peak_rss": tree_peak_rss_kib(side.pid), "rss": tree_rss_kib(side.pid),
+                                "pids": tree_pids(side.pid), "other_requests": list(fakes[key].other),
+                                "request_bytes": median([r["bytes"] for r in fakes[key].requests])}
+                readers.cancel_scope.cancel()  # before the clients close under them
+        finally:
+            with trio.CancelScope(shield=True):  # each step whatever the others did: no daemon is left behind
+                for step in [*(c.aclose for c in clients.values()),
+                             *(lambda side=side: trio.to_thread.run_sync(side.stop) for side in sides.values()),
+                             *(f.stop for f in fakes.values())]:
+                    try:
+                        await step()
+                    except Exception as exc:  # noqa: BLE001
+                        print(f"{BENCH}: cleaning up: {exc!r}", file=sys.stderr)
+            nursery.cancel_scope.cancel()
+    return out
+
+
+def _pool(runs: list[dict[str, Any]], *path: str) -> list[float]:
+    values: list[float] = []
+    for run in runs:
+        node: Any = run
+        for step in path[:-1]:
+            node = node[step]
+        items = node if isinstance(node, list) else [node]
+        for item in items:
+            value = item[path[-1]]
+            values.extend(value if isinstance(value, list) else [value])
+    return values
+
+
+def _pool_items(runs: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return [item for run in runs for item in run[key]]
+
+
+def figures_of(result: dict[str, Any], turns: int) -> list[Figure]:
+    ours, peer = result["trellis"], result["qwen"]
+
+    def ms(where: str, *path: str) -> tuple[float, float]:
+        return (median(_pool(ours[where], *path)) * 1000, median(_pool(peer[where], *path)) * 1000)
+
+    def fig(name: str, values: tuple[float, float], unit: str = "ms", target: float | None = None) -> Figure:
+        return Figure(BENCH, name, values[0], values[1], unit, floor_name=PEER, target=target)
+
+    kinds = sorted({h["handoff_event_type"] for h in _pool_items(ours["warm"] + peer["warm"], "handoffs")})
+    return [
+        fig("GET /health round trip (the client's floor)", ms("warm", "health")),
+        fig("prompt admission, idle session (POST -> 202)", ms("warm", "turns", "admit")),
+        fig("prompt admission, queued behind a running turn", ms("warm", "handoffs", "queued_admit")),
+        fig("cold first-prompt admission (fresh daemon + session)", ms("cold", "admit")),
+        fig("cold session create (POST /session)", ms("cold", "create")),
+        fig("cold daemon start (spawn -> listening)", ms("cold", "start")),
+        fig("cold first prompt -> first model request", ms("cold", "first_request")),
+        fig("cold first prompt -> turn_complete", ms("cold", "complete")),
+        fig("POST prompt -> first model request", ms("warm", "turns", "first_request")),
+        fig("POST prompt -> turn_complete (canonical turn)", ms("warm", "turns", "complete")),
+        fig("model-call gap (response k end -> request k+1)", ms("warm", "turns", "gaps")),
+        fig("last model response -> turn_complete", ms("warm", "turns", "tail")),
+        fig("hand-off: turn_complete -> queued prompt's model request", ms("warm", "handoffs", "handoff_request")),
+        fig(f"hand-off: turn_complete -> queued prompt's first event ({'/'.join(kinds)})",
+            ms("warm", "handoffs", "handoff_event")),
+        fig(f"daemon CPU per canonical turn (process tree, {turns} a round)",
+            (median(_pool(ours["warm"], "cpu")) * 1000, median(_pool(peer["warm"], "cpu")) * 1000)),
+        fig("peak RSS (process tree, sum of VmHWM)", (ours["peak_rss"] / 1024, peer["peak_rss"] / 1024), "MiB",
+            target=1 / 8),
+        fig("RSS after the run (process tree)", (ours["rss"] / 1024, peer["rss"] / 1024), "MiB"),
+    ]
+
+
+def measure(quick: bool = False, *, install: bool = False, qwen_dir: Path | None = None, rounds: int | None = None,
+            turns: int | None = None, handoffs: int | None = None, verbose: bool = False) -> list[Figure]:
+    """The figures, or [] (after one ``skipped:`` line on stderr) without node or an installed qwen-code."""
+    cli, reason = find_qwen(install, qwen_dir)
+    if cli is None:
+        print(f"skipped: {BENCH}: {reason}", file=sys.stderr)
+        return []
+    rounds = rounds or 5
+    turns = turns or (4 if quick else 10)
+    handoffs = handoffs or (1 if quick else 2)
+    started = _now()
+    result = trio.run(_run, cli, rounds, turns, handoffs)
+    if verbose:
+        took = _now() - started
+        for key, name in (("trellis", "Trellis"), ("qwen", PEER)):
+            r = result[key]
+            print(f"{name}: {len(r['pids'])} process(es) in the tree at the end; median chat request "
+                  f"{r['request_bytes'] / 1024:.1f} KiB; other requests to the fake: "
+                  f"{sorted({(o['method'], o['path']) for o in r['other_requests']}) or 'none'}", file=sys.stderr)
+        print(f"checked on both sides: {max(rounds, 5) * turns + max(rounds, 5) + 1} canonical turns (4 model "
+              f"calls, guard attempts [1, 2, 2]) and {max(rounds, 5) * handoffs + 1} hand-offs (3 model calls, "
+              f"no guard frame); {took:.0f} s", file=sys.stderr)
+    return figures_of(result, turns)
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--serve-fake"]:
+        _serve_fake()
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--install", action="store_true",
+                        help=f"npm install {QWEN_PACKAGE}@{QWEN_VERSION} into --qwen-dir if it is not there")
+    parser.add_argument("--qwen-dir", type=Path, default=None,
+                        help=f"where qwen-code is (or goes) installed (default: {DEFAULT_QWEN_DIR})")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (at least 5)")
+    parser.add_argument("--turns", type=int, default=10, help="canonical turns per warm round")
+    parser.add_argument("--handoffs", type=int, default=2, help="queued-prompt hand-offs per warm round")
+    parser.add_argument("--quick", action="store_true", help="fewer turns a round")
+    parser.add_argument("--json", action="store_true", help="one JSON object per figure")
+    args = parser.parse_args()
+    figures = measure(args.quick, install=args.install, qwen_dir=args.qwen_dir, rounds=args.rounds,
+                      turns=None if args.quick else args.turns, handoffs=None if args.quick else args.handoffs,
+                      verbose=not args.json)
+    if figures:
+        emit(figures, title=f"Trellis beside {PEER} (same fake model, same wire)", as_json=args.json)
+
+
+if __name__ == "__main__":
+    main()
