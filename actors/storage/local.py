@@ -10,13 +10,15 @@ turns (:mod:`actors.events.compaction`). It is appended without ``fsync``: it
 is a view, not a promise; the transcript stays the record of the conversation,
 and a session whose replay was lost is replayed from its transcript instead.
 
-Journal appends are ``write(2)`` on a file opened with ``O_APPEND``, then
-``fsync`` when the policy is ``"always"`` (the default): a 202 survives a
-machine crash. ``"never"`` skips the fsync: a 202 still survives the daemon
-being killed (the kernel has the bytes), not a power cut. The fsync runs on
-the actor's thread: one ``fsync`` per admission holds the event loop for its
-duration (about 0.15 ms on the CI disk; ``bench/bench_journal.py`` measures
-it). A torn last line — a crash mid-write — is cut before the next append and
+Journal appends are ``write(2)`` on a file opened with ``O_APPEND`` and kept
+open between appends (:class:`~actors.storage.files.AppendFiles`, closed
+with the session), then ``fsync`` when the policy is ``"always"`` (the
+default) and the record is one a promise rests on (admissions, starts, ends,
+aborts, waiting input; a model call's usage is written, not synced): a 202
+survives a machine crash. ``"never"`` skips the fsync: a 202 still survives
+the daemon being killed (the kernel has the bytes), not a power cut. The
+fsync runs on the actor's thread: each holds the event loop for its duration
+(0.15 ms to a few ms by the disk; ``bench/bench_journal.py`` measures it). A torn last line — a crash mid-write — is cut before the next append and
 skipped on read; a torn line elsewhere is an error naming the file and line.
 The session record is replaced atomically (temporary file, fsync, rename).
 """

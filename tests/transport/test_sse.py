@@ -52,3 +52,20 @@ async def test_a_batch_stops_near_its_byte_bound_and_loses_nothing() -> None:
     body = b"".join(chunks[1:])
     assert body == b"".join(encode(e) for e in events) + encode(bus.ring[-1])
     assert len(chunks) > 3 and all(len(c) < BATCH_BYTES + 2000 for c in chunks)
+
+
+async def test_an_overflowing_subscriber_gets_what_was_queued_then_its_eviction_in_one_batch_and_the_end() -> None:
+    bus = EventBus()
+    sub = bus.subscribe(max_queued=10)
+    for i in range(30):  # published faster than anything reads: the queue overflows at the tenth
+        bus.publish("session_update", {"i": i})
+    with trio.fail_after(5):
+        chunks = [chunk async for chunk in frames(sub)]
+    assert chunks[0] == b"retry: 3000\n\n"
+    body = b"".join(chunks[1:]).decode()
+    ids = [int(line[4:]) for line in body.splitlines() if line.startswith("id: ")]
+    assert ids == list(range(1, 10))  # in order, none repeated, none after the eviction point
+    kinds = [line[7:] for line in body.splitlines() if line.startswith("event: ")]
+    assert kinds.count("slow_client_warning") == 1
+    assert kinds[-1] == "client_evicted" and body.endswith("\n\n")  # the stream ends after it
+    assert '"reason":"queue_overflow"' in body
