@@ -7,7 +7,10 @@ at a time, ours and the bare one in turn (A B A B …), medians compared.
 
 Only admission is timed: the daemon's scripted model ends each turn at once
 (one "ok"), prompts go round-robin to several sessions, and each round ends
-with a short untimed pause, so no prompt waits behind a turn. Two daemons'
+with a short untimed pause, so no prompt waits behind a turn; yet the turn a
+prompt starts runs on the same event loop while its 202 is being sent. A
+third daemon measures admission alone: every prompt queues behind a turn
+that never ends, so nothing starts. Two daemons'
 worth of figures: with the journal's fsync off (``storage.fsync: never``,
 the target, ratio <= 1.2) and as configured by default (fsync before each
 202, its cost measured by ``bench_journal.py``), no target.
@@ -74,6 +77,30 @@ class Ours:
         return self.daemon.stop()
 
 
+class Queued(Ours):
+    """One session whose first turn never ends (its model waits an hour): each admission only queues.
+
+    Admission alone, with no turn starting on the same event loop while the 202 is sent.
+    """
+
+    def __init__(self, rounds: int) -> None:
+        f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, prefix="bench-admission-")
+        json.dump({"responses": [{"delay": 3600, "steps": [{"text": "late"}]}]}, f)
+        f.close()
+        self.script = f.name
+        self.daemon = Daemon("--model", "scripted", "--script", f.name, "--max-pending-prompts", str(rounds + 200),
+                             settings=NO_FSYNC)
+        self.client = httpx.Client(base_url=self.daemon.url, headers=self.daemon.headers, timeout=30)
+        self.sessions = [self.client.post("/session", json={}).json()["sessionId"]]
+        self.n = 0
+        self.admit()  # the turn that never ends
+
+    def stop(self) -> str:
+        err = super().stop()
+        Path(self.script).unlink()
+        return err
+
+
 def cold_admission(script: str, settings: dict | None) -> float:
     """A fresh daemon and session, the 202 of its first prompt (the connection already open)."""
     daemon = Daemon("--model", "scripted", "--script", script, settings=settings)
@@ -96,6 +123,7 @@ def measure(quick: bool = False, rounds: int | None = None, cold: int | None = N
     bare = BareServer("--report-loop-stalls", "20")
     ours = Ours(script, NO_FSYNC, *stall_args())
     fsynced = Ours(script, None)
+    queued = Queued(rounds + 40)
     try:
         with httpx.Client(base_url=bare.url, timeout=30) as client:
 
@@ -114,10 +142,10 @@ def measure(quick: bool = False, rounds: int | None = None, cold: int | None = N
                 return timed
 
             for _ in range(20):  # warm up connections and code paths
-                ours.admit(), fsynced.admit(), bare_admit()
+                ours.admit(), fsynced.admit(), queued.admit(), bare_admit()
                 time.sleep(SETTLE)
             samples = interleave(rounds, {"ours": settle(ours.admit), "bare": bare_admit,
-                                          "fsync": settle(fsynced.admit)})
+                                          "fsync": settle(fsynced.admit), "queued": queued.admit})
 
             def warm() -> float:
                 return median([settle(ours.admit)() for _ in range(20)])
@@ -126,12 +154,15 @@ def measure(quick: bool = False, rounds: int | None = None, cold: int | None = N
     finally:
         err = ours.stop()
         fsynced.stop()
+        queued.stop()
         bare_err = bare.stop()
         Path(script).unlink()
     ms = {name: median(xs) * 1000 for name, xs in {**samples, **cold_samples}.items()}
     return [
         Figure(BENCH, "POST prompt -> 202 (fsync never)", ms["ours"], ms["bare"], "ms", floor_name="bare 202 route",
                target=1.2),
+        Figure(BENCH, "POST prompt -> 202, queued behind a running turn (fsync never)", ms["queued"], ms["bare"],
+               "ms", floor_name="bare 202 route", target=1.2),
         Figure(BENCH, "POST prompt -> 202 (default: fsync)", ms["fsync"], ms["bare"], "ms",
                floor_name="bare 202 route"),
         Figure(BENCH, "first prompt of a fresh daemon (cold)", ms["cold"], ms["warm"], "ms",
