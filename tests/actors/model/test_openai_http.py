@@ -35,6 +35,7 @@ async def test_a_body_without_data_lines_gives_nothing():
 
 
 def test_a_proxy_in_the_environment_sends_requests_through_the_full_client(monkeypatch):
+    from actors.model.http import Transport
     from actors.model.openai import OpenAIConfig, OpenAIModel, _proxied
 
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
@@ -42,7 +43,8 @@ def test_a_proxy_in_the_environment_sends_requests_through_the_full_client(monke
         monkeypatch.delenv(name, raising=False)
     assert not _proxied("https://api.example.com/v1/chat/completions")
     direct = OpenAIModel(OpenAIConfig(base_url="https://api.example.com/v1", api_key="k", model="m"))
-    assert direct._transport is not None and direct._client is None
+    assert isinstance(direct._transport, Transport) and direct._client is None
+    assert direct._transport._ssl_context is None  # an https base URL pays for TLS only when first used
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
     monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
     assert _proxied("https://api.example.com/v1/chat/completions")
