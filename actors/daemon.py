@@ -23,7 +23,7 @@ from .session.system_prompt import PromptOverrides
 from .session.tools import ToolRegistry
 from .session.transcript import is_safe_session_id
 from .settings import Settings
-from .storage import LocalStore, replay
+from .storage import LocalStore, StorageError, replay
 from .subagents.registry import SubagentRegistry
 
 log = logging.getLogger("trellis.daemon")
@@ -182,6 +182,8 @@ class Daemon:
     async def _start(self, session_id: str, cwd: str | None, history: list[Any] | None = None, *,
                      restore: bool = False, prompt: PromptOverrides | None = None) -> SessionHandle:
         if len(self._sessions) + len(self._starting) >= self.settings.limits.max_sessions:
+            log.warning("session refused reason=too_many_sessions limit=%d", self.settings.limits.max_sessions,
+                        extra={"reason": "too_many_sessions", "limit": self.settings.limits.max_sessions})
             raise TooManySessions(f"at most {self.settings.limits.max_sessions} sessions")
         if session_id in self._starting:
             raise SessionStarting(f"session {session_id} is already starting")
@@ -212,6 +214,10 @@ class Daemon:
             self._sessions[session_id] = handle
             self._closed_events[session_id] = closed
             return handle
+        except StorageError as exc:
+            log.warning("session refused session=%s reason=storage_unavailable: %s", session_id, exc,
+                        extra={"session": session_id, "reason": "storage_unavailable"})
+            raise
         finally:
             self._starting.discard(session_id)
 

@@ -25,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, Figure, emit, interleave, median  # noqa: E402
+from _common import Figure, emit, interleave, median  # noqa: E402
 
 from actors import CountingIds, Settings, load_script, open_daemon  # noqa: E402
 from actors.replay import load_scenario, replay, run_deterministic  # noqa: E402
-from actors.replay.cli import collect  # noqa: E402
+from actors.replay.cli import BUNDLED, collect  # noqa: E402
 
 BENCH = "replay"
 
@@ -66,7 +66,7 @@ def measure(quick: bool = False, rounds: int | None = None, seeds: int | None = 
     saved = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     pin_to_one_core()
     try:
-        scenarios = [s for s in (load_scenario(p) for p in collect(paths or [str(ROOT / "scenarios")]))
+        scenarios = [s for s in (load_scenario(p) for p in collect(paths or [str(BUNDLED)]))
                      if not s.known_bug]
         for s in scenarios:  # warm up imports and code paths
             replay(s, 0)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import logging
 import os
 import signal
 import sys
@@ -12,6 +11,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import trio
 
@@ -23,8 +23,10 @@ from actors.model import ModelProvider, ScriptedModel
 
 from .auth import TokenFileError, token_path
 from .hosts import parse_authority
+from .logs import add_secret, configure
+from .logs import say as log_line
 from .process_image import Secrets, SecretsError, read_secrets
-from .server import InsecureBind, check_bind, serve
+from .server import InsecureBind, check_bind, is_loopback, serve
 
 DEFAULT_PORT = 4170
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -105,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time every event-loop task step: warn of each over MS milliseconds and report the "
                         "longest at exit (off by default)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
-                   help="log verbosity on stderr (default warning)")
+                   help="log verbosity on stderr (default warning; info adds a line per request and per turn)")
+    p.add_argument("--log-format", default="text", choices=["text", "json"],
+                   help="log lines on stderr as text (default) or one JSON object per line")
     # Internal: the pipe through which a re-executed daemon takes back its token and API key
     # (transport.process_image); never typed by hand.
     p.add_argument("--secrets-fd", type=int, default=None, metavar="FD", help=argparse.SUPPRESS)
@@ -153,12 +157,55 @@ def make_model(args: argparse.Namespace, settings: Settings,
             )
         except ValueError as exc:
             raise SettingsError(f"{args.settings or 'settings'}: {exc}") from None
+        for line in check_openai(args, settings, os.environ if environ is None else environ, config.api_key):
+            say(line, "warning")
         return OpenAIModel(config)
     if provider != "scripted":
         raise SettingsError(f"{args.settings or 'settings'}: model.provider must be 'scripted' or 'openai'")
     if args.script:
         return load_script(args.script)
     return ScriptedModel()
+
+
+def _given(flag: str | None, settings: Mapping[str, Any], key: str, environ: Mapping[str, str],
+           var: str) -> tuple[str, str] | None:
+    """(the value, where it came from) by the precedence of :meth:`OpenAIConfig.from_sources`; ``None`` if unset."""
+    if flag:
+        return flag, f"--openai-{'base-url' if key == 'baseUrl' else 'model'}"
+    if isinstance(settings.get(key), str) and settings[key]:
+        return settings[key], f"settings model.{key}"
+    if environ.get(var):
+        return environ[var], f"${var}"
+    return None
+
+
+def check_openai(args: argparse.Namespace, settings: Settings, environ: Mapping[str, str],
+                 api_key: str | None) -> list[str]:
+    """What the ``openai`` model needs to start: a base URL and a model name (``SettingsError`` naming the
+    missing setting); returns warnings (no API key for a server off loopback)."""
+    which = "--model openai" if args.model == "openai" else 'settings model.provider "openai"'
+    base = _given(args.openai_base_url, settings.model, "baseUrl", environ, "OPENAI_BASE_URL")
+    name = _given(args.openai_model, settings.model, "name", environ, "OPENAI_MODEL")
+    missing = []
+    if base is None:
+        missing.append("a base URL: --openai-base-url URL, $OPENAI_BASE_URL or settings model.baseUrl "
+                       "(e.g. http://127.0.0.1:8080/v1)")
+    if name is None:
+        missing.append("a model name: --openai-model NAME, $OPENAI_MODEL or settings model.name "
+                       "(the name the server serves, e.g. qwen3)")
+    if missing:
+        raise SettingsError(f"{which} needs " + "; and ".join(missing))
+    assert base is not None
+    url, source = base
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        # Not echoed: a URL may carry credentials (user:password@host).
+        raise SettingsError(f"{which}: the base URL ({source}) must be an http:// or https:// URL with a host "
+                            "(e.g. http://127.0.0.1:8080/v1)")
+    if not api_key and not is_loopback(parts.hostname):
+        return [f"no API key for the model server at {parts.hostname}: requests go without Authorization "
+                "(set $OPENAI_API_KEY or settings model.apiKey if it wants one)"]
+    return []
 
 
 def load_daemon_config(args: argparse.Namespace,
@@ -173,18 +220,27 @@ def load_daemon_config(args: argparse.Namespace,
             max_pending_prompts=args.max_pending_prompts, event_ring_size=args.event_ring_size,
             max_connections=args.max_connections, sandbox=args.sandbox,
         )
+        key = settings.model.get("apiKey")
+        add_secret(key if isinstance(key, str) else None)  # never in a log line (transport.logs)
         model = make_model(args, settings, environ)
     except (SettingsError, ScriptError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(str(exc), "error")
         return None
     for warning in settings.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        say(warning, "warning")
     return settings, model
 
 
-def say(line: str) -> None:
-    """One line on stderr, flushed (the shutdown's stages)."""
-    print(line, file=sys.stderr, flush=True)
+def configure_logging(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
+    """``--log-level`` and ``--log-format`` on stderr; the token and API key given are never written there."""
+    configure(args.log_level, args.log_format, secrets=(
+        args.token, environ.get("TRELLIS_TOKEN"), args.openai_api_key, environ.get("OPENAI_API_KEY")))
+
+
+def say(line: str, level: str = "info") -> None:
+    """One line on stderr, flushed, whatever the log level (the shutdown's stages): as it is, or as a JSON
+    record with ``--log-format json`` (:func:`transport.logs.say`)."""
+    log_line(line, level)
 
 
 def _descendants(root: int) -> list[int]:
@@ -341,7 +397,7 @@ def _first_leaf(error: BaseException) -> BaseException:
     return error
 
 
-def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> int:
+def main(argv: list[str] | None = None, *, secrets: Secrets | None = None, prog: str | None = None) -> int:
     """Run the daemon (or, for ``acp ...``, the ACP agent on stdio) until interrupted.
 
     ``secrets`` are values withheld from the process image (see
@@ -352,8 +408,10 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
     if argv[:1] == ["acp"]:
         from .acp import run_stdio  # `python -m transport acp`: the ACP agent on stdio, for editors
 
-        return run_stdio(argv[1:], secrets=secrets)
+        return run_stdio(argv[1:], secrets=secrets, prog=prog)
     parser = build_parser()
+    if prog:
+        parser.prog = prog  # `trellis serve`
     args = parser.parse_args(argv)
     environ = recover_secrets(parser, args, secrets)
     for name in ("max_sessions", "max_pending_prompts", "event_ring_size", "max_connections", "context_window",
@@ -373,20 +431,20 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
     if not auth and token:
         parser.error("--no-auth turns authentication off, yet a token is given (--token or $TRELLIS_TOKEN): "
                      "drop one of them")
+    configure_logging(args, environ)
     try:
         check_bind(args.hostname, auth, token_given=bool(token))
     except InsecureBind as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(str(exc), "error")
         return 2
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     loaded = load_daemon_config(args, environ)
     if loaded is None:
         return 2
     settings, model = loaded
     state_dir = Path(args.state_dir or ".trellis")
     if not auth:
-        print("warning: --no-auth: authentication is off; any local user or process can drive this daemon "
-              "and the commands its sessions run", file=sys.stderr, flush=True)
+        say("--no-auth: authentication is off; any local user or process can drive this daemon "
+            "and the commands its sessions run", "warning")
 
     shutdown = Shutdown(settings.limits.shutdown_seconds)
 
@@ -406,8 +464,7 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
                 async with trio.open_nursery() as nursery:
                     url = await nursery.start(serving, daemon)
                     if auth and token is None:  # serve minted one; name the file, never print the token
-                        print(f"token: {token_path(state_dir)} (send it as Authorization: Bearer)",
-                              file=sys.stderr, flush=True)
+                        say(f"token: {token_path(state_dir)} (send it as Authorization: Bearer)")
                     print(f"listening on {url}", flush=True)
                     # What start-up made lives as long as the daemon: out of the collector's way, a full
                     # collection walks only what sessions made (a 30-40 ms loop stall becomes under 10 ms);
@@ -425,22 +482,21 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> in
     except KeyboardInterrupt:  # a SIGINT before the signals were ours
         return 0
     except SandboxUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(str(exc), "error")
         return 2
     except BaseExceptionGroup as group:
         token_errors, rest = group.split(TokenFileError)
         if token_errors is not None and rest is None:
-            print(f"error: {_first_leaf(token_errors)}", file=sys.stderr)
+            say(str(_first_leaf(token_errors)), "error")
             return 2
         bind_errors, rest = group.split(OSError)
         if bind_errors is None or rest is not None:
             raise
         first = _first_leaf(bind_errors)
-        print(f"error: cannot serve on {args.hostname}:{args.port}: {getattr(first, 'strerror', None) or first}",
-              file=sys.stderr)
+        say(f"cannot serve on {args.hostname}:{args.port}: {getattr(first, 'strerror', None) or first}", "error")
         return 1
     finally:
         shutdown.finished()
         if watch is not None:
-            print(watch.report(), file=sys.stderr, flush=True)
+            say(watch.report())
     return shutdown.exit_code()

@@ -11,10 +11,12 @@ from hypercorn.config import Config
 
 from actors import Daemon
 
+from .access_log import AccessLog
 from .app import create_app
 from .auth import new_token, write_token_file
 from .connections import serve as serve_capped
 from .hosts import HostPolicy
+from .logs import add_secret
 from .mcp import base_url_from_bind
 
 
@@ -84,6 +86,10 @@ async def serve(
     streams included; one more is answered 503 ``too_many_connections`` and
     closed before any request is read (see :mod:`transport.connections`).
 
+    Each answer gets an access line on logger ``trellis.access`` at ``info``
+    (:mod:`transport.access_log`: no header, no query value, signal tokens
+    redacted), and the token is never written by :mod:`transport.logs`' handler.
+
     ``auth=False`` serves without any token, and only on a loopback ``host``
     (:class:`InsecureBind` otherwise); it cannot be combined with ``token``.
 
@@ -106,18 +112,19 @@ async def serve(
                              "daemon with a state_dir to mint one into <state_dir>/token (or pass auth=False "
                              "on loopback)")
         token = new_token()
+    add_secret(token)  # whatever a log line might carry, never this (transport.logs)
     config = Config()
     bind_host = f"[{host}]" if ":" in host and not host.startswith("[") else host
     config.bind = [f"{bind_host}:{port}"]
     config.graceful_timeout = 1.0
-    config.accesslog = None
+    config.accesslog = None  # ours instead, with tokens redacted (transport.access_log)
     config.errorlog = None
     if port:  # known before the bind; with port 0 only once hypercorn has one (until then, all refused)
         hosts.bind([f"http://{bind_host}:{port}"])
     app = create_app(daemon, token=token, allowed_origins=allowed_origins, acp_grace=acp_grace, hosts=hosts)
     async with trio.open_nursery() as nursery:
         cap = max_connections if max_connections is not None else daemon.settings.limits.max_connections
-        binds = await nursery.start(partial(serve_capped, app, config, max_connections=cap,
+        binds = await nursery.start(partial(serve_capped, AccessLog(app), config, max_connections=cap,
                                             shutdown_trigger=daemon.stopped.wait))
         hosts.bind(binds)  # the real port (--port 0) and the address(es) as bound
         if mint_into is not None:

@@ -10,13 +10,17 @@ cancels, votes and closes keep answering while the shutdown runs.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
 import orjson
 from quart import Response, request
 
+from .access_log import shown_path
 from .errors import json_response
+
+log = logging.getLogger("trellis.daemon")
 
 _WORK_ROUTES = re.compile(r"/session(?:/[^/]+/(?:prompt|mid-turn-message|load|resume|fork))?")
 _ACP_WORK = frozenset({"session/new", "session/load", "session/prompt"})
@@ -61,5 +65,8 @@ def _mcp_start(message: Any) -> bool:
 async def refuse_if_shutting_down(daemon: Any) -> Response | None:
     """A ``before_request`` check: the 503 answer for work asked of a daemon that is shutting down."""
     if daemon.shutting_down and await starts_work():
+        path = shown_path(request.path)
+        log.warning("start refused %s %s reason=shutting_down", request.method, path,
+                    extra={"method": request.method, "path": path, "reason": "shutting_down"})
         return refusal()
     return None

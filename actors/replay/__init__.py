@@ -1,12 +1,12 @@
 """Deterministic scenario replays of the real actors (``python -m actors.replay``).
 
-A scenario (``scenarios/*.json``, format in ``scenarios/README.md``) declares
+A scenario (``actors/replay/scenarios/*.json``, format in that directory's ``README.md``) declares
 settings, a scripted model, a timeline of external inputs at virtual times,
 and what must hold. :func:`replay` runs it in process under
 ``MockClock(autojump_threshold=0)`` with Trio's scheduler seeded, records a
 canonical trace and returns its SHA-256 digest and any failures::
 
-    result = replay("scenarios/fifo_order.json", seed=3)
+    result = replay("actors/replay/scenarios/fifo_order.json", seed=3)
     assert result.ok, result.failures
 
 A scenario may leave times open — windows ``{"between": [lo, hi]}`` that each seed

@@ -1,7 +1,8 @@
 """``python -m actors.replay [PATH ...] [--seed S | --seeds N | --explore N [--from S]] [--jitter KEY=SECONDS]
 [--shrink] [--update] [--trace]``.
 
-Replays each scenario (PATH: files or directories; default ``scenarios/``),
+Replays each scenario (PATH: files or directories; default: the bundled library,
+``actors/replay/scenarios/``, wherever the command runs from),
 checks its expectations and invariants, and compares each seed's trace digest
 with the golden one beside the file. On failure it prints the seed and a
 command that reproduces it. ``--explore N`` replays N fresh seeds instead (no
@@ -38,6 +39,9 @@ from .scenario import Scenario, load_scenario
 from .trace import format_trace
 
 SUFFIXES = (".json", ".toml")
+# The scenario library ships inside the package (package data), so the default works from any directory
+# and from an installed, non-editable package alike. (The repository's ./scenarios links here.)
+BUNDLED = Path(__file__).resolve().parent / "scenarios"
 MAX_FAILING_SEEDS_SHOWN = 3
 CI_SEEDS = 20  # what CI replays; a race must show MIN_RACE_TRACES distinct traces over this many
 
@@ -52,6 +56,14 @@ def collect(paths: Sequence[str]) -> list[str]:
         else:
             out.append(p)
     return out
+
+
+def default_paths() -> list[str]:
+    """The bundled library: relative to the working directory when under it (shorter lines), else absolute."""
+    try:
+        return [str(BUNDLED.relative_to(Path.cwd().resolve()))]
+    except ValueError:
+        return [str(BUNDLED)]
 
 
 def reproduce_command(path: str, seed: int, jitters: dict[str, float] | None = None) -> str:
@@ -225,9 +237,10 @@ def _known_bug(name: str, path: str, bug: str, seeds: list[int], digests: dict[i
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m actors.replay", description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="scenario files or directories (default: scenarios/)")
+def _parser(prog: str = "python -m actors.replay") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="scenario files or directories (default: the bundled library, "
+                             "actors/replay/scenarios/)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--seed", type=int, metavar="S", help="replay with this seed only (default 0)")
     which.add_argument("--seeds", type=int, metavar="N", help="replay seeds 0..N-1 (CI: 20)")
@@ -244,8 +257,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+def main(argv: Sequence[str] | None = None, *, prog: str = "python -m actors.replay") -> int:
+    parser = _parser(prog)
     args = parser.parse_args(argv)
     if args.seeds is not None and args.seeds < 1:
         parser.error("--seeds must be at least 1")
@@ -263,9 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         jitters = dict(parse_override(j) for j in args.jitter)
     except BadOverride as exc:
         parser.error(f"--jitter: {exc}")
-    files = collect(args.paths or ["scenarios"])
+    paths = args.paths or default_paths()
+    files = collect(paths)
     if not files:
-        print(f"no scenario files in {' '.join(args.paths or ['scenarios'])}")
+        print(f"no scenario files in {' '.join(paths)}")
         return 2
     start = time.perf_counter()
     worst = 0

@@ -1,6 +1,6 @@
 """Scenario files: reading, validating and the parsed :class:`Scenario`.
 
-The format is documented in ``scenarios/README.md``. JSON (``.json``) or TOML
+The format is documented in ``actors/replay/scenarios/README.md``. JSON (``.json``) or TOML
 (``.toml``); top-level fields ``name``, ``description``, ``settings``,
 ``model``, ``timeline``, ``expect``, ``invariants`` and ``timeout``. Every
 problem is a :class:`ScenarioError` naming the file, the field (a JSON path)

@@ -300,6 +300,10 @@ class PromptFifo:
 
     def _admit(self, body: wire.PromptBody, client_id: str | None) -> Admitted | QueueFull | StorageUnavailable:
         if len(self._entries) >= self._max_pending:
+            log.warning("prompt refused session=%s reason=prompt_queue_full pending=%d limit=%d", self.session_id,
+                        len(self._entries), self._max_pending,
+                        extra={"session": self.session_id, "reason": "prompt_queue_full",
+                               "pending": len(self._entries), "limit": self._max_pending})
             return QueueFull(self._max_pending, len(self._entries))
         last_event_id = self._bus.last_event_id  # before anything this prompt publishes
         entry = PendingPrompt(self._ids.new("prompt"), body, body.text, self._now_ms(), client_id)
@@ -309,6 +313,8 @@ class PromptFifo:
                          "text": entry.text, "queuedAt": entry.queued_at, "clientId": client_id,
                          "waited": entry.waited})
         except OSError as exc:
+            log.warning("prompt refused session=%s reason=storage_unavailable: %s", self.session_id, exc,
+                        extra={"session": self.session_id, "reason": "storage_unavailable"})
             return StorageUnavailable(str(exc))
         self._entries.append(entry)
         self._record(TurnRecord(entry.prompt_id, "queued", entry.text, entry.queued_at))

@@ -19,12 +19,13 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from .. import wire
-from .hooks import HookResult, run_hooks
+from .hooks import HookResult, command_name, run_hooks
 from .outcomes import PostToolUseStop, PromptBlocked
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from .session import Session
     from .tools import ToolResult
     from .turn import Turn
+
+log = logging.getLogger("trellis.hooks")
 
 
 def payload(session: Session, event: str, **fields: Any) -> dict[str, Any]:
@@ -42,7 +45,17 @@ def payload(session: Session, event: str, **fields: Any) -> dict[str, Any]:
 
 
 def report(session: Session, event: str, outcome: HookResult, prompt_id: str | None) -> None:
-    """A ``hook_result`` event for what the user should see: messages, failures, a stop reason."""
+    """A ``hook_result`` event for what the user should see: messages, failures, a stop reason.
+
+    Each failure is also a warning in the daemon's log, naming the event and the command's program
+    (:func:`~.hooks.command_name`) and what went wrong — never the hook's output, which may hold
+    anything; the ``hook_result`` event carries that (stderr, cut to 500 characters).
+    """
+    for command, why in outcome.failed:
+        name = command_name(command)
+        log.warning("hook failed session=%s event=%s command=%s: %s", session.session_id, event, name, why,
+                    extra={"session": session.session_id, "prompt": prompt_id, "event": event, "command": name,
+                           "why": why})
     if outcome.system_messages or outcome.failures or outcome.stop_chain:
         session.bus.publish("hook_result", wire.hook_result(
             session.session_id, event, list(outcome.system_messages), list(outcome.failures),

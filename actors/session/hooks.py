@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shlex
 from typing import Any
 
 import attrs
@@ -161,6 +162,7 @@ class HookResult:
     permission: str | None = None  # PreToolUse: the strictest permissionDecision (deny > ask > allow)
     permission_reason: str | None = None
     updated_input: Any = None  # PreToolUse: hookSpecificOutput.updatedInput (the last one given)
+    failed: tuple[tuple[str, str], ...] = ()  # (command, what went wrong) of each failure, without its output
 
     @property
     def blocked(self) -> bool:
@@ -179,6 +181,7 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
     blocks: list[str] = []
     messages: list[str] = []
     failures: list[str] = []
+    failed: list[tuple[str, str]] = []
     stop_chain, stop_reason = False, None
     contexts: list[str] = []
     permission: str | None = None
@@ -192,6 +195,7 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
             outcome = await start(hook, data, cwd)
             if isinstance(outcome, str):
                 failures.append(f"{hook.command!r}: {outcome}")
+                failed.append((hook.command, outcome))
                 continue
             code, stdout, stderr = outcome
             if code == 2:
@@ -199,6 +203,7 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
                 continue
             if code != 0:
                 failures.append(f"{hook.command!r} exited with {code}: {stderr.strip()[:500]}")
+                failed.append((hook.command, f"exited with {code}"))
                 continue
             parsed = _parse_output(stdout)
             if isinstance(parsed, str) and plain_context:
@@ -206,6 +211,7 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
                 continue
             if isinstance(parsed, str):
                 failures.append(f"{hook.command!r}: {parsed}")
+                failed.append((hook.command, parsed))
                 continue
             if isinstance(parsed.get("systemMessage"), str):
                 messages.append(parsed["systemMessage"])
@@ -229,7 +235,23 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
             if isinstance(specific.get("updatedInput"), dict):
                 updated_input = specific["updatedInput"]
     return HookResult(tuple(blocks), stop_chain, stop_reason, tuple(messages), tuple(failures), tuple(contexts),
-                      permission, permission_reason, updated_input)
+                      permission, permission_reason, updated_input, tuple(failed))
+
+
+def command_name(command: str) -> str:
+    """What a log line names a hook command by: its program (``./check.sh``), without arguments or leading
+    ``NAME=value`` assignments (either may hold a secret), at most 80 characters."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    words = [w for w in words if not _ASSIGNMENT.match(w)]
+    name = words[0] if words else "?"
+    name = "".join(c if c.isprintable() and c != " " else "?" for c in name)
+    return name if len(name) <= 80 else name[:79] + "…"
+
+
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 PERMISSION_RANK = {"allow": 0, "ask": 1, "deny": 2}

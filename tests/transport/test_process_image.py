@@ -263,8 +263,8 @@ async def test_the_acp_agent_takes_the_key_flag_too(nursery, tmp_path):
                                              "prompt": [{"type": "text", "text": "hi"}]})
 
     with trio.fail_after(30):
-        await run_acp(tmp_path, "--model", "openai", "--openai-base-url", url, "--openai-api-key", KEY_FLAG,
-                      env={}, scenario=scenario)
+        await run_acp(tmp_path, "--model", "openai", "--openai-base-url", url, "--openai-model", "fake",
+                      "--openai-api-key", KEY_FLAG, env={}, scenario=scenario)
     assert [r.headers["authorization"] for r in fake.requests] == [f"Bearer {KEY_FLAG}"]
 
 

@@ -114,16 +114,18 @@ def _claim_stdio() -> tuple[int, int]:
     return protocol_in, protocol_out
 
 
-def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None) -> int:
+def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None, prog: str | None = None) -> int:
     """``python -m transport acp``: parse the daemon's flags, serve ACP on stdin/stdout until stdin closes.
 
     ``secrets`` (or ``--secrets-fd``) bring back what :mod:`transport.process_image`
     withheld from the process image, such as ``OPENAI_API_KEY`` for the model.
     """
-    from transport.cli import SHUTDOWN_SIGNALS, Shutdown, build_parser, load_daemon_config, recover_secrets
+    from transport.cli import (
+        SHUTDOWN_SIGNALS, Shutdown, build_parser, configure_logging, load_daemon_config, recover_secrets,
+    )
 
     parser = build_parser()
-    parser.prog = "python -m transport acp"
+    parser.prog = prog or "python -m transport acp"
     parser.description = "Trellis as an ACP agent on stdin/stdout (newline-delimited JSON-RPC), for editors."
     for group in parser._action_groups:
         if group.title == "network":  # the daemon's HTTP flags mean nothing here: accepted, not shown
@@ -131,7 +133,7 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None) 
                 action.help = argparse.SUPPRESS
     args = parser.parse_args(argv)
     environ = recover_secrets(parser, args, secrets)
-    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(args, environ)  # stderr: stdout is the protocol's
     loaded = load_daemon_config(args, environ)
     if loaded is None:
         return 2

@@ -100,7 +100,7 @@ def test_explore_prints_distinct_traces_failing_seeds_and_a_reproduction(tmp_pat
 
 
 def test_explore_of_a_passing_library_race_finds_no_failure() -> None:
-    explored = cli(str(ROOT / "scenarios" / "guard_mid_turn_races_queued_prompt.json"), "--explore", "10")
+    explored = cli(str(ROOT / "actors" / "replay" / "scenarios" / "guard_mid_turn_races_queued_prompt.json"), "--explore", "10")
     assert explored.returncode == 0, explored.stdout
     assert re.search(r"ok    guard_mid_turn_races_queued_prompt +seeds \d+\.\.\d+: \d+ distinct trace\(s\), "
                      r"\d+ distinct order\(s\); 0 failing seed\(s\)", explored.stdout), explored.stdout

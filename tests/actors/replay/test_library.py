@@ -12,7 +12,8 @@ from actors.replay.explore import MIN_RACE_TRACES
 from actors.replay.golden import read_goldens
 
 ROOT = Path(__file__).resolve().parents[3]
-FILES = sorted((ROOT / "scenarios").glob("*.json")) + sorted((ROOT / "scenarios").glob("*.toml"))
+SCENARIOS = ROOT / "actors" / "replay" / "scenarios"
+FILES = sorted(SCENARIOS.glob("*.json")) + sorted(SCENARIOS.glob("*.toml"))
 SEEDS = range(20)
 REQUIRED = {
     "fifo_order", "abort_queued", "cancel_running", "mid_turn_injection", "api_error_then_retry",

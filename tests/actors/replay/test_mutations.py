@@ -20,7 +20,7 @@ from actors.replay import replay
 from actors.session import chain, fifo, session, stop, turn
 from actors.subagents.run import SubagentRun
 
-SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[3] / "actors" / "replay" / "scenarios"
 
 
 def take_newest(self: fifo.PromptFifo) -> Any:

@@ -31,7 +31,7 @@ from actors.session.todo import (
     unfinished_count,
 )
 
-SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[3] / "actors" / "replay" / "scenarios"
 SEEDS = range(20)
 
 ORIGINAL_RUN_TOOL = turn.Turn.run_tool

@@ -179,5 +179,5 @@ def test_a_label_defined_by_a_window_that_surely_ends_first_is_fine() -> None:
 
 
 def test_the_library_races_are_marked_so() -> None:
-    scenario = load_scenario(ROOT / "scenarios" / "guard_mid_turn_races_queued_prompt.json")
+    scenario = load_scenario(ROOT / "actors" / "replay" / "scenarios" / "guard_mid_turn_races_queued_prompt.json")
     assert scenario.races and scenario.windows

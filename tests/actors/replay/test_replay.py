@@ -10,7 +10,7 @@ from pathlib import Path
 from actors.replay import format_trace, parse_scenario, replay
 
 ROOT = Path(__file__).resolve().parents[3]
-SCENARIOS = ROOT / "scenarios"
+SCENARIOS = ROOT / "actors" / "replay" / "scenarios"
 
 
 def run_cli(*args: str, hash_seed: str = "0") -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ import trio
 from actors.replay import format_trace, parse_scenario, replay
 from actors.replay.patterns import subset_match
 
-SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[3] / "actors" / "replay" / "scenarios"
 SUBAGENT_SCENARIOS = sorted(SCENARIOS.glob("subagent_*.json"))
 AUTO_EDIT = {"subagents": {"runners": {"session": {"approvalMode": "auto-edit"}}}}
 

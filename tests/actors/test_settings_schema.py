@@ -1,0 +1,308 @@
+"""actors/settings.schema.json agrees with the daemon's own validation of a settings file.
+
+Every example below goes through both: the daemon's path (``load_settings``, then the model
+provider as ``transport.cli.make_model`` builds it) and the JSON Schema (draft 2020-12, with
+format assertion on, so a hook ``matcher`` must be a valid pattern). They must agree: both
+accept it, or both refuse it. "The daemon accepts" means it accepts the file whichever model
+it is started with: the ``model`` block's members are checked only when the openai provider is
+used, so each file is loaded twice, as the settings say and with ``--model openai`` (the server's
+address and model name, which that provider needs from somewhere, coming from the environment).
+
+The schema cannot fall behind the code: every key of ``actors.settings._KNOWN`` is in it (nested,
+and dotted at the top level, as ``_walk`` accepts both), every property it has is one the code
+reads, and its enums are the code's constants. The examples of ``docs/settings.md`` and of the
+README's *Settings* are checked too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from actors.model.openai import _SETTINGS_KEYS as MODEL_KEYS
+from actors.model.text_tools import STYLES as TEXT_TOOL_STYLES
+from actors.process.sandbox import SANDBOX_SETTINGS
+from actors.session.hooks import EVENTS as HOOK_EVENTS
+from actors.settings import _KNOWN, APPROVAL_MODES, SettingsError, load_settings
+from actors.subagents.registry import RUNNERS
+from transport.cli import build_parser, make_model
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads(resources.files("actors").joinpath("settings.schema.json").read_text())
+VALIDATOR = Draft202012Validator(SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+# The openai provider needs a server address and a model name from somewhere to start: the environment
+# gives them here (the settings file's own values win over it, so they are still checked), and nothing
+# else comes from this process's environment.
+MODEL_ENVIRONMENT = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_MODEL": "test-model"}
+
+
+# ----------------------------------------------------------------- the two judges
+
+
+def daemon_verdict(tmp_path: Path, document: Any) -> tuple[bool, str]:
+    """(accepted, why): the settings file as the daemon loads it, under either model provider."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(document))
+    try:
+        settings = load_settings(path)
+        for flags in ([], ["--model", "openai"]):
+            args = build_parser().parse_args(flags)
+            args.settings = str(path)
+            make_model(args, settings, MODEL_ENVIRONMENT)
+    except SettingsError as exc:
+        return False, str(exc)
+    return True, "; ".join(settings.warnings)
+
+
+def schema_verdict(document: Any) -> tuple[bool, str]:
+    errors = sorted(VALIDATOR.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path])
+    return not errors, "; ".join(f"{list(e.absolute_path)}: {e.message}" for e in errors[:3])
+
+
+# ----------------------------------------------------------------- examples
+
+HOOK = {"type": "command", "command": "./check.sh", "timeout": 30}
+
+VALID: list[Any] = [
+    {},
+    # The README's example file.
+    {
+        "experimental": {"todoStopGuard": False},
+        "ui": {"enableFollowupSuggestions": False},
+        "disableAllHooks": False,
+        "approvalMode": "default",
+        "sandbox": "auto",
+        "storage": {"fsync": "always"},
+        "limits": {"maxSessions": 256, "maxPendingPrompts": 32, "maxMidTurnMessages": 32,
+                   "eventRingSize": 8000, "subscriberQueue": 256, "subscriberQueueBytes": 2097152,
+                   "replayBytes": 4194304, "shutdownSeconds": 10, "maxConnections": 256},
+    },
+    {"experimental": {"todoStopGuard": True}, "approvalMode": "plan", "sandbox": "off", "storage": {"fsync": "never"}},
+    *({"approvalMode": mode} for mode in APPROVAL_MODES),
+    *({"sandbox": kind} for kind in SANDBOX_SETTINGS),
+    {"stopHookBlockingCap": 1, "loopProtection": {"maxToolCallsPerTurn": 1, "maxRepeatedFailures": 10}},
+    {"limits": {"clientGraceSeconds": 0.5, "shutdownSeconds": 3}},  # a number: fractions and integers
+    {"systemPrompt": "", "appendSystemPrompt": "Answer in French."},
+    # Dotted spellings at the top level.
+    {"limits.maxSessions": 4, "experimental.todoStopGuard": True, "loopProtection.maxRepeatedFailures": 2},
+    # Unknown keys: warnings, never errors (a file may be shared with other tools)...
+    {"theme": "dark", "experimental": {"somethingElse": 1}, "limits": {"maxWidgets": -1}},
+    # ... also a known group whose value is not an object: ignored as an unknown key (a gap, see docs/settings.md).
+    {"limits": 5},
+    {"experimental": True},
+    # Hooks.
+    {"hooks": {}},
+    {"hooks": {event: [{"hooks": [HOOK]}] for event in HOOK_EVENTS}},
+    {"hooks": {"PreToolUse": [{"matcher": "Bash|todo_write", "hooks": [{"command": "x"}]},
+                              {"matcher": "*", "hooks": []}, {"matcher": "", "hooks": []},
+                              {"matcher": None, "hooks": [{"command": "y", "timeout": 0.5}]}]}},
+    {"hooks": {"Stop": [{"hooks": [HOOK], "note": "other members are ignored"}]}},
+    {"hooks": {"Notification": 5, "SubagentStop": [{"whatever": True}]}},  # events not run: ignored
+    {"disableAllHooks": True, "hooks": {"Stop": []}},
+    # The model.
+    {"model": {}},
+    {"model": {"provider": "scripted"}},
+    {"model": {"provider": "openai", "baseUrl": "http://127.0.0.1:8080/v1", "apiKey": "sk-x", "name": "qwen",
+               "connectTimeout": 5, "readTimeout": 0.5, "contextWindow": 32768, "maxTokens": 1024, "maxRetries": 0,
+               "textToolCalls": "hermes"}},
+    *({"model": {"textToolCalls": style}} for style in TEXT_TOOL_STYLES),
+    {"model": {"provider": "openai", "unknownMember": [1, 2]}},
+    {"model": {"baseUrl": "HTTPS://user@example.com/v1"}}, {"model": {"baseUrl": "http://[::1]:8080"}},
+    # Subagents.
+    {"subagents": {}},
+    {"subagents": {"runners": {"command": {"template": "claude -p {brief} --mcp-config {config}"},
+                               "session": {"model": "qwen", "approvalMode": "auto-edit"}},
+                   "defaultRunner": "command", "signalGraceSeconds": 1.5}},
+    {"subagents": {"runners": {"command": {"template": None}, "session": {"model": None, "approvalMode": None}}}},
+    *({"subagents": {"defaultRunner": runner}} for runner in RUNNERS),
+]
+
+INVALID: list[Any] = [
+    # Not an object at the top level.
+    [], "settings", 7, None,
+    # Wrong types and values of plain keys.
+    {"approvalMode": "sometimes"}, {"approvalMode": 1}, {"approvalMode": None},
+    {"sandbox": "docker"}, {"sandbox": True},
+    {"storage": {"fsync": "sometimes"}}, {"storage": {"fsync": False}},
+    {"experimental": {"todoStopGuard": "yes"}}, {"experimental": {"todoStopGuard": 1}},
+    {"ui": {"enableFollowupSuggestions": None}}, {"disableAllHooks": "false"},
+    {"systemPrompt": 5}, {"systemPrompt": None}, {"appendSystemPrompt": ["a"]},
+    # Limits: positive integers (no booleans, no strings, no fractions), positive numbers.
+    {"limits": {"maxSessions": 0}}, {"limits": {"maxSessions": -1}}, {"limits": {"maxSessions": "5"}},
+    {"limits": {"maxSessions": True}}, {"limits": {"eventRingSize": 1.5}}, {"limits": {"replayBytes": None}},
+    {"limits": {"shutdownSeconds": 0}}, {"limits": {"shutdownSeconds": -1}}, {"limits": {"shutdownSeconds": "10"}},
+    {"limits": {"clientGraceSeconds": True}},
+    {"stopHookBlockingCap": 0}, {"loopProtection": {"maxToolCallsPerTurn": -3}},
+    {"loopProtection": {"maxRepeatedFailures": "3"}},
+    {"limits.maxSessions": 0}, {"experimental.todoStopGuard": "on"},
+    # Hooks.
+    {"hooks": []}, {"hooks": None}, {"hooks": {"Stop": {}}}, {"hooks": {"Stop": None}},
+    {"hooks": {"Stop": [5]}}, {"hooks": {"Stop": [{}]}}, {"hooks": {"Stop": [{"hooks": {}}]}},
+    {"hooks": {"PreToolUse": [{"matcher": 5, "hooks": []}]}},
+    {"hooks": {"PreToolUse": [{"matcher": "(", "hooks": []}]}},
+    {"hooks": {"Stop": [{"hooks": [5]}]}},
+    {"hooks": {"Stop": [{"hooks": [{"type": "prompt", "command": "x"}]}]}},
+    {"hooks": {"Stop": [{"hooks": [{"type": None, "command": "x"}]}]}},
+    {"hooks": {"Stop": [{"hooks": [{"type": "command"}]}]}},
+    {"hooks": {"Stop": [{"hooks": [{"command": ""}]}]}},
+    {"hooks": {"Stop": [{"hooks": [{"command": " \t\n"}]}]}},
+    {"hooks": {"Stop": [{"hooks": [{"command": 5}]}]}},
+    {"hooks": {"Stop": [{"hooks": [{"command": "x", "timeout": 0}]}]}},
+    {"hooks": {"Stop": [{"hooks": [{"command": "x", "timeout": "30"}]}]}},
+    {"hooks": {"Stop": [{"hooks": [{"command": "x", "timeout": True}]}]}},
+    # The model (its members are checked as the openai provider reads them).
+    {"model": "openai"}, {"model": None},
+    {"model": {"provider": "anthropic"}}, {"model": {"provider": None}},
+    {"model": {"baseUrl": None}}, {"model": {"apiKey": 5}}, {"model": {"name": ["x"]}},
+    {"model": {"baseUrl": "ftp://example.com"}}, {"model": {"baseUrl": "localhost:8080"}},
+    {"model": {"baseUrl": "http://:8080/v1"}}, {"model": {"baseUrl": "http:///v1"}},
+    {"model": {"connectTimeout": 0}}, {"model": {"readTimeout": "120"}},
+    {"model": {"contextWindow": 0}}, {"model": {"contextWindow": 1.5}}, {"model": {"maxTokens": "x"}},
+    {"model": {"maxRetries": -1}}, {"model": {"maxRetries": 1.5}}, {"model": {"maxRetries": True}},
+    {"model": {"textToolCalls": "xml"}}, {"model": {"textToolCalls": None}},
+    # Subagents.
+    {"subagents": 5}, {"subagents": None},
+    {"subagents": {"runners": []}}, {"subagents": {"runners": None}},
+    {"subagents": {"runners": {"command": None}}}, {"subagents": {"runners": {"session": "x"}}},
+    {"subagents": {"runners": {"command": {"template": 5}}}},
+    {"subagents": {"runners": {"session": {"model": 5}}}},
+    {"subagents": {"runners": {"session": {"approvalMode": "sometimes"}}}},
+    {"subagents": {"defaultRunner": "docker"}}, {"subagents": {"defaultRunner": None}},
+    {"subagents": {"signalGraceSeconds": 0}}, {"subagents": {"signalGraceSeconds": "60"}},
+]
+
+# The one place they cannot agree: JSON Schema's integer is a number with no fraction, so 8.0 is
+# one; the daemon (json.loads gives a float) refuses it. Kept here so a change on either side shows.
+SCHEMA_ONLY: list[Any] = [{"limits": {"maxSessions": 8.0}}, {"model": {"maxTokens": 512.0}}]
+
+
+def _id(document: Any) -> str:
+    text = json.dumps(document)
+    return text if len(text) <= 70 else text[:67] + "..."
+
+
+@pytest.mark.parametrize("document", VALID, ids=_id)
+def test_both_accept(tmp_path: Path, document: Any) -> None:
+    daemon, why = daemon_verdict(tmp_path, document)
+    schema, schema_why = schema_verdict(document)
+    assert (daemon, schema) == (True, True), (why, schema_why)
+
+
+@pytest.mark.parametrize("document", INVALID, ids=_id)
+def test_both_refuse(tmp_path: Path, document: Any) -> None:
+    daemon, why = daemon_verdict(tmp_path, document)
+    schema, schema_why = schema_verdict(document)
+    assert (daemon, schema) == (False, False), (why, schema_why)
+
+
+@pytest.mark.parametrize("document", SCHEMA_ONLY, ids=_id)
+def test_integers_written_with_a_fraction_are_the_known_difference(tmp_path: Path, document: Any) -> None:
+    assert daemon_verdict(tmp_path, document)[0] is False
+    assert schema_verdict(document)[0] is True
+
+
+def test_unknown_keys_are_warnings_and_known_ones_are_not(tmp_path: Path) -> None:
+    accepted, warnings = daemon_verdict(tmp_path, {"theme": "dark", "limits": {"maxWidgets": 1}})
+    assert accepted and "'theme'" in warnings and "'limits.maxWidgets'" in warnings
+    every_known = {key: _sample(key) for key in _KNOWN}
+    assert daemon_verdict(tmp_path, every_known) == (True, "")
+    assert schema_verdict(every_known)[0]
+
+
+def _sample(dotted: str) -> Any:
+    """A valid value for a known key, written dotted at the top level."""
+    kind = _KNOWN[dotted][1]
+    return {"approvalMode": "yolo", "sandbox": "off", "storage.fsync": "never"}.get(dotted) or (
+        True if kind is bool else 3 if kind in (int, float) else {} if kind is dict else "text")
+
+
+# ----------------------------------------------------------------- the schema follows the code
+
+
+def _schema_keys() -> tuple[set[str], set[str]]:
+    """(the keys the schema describes nested, written dotted; the dotted top-level properties)."""
+    nested, dotted = set(), set()
+    for name, sub in SCHEMA["properties"].items():
+        if "." in name:
+            dotted.add(name)
+        elif name in _KNOWN:
+            nested.add(name)
+        else:  # a group: only its leaves are keys of the code
+            assert set(sub) >= {"properties"} and "type" not in sub, name  # a non-object is warned about, as _walk does
+            nested.update(f"{name}.{leaf}" for leaf in sub["properties"])
+    return nested, dotted
+
+
+def test_every_known_key_is_in_the_schema_and_nothing_else() -> None:
+    nested, dotted = _schema_keys()
+    assert nested == set(_KNOWN)
+    assert dotted == {key for key in _KNOWN if "." in key}
+    for key in dotted:
+        group, leaf = key.split(".")
+        assert SCHEMA["properties"][key] == {"$ref": f"#/properties/{group}/properties/{leaf}"}
+
+
+def test_the_schema_says_what_each_known_key_holds() -> None:
+    wanted = {bool: {"boolean"}, str: {"string"}, dict: {"object"}, int: {"integer"}, float: {"number"}}
+    for key, (_, kind) in _KNOWN.items():
+        sub = SCHEMA["properties"][key] if key in SCHEMA["properties"] and "." not in key else \
+            SCHEMA["properties"][key.split(".")[0]]["properties"][key.split(".")[1]]
+        if "enum" in sub:
+            assert kind is str and all(isinstance(v, str) for v in sub["enum"]), key
+            continue
+        assert {sub["type"]} == wanted[kind], key
+        if kind in (int, float):  # the daemon wants every number it reads positive
+            assert sub.get("minimum") == 1 or sub.get("exclusiveMinimum") == 0, key
+
+
+def test_the_schema_enums_are_the_code_constants() -> None:
+    props = SCHEMA["properties"]
+    assert props["approvalMode"]["enum"] == list(APPROVAL_MODES)
+    assert props["sandbox"]["enum"] == list(SANDBOX_SETTINGS)
+    assert props["hooks"]["properties"].keys() == HOOK_EVENTS.keys()
+    model = props["model"]["properties"]
+    assert model.keys() == {"provider", *MODEL_KEYS}
+    assert model["textToolCalls"]["enum"] == list(TEXT_TOOL_STYLES)
+    subagents = props["subagents"]["properties"]
+    assert subagents["defaultRunner"]["enum"] == list(RUNNERS)
+    assert subagents["runners"]["properties"]["session"]["properties"]["approvalMode"]["enum"] == [
+        None, *APPROVAL_MODES]
+
+
+def test_the_schema_is_a_valid_draft_2020_12_schema_shipped_with_the_package() -> None:
+    Draft202012Validator.check_schema(SCHEMA)
+    assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert SCHEMA["additionalProperties"] is True  # unknown keys are warnings
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "settings.schema.json" in pyproject["tool"]["setuptools"]["package-data"]["actors"]
+
+
+def _doc_examples() -> list[Any]:
+    text = (ROOT / "docs" / "settings.md").read_text()
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", text, re.DOTALL)]
+
+
+def test_the_examples_of_docs_settings_md_are_valid_files(tmp_path: Path) -> None:
+    examples = _doc_examples()
+    assert examples
+    for document in examples:
+        assert daemon_verdict(tmp_path, document)[0], document
+        assert schema_verdict(document)[0], document
+
+
+def test_the_settings_example_of_the_readme_is_a_valid_file(tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    examples = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.DOTALL)]
+    assert examples
+    for document in examples:
+        assert daemon_verdict(tmp_path, document) == (True, ""), document
+        assert schema_verdict(document)[0], document
