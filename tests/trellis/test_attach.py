@@ -1,0 +1,525 @@
+"""``trellis attach`` as a real subprocess under a pseudo-terminal (pexpect), against a real daemon subprocess.
+
+What the screen shows is read from everything the client wrote to the
+terminal, with its escape sequences taken out (:func:`plain`): lines printed
+above the prompt arrive whole, so a line is looked for as text, and counting a
+word the model streams on a line of its own counts how often it was printed.
+(The prompt area is redrawn in place; its text — the typed line, the status
+line, a line still being streamed — may show up more than once, so no count is
+made of it.)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from transport.process_image import SECRET_ENV
+
+pexpect = pytest.importorskip("pexpect", reason="pexpect drives trellis attach under a pseudo-terminal")
+
+
+def _pty_problem() -> str | None:
+    try:
+        child = pexpect.spawn(sys.executable, ["-c", "pass"], timeout=10)
+        child.expect(pexpect.EOF)
+        child.close()
+    except (OSError, pexpect.ExceptionPexpect) as exc:
+        return f"pexpect cannot spawn a pseudo-terminal here: {exc}"
+    return None
+
+
+PTY_PROBLEM = _pty_problem()
+pytestmark = pytest.mark.skipif(PTY_PROBLEM is not None, reason=PTY_PROBLEM or "")
+
+ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x08\r]")
+WAIT = 10.0  # seconds for anything to show up on the screen
+
+
+def plain(raw: str) -> str:
+    """What was written to the terminal without its escape sequences (colours, cursor moves, CR, BS)."""
+    return ESCAPES.sub("", raw)
+
+
+def environ(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and k != "NO_COLOR"}
+    return env | extra
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def text(body: str) -> dict[str, Any]:
+    return {"prompt": [{"type": "text", "text": body}]}
+
+
+class Daemon:
+    """``python -m transport`` with the scripted model, on a port and a state directory it keeps across restarts."""
+
+    def __init__(self, tmp: Path, port: int = 0) -> None:
+        self.tmp = tmp
+        self.state = tmp / "state"
+        self.port = port
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.runs = 0
+
+    def start(self, script: list[Any], settings: dict[str, Any] | None = None, *extra: str) -> Daemon:
+        self.runs += 1
+        script_file = self.tmp / f"script-{self.runs}.json"
+        script_file.write_text(json.dumps({"responses": script}))
+        args = [sys.executable, "-m", "transport", "--port", str(self.port), "--state-dir", str(self.state),
+                "--script", str(script_file), *extra]
+        if settings is not None:
+            settings_file = self.tmp / f"settings-{self.runs}.json"
+            settings_file.write_text(json.dumps(settings))
+            args += ["--settings", str(settings_file)]
+        with open(self.tmp / "daemon.log", "ab") as log:
+            self.proc = subprocess.Popen(args, env=environ(), stdout=subprocess.PIPE, stderr=log)
+        line = b""
+        deadline = time.monotonic() + 20
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, left))
+            chunk = os.read(self.proc.stdout.fileno(), 4096) if ready else b""  # type: ignore[union-attr]
+            if not chunk:
+                raise AssertionError(f"the daemon did not start: {line!r}\n{(self.tmp / 'daemon.log').read_text()}")
+            line += chunk
+        self.url = line.decode().split()[-1]
+        return self
+
+    def client(self) -> httpx.Client:
+        token = (self.state / "token").read_text().strip()
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=10,
+                            trust_env=False)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Attached:
+    """``python -m trellis attach`` under a 40x120 pseudo-terminal, and what it wrote to it."""
+
+    def __init__(self, tmp: Path, url: str, state: Path, *extra: str) -> None:
+        env = environ(TERM="xterm-256color", PROMPT_TOOLKIT_NO_CPR="1", XDG_STATE_HOME=str(tmp / "xdg"))
+        self.raw = io.StringIO(newline="")
+        self.child = pexpect.spawn(sys.executable, ["-m", "trellis", "attach", "--url", url, "--state-dir",
+                                                    str(state), *extra],
+                                   env=env, cwd=str(tmp), dimensions=(40, 120), encoding="utf-8",
+                                   codec_errors="replace", timeout=WAIT)
+        self.child.logfile_read = self.raw
+        self.mark = 0  # where in the screen's text the next expect looks from
+
+    def screen(self) -> str:
+        return plain(self.raw.getvalue())
+
+    def _pump(self, timeout: float) -> bool:
+        """Read what the client wrote (into the log); False once it has exited."""
+        try:
+            self.child.read_nonblocking(65536, timeout=timeout)
+        except pexpect.TIMEOUT:
+            pass
+        except pexpect.EOF:
+            return False
+        return True
+
+    def expect(self, wanted: str, timeout: float = WAIT) -> None:
+        """Wait until ``wanted`` shows on the screen after what the previous expect found."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.screen().find(wanted, self.mark)
+            if found >= 0:
+                self.mark = found + len(wanted)
+                return
+            alive = self._pump(0.05)
+            if not alive and self.screen().find(wanted, self.mark) < 0:
+                raise AssertionError(f"attach exited before {wanted!r} showed; the screen:\n{self.screen()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{wanted!r} did not show in {timeout} s; the screen:\n{self.screen()}")
+
+    def settle(self, seconds: float = 0.3) -> None:
+        """Read what comes in for a moment (to see that nothing more does)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and self._pump(0.05):
+            pass
+
+    def session_id(self) -> str:
+        self.expect("Ctrl-D leaves")
+        found = re.search(r"session (\S+) — type a prompt", self.screen())
+        assert found, self.screen()
+        return found[1]
+
+    def line(self, body: str) -> None:
+        self.child.send(body + "\r")
+
+    def exit_code(self, timeout: float = WAIT) -> int:
+        deadline = time.monotonic() + timeout
+        while self._pump(0.1):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"attach did not exit; the screen:\n{self.screen()}")
+        self.child.close()
+        return self.child.exitstatus
+
+    def close(self) -> None:
+        if self.child.isalive():
+            self.child.terminate(force=True)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """Daemons and clients of one test, all stopped at its end."""
+    made: dict[str, Any] = {"daemons": [], "clients": []}
+
+    def daemon(port: int = 0) -> Daemon:
+        d = Daemon(tmp_path, port)
+        made["daemons"].append(d)
+        return d
+
+    def attach(d: Daemon, *extra: str) -> Attached:
+        a = Attached(tmp_path, d.url, d.state, *extra)
+        made["clients"].append(a)
+        return a
+
+    made["daemon"], made["attach"] = daemon, attach
+    try:
+        yield made
+    finally:
+        for a in made["clients"]:
+            a.close()
+        for d in made["daemons"]:
+            d.stop()
+
+
+def wait_turn(client: httpx.Client, sid: str, prompt_id: str, timeout: float = WAIT) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        record = client.get(f"/session/{sid}/turns/{prompt_id}").json()
+        if record.get("state") in ("completed", "cancelled", "error"):
+            return record
+        assert time.monotonic() < deadline, record
+        time.sleep(0.05)
+
+
+# --------------------------------------------------------------------------- the tests
+
+
+def test_streamed_text_and_dimmed_thoughts_show_as_they_arrive(world):
+    d = world["daemon"]().start([[{"thought": "weighing the options"}, {"text": "Hello "}, {"text": "streamed "},
+                                  {"text": "world.\n"}, {"text": "A last line."}]])
+    screen = world["attach"](d)
+    screen.session_id()
+    screen.line("say hello")
+    screen.expect("› say hello")
+    screen.expect("weighing the options")
+    screen.expect("Hello streamed world.")
+    screen.expect("A last line.")
+    screen.expect("✓ turn complete")
+    raw = screen.raw.getvalue()
+    assert re.search(r"\x1b\[2;3mweighing the options", raw), "thoughts are dim (and italic)"
+    assert screen.screen().count("Hello streamed world.") == 1  # a finished line is printed once
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+    assert "left session" in screen.screen()
+
+
+def test_a_permission_request_is_answered_with_a_single_key(world):
+    d = world["daemon"]().start([
+        [{"tool_call": {"name": "shell", "arguments": {"command": "echo approved-output"}}}],
+        [{"tool_call": {"name": "shell", "arguments": {"command": "echo refused-output"}}}],
+        [{"text": "after both votes\n"}],
+    ])
+    screen = world["attach"](d)
+    screen.session_id()
+    screen.line("run the commands")
+    screen.expect("? permission: execute: echo approved-output")
+    screen.expect("[a] Allow  [A] Always allow in this session  [r] Reject  [R] Always reject in this session")
+    screen.child.send("a")
+    screen.expect("→ Allow")
+    screen.expect("▸ shell (completed)")
+    screen.expect("    approved-output")
+    screen.expect("? permission: execute: echo refused-output")
+    screen.child.send("r")
+    screen.expect("→ Reject")
+    screen.expect("after both votes")
+    screen.expect("✓ turn complete")
+    assert "    refused-output" not in screen.screen()  # refused: it never ran
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+
+
+def test_guard_continuations_are_marked_with_their_attempt(world):
+    todos = {"todos": [{"id": "t1", "content": "migrate the tables", "status": "in_progress"},
+                       {"id": "t2", "content": "rotate the keys", "status": "pending"}]}
+    d = world["daemon"]().start([
+        [{"text": "Planning.\n"}, {"tool_call": {"name": "todo_write", "arguments": todos}}],
+        [{"text": "I will stop here.\n"}],
+        [{"text": "continuing once\n"}],
+        [{"text": "continuing twice\n"}],
+    ], {"experimental": {"todoStopGuard": True}})
+    screen = world["attach"](d)
+    screen.session_id()
+    screen.line("do the migration")
+    screen.expect("☰ plan (0/2 done)")
+    screen.expect("◐ migrate the tables")
+    screen.expect("I will stop here.")
+    screen.expect("⟳ todo stop guard, attempt 1 of 2 (2 unfinished)")
+    screen.expect("continuing once")
+    screen.expect("⟳ todo stop guard, attempt 2 of 2 (2 unfinished)")
+    screen.expect("continuing twice")
+    screen.expect("⟳ todo stop guard stopped after 2 of 2 attempts (2 unfinished)")
+    screen.expect("✓ turn complete")
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+
+
+def test_ctrl_c_cancels_the_running_turn_then_the_queued_prompt_runs_and_ctrl_c_leaves(world):
+    d = world["daemon"]().start([
+        [{"text": "working-slowly\n"}, {"sleep": 60}, {"text": "never shown"}],
+        [{"text": "the queued one ran\n"}],
+    ])
+    screen = world["attach"](d)
+    sid = screen.session_id()
+    screen.line("take your time")
+    screen.expect("working-slowly")
+    screen.line("next please")  # a turn runs: this one waits in the FIFO
+    screen.expect("⋯ 1 pending: 1. “next please”")
+    with d.client() as client:
+        status = client.get(f"/session/{sid}/status").json()
+        assert status["state"] == "running"
+        running = status["currentPromptId"]
+        screen.child.sendintr()
+        screen.expect("cancelling…")
+        screen.expect("✗ turn cancelled")
+        record = wait_turn(client, sid, running)
+        assert record["state"] == "cancelled" and record["stopReason"] == "cancelled"
+        screen.expect("› next please")
+        screen.expect("the queued one ran")
+        screen.expect("✓ turn complete")
+        assert "never shown" not in screen.screen()
+        deadline = time.monotonic() + WAIT
+        while client.get(f"/session/{sid}/status").json()["state"] != "idle":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    time.sleep(2.1)  # past the double-press window: this Ctrl-C is a first one, on an idle session
+    screen.child.sendintr()
+    assert screen.exit_code() == 0
+    with d.client() as client:  # leaving detaches: the session goes on
+        assert client.get(f"/session/{sid}/status").status_code == 200
+
+
+def test_a_mid_turn_message_goes_into_the_running_turn(world):
+    todos = {"todos": [{"id": "t1", "content": "wash", "status": "completed"}]}
+    d = world["daemon"]().start([
+        [{"text": "thinking-slowly\n"}, {"sleep": 1.5}, {"tool_call": {"name": "todo_write", "arguments": todos}}],
+        [{"text": "took the note\n"}],
+    ])
+    screen = world["attach"](d)
+    screen.session_id()
+    screen.line("wash up")
+    screen.expect("thinking-slowly")
+    screen.line("/mid also dry them")  # taken at the next tool boundary, not queued as a prompt
+    screen.expect("↳ mid-turn message queued")
+    screen.expect("↳ mid-turn message taken: also dry them")
+    screen.expect("took the note")
+    screen.expect("✓ turn complete")
+    assert "pending:" not in screen.screen()
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+
+
+def test_a_restarted_daemon_is_reconnected_to_and_nothing_is_shown_twice(world):
+    d = world["daemon"](free_port()).start([
+        [{"text": "alpha-one\n"}],
+        [{"text": "beta-two\n"}, {"sleep": 60}],
+    ])
+    screen = world["attach"](d)
+    screen.session_id()
+    screen.line("first")
+    screen.expect("alpha-one")
+    screen.expect("✓ turn complete")
+    screen.line("second")
+    screen.expect("beta-two")
+    d.kill()  # SIGKILL mid-turn
+    screen.expect("⟲ reconnecting…")
+    d.start([[{"text": "gamma-three\n"}]])  # the same port and state directory, a new token
+    screen.expect("⟲ reconnected")
+    screen.expect("[daemon_restarted]")  # the turn the old daemon was running ended with it
+    screen.line("third")
+    screen.expect("gamma-three")
+    screen.expect("✓ turn complete")
+    screen.settle()
+    shown = screen.screen()
+    for word in ("alpha-one", "beta-two", "gamma-three", "[daemon_restarted]", "reconnecting…"):
+        assert shown.count(word) == 1, (word, shown)
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+
+
+class Proxy:
+    """A TCP forwarder to the daemon whose connections can be cut, and new ones refused for a while."""
+
+    def __init__(self, target: int, port: int) -> None:
+        self.target = target
+        self.port = port
+        self.listener = socket.create_server(("127.0.0.1", port))
+        self.up = True
+        self.open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.up:
+                conn.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            self.open += [conn, upstream]
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        self.up = False
+        for s in self.open:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.open.clear()
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+def test_a_dropped_connection_resumes_with_what_was_missed_and_nothing_twice(world):
+    d = world["daemon"]()
+    proxy_port = free_port()  # the client comes in through it: the daemon must accept its port as a Host
+    d.start([[{"text": "before-the-cut\n"}], [{"text": "while-away\n"}], [{"text": "after-the-cut\n"}]],
+            None, "--allow-host", f"127.0.0.1:{proxy_port}")
+    proxy = Proxy(int(d.url.rsplit(":", 1)[1]), proxy_port)
+    try:
+        screen = world["attach"](d, "--url", f"http://127.0.0.1:{proxy_port}")
+        sid = screen.session_id()
+        screen.line("first")
+        screen.expect("before-the-cut")
+        screen.expect("✓ turn complete")
+        proxy.cut()  # the stream drops, and no new connection gets through
+        screen.expect("⟲ reconnecting…")
+        with d.client() as client:  # meanwhile another client runs a turn on the session
+            admitted = client.post(f"/session/{sid}/prompt", json=text("from elsewhere")).json()
+            assert wait_turn(client, sid, admitted["promptId"])["state"] == "completed"
+        proxy.up = True
+        screen.expect("⟲ reconnected")
+        screen.expect("› from elsewhere")  # replayed after the last id the client had seen
+        screen.expect("while-away")
+        screen.line("third")
+        screen.expect("after-the-cut")
+        screen.expect("✓ turn complete")
+        screen.settle()
+        shown = screen.screen()
+        for word in ("before-the-cut", "while-away", "after-the-cut", "reconnecting…"):
+            assert shown.count(word) == 1, (word, shown)
+        assert "the daemon restarted" not in shown  # the same daemon: the same epoch
+        screen.child.sendcontrol("d")
+        assert screen.exit_code() == 0
+    finally:
+        proxy.close()
+
+
+def test_attaching_to_an_existing_session_replays_its_history_unless_told_not_to(world, tmp_path):
+    d = world["daemon"]().start([[{"text": "earlier-answer\n"}], [{"text": "live-answer\n"}]])
+    with d.client() as client:
+        sid = client.post("/session", json={"cwd": str(tmp_path)}).json()["sessionId"]
+        admitted = client.post(f"/session/{sid}/prompt", json=text("earlier question")).json()
+        wait_turn(client, sid, admitted["promptId"])
+    screen = world["attach"](d, "--session", sid)
+    assert screen.session_id() == sid
+    screen.expect("› earlier question")
+    screen.expect("earlier-answer")
+    screen.expect("── the session's history is above; live from here ──")
+    screen.line("and now")
+    screen.expect("live-answer")
+    screen.expect("✓ turn complete")
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+    fresh = world["attach"](d, "--session", sid, "--no-history")
+    fresh.session_id()
+    fresh.settle(0.5)
+    assert "earlier-answer" not in fresh.screen() and "live-answer" not in fresh.screen()
+    fresh.child.sendcontrol("d")
+    assert fresh.exit_code() == 0
+
+
+def test_a_subagent_run_shows_its_turns_and_how_it_ended(world):
+    slow = {"delay": 1.2, "steps": [{"text": "ok\n"}]}  # shared by the parent and the child session
+    d = world["daemon"]().start([
+        [{"tool_call": {"name": "agent", "arguments": {"name": "kid", "brief": "count the files",
+                                                       "goal": "a count", "max_turns": 2}}}],
+        slow, slow, slow, slow, slow,
+    ])
+    screen = world["attach"](d)
+    screen.session_id()
+    screen.line("delegate")
+    screen.expect("⧉ subagent kid started")
+    screen.expect("⧉ subagent kid ended at turn 2 of 2: turn_cap", timeout=15)
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+
+
+def test_without_a_terminal_attach_refuses_and_says_why():
+    done = subprocess.run([sys.executable, "-m", "trellis", "attach", "--url", "http://127.0.0.1:9"],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, env=environ(), timeout=30,
+                          check=False)
+    assert done.returncode == 2
+    assert "needs a terminal" in done.stderr
+
+
+def test_no_daemon_is_a_clear_error(world, tmp_path):
+    screen = Attached(tmp_path, f"http://127.0.0.1:{free_port()}", tmp_path / "nowhere")
+    world["clients"].append(screen)
+    screen.expect("no daemon answers at")
+    assert screen.exit_code() == 2

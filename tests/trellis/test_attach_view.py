@@ -1,0 +1,209 @@
+"""``trellis attach``'s view, without a terminal: frames in, finished lines and the prompt area's state out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trellis.attach import history_file
+from trellis.attach.render import View, choices_of
+
+SID = "session-1"
+
+
+def update(kind: str, prompt_id: str | None = "p1", /, **fields: Any) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": "session_update", "data": {"sessionId": SID, "update": {"sessionUpdate": kind,
+                                                                                            **fields}}}
+    if prompt_id is not None:
+        frame["promptId"] = prompt_id
+    return frame
+
+
+def chunk(text: str, kind: str = "agent_message_chunk", prompt_id: str | None = "p1", **meta: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {"content": {"type": "text", "text": text}}
+    if meta:
+        fields["_meta"] = meta
+    return update(kind, prompt_id, **fields)
+
+
+def event(kind: str, prompt_id: str | None = None, /, **data: Any) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": kind, "data": {"sessionId": SID, **data}}
+    if prompt_id is not None:
+        frame["promptId"] = prompt_id
+    return frame
+
+
+def lines(view: View, *frames: dict[str, Any]) -> list[str]:
+    out = []
+    for frame in frames:
+        out += [line.plain for line in view.feed(frame)]
+    return out
+
+
+def test_streamed_text_stays_live_until_its_line_ends_and_is_printed_once():
+    view = View(width=lambda: 80)
+    assert lines(view, chunk("Hello ")) == []
+    assert view.partial == "Hello " and view.partial_kind == "message"
+    assert lines(view, chunk("world.\nSecond ")) == ["Hello world."]
+    assert view.partial == "Second "
+    # Another kind of output ends the open line first.
+    assert lines(view, chunk("pondering", "agent_thought_chunk")) == ["Second "]
+    assert view.partial_kind == "thought"
+    out = view.feed(event("turn_complete", "p1", stopReason="end_turn", promptId="p1"))
+    assert [line.plain for line in out] == ["pondering", "✓ turn complete"]
+    assert "dim" in str(out[0].style) and view.partial == "" and view.running is None
+
+
+def test_a_long_line_is_wrapped_at_a_space_and_the_wrapped_part_printed():
+    view = View(width=lambda: 30)
+    out = lines(view, chunk("alpha beta gamma delta epsilon zeta eta theta iota"))
+    assert out == ["alpha beta gamma delta"]  # "... epsilon" is 30 characters: one too many
+    assert view.partial == "epsilon zeta eta theta iota"
+    assert all(len(line) <= 29 for line in out)
+
+
+def test_the_running_turn_the_guard_and_the_turn_ends():
+    view = View()
+    lines(view, chunk("go", "user_message_chunk"))
+    assert view.running == "p1"
+    guard = {"source": "todo_stop_guard", "qwenDiscreteMessage": True, "maxAttempts": 2, "unfinishedCount": 2}
+    assert lines(view, chunk("stopping"), chunk("[Todo Stop Guard] Automatic continuation 1/2 started; ...",
+                                               attempt=1, **guard)) == [
+        "stopping", "⟳ todo stop guard, attempt 1 of 2 (2 unfinished)"]
+    assert lines(view, chunk("[Todo Stop Guard] Automatic continuation stopped after 2 attempts; ...", attempt=2,
+                             **guard)) == ["⟳ todo stop guard stopped after 2 of 2 attempts (2 unfinished)"]
+    assert lines(view, event("turn_complete", "p1", stopReason="cancelled")) == ["✗ turn cancelled"]
+    assert view.running is None
+    # A late frame of an ended turn does not make it run again.
+    lines(view, chunk("late"))
+    assert view.running is None
+    assert lines(view, chunk("next", "user_message_chunk", prompt_id="p2")) == ["late", "› next"]
+    assert view.running == "p2"
+    assert lines(view, event("turn_error", "p2", message="boom", code="model_error")) == [
+        "✗ turn failed: boom [model_error]"]
+    assert view.running is None
+
+
+def test_user_prompts_and_automatic_turns():
+    view = View()
+    assert lines(view, chunk("plan a picnic\nfor four", "user_message_chunk")) == ["› plan a picnic", "  for four"]
+    note = ('<task-notification task_id="shell-1" kind="shell">\nBackground shell shell-1 completed (exit code 0).\n'
+            "</task-notification>")
+    assert lines(view, chunk(note, "user_message_chunk", prompt_id="auto-1", source="notification",
+                             taskId="shell-1")) == [
+        "↳ notification (shell-1): Background shell shell-1 completed (exit code 0)."]
+
+
+def test_tool_calls_show_their_status_and_output_indented():
+    view = View()
+    assert lines(view, update("tool_call", toolCallId="c1", status="in_progress", title="shell", kind="execute",
+                              rawInput={"command": "echo hi"})) == ["▸ shell (in_progress)  echo hi"]
+    output = [{"type": "content", "content": {"type": "text", "text": "hi\n\n\n[exit code 0]\n"}}]
+    assert lines(view, update("tool_call_update", toolCallId="c1", status="completed", content=output)) == [
+        "▸ shell (completed)", "    hi", "    ", "    [exit code 0]"]
+    many = [{"type": "content", "content": {"type": "text", "text": "\n".join(f"l{i}" for i in range(20))}}]
+    out = lines(view, update("tool_call", toolCallId="c2", status="failed", title="shell", content=many))
+    assert out[0].startswith("▸ shell (failed)") and out[-1] == "    … 8 more lines" and len(out) == 14
+
+
+def test_the_plan():
+    view = View()
+    entries = [{"content": "wash", "status": "completed"}, {"content": "dry", "status": "in_progress"},
+               {"content": "fold", "status": "pending"}]
+    assert lines(view, update("plan", entries=entries)) == [
+        "☰ plan (1/3 done)", "  ✓ wash", "  ◐ dry", "  ○ fold"]
+
+
+def test_a_permission_request_offers_a_key_per_option_and_its_resolution_is_shown():
+    view = View()
+    options = [{"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"},
+               {"optionId": "proceed_always", "name": "Always allow in this session", "kind": "allow_always"},
+               {"optionId": "cancel", "name": "Reject", "kind": "reject_once"},
+               {"optionId": "reject_always", "name": "Always reject in this session", "kind": "reject_always"}]
+    out = lines(view, event("permission_request", "p1", requestId="perm-1", options=options,
+                            toolCall={"toolCallId": "c1", "title": "rm -rf build", "kind": "execute"}))
+    assert out == ["? permission: execute: rm -rf build",
+                   "  [a] Allow  [A] Always allow in this session  [r] Reject  [R] Always reject in this session"]
+    request = view.permission()
+    assert request is not None and request.choice("r").option_id == "cancel" and request.choice("x") is None
+    assert view.permission_parts()[0][1].startswith("? rm -rf build")
+    request.voted = True
+    assert view.permission() is None  # voted: the keys type again while the resolution is on its way
+    assert lines(view, event("permission_resolved", requestId="perm-1",
+                             outcome={"outcome": "selected", "optionId": "cancel"})) == ["  → Reject"]
+    assert view.permissions == {}
+    # Options of other kinds get digits.
+    keyed = choices_of([{"optionId": "x", "name": "X", "kind": "other"}, {"optionId": "y", "name": "Y",
+                                                                         "kind": "allow_once"},
+                        {"optionId": "z", "name": "Z", "kind": "allow_once"}])
+    assert [c.key for c in keyed] == ["1", "a", "2"]
+
+
+def test_the_pending_prompt_fifo_is_listed_after_each_change():
+    view = View(width=lambda: 100)
+    lines(view, chunk("first", "user_message_chunk"))
+    assert lines(view, event("pending_prompt_added", "p2", promptId="p2", text="second")) == [
+        "⋯ 1 pending: 1. “second”"]
+    assert lines(view, event("pending_prompt_added", "p3", promptId="p3", text="third")) == [
+        "⋯ 2 pending: 1. “second”  2. “third”"]
+    assert view.status_parts() == [("class:status", "● turn running (Ctrl-C cancels)  ·  ⋯ 2 pending")]
+    # p3 removed while queued: its turn_complete (cancelled) is no turn of ours.
+    assert lines(view, event("pending_prompt_completed", "p3", promptId="p3", state="removed"),
+                 event("turn_complete", "p3", stopReason="cancelled", promptId="p3")) == [
+        "⋯ 1 pending: 1. “second”"]
+    for n in range(4, 9):
+        lines(view, event("pending_prompt_added", f"p{n}", promptId=f"p{n}", text="x" * 200))
+    assert lines(view, event("pending_prompt_added", "p9", promptId="p9", text="y"))[0].endswith(
+        "  … 3 more (/pending lists them)")
+    for n in range(4, 10):
+        lines(view, event("pending_prompt_completed", f"p{n}", promptId=f"p{n}", state="removed"))
+    lines(view, event("turn_complete", "p1", stopReason="end_turn"))
+    assert lines(view, event("pending_prompt_started", "p2", promptId="p2", text="second")) == [
+        "⋯ no prompts pending"]
+    assert view.running == "p2"
+
+
+def test_background_tasks_and_subagent_runs():
+    view = View()
+    assert lines(view, event("background_task", taskId="shell-1", status="started", kind="shell",
+                             label="make test")) == ["⚙ shell shell-1 started: make test"]
+    assert lines(view, event("background_task", taskId="shell-1", status="output", kind="shell", label="make test",
+                             text="ok 1\nok 2\n")) == ["  shell-1 │ ok 1", "  shell-1 │ ok 2"]
+    assert view.status_parts() == [("class:status", "⚙ 1 background")]
+    assert lines(view, event("background_task", taskId="shell-1", status="finished", kind="shell", label="make test",
+                             state="completed", exitCode=0)) == ["⚙ shell shell-1 completed (exit 0)"]
+    assert lines(view, event("background_task", taskId="agent-1", status="started", kind="agent",
+                             label="kid: count the files")) == [
+        "⧉ subagent kid started (agent-1): count the files"]
+    assert view.status_parts() == [("class:status", "⚙ 1 subagent")]
+    status = {"name": "kid", "state": "running", "turn": 1, "maxTurns": 3, "endReason": None}
+    assert [t.plain for t in view.subagent(status)] == ["⧉ subagent kid: turn 1 of 3 (running)"]
+    assert view.subagent(status) == []  # unchanged: nothing new to say
+    ended = {**status, "state": "idle", "turn": 2, "endReason": "goal_reached"}
+    assert [t.plain for t in view.subagent(ended)] == [
+        "⧉ subagent kid ended at turn 2 of 3: goal_reached (self-reported)"]
+
+
+def test_a_snapshot_aligns_the_state_after_a_reconnect():
+    view = View()
+    lines(view, chunk("go", "user_message_chunk"),
+          event("permission_request", "p1", requestId="perm-1", options=[], toolCall={"title": "t"}))
+    view.snapshot({"state": "idle", "currentPromptId": None, "pendingPermissions": [],
+                   "backgroundTasks": [{"taskId": "shell-9", "kind": "shell", "status": "running", "label": "x"},
+                                       {"taskId": "shell-8", "kind": "shell", "status": "completed", "label": "y"}]},
+                  [{"promptId": "p7", "text": "queued", "state": "queued"}])
+    assert view.running is None and view.permissions == {} and list(view.tasks) == ["shell-9"]
+    assert view.pending == {"p7": "queued"}
+    view.snapshot({"state": "running", "currentPromptId": "p7"})
+    assert view.running == "p7"
+
+
+def test_usage_chunks_are_not_text_and_unknown_frames_are_ignored():
+    view = View()
+    assert lines(view, chunk("", usage={"totalTokens": 12}), {"type": "something_new", "data": {}},
+                 {"type": "replay_complete", "data": {}}) == []
+    assert view.tokens == 12
+
+
+def test_the_history_file_follows_xdg_state_home(tmp_path):
+    assert history_file({"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "trellis" / "history"
+    assert str(history_file({"HOME": "/h"})).endswith("/.local/state/trellis/history")

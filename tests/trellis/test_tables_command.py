@@ -1,0 +1,106 @@
+"""``trellis sessions``, ``trellis status``, ``trellis cancel``: tables and the daemon's JSON."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import trio
+
+from tests.trellis.helpers import daemon_args, running_trellis, scripted_daemon, trellis
+from trellis.tables import sessions_table, status_table, table
+
+SLOW = [{"text": "working "}, {"sleep": 30}]
+
+
+def fields(text: str) -> dict[str, str]:
+    """A plain two-column table: field -> value (columns are at least two spaces apart)."""
+    return dict(re.split(r"\s{2,}", line, maxsplit=1) for line in text.splitlines())
+
+
+async def test_sessions_lists_live_and_restorable_sessions(tmp_path):
+    async with scripted_daemon(tmp_path, [{"text": "done"}]) as daemon:
+        args = daemon_args(daemon)
+        empty = await trellis("sessions", *args, cwd=tmp_path)
+        closed = await trellis("prompt", *args, "-v", "hi", cwd=tmp_path)  # closed after its turn: restorable
+        async with daemon.client(daemon.token()) as client:
+            live = (await client.post("/session", json={})).json()["sessionId"]
+            expected = (await client.get("/session")).json()
+        plain = await trellis("sessions", *args, cwd=tmp_path)
+        as_json = await trellis("sessions", *args, "--json", cwd=tmp_path)
+    assert empty.code == 0 and empty.stdout == "no sessions\n"
+    restored = closed.stderr.split("session ")[1].split(",")[0]
+    assert plain.code == 0, plain.stderr
+    header, *rows = plain.stdout.splitlines()
+    assert header.split() == ["SESSION", "STATE", "PENDING", "UPDATED", "CWD"]
+    by_id = {row.split()[0]: row.split() for row in rows}
+    assert by_id[live][1:3] == ["live", "0"] and by_id[restored][1:3] == ["restorable", "0"]
+    assert by_id[restored][-1] == str(tmp_path)  # the directory `trellis prompt` ran in
+    assert as_json.code == 0 and json.loads(as_json.stdout) == expected
+
+
+async def test_status_shows_a_session_and_json_is_the_daemons(tmp_path):
+    async with scripted_daemon(tmp_path, SLOW) as daemon:
+        args = daemon_args(daemon)
+        async with daemon.client(daemon.token()) as client:
+            sid = (await client.post("/session", json={"cwd": str(tmp_path)})).json()["sessionId"]
+            idle = await trellis("status", *args, sid, cwd=tmp_path)
+            admitted = (await client.post(f"/session/{sid}/prompt",
+                                          json={"prompt": [{"type": "text", "text": "slow"}]})).json()
+            with trio.fail_after(10):
+                while (await client.get(f"/session/{sid}/status")).json()["state"] != "running":
+                    await trio.sleep(0.01)
+            running = await trellis("status", *args, sid, cwd=tmp_path)
+            as_json = await trellis("status", *args, sid, "--json", cwd=tmp_path)
+            await client.post(f"/session/{sid}/cancel")
+        missing = await trellis("status", *args, "no-such", cwd=tmp_path)
+    assert idle.code == 0, idle.stderr
+    rows = fields(idle.stdout)
+    assert rows["session"] == sid and rows["cwd"] == str(tmp_path) and rows["state"] == "idle"
+    assert rows["approval mode"] == "default" and rows["todo stop guard"] == "off"
+    assert fields(running.stdout)["state"] == f"running (prompt {admitted['promptId']})"
+    status = json.loads(as_json.stdout)
+    assert status["sessionId"] == sid and status["currentPromptId"] == admitted["promptId"]
+    assert missing.code == 2 and "HTTP 404 session_not_found" in missing.stderr and missing.stdout == ""
+
+
+async def test_cancel_cancels_the_running_turn_and_says_so(tmp_path):
+    async with scripted_daemon(tmp_path, SLOW) as daemon:
+        args = daemon_args(daemon)
+        async with daemon.client(daemon.token()) as client:
+            sid = (await client.post("/session", json={})).json()["sessionId"]
+            idle = await trellis("cancel", *args, sid, cwd=tmp_path)
+            async with running_trellis("prompt", *args, "--session", sid, "--json", "slow", cwd=tmp_path) as run:
+                await run.read_until('"working "')
+                prompt_id = json.loads(run.stdout.decode().splitlines()[0])["promptId"]
+                cancelled = await trellis("cancel", *args, sid, "--json", cwd=tmp_path)
+                result = await run.finish()
+            record = (await client.get(f"/session/{sid}/turns/{prompt_id}")).json()
+        missing = await trellis("cancel", *args, "no-such", cwd=tmp_path)
+    assert idle.code == 0 and idle.stdout == f"session {sid} was idle: nothing to cancel\n"
+    assert cancelled.code == 0
+    assert json.loads(cancelled.stdout) == {"sessionId": sid, "cancelled": True, "promptId": prompt_id}
+    assert result.code == 4 and json.loads(result.stdout.splitlines()[-1])["data"]["stopReason"] == "cancelled"
+    assert record["state"] == "cancelled"
+    assert missing.code == 2 and "session_not_found" in missing.stderr
+
+
+def test_plain_tables_align_columns_and_cut_nothing():
+    out = io.StringIO()
+    table(["A", "LONGER"], [["x" * 30, "1"], ["y", "22"]], out)
+    assert out.getvalue().splitlines() == [
+        "A" + " " * 31 + "LONGER",
+        "x" * 30 + "  1",
+        "y" + " " * 31 + "22",
+    ]
+    out = io.StringIO()
+    sessions_table([{"sessionId": "s1", "live": True, "pendingCount": 2, "midTurnQueued": 1, "cwd": "/w",
+                     "updatedAt": None}], out)
+    assert out.getvalue().splitlines()[1].split("  ")[0] == "s1"
+    assert "2 (+1 mid-turn)" in out.getvalue() and out.getvalue().rstrip().endswith("/w")
+    out = io.StringIO()
+    status_table({"sessionId": "s1", "state": "idle", "todoStopGuard": {"enabled": True, "armed": True,
+                                                                         "attempts": 1, "maxAttempts": 2,
+                                                                         "unfinishedCount": 3}}, out)
+    assert "armed, attempt 1 of 2, 3 unfinished" in out.getvalue()

@@ -1,0 +1,443 @@
+"""The network side of ``trellis attach``: a thread running ``trio.run``, the only one that talks to the daemon.
+
+:class:`Link` opens (or attaches to, or restores) the session, follows its
+event stream and carries out what the screen asks (a prompt, a mid-turn
+message, a cancel, a vote). It tells the screen what happened through
+``deliver(item)`` — a callable that must be thread-safe (the screen passes
+one that hands the item to its asyncio loop with ``call_soon_threadsafe``).
+Items are tuples:
+
+- ``("frame", frame)``: an SSE frame to render;
+- ``("info", text, style)``: a line of the client's own;
+- ``("connection", "reconnecting" | "live")``;
+- ``("snapshot", status, pending_prompts)``: the session's state after a reconnect;
+- ``("subagent", status)``: a subagent run's MCP ``status`` when its turn or state changed;
+- ``("permission_gone", request_id)``: a vote found the request already resolved;
+- ``("end", exit_code, message | None)``: nothing more will come (the session closed, or is gone).
+
+Reconnecting. Frames are read with :func:`trellis.stream.events`, which
+skips any frame whose id was already delivered. A dropped connection ends that
+read at once (its ``on_reconnect`` raises here), and the link takes over,
+because what to resume from depends on the daemon: it re-reads the token (a
+restarted daemon mints a new one into its state directory), asks
+``GET /status`` (restoring the session with ``POST /session {sessionId}`` when
+the daemon no longer has it live) and compares the event epoch. The same
+epoch: the stream resumes after the last id seen, and the daemon replays what
+was missed. A new epoch means a restarted daemon whose ids start again: the
+stream is read from 0, and of its replay only frames from
+``state_resync_required.earliestAvailableId`` on — what the new daemon
+published since it restored the session — are rendered; the restored history
+before them was shown already (events the old daemon published after the
+connection dropped and before it died are lost with it).
+
+Subagent runs (background tasks of kind ``agent``) are followed through the
+daemon's MCP ``status`` tool (``POST /mcp``), polled every second while one
+is live: their turn (``turn N of M``) and, at the end, their end reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import queue
+import threading
+from collections.abc import Callable
+from contextlib import aclosing
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+import trio
+
+from .. import __version__, connect, stream
+
+Deliver = Callable[[tuple[Any, ...]], None]
+POLL_SUBAGENTS = 1.0  # seconds between MCP status polls of live subagent runs
+FIRST_WAIT = 0.25  # seconds before a second reconnection attempt; doubled up to MAX_WAIT
+MAX_WAIT = 2.0  # the longest wait between reconnection attempts
+MCP_VERSION = "2025-06-18"
+HISTORY_ABOVE = "── the session's history is above; live from here ──"
+RESTARTED = "(the daemon restarted: the session was restored; its history is not shown again)"
+
+
+class Refused(Exception):
+    """Attaching failed: ``message`` for stderr, ``code`` to exit with."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class _Dropped(Exception):
+    """The event stream broke: the link reconnects itself (raised from ``on_reconnect``)."""
+
+
+def is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Link:
+    """The session's connection, in a thread of its own."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.target = connect.target(args)
+        self.session_id: str = args.session or ""
+        self.epoch: str | None = None
+        self.deliver: Deliver = lambda item: None
+        self._thread: threading.Thread | None = None
+        self._ready: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._nursery: trio.Nursery | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._agents: set[str] = set()  # names of subagent runs to poll
+        self._mcp_session: str | None = None
+
+    # ------------------------------------------------------------------ from the screen's thread
+
+    def start(self) -> dict[str, Any]:
+        """Open the session (blocking); its ``{"sessionId", "attached", "status", "pending", ...}``, or Refused."""
+        self._thread = threading.Thread(target=self._thread_main, name="trellis-attach-link", daemon=True)
+        self._thread.start()
+        answer = self._ready.get()
+        if answer[0] != "ready":
+            self._thread.join(5)
+            raise Refused(answer[1], answer[2])
+        return answer[1]
+
+    def follow(self, deliver: Deliver, cursor: int | None) -> None:
+        """Start following the stream from ``cursor`` (and polling subagents), delivering to ``deliver``."""
+        self.deliver = deliver
+        self.request(self._follow, cursor)
+        self.request(self._watch_subagents)
+
+    def request(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` (an async method of this link) in the link's thread, without waiting for it."""
+        if self._token is None or self._nursery is None:
+            return
+        try:
+            trio.from_thread.run_sync(self._nursery.start_soon, fn, *args, trio_token=self._token)
+        except trio.RunFinishedError:
+            pass
+
+    def stop(self) -> None:
+        if self._token is not None and self._nursery is not None:
+            try:
+                trio.from_thread.run_sync(self._nursery.cancel_scope.cancel, trio_token=self._token)
+            except trio.RunFinishedError:
+                pass
+        if self._thread is not None:
+            self._thread.join(5)
+
+    # ------------------------------------------------------------------ the thread
+
+    def _thread_main(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as exc:  # noqa: BLE001 - a bug here must reach the screen, not vanish with the thread
+            message = f"internal error in the connection: {type(exc).__name__}: {exc}"
+            self._ready.put(("failed", message, 1))
+            self.deliver(("end", 1, message))
+
+    async def _main(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=5.0),
+                                     trust_env=not is_loopback(self.target.url)) as client:
+            self._client = client
+            try:
+                info = await self._open()
+            except Refused as exc:
+                self._ready.put(("failed", exc.message, exc.code))
+                return
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                self._ready.put(("ready", info))
+                await trio.sleep_forever()  # until stop(); the tasks run in the nursery
+
+    async def _call(self, method: str, path: str, *, json: Any = None,
+                    headers: dict[str, str] | None = None) -> httpx.Response:
+        """One request; a 401 re-reads the token once (a restarted daemon minted a new one)."""
+        assert self._client is not None
+        for attempt in range(2):
+            response = await self._client.request(method, f"{self.target.url}{path}", json=json,
+                                                  headers={**self.target.headers, **(headers or {})})
+            if response.status_code != 401 or attempt:
+                return response
+            fresh = connect.target(self.args)
+            if fresh.token == self.target.token:
+                return response
+            self.target = fresh
+        raise AssertionError("unreachable")
+
+    @property
+    def _path(self) -> str:
+        return f"/session/{quote(self.session_id, safe='')}"
+
+    async def _open(self) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if self.args.session:
+            body["sessionId"] = self.args.session
+        else:
+            cwd = os.getcwd() if self.args.cwd is None else self.args.cwd
+            if cwd:
+                body["cwd"] = os.path.abspath(cwd)
+        try:
+            opened = await self._call("POST", "/session", json=body)
+            if opened.status_code != 200:
+                raise Refused(self._refusal(opened))
+            info = opened.json()
+            self.session_id = info["sessionId"]
+            status = await self._call("GET", f"{self._path}/status")
+            pending = await self._call("GET", f"{self._path}/pending-prompts")
+            if status.status_code != 200 or pending.status_code != 200:
+                raise Refused(self._refusal(status if status.status_code != 200 else pending))
+        except httpx.TransportError as exc:
+            raise Refused(f"no daemon answers at {self.target.url} ({exc or type(exc).__name__}): start one "
+                          "with `trellis serve`, or point --url or $TRELLIS_URL at yours") from None
+        except (ValueError, KeyError) as exc:
+            raise Refused(f"the daemon at {self.target.url} answered something unexpected: {exc}") from None
+        st = status.json()
+        self.epoch = st.get("eventEpoch")
+        for task in st.get("backgroundTasks") or []:
+            if task.get("kind") == "agent" and task.get("status") == "running":
+                self._agents.add(str(task.get("label") or "").partition(":")[0].strip())
+        if not self.args.session or self.args.history:
+            cursor = 0  # a new session has nothing yet; an existing one is replayed from its beginning
+        else:
+            cursor = st.get("lastEventId") if isinstance(st.get("lastEventId"), int) else 0
+        return {"sessionId": self.session_id, "attached": bool(info.get("attached")),
+                "cwd": info.get("workspaceCwd"), "status": st,
+                "pending": pending.json().get("pendingPrompts") or [], "cursor": cursor}
+
+    def _refusal(self, response: httpx.Response) -> str:
+        message = stream.error_message(response.status_code, response.text)
+        if response.status_code == 401:
+            message += ("\nthe token is read from --token, else $TRELLIS_TOKEN, else <state-dir>/token "
+                        "(--state-dir, $TRELLIS_STATE_DIR, default ./.trellis)")
+        return message
+
+    # ------------------------------------------------------------------ the stream
+
+    def _dropped(self, attempt: int, error: BaseException | None) -> None:
+        raise _Dropped(error)
+
+    async def _follow(self, cursor: int | None) -> None:
+        resync = False  # reading a restarted daemon's replay from 0: skip what it restored
+        skip_below: int | None = None
+        history = cursor == 0 and bool(self.args.session)  # an existing session replayed from its beginning
+        reconnecting = False
+        wait = FIRST_WAIT
+        while True:
+            terminal = None
+            try:
+                assert self._client is not None
+                events = stream.events(self._client, self.target, self.session_id, last_event_id=cursor,
+                                       on_reconnect=self._dropped)
+                async with aclosing(events) as frames:
+                    async for frame in frames:
+                        if reconnecting:  # a frame came through: the stream is back
+                            reconnecting, wait = False, FIRST_WAIT
+                            self.deliver(("connection", "live"))
+                        kind = frame.get("type")
+                        frame_id = frame.get("id")
+                        if resync:
+                            if kind == "state_resync_required":
+                                earliest = (frame.get("data") or {}).get("earliestAvailableId")
+                                skip_below = earliest if isinstance(earliest, int) else None
+                                continue
+                            if kind == "replay_complete":
+                                resync = False
+                                continue
+                            if isinstance(frame_id, int) and skip_below is not None and frame_id < skip_below:
+                                cursor = frame_id
+                                continue
+                        if history and kind == "replay_complete":
+                            history = False
+                            if (frame.get("data") or {}).get("replayedCount"):
+                                self.deliver(("info", HISTORY_ABOVE, "dim"))
+                        if isinstance(frame_id, int):
+                            cursor = frame_id
+                        self._watch(frame)
+                        self.deliver(("frame", frame))
+                        if kind in stream.TERMINAL:
+                            terminal = kind
+            except (_Dropped, stream.SessionGone, httpx.HTTPError):
+                pass
+            if terminal == "session_closed":
+                self.deliver(("end", 0, None))
+                return
+            if reconnecting:  # the last attempt delivered nothing: wait longer before the next
+                await trio.sleep(wait)
+                wait = min(MAX_WAIT, wait * 2)
+            else:
+                reconnecting = True
+                self.deliver(("connection", "reconnecting"))
+            found = await self._reconnect(cursor)
+            if found is None:
+                return
+            cursor, new_epoch = found
+            if new_epoch:
+                resync, skip_below = True, None
+
+    async def _reconnect(self, cursor: int | None) -> tuple[int | None, bool] | None:
+        """Wait for the daemon and the session again; the cursor to resume from and whether it is a new epoch."""
+        wait = FIRST_WAIT
+        while True:
+            self.target = connect.target(self.args)  # a restarted daemon has a new token
+            try:
+                status = await self._call("GET", f"{self._path}/status")
+                if status.status_code == 404:  # not live: the daemon restarted; restore the session
+                    restored = await self._call("POST", "/session", json={"sessionId": self.session_id})
+                    if restored.status_code in (400, 404):
+                        why = stream.error_message(restored.status_code, restored.text)
+                        self.deliver(("end", 1, f"session {self.session_id} is gone: {why}"))
+                        return None
+                    if restored.status_code == 200:
+                        status = await self._call("GET", f"{self._path}/status")
+                if status.status_code == 200:
+                    st = status.json()
+                    pending = await self._call("GET", f"{self._path}/pending-prompts")
+                    listed = pending.json().get("pendingPrompts") if pending.status_code == 200 else None
+                    self.deliver(("snapshot", st, listed))
+                    if st.get("eventEpoch") == self.epoch:
+                        return cursor, False
+                    self.epoch = st.get("eventEpoch")
+                    self.deliver(("info", RESTARTED, "dim"))
+                    return 0, True
+            except (httpx.HTTPError, ValueError):
+                pass
+            await trio.sleep(wait)
+            wait = min(MAX_WAIT, wait * 2)
+
+    def _watch(self, frame: dict[str, Any]) -> None:
+        """Note subagent runs starting (background tasks of kind agent), to poll their status."""
+        data = frame.get("data") or {}
+        if frame.get("type") == "background_task" and data.get("kind") == "agent":
+            name = str(data.get("label") or "").partition(":")[0].strip()
+            if name:
+                self._agents.add(name)  # also on "finished": one more poll says how it ended
+
+    # ------------------------------------------------------------------ subagent runs
+
+    async def _watch_subagents(self) -> None:
+        while True:
+            await trio.sleep(POLL_SUBAGENTS)
+            for name in sorted(self._agents):
+                try:
+                    status = await self._mcp_status(name)
+                except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                    self._mcp_session = None
+                    continue
+                if status is None:
+                    self._agents.discard(name)  # not a run this daemon knows (any more)
+                    continue
+                self.deliver(("subagent", status))
+                if status.get("ended"):
+                    self._agents.discard(name)
+
+    async def _mcp(self, message: dict[str, Any]) -> httpx.Response:
+        headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MCP_VERSION}
+        if self._mcp_session is not None:
+            headers["Mcp-Session-Id"] = self._mcp_session
+        return await self._call("POST", "/mcp", json=message, headers=headers)
+
+    async def _mcp_status(self, name: str) -> dict[str, Any] | None:
+        """The MCP ``status`` of run ``name`` (its structured content), None when the daemon has no such run."""
+        if self._mcp_session is None:
+            init = await self._mcp({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": MCP_VERSION, "capabilities": {},
+                "clientInfo": {"name": "trellis-attach", "version": __version__}}})
+            self._mcp_session = init.headers.get("Mcp-Session-Id")
+            if init.status_code != 200 or self._mcp_session is None:
+                raise ValueError(f"MCP initialize answered {init.status_code}")
+            await self._mcp({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        answer = await self._mcp({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                  "params": {"name": "status", "arguments": {"name": name}}})
+        if answer.status_code != 200:
+            raise ValueError(f"MCP status answered {answer.status_code}")
+        result = answer.json().get("result") or {}
+        if result.get("isError"):
+            return None
+        content = result.get("structuredContent")
+        return content if isinstance(content, dict) else None
+
+    # ------------------------------------------------------------------ what the screen asks
+
+    async def _act(self, what: str, method: str, path: str, json: Any = None,
+                   ok: tuple[int, ...] = (200, 202, 204)) -> httpx.Response | None:
+        """One request for the screen; a failure becomes an ``info`` line."""
+        try:
+            response = await self._call(method, f"{self._path}{path}", json=json)
+        except httpx.HTTPError as exc:
+            self.deliver(("info", f"{what} failed: {exc or type(exc).__name__}", "red"))
+            return None
+        if response.status_code not in ok:
+            self.deliver(("info", f"{what} refused: {stream.error_message(response.status_code, response.text)}",
+                          "red"))
+            return None
+        return response
+
+    async def send_prompt(self, text: str) -> None:
+        await self._act("the prompt", "POST", "/prompt", {"prompt": [{"type": "text", "text": text}]})
+
+    async def mid_turn(self, text: str) -> None:
+        answer = await self._act("the mid-turn message", "POST", "/mid-turn-message", {"message": text})
+        if answer is not None:
+            self.deliver(("info", "↳ mid-turn message queued: the running turn takes it at its next tool call",
+                          "dim"))
+
+    async def cancel(self) -> None:
+        await self._act("cancelling", "POST", "/cancel")
+
+    async def vote(self, request_id: str, option_id: str) -> None:
+        answer = await self._act("the vote", "POST", f"/permission/{quote(request_id, safe='')}",
+                                 {"outcome": {"outcome": "selected", "optionId": option_id}}, ok=(200, 404))
+        if answer is not None and answer.status_code == 404:
+            self.deliver(("permission_gone", request_id))
+            self.deliver(("info", "that permission request was already resolved", "dim"))
+
+    async def drop(self, prompt_id: str) -> None:
+        answer = await self._act("removing the prompt", "DELETE", f"/pending-prompts/{quote(prompt_id, safe='')}")
+        if answer is not None and not answer.json().get("removed"):
+            self.deliver(("info", f"{prompt_id} is no longer pending", "dim"))
+
+    async def list_pending(self) -> None:
+        answer = await self._act("listing pending prompts", "GET", "/pending-prompts")
+        if answer is None:
+            return
+        listed = answer.json().get("pendingPrompts") or []
+        if not listed:
+            self.deliver(("info", "⋯ no prompts pending", "dim"))
+        for i, entry in enumerate(listed, 1):
+            self.deliver(("info", f"⋯ {i}. {entry.get('promptId')} ({entry.get('state')}): {entry.get('text')}",
+                          "dim"))
+
+    async def show_status(self) -> None:
+        answer = await self._act("the status", "GET", "/status")
+        if answer is None:
+            return
+        st = answer.json()
+        guard = st.get("todoStopGuard") or {}
+        usage = st.get("usage") or {}
+        lines = [
+            f"session {st.get('sessionId')} in {st.get('workspaceCwd')}: {st.get('state')}"
+            + (f" ({st.get('currentPromptId')})" if st.get("currentPromptId") else ""),
+            (f"approval mode {st.get('approvalMode')}, sandbox {st.get('sandbox')}, "
+             f"{len(st.get('backgroundTasks') or [])} background task(s), {st.get('pendingCount', 0)} pending"),
+            f"todo stop guard: {'on' if guard.get('enabled') else 'off'}"
+            + (f", attempt {guard.get('attempts')} of {guard.get('maxAttempts')}" if guard.get("enabled") else ""),
+            f"usage: {usage.get('calls', 0)} calls, {usage.get('totalTokens', 0)} tokens",
+        ]
+        for line in lines:
+            self.deliver(("info", line, "dim"))
+
+
+__all__ = ["Link", "Refused", "is_loopback"]

@@ -1,0 +1,548 @@
+"""What ``trellis attach`` shows: a session's frames as lines, and the state its prompt area shows.
+
+:class:`View` is pure (no terminal, no network): :meth:`View.feed` takes one
+SSE frame and returns the finished lines it produced, as ``rich`` :class:`Text`,
+and keeps what the prompt area draws live — the line of streamed text still
+being written (:attr:`View.partial`), the running turn, the permission
+question, the pending-prompt FIFO, the background tasks. The screen
+(:mod:`.screen`) prints the lines above the prompt and redraws the area.
+
+Streamed text is kept in the live area until its line ends (a newline, a line
+as wide as the terminal, or any other event), then printed once: a finished
+line is never drawn twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from rich.text import Text
+
+GUARD_SOURCE = "todo_stop_guard"
+TERMINAL_TOOL_STATUS = frozenset({"completed", "failed"})
+OUTPUT_LINES = 12  # lines of a tool's output shown (the rest is counted)
+TASK_OUTPUT_LINES = 8  # lines of one background_task output event shown
+PENDING_LISTED = 4  # queued prompts named on the FIFO line (the rest are counted)
+KIND_KEYS = {"allow_once": "a", "allow_always": "A", "reject_once": "r", "reject_always": "R"}
+PLAN_MARKS = {"pending": "○", "in_progress": "◐", "completed": "✓"}
+NOTIFICATION_SUBAGENT = re.compile(r"Subagent run '?(?P<name>[^' ]+)'? ended at turn (?P<turn>\d+) of (?P<max>\d+)")
+
+# Styles (rich), by role.
+S_THOUGHT = "dim italic"
+S_USER = "bold"
+S_TOOL = "cyan"
+S_OK = "green"
+S_BAD = "red"
+S_WARN = "yellow"
+S_GUARD = "magenta"
+S_NOTE = "dim"
+S_TASK = "blue"
+S_SUBAGENT = "bright_blue"
+S_PERMISSION = "bold yellow"
+
+
+@attrs.frozen
+class Choice:
+    """One option of a permission request and the key that picks it."""
+
+    key: str
+    option_id: str
+    name: str
+    kind: str
+
+
+@attrs.define
+class Permission:
+    request_id: str
+    title: str
+    choices: list[Choice]
+    voted: bool = False  # a vote was sent; the resolution has not arrived yet
+
+    def choice(self, key: str) -> Choice | None:
+        return next((c for c in self.choices if c.key == key), None)
+
+    def keys_text(self) -> str:
+        return "  ".join(f"[{c.key}] {c.name}" for c in self.choices)
+
+
+def choices_of(options: Any) -> list[Choice]:
+    """Keys for a request's options: a/A/r/R by kind, digits for anything else (or a second of a kind)."""
+    out: list[Choice] = []
+    used: set[str] = set()
+    digit = 1
+    for option in options if isinstance(options, list) else ():
+        if not isinstance(option, dict) or not isinstance(option.get("optionId"), str):
+            continue
+        kind = str(option.get("kind") or "")
+        key = KIND_KEYS.get(kind)
+        if key is None or key in used:
+            key = str(digit)
+            digit += 1
+        used.add(key)
+        out.append(Choice(key, option["optionId"], str(option.get("name") or option["optionId"]), kind))
+    return out
+
+
+def short(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: max(1, width - 1)] + "…"
+
+
+def text_of(content: Any) -> str:
+    """The text of an ACP content block (``{"type": "text", "text"}``), else ''."""
+    if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
+        return content["text"]
+    return ""
+
+
+def tool_output(content: Any) -> list[str]:
+    """The lines of a tool call's content (text blocks; a diff is named by its path)."""
+    lines: list[str] = []
+    for item in content if isinstance(content, list) else ():
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "content":
+            lines.extend(text_of(item.get("content")).splitlines())
+        elif item.get("type") == "diff":
+            lines.append(f"(diff of {item.get('path')})")
+    kept: list[str] = []
+    for line in lines:  # no blank lines at the ends, none twice in a row
+        if line.strip() or (kept and kept[-1].strip()):
+            kept.append(line.rstrip())
+    while kept and not kept[-1]:
+        kept.pop()
+    return kept
+
+
+def input_summary(raw: Any, width: int) -> str:
+    """A tool call's arguments on one line: a shell's command, else compact JSON."""
+    if raw is None:
+        return ""
+    if isinstance(raw, dict) and isinstance(raw.get("command"), str):
+        text = raw["command"]
+        if raw.get("run_in_background"):
+            text += "  (background)"
+    else:
+        try:
+            text = json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError):
+            text = str(raw)
+    return short(text, width)
+
+
+class View:
+    """The state of one attached session, as the frames left it."""
+
+    def __init__(self, width: Callable[[], int] = lambda: 100) -> None:
+        self.width = width
+        self.partial = ""  # the line of streamed text not yet ended
+        self.partial_kind: str | None = None  # "message" | "thought"
+        self.running: str | None = None  # the promptId of the running turn
+        self.cancelling = False
+        self.started: set[str] = set()
+        self.ended: set[str] = set()
+        self.pending: dict[str, str] = {}  # the FIFO: promptId -> text, in order
+        self.permissions: dict[str, Permission] = {}
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.tasks: dict[str, dict[str, Any]] = {}  # live background tasks: taskId -> {"kind", "label"}
+        self.subagents: dict[str, tuple[Any, ...]] = {}  # name -> the last (turn, maxTurns, state, endReason) shown
+        self.reconnecting = False
+        self.tokens = 0  # total tokens of the calls whose usage the daemon published
+
+    # ------------------------------------------------------------------ state from outside the stream
+
+    def snapshot(self, status: dict[str, Any], pending: list[dict[str, Any]] | None = None) -> None:
+        """Align with ``GET /status`` (and ``/pending-prompts``): after attaching and after a reconnect."""
+        current = status.get("currentPromptId") if status.get("state") == "running" else None
+        if status.get("state") == "running" and current is None:
+            current = "(running)"  # work without a prompt id: still cancellable
+        if current != self.running:
+            self.cancelling = False
+        self.running = current
+        if current is not None:
+            self.started.add(current)
+        if pending is not None:
+            self.pending = {p["promptId"]: str(p.get("text") or "") for p in pending
+                            if isinstance(p, dict) and isinstance(p.get("promptId"), str)
+                            and p.get("state", "queued") == "queued"}
+        live = status.get("pendingPermissions")
+        if isinstance(live, list):
+            for request_id in [r for r in self.permissions if r not in live]:
+                del self.permissions[request_id]
+        tasks = status.get("backgroundTasks")
+        if isinstance(tasks, list):
+            self.tasks = {t["taskId"]: {"kind": t.get("kind"), "label": t.get("label") or ""} for t in tasks
+                          if isinstance(t, dict) and t.get("status") in ("running", "paused", "scheduled")
+                          and isinstance(t.get("taskId"), str)}
+
+    def note(self, text: str, style: str = S_NOTE) -> list[Text]:
+        """A line of the client's own (``reconnecting…``, an error), after the open line of text."""
+        return [*self.close_partial(), Text(text, style=style)]
+
+    def close_partial(self) -> list[Text]:
+        """End the open line of streamed text: it is printed now."""
+        out = [self._stream_line(self.partial_kind, self.partial)] if self.partial else []
+        self.partial, self.partial_kind = "", None
+        return out
+
+    def permission(self) -> Permission | None:
+        """The permission request the keys answer: the oldest one not yet voted on."""
+        return next((p for p in self.permissions.values() if not p.voted), None)
+
+    def subagent(self, status: dict[str, Any]) -> list[Text]:
+        """A subagent run's status (the MCP ``status`` tool's structured content): a line when it changed."""
+        name = str(status.get("name") or "?")
+        key = (status.get("turn"), status.get("maxTurns"), status.get("state"), status.get("endReason"))
+        if self.subagents.get(name) == key:
+            return []
+        self.subagents[name] = key
+        turn = f"turn {status.get('turn')} of {status.get('maxTurns')}"
+        reason = status.get("endReason")
+        if reason:
+            line = f"⧉ subagent {name} ended at {turn}: {reason}"
+            if reason == "goal_reached":
+                line += " (self-reported)"
+            elif reason == "need_help" and status.get("question"):
+                line += f" — asks: {short(str(status['question']), 100)}"
+            return self.note(line, S_SUBAGENT)
+        return self.note(f"⧉ subagent {name}: {turn} ({status.get('state')})", S_SUBAGENT)
+
+    # ------------------------------------------------------------------ the prompt area
+
+    def status_parts(self) -> list[tuple[str, str]]:
+        """The prompt area's status line, as prompt_toolkit (style, text) pairs; [] when there is nothing to say."""
+        parts: list[str] = []
+        if self.reconnecting:
+            parts.append("⟲ waiting for the daemon")
+        if self.running is not None:
+            parts.append("● cancelling…" if self.cancelling else "● turn running (Ctrl-C cancels)")
+        if self.pending:
+            parts.append(f"⋯ {len(self.pending)} pending")
+        if self.tasks:
+            agents = sum(1 for t in self.tasks.values() if t.get("kind") == "agent")
+            label = f"⚙ {len(self.tasks) - agents} background" if len(self.tasks) > agents else ""
+            if agents:
+                label = (label + ", " if label else "⚙ ") + f"{agents} subagent{'s' if agents > 1 else ''}"
+            parts.append(label)
+        return [("class:status", "  ·  ".join(parts))] if parts else []
+
+    def permission_parts(self) -> list[tuple[str, str]]:
+        request = self.permission()
+        if request is None:
+            return []
+        more = sum(1 for p in self.permissions.values() if not p.voted) - 1
+        parts = [("class:permission", f"? {short(request.title, 60)} — "), ("class:keys", request.keys_text())]
+        if more > 0:
+            parts.append(("class:status", f"  (+{more} more)"))
+        return parts
+
+    # ------------------------------------------------------------------ frames
+
+    def feed(self, frame: dict[str, Any]) -> list[Text]:
+        """One frame of the session's stream; the lines it finished."""
+        kind = frame.get("type")
+        data = frame.get("data") if isinstance(frame.get("data"), dict) else {}
+        prompt_id = frame.get("promptId") if isinstance(frame.get("promptId"), str) else None
+        handler = getattr(self, f"_on_{kind}", None) if isinstance(kind, str) else None
+        if handler is None:
+            return []
+        return handler(data, prompt_id)
+
+    def _begin(self, prompt_id: str | None) -> None:
+        if prompt_id is None or prompt_id in self.ended:
+            return
+        self.started.add(prompt_id)
+        if self.running != prompt_id:
+            self.running = prompt_id
+            self.cancelling = False
+
+    def _end(self, prompt_id: str | None) -> bool:
+        """The turn of ``prompt_id`` ended; whether it had begun (a queued prompt removed had not)."""
+        began = prompt_id in self.started or prompt_id == self.running or prompt_id is None
+        if prompt_id is not None:
+            self.ended.add(prompt_id)
+            self.pending.pop(prompt_id, None)
+        if self.running == prompt_id or prompt_id is None or self.running == "(running)":
+            self.running = None
+            self.cancelling = False
+        return began
+
+    def _on_session_update(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        update = data.get("update") if isinstance(data.get("update"), dict) else {}
+        kind = update.get("sessionUpdate")
+        meta = update.get("_meta") if isinstance(update.get("_meta"), dict) else {}
+        self._begin(prompt_id)
+        if kind == "agent_message_chunk":
+            text = text_of(update.get("content"))
+            if isinstance(meta.get("usage"), dict) and not text:
+                total = meta["usage"].get("totalTokens")
+                self.tokens += total if isinstance(total, int) else 0
+                return []
+            if meta.get("source") == GUARD_SOURCE:
+                return self.note(self._guard_line(meta, text), S_GUARD)
+            if meta.get("source") == "daemon":
+                return self.note(f"! {text}", S_WARN)
+            if meta.get("qwenDiscreteMessage"):
+                return self.note(text, "")
+            return self._stream("message", text)
+        if kind == "agent_thought_chunk":
+            return self._stream("thought", text_of(update.get("content")))
+        if kind == "user_message_chunk":
+            return self._user(text_of(update.get("content")), meta)
+        if kind in ("tool_call", "tool_call_update"):
+            return self._tool(kind, update)
+        if kind == "plan":
+            return self._plan(update.get("entries"))
+        if kind == "current_mode_update":
+            return self.note(f"approval mode: {update.get('currentModeId')}")
+        return []
+
+    @staticmethod
+    def _guard_line(meta: dict[str, Any], text: str) -> str:
+        attempt, most, left = meta.get("attempt"), meta.get("maxAttempts"), meta.get("unfinishedCount")
+        if "stopped after" in text:  # the exhaustion notice, after the last attempt
+            return f"⟳ todo stop guard stopped after {attempt} of {most} attempts ({left} unfinished)"
+        return f"⟳ todo stop guard, attempt {attempt} of {most} ({left} unfinished)"
+
+    def _stream(self, kind: str, text: str) -> list[Text]:
+        out: list[Text] = []
+        if self.partial_kind not in (None, kind):
+            out += self.close_partial()
+        if not text:
+            return out
+        self.partial_kind = kind
+        *lines, self.partial = (self.partial + text).split("\n")
+        out += [self._stream_line(kind, line) for line in lines]
+        limit = max(20, self.width() - 1)
+        while len(self.partial) > limit:  # wrap at a space: a wrapped line is finished, print it
+            cut = self.partial.rfind(" ", 0, limit + 1)
+            if cut <= 0:
+                cut = limit
+            out.append(self._stream_line(kind, self.partial[:cut].rstrip()))
+            self.partial = self.partial[cut:].lstrip(" ")
+        return out
+
+    @staticmethod
+    def _stream_line(kind: str | None, line: str) -> Text:
+        return Text(line, style=S_THOUGHT if kind == "thought" else "")
+
+    def _user(self, text: str, meta: dict[str, Any]) -> list[Text]:
+        out = self.close_partial()
+        source = meta.get("source")
+        if source in (None, "user", "prompt"):
+            lines = text.splitlines() or [""]
+            out.append(Text("› " + lines[0], style=S_USER))
+            out += [Text("  " + line, style=S_USER) for line in lines[1:]]
+            return out
+        body = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("<")]
+        first = body[0] if body else ""
+        found = NOTIFICATION_SUBAGENT.search(text)
+        if found is not None:  # the end of a subagent run, as the model is told it
+            self.subagents.pop(found["name"], None)
+        head = f"↳ {source}" + (f" ({meta['taskId']})" if meta.get("taskId") else "") + ": "
+        out.append(Text(head + short(first, max(20, self.width() - len(head) - 1)), style=S_NOTE))
+        return out
+
+    def _tool(self, kind: str, update: dict[str, Any]) -> list[Text]:
+        call_id = str(update.get("toolCallId"))
+        tool = self.tools.setdefault(call_id, {"title": None, "status": None, "shown": None})
+        first = tool["title"] is None and tool["status"] is None
+        if update.get("title"):
+            tool["title"] = update["title"]
+        if update.get("status"):
+            tool["status"] = update["status"]
+        status = tool["status"] or "pending"
+        out = self.close_partial()
+        lines = tool_output(update.get("content"))
+        if first or (status in TERMINAL_TOOL_STATUS and tool["shown"] != status):
+            tool["shown"] = status
+            style = S_OK if status == "completed" else S_BAD if status == "failed" else S_TOOL
+            head = Text("▸ ", style=S_TOOL)
+            head.append(str(tool["title"] or "tool"), style="bold")
+            head.append(f" ({status})", style=style)
+            if first:
+                summary = input_summary(update.get("rawInput"), max(20, self.width() - len(head) - 4))
+                if summary:
+                    head.append("  " + summary, style=S_NOTE)
+            out.append(head)
+        elif not lines:
+            return out
+        for line in lines[:OUTPUT_LINES]:
+            out.append(Text("    " + line))
+        if len(lines) > OUTPUT_LINES:
+            out.append(Text(f"    … {len(lines) - OUTPUT_LINES} more lines", style=S_NOTE))
+        if status in TERMINAL_TOOL_STATUS:
+            self.tools.pop(call_id, None)
+        return out
+
+    def _plan(self, entries: Any) -> list[Text]:
+        out = self.close_partial()
+        items = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+        out.append(Text(f"☰ plan ({sum(1 for e in items if e.get('status') == 'completed')}/{len(items)} done)",
+                        style=S_TOOL))
+        for entry in items:
+            mark = PLAN_MARKS.get(str(entry.get("status")), "·")
+            style = S_NOTE if entry.get("status") == "completed" else ""
+            out.append(Text(f"  {mark} {short(str(entry.get('content') or ''), max(20, self.width() - 6))}",
+                            style=style))
+        return out
+
+    def _on_permission_request(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        request_id = data.get("requestId")
+        if not isinstance(request_id, str):
+            return []
+        tool_call = data.get("toolCall") if isinstance(data.get("toolCall"), dict) else {}
+        title = str(tool_call.get("title") or "a tool call")
+        kind = tool_call.get("kind")
+        request = Permission(request_id, title, choices_of(data.get("options")))
+        self.permissions[request_id] = request
+        out = self.close_partial()
+        head = Text("? permission: ", style=S_PERMISSION)
+        head.append(f"{kind}: " if kind else "", style=S_WARN)
+        head.append(short(title, max(20, self.width() - 24)), style="bold")
+        out.append(head)
+        out.append(Text("  " + request.keys_text(), style=S_WARN))
+        return out
+
+    def _on_permission_resolved(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        request = self.permissions.pop(str(data.get("requestId")), None)
+        if request is None:
+            return []
+        outcome = data.get("outcome") if isinstance(data.get("outcome"), dict) else {}
+        if outcome.get("outcome") != "selected":
+            return self.note("  → cancelled (no vote)", S_WARN)
+        choice = next((c for c in request.choices if c.option_id == outcome.get("optionId")), None)
+        name = choice.name if choice else str(outcome.get("optionId"))
+        allowed = choice is not None and choice.kind.startswith("allow")
+        return self.note(f"  → {name}", S_OK if allowed else S_BAD)
+
+    def _pending_line(self) -> list[Text]:
+        if not self.pending:
+            return self.note("⋯ no prompts pending")
+        shown = list(self.pending.values())[:PENDING_LISTED]
+        width = max(12, (self.width() - 30) // len(shown) - 7)
+        listed = "  ".join(f"{i}. “{short(t, width)}”" for i, t in enumerate(shown, 1))
+        more = f"  … {len(self.pending) - len(shown)} more (/pending lists them)" if len(self.pending) > len(shown) \
+            else ""
+        return self.note(f"⋯ {len(self.pending)} pending: {listed}{more}")
+
+    def _on_pending_prompt_added(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        if prompt_id is None or prompt_id in self.ended or prompt_id in self.started:
+            return []
+        self.pending[prompt_id] = str(data.get("text") or "")
+        return self._pending_line()
+
+    def _on_pending_prompt_started(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        had = self.pending.pop(prompt_id, None) if prompt_id else None
+        self._begin(prompt_id)
+        return self._pending_line() if had is not None else []
+
+    def _on_pending_prompt_completed(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        if prompt_id is not None and self.pending.pop(prompt_id, None) is not None:
+            return self._pending_line()
+        return []
+
+    def _on_mid_turn_message_injected(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        messages = data.get("messages") if isinstance(data.get("messages"), list) else []
+        out = self.close_partial()
+        for message in messages:
+            out.append(Text(f"↳ mid-turn message taken: {short(str(message), max(20, self.width() - 30))}",
+                            style=S_NOTE))
+        return out
+
+    def _on_turn_complete(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        prompt_id = prompt_id or data.get("promptId")
+        out = self.close_partial()
+        if not self._end(prompt_id):
+            return out  # a queued prompt removed before it ran: the FIFO line said so
+        reason = data.get("stopReason")
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        tokens = f" · {usage['totalTokens']:,} tokens" if isinstance(usage.get("totalTokens"), int) else ""
+        hook = f" (hook: {data['hookStopReason']})" if data.get("hookStopReason") else ""
+        if reason == "end_turn":
+            out.append(Text(f"✓ turn complete{hook}{tokens}", style=S_NOTE))
+        elif reason == "cancelled":
+            out.append(Text(f"✗ turn cancelled{tokens}", style=S_WARN))
+        elif reason == "max_tokens":
+            limit = data.get("tokenLimit") if isinstance(data.get("tokenLimit"), dict) else {}
+            out.append(Text(f"✗ turn stopped: max_tokens — {limit.get('message') or 'out of tokens'}{tokens}",
+                            style=S_WARN))
+        elif reason == "max_turn_requests":
+            out.append(Text(f"✗ turn stopped by loop protection (max_turn_requests){tokens}", style=S_WARN))
+        else:
+            out.append(Text(f"✗ turn stopped: {reason}{hook}{tokens}", style=S_WARN))
+        return out
+
+    def _on_turn_error(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        out = self.close_partial()
+        self._end(prompt_id or data.get("promptId"))
+        out.append(Text(f"✗ turn failed: {data.get('message')} [{data.get('code')}]", style=S_BAD))
+        return out
+
+    def _on_background_task(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        task_id = str(data.get("taskId"))
+        status = data.get("status")
+        kind = str(data.get("kind") or "task")
+        label = str(data.get("label") or "")
+        out = self.close_partial()
+        width = max(20, self.width() - len(task_id) - 24)
+        if kind == "agent":
+            name, _, brief = label.partition(":")
+            who = f"⧉ subagent {name.strip()}"
+            style = S_SUBAGENT
+        else:
+            who, brief, style = f"⚙ {kind} {task_id}", label, S_TASK
+        if status == "started":
+            self.tasks[task_id] = {"kind": kind, "label": label}
+            extra = f" ({task_id})" if kind == "agent" else ""
+            out.append(Text(f"{who} started{extra}: {short(brief.strip(), width)}", style=style))
+        elif status == "output":
+            lines = str(data.get("text") or "").splitlines()
+            for line in lines[:TASK_OUTPUT_LINES]:
+                out.append(Text(f"  {task_id} │ {line}", style=S_NOTE))
+            hidden = len(lines) - TASK_OUTPUT_LINES
+            if hidden > 0 or data.get("truncated"):
+                more = f"{hidden} more lines" if hidden > 0 else f"{data.get('truncated')} more characters"
+                out.append(Text(f"  {task_id} │ … {more}", style=S_NOTE))
+        elif status == "finished":
+            self.tasks.pop(task_id, None)
+            state = data.get("state") or "finished"
+            code = f" (exit {data['exitCode']})" if data.get("exitCode") is not None else ""
+            ended = f"finished ({state})" if kind == "agent" else f"{state}{code}"
+            out.append(Text(f"{who} {ended}", style=S_OK if state == "completed" else style))
+        elif status == "notification_dropped":
+            out.append(Text(f"⚙ the notification of {task_id} was dropped ({data.get('reason')})", style=S_WARN))
+        return out
+
+    def _on_hook_result(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        event = data.get("hookEvent")
+        out = self.close_partial()
+        for message in data.get("systemMessages") or []:
+            out.append(Text(f"⚑ {event} hook: {message}", style=S_WARN))
+        for failure in data.get("failures") or []:
+            out.append(Text(f"⚑ {event} hook failed: {failure}", style=S_BAD))
+        if data.get("stopReason"):
+            out.append(Text(f"⚑ {event} hook stopped the turn: {data['stopReason']}", style=S_WARN))
+        return out
+
+    def _on_followup_suggestion(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        suggestions = [str(s) for s in data.get("suggestions") or []]
+        return self.note("suggestions: " + " · ".join(suggestions)) if suggestions else []
+
+    def _on_history_truncated(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        return self.note(f"(earlier history not replayed: {data.get('truncatedEvents')} events)")
+
+    def _on_client_evicted(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        return self.note("(this client fell behind the stream; catching up)", S_WARN)
+
+    def _on_session_closed(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        self._end(None)
+        return self.note(f"session closed ({data.get('reason')})", S_WARN)
+
+
+__all__ = ["Choice", "Permission", "View", "choices_of"]

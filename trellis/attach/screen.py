@@ -1,0 +1,299 @@
+"""The terminal side of ``trellis attach``: prompt_toolkit's prompt line in the main thread's asyncio loop.
+
+One :class:`~prompt_toolkit.PromptSession` runs for the whole attachment (a
+line typed is handed over and the buffer cleared, the application never
+exits in between), so the terminal stays in prompt_toolkit's hands: Ctrl-C
+is a key, not a signal, and SIGINT (sent while a line was being printed) is
+routed to the same key binding. Finished lines are rendered by ``rich`` and
+printed above the prompt (the prompt area erased, the lines written, the area
+redrawn; the terminal stays in raw mode throughout); the prompt area below them
+is redrawn from the :class:`~.render.View`: the streamed line still being
+written, the permission question, a status line, and the ``›`` input line.
+
+Items from the :class:`~.link.Link` arrive through ``call_soon_threadsafe``
+and are handled in this loop only, so the view has one thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import time
+from functools import partial
+from typing import Any
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.application import get_app
+from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.history import History
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.patch_stdout import patch_stdout
+from prompt_toolkit.styles import Style
+from rich.console import Console
+from rich.text import Text
+
+from .link import Link
+from .render import S_NOTE, S_WARN, View
+
+AGAIN = 2.0  # seconds: a second Ctrl-C within them leaves
+PERMISSION_KEYS = "aArR123456789"
+STYLE = Style.from_dict({
+    "message": "",
+    "thought": "italic fg:ansibrightblack",
+    "status": "fg:ansibrightblack",
+    "permission": "bold fg:ansiyellow",
+    "keys": "fg:ansiyellow",
+    "prompt": "bold",
+})
+HELP = """\
+type a prompt and Enter: it runs now, or waits in the session's queue while a turn runs
+/mid TEXT    send TEXT into the running turn (taken at its next tool call) instead of queueing it
+/pending     list the queued prompts        /drop N|ID   remove queued prompt N (or by id)
+/cancel      cancel the running turn        /status      the session's status
+/quit        leave (so do Ctrl-D, and Ctrl-C when no turn runs); the session goes on in the daemon
+//TEXT       send a prompt that begins with '/'
+a permission request is answered with the key in brackets ([a] allow once, [A] always, [r] reject, ...)"""
+
+
+def terminal_width() -> int:
+    return shutil.get_terminal_size((100, 40)).columns
+
+
+class Screen:
+    """The prompt line and the lines above it, for one attached session."""
+
+    def __init__(self, link: Link, view: View, history: History) -> None:
+        self.link = link
+        self.view = view
+        self.history = history
+        self.code = 0
+        self._out: list[Text] = []
+        self._flushing = False
+        self._last_ctrl_c = -AGAIN
+        self._leaving = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._console = Console(file=sys.__stdout__, force_terminal=True, highlight=False, emoji=False)
+        self._session: PromptSession[Any] | None = None
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self, banner: list[Text], cursor: int | None) -> int:
+        self._loop = asyncio.get_running_loop()
+        session: PromptSession[Any] = PromptSession(
+            message=self._message, history=self.history, key_bindings=self._bindings(), style=STYLE,
+            erase_when_done=True, complete_while_typing=False, enable_history_search=False)
+        session.default_buffer.accept_handler = self._accept
+        self._session = session
+        with patch_stdout(raw=True):  # anything else that writes to stdout goes above the prompt too
+            self._print(banner)
+            self.link.follow(self._post, cursor)
+            try:
+                await session.prompt_async(pre_run=self._pre_run, handle_sigint=True)
+            except (KeyboardInterrupt, EOFError):
+                pass
+        self._write([*self._out, *self.view.close_partial()])  # what was still to print
+        self._out = []
+        return self.code
+
+    def _pre_run(self) -> None:
+        if self._leaving:  # the session ended before the prompt was up
+            get_app().exit(result=self.code)
+
+    def leave(self, code: int = 0) -> None:
+        if self._leaving:
+            return
+        self._leaving = True
+        self.code = code
+        app = self._session.app if self._session is not None else None
+        if app is not None and app.is_running and not app.is_done:
+            app.exit(result=code)
+
+    # ------------------------------------------------------------------ from the link
+
+    def _post(self, item: tuple[Any, ...]) -> None:
+        """Called in the link's thread: hand ``item`` to this loop."""
+        if self._loop is None:
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._handle, item)
+        except RuntimeError:  # the loop is closed: we left
+            pass
+
+    def _handle(self, item: tuple[Any, ...]) -> None:
+        view = self.view
+        kind = item[0]
+        lines: list[Text] = []
+        if kind == "frame":
+            lines = view.feed(item[1])
+        elif kind == "info":
+            lines = view.note(item[1], item[2])
+        elif kind == "connection":
+            if item[1] == "reconnecting" and not view.reconnecting:
+                view.reconnecting = True
+                lines = view.note("⟲ reconnecting…", S_WARN)
+            elif item[1] == "live" and view.reconnecting:
+                view.reconnecting = False
+                lines = view.note("⟲ reconnected", "green")
+        elif kind == "snapshot":
+            view.snapshot(item[1], item[2])
+        elif kind == "subagent":
+            lines = view.subagent(item[1])
+        elif kind == "permission_gone":
+            view.permissions.pop(item[1], None)
+        elif kind == "end":
+            if item[2]:
+                lines = view.note(item[2], "red" if item[1] else S_WARN)
+            self.leave(item[1])
+        self._print(lines)
+        self._invalidate()
+
+    # ------------------------------------------------------------------ output
+
+    def _print(self, lines: list[Text]) -> None:
+        if not lines:
+            return
+        self._out.extend(lines)
+        if not self._flushing and self._loop is not None:
+            self._flushing = True
+            self._loop.call_soon(self._flush)  # lines that arrive together are printed together
+
+    def _flush(self) -> None:
+        """Print the waiting lines above the prompt: erase the prompt area, write them, let it redraw.
+
+        Not ``run_in_terminal``: that puts the terminal back in cooked mode while it prints, so a key
+        typed meanwhile is echoed by the tty, and a Ctrl-D becomes an end of file that ends all input.
+        The terminal stays raw here (output processing is untouched by raw mode, so newlines still work).
+        """
+        self._flushing = False
+        batch, self._out = self._out, []
+        app = self._session.app if self._session is not None else None
+        if app is not None and app.is_running and not app.is_done:
+            app.renderer.erase()
+            self._write(batch)
+            app.invalidate()
+        else:
+            self._write(batch)
+
+    def _write(self, batch: list[Text]) -> None:
+        if not batch:
+            return
+        self._console.width = terminal_width()
+        for line in batch:
+            self._console.print(line)
+        self._console.file.flush()
+
+    def _invalidate(self) -> None:
+        if self._session is not None and self._session.app.is_running:
+            self._session.app.invalidate()
+
+    def _message(self) -> list[tuple[str, str]]:
+        """The prompt area: the open line of streamed text, the permission question, the status, the input."""
+        view = self.view
+        parts: list[tuple[str, str]] = []
+        if view.partial:
+            parts += [(f"class:{view.partial_kind or 'message'}", view.partial), ("", "\n")]
+        for line in (view.permission_parts(), view.status_parts()):
+            if line:
+                parts += [*line, ("", "\n")]
+        parts.append(("class:prompt", "› "))
+        return parts
+
+    # ------------------------------------------------------------------ keys
+
+    def _bindings(self) -> KeyBindings:
+        bindings = KeyBindings()
+
+        @bindings.add("c-c")
+        @bindings.add("<sigint>")
+        def _interrupt(event: KeyPressEvent) -> None:
+            self._ctrl_c(event.app.current_buffer)
+
+        @Condition
+        def empty() -> bool:
+            return not get_app().current_buffer.text
+
+        @bindings.add("c-d", filter=empty)
+        def _eof(event: KeyPressEvent) -> None:
+            self.leave(0)
+
+        for key in PERMISSION_KEYS:
+            bindings.add(key, filter=Condition(partial(self._answers, key)), eager=True)(partial(self._vote, key))
+        return bindings
+
+    def _answers(self, key: str) -> bool:
+        request = self.view.permission()
+        return request is not None and request.choice(key) is not None
+
+    def _vote(self, key: str, event: KeyPressEvent) -> None:
+        request = self.view.permission()
+        choice = request.choice(key) if request is not None else None
+        if request is None or choice is None:
+            return
+        request.voted = True
+        self.link.request(self.link.vote, request.request_id, choice.option_id)
+        self._invalidate()
+
+    def _ctrl_c(self, buffer: Buffer) -> None:
+        now = time.monotonic()
+        again, self._last_ctrl_c = now - self._last_ctrl_c < AGAIN, now
+        view = self.view
+        if again:
+            self.leave(0)
+        elif view.running is not None:
+            verb = "still cancelling" if view.cancelling else "cancelling"
+            view.cancelling = True
+            self.link.request(self.link.cancel)
+            self._print(view.note(f"✗ {verb}… (Ctrl-C again within {AGAIN:.0f} s leaves)", S_WARN))
+        elif buffer.text:
+            buffer.reset()
+        else:
+            self.leave(0)
+        self._invalidate()
+
+    # ------------------------------------------------------------------ lines typed
+
+    def _accept(self, buffer: Buffer) -> bool:
+        """Enter: a prompt (or a /command); False clears the line (it is kept in the history)."""
+        text = buffer.text
+        if not text.strip():
+            return False
+        if text.startswith("/") and not text.startswith("//"):
+            self._command(text.strip())
+        else:
+            self.link.request(self.link.send_prompt, text[1:] if text.startswith("//") else text)
+        return False
+
+    def _command(self, text: str) -> None:
+        name, _, rest = text[1:].partition(" ")
+        rest = rest.strip()
+        link, view = self.link, self.view
+        if name in ("help", "?"):
+            self._print([Text(line, style=S_NOTE) for line in HELP.splitlines()])
+        elif name == "mid":
+            if rest:
+                link.request(link.mid_turn, rest)
+            else:
+                self._print(view.note("usage: /mid TEXT", S_WARN))
+        elif name == "pending":
+            link.request(link.list_pending)
+        elif name == "drop":
+            ids = list(view.pending)
+            prompt_id = ids[int(rest) - 1] if rest.isdigit() and 0 < int(rest) <= len(ids) else rest
+            if prompt_id:
+                link.request(link.drop, prompt_id)
+            else:
+                self._print(view.note("usage: /drop N (as /pending numbers them) or /drop PROMPT_ID", S_WARN))
+        elif name == "cancel":
+            link.request(link.cancel)
+        elif name == "status":
+            link.request(link.show_status)
+        elif name in ("quit", "exit", "leave"):
+            self.leave(0)
+        else:
+            self._print(view.note(f"unknown command /{name}: /help lists them (//TEXT sends a prompt "
+                                  "beginning with '/')", S_WARN))
+
+
+__all__ = ["Screen", "terminal_width"]

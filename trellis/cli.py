@@ -1,0 +1,89 @@
+"""``trellis``: one command for the daemon, its clients and the replays.
+
+    trellis serve [flags]        the daemon (what ``python -m transport`` runs)
+    trellis acp [flags]          the ACP agent on stdio, for editors
+    trellis replay [args]        the deterministic scenario replays
+    trellis prompt TEXT          send one prompt, stream the answer, exit by its stop reason
+    trellis attach               an interactive terminal client of a session
+    trellis sessions             the daemon's sessions, live and restorable
+    trellis status ID            one session's status
+    trellis cancel ID            cancel the session's running turn
+
+``serve``, ``acp`` and ``replay`` hand their arguments to the programs they
+name (their own ``--help``); the client subcommands are modules of this
+package, each with ``add_parser(subparsers)`` and ``run(args) -> int``.
+Every subcommand takes ``--version``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+
+DELEGATED = {
+    "serve": "the daemon: REST + SSE, ACP at /acp, MCP (trellis serve --help for its flags)",
+    "acp": "the ACP agent on stdio, for editors (trellis acp --help)",
+    "replay": "replay concurrency scenarios deterministically (trellis replay --help)",
+}
+CLIENTS = {  # subcommand -> the module that implements it
+    "prompt": "trellis.prompt",
+    "attach": "trellis.attach",
+    "sessions": "trellis.tables",
+    "status": "trellis.tables",
+    "cancel": "trellis.tables",
+}
+VERSION = f"trellis {__version__}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trellis", description="Trellis: LLM agent sessions behind a daemon.",
+                                     allow_abbrev=False)
+    parser.add_argument("--version", action="version", version=VERSION)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, summary in DELEGATED.items():
+        sub.add_parser(name, help=summary, add_help=False)
+    added: set[str] = set()
+    for module in dict.fromkeys(CLIENTS.values()):
+        if module not in added:
+            importlib.import_module(module).add_parser(sub)
+            added.add(module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        command, rest = argv[0], argv[1:]
+        if "--version" in rest:
+            print(VERSION)
+            return 0
+        return _delegate(command, rest)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.run(args) or 0)
+
+
+def _delegate(command: str, rest: list[str]) -> int:
+    if command == "replay":
+        from actors.replay.cli import main as replay
+
+        return replay(rest, prog="trellis replay")
+    from transport.process_image import SecretsError, make_undumpable, reexec_without_secrets
+
+    argv = rest if command == "serve" else ["acp", *rest]
+    try:
+        reexec_without_secrets(argv)  # becomes `python -m transport ...` if a secret is in argv or environ
+    except SecretsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    make_undumpable()
+    from transport.cli import main as daemon
+
+    return daemon(argv, prog=f"trellis {command}")
+
+
+__all__ = ["main"]

@@ -1,0 +1,224 @@
+"""``trellis sessions``, ``trellis status ID``, ``trellis cancel ID``: the daemon's sessions as tables.
+
+    trellis sessions [--json]     GET /session: the live sessions and those restorable from the state directory
+    trellis status ID [--json]    GET /session/:id/status: one live session's work, guard, usage and context
+    trellis cancel ID [--json]    POST /session/:id/cancel: cancel the session's running work
+
+On a terminal the tables are drawn with ``rich``; otherwise (a pipe, a file)
+they are plain text, columns aligned with two spaces and nothing cut short,
+for ``grep`` and ``awk``. ``--json`` prints the daemon's own JSON instead
+(``GET /session``'s ``{"sessions": [...]}``, the status object). The cancel
+route answers 204 with no body, so ``trellis cancel --json`` prints what the
+command saw: ``{"sessionId", "cancelled", "promptId"}``, ``cancelled`` being
+whether the session was running work when the cancel was sent (read from its
+status just before, so a turn that ended in between counts as cancelled).
+
+Exit codes: 0 done; 2 the daemon could not be reached, refused the token
+(401; the message says where the token was looked for) or refused the request
+(404 for a session that is not live, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+from urllib.parse import quote
+
+import orjson
+import trio
+
+from . import connect
+from .prompt import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Refused,
+    add_common,
+    call,
+    open_client,
+    say,
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    sessions = sub.add_parser("sessions", help="the daemon's sessions, live and restorable",
+                              description="List the daemon's sessions: the live ones and those restorable from "
+                                          "its state directory (GET /session).")
+    sessions.add_argument("--json", action="store_true", help="print the daemon's JSON")
+    add_common(sessions)
+    sessions.set_defaults(run=run, table="sessions")
+
+    status = sub.add_parser("status", help="one session's status",
+                            description="One live session's status (GET /session/:id/status).")
+    status.add_argument("session", metavar="ID", help="the session")
+    status.add_argument("--json", action="store_true", help="print the daemon's JSON")
+    add_common(status)
+    status.set_defaults(run=run, table="status")
+
+    cancel = sub.add_parser("cancel", help="cancel the session's running turn",
+                            description="Cancel the session's running work (POST /session/:id/cancel); its turn "
+                                        "ends with stop reason 'cancelled'. Queued prompts stay queued.")
+    cancel.add_argument("session", metavar="ID", help="the session")
+    cancel.add_argument("--json", action="store_true",
+                        help='print {"sessionId", "cancelled", "promptId"} (the route itself answers no JSON)')
+    add_common(cancel)
+    cancel.set_defaults(run=run, table="cancel")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return trio.run(_main, args)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+async def _main(args: argparse.Namespace) -> int:
+    target = connect.target(args)
+    out = sys.stdout
+    try:
+        async with open_client(target) as client:
+            if args.table == "sessions":
+                data = (await call(client, target, args, "GET", "/session")).json()
+                if args.json:
+                    print_json(data, out)
+                else:
+                    sessions_table(data.get("sessions") or [], out)
+            elif args.table == "status":
+                sid = quote(args.session, safe="")
+                data = (await call(client, target, args, "GET", f"/session/{sid}/status")).json()
+                if args.json:
+                    print_json(data, out)
+                else:
+                    status_table(data, out)
+            else:
+                sid = quote(args.session, safe="")
+                status = (await call(client, target, args, "GET", f"/session/{sid}/status")).json()
+                await call(client, target, args, "POST", f"/session/{sid}/cancel", expect=(200, 204))
+                running = status.get("state") == "running"
+                result = {"sessionId": args.session, "cancelled": running,
+                          "promptId": status.get("currentPromptId") if running else None}
+                if args.json:
+                    print_json(result, out)
+                elif running:
+                    what = f"turn {result['promptId']}" if result["promptId"] else status.get("activeWorkState")
+                    out.write(f"cancelled {what} of session {args.session}\n")
+                else:
+                    out.write(f"session {args.session} was idle: nothing to cancel\n")
+    except Refused as exc:
+        say(exc.message)
+        if exc.error_code == "session_not_found":
+            say("(only live sessions have a status; `trellis sessions` lists them, and `trellis prompt --session "
+                "ID` brings a restorable one back)")
+        return exc.code
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def print_json(data: Any, out: TextIO) -> None:
+    out.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def when(ms: Any) -> str:
+    """A daemon timestamp (ms since the epoch) in local time."""
+    if not isinstance(ms, (int, float)) or ms <= 0:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def cell(value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def sessions_table(sessions: list[dict[str, Any]], out: TextIO) -> None:
+    headers = ["SESSION", "STATE", "PENDING", "UPDATED", "CWD"]
+    rows = []
+    for s in sessions:
+        state = "live" if s.get("live") else ("restorable" if s.get("restorable") else "-")
+        pending = s.get("pendingCount") or 0
+        if s.get("midTurnQueued"):
+            pending = f"{pending} (+{s['midTurnQueued']} mid-turn)"
+        rows.append([cell(s.get("sessionId")), state, cell(pending), when(s.get("updatedAt") or s.get("createdAt")),
+                     cell(s.get("cwd"))])
+    if not rows:
+        out.write("no sessions\n")
+        return
+    table(headers, rows, out)
+
+
+def status_table(status: dict[str, Any], out: TextIO) -> None:
+    work = status.get("activeWorkState") or status.get("state")
+    state = cell(status.get("state"))
+    if status.get("state") == "running":
+        state += f" ({work}" + (f" {status['currentPromptId']}" if status.get("currentPromptId") else "") + ")"
+    guard = status.get("todoStopGuard") or {}
+    usage = status.get("usage") or {}
+    context = status.get("context") or {}
+    tasks = status.get("backgroundTasks") or []
+    rows = [
+        ["session", cell(status.get("sessionId"))],
+        ["cwd", cell(status.get("workspaceCwd"))],
+        ["state", state],
+        ["queued prompts", cell(status.get("queuedCount", status.get("pendingCount")))],
+        ["approval mode", cell(status.get("approvalMode"))],
+        ["model", cell(status.get("model"))],
+        ["sandbox", cell(status.get("sandbox"))],
+        ["subscribers", cell(status.get("subscribers"))],
+        ["history", f"{cell(status.get('historyLength'))} messages"],
+        ["last event", f"{cell(status.get('lastEventId'))} (epoch {cell(status.get('eventEpoch'))})"],
+        ["background tasks", str(len(tasks)) + (f" ({status['automaticQueue']} automatic queued)"
+                                                 if status.get("automaticQueue") else "")],
+        ["pending permissions", ", ".join(status.get("pendingPermissions") or []) or "-"],
+        ["todo stop guard", _guard(guard)],
+        ["usage", (f"{usage.get('calls', 0)} calls, {usage.get('inputTokens', 0)} in / "
+                   f"{usage.get('outputTokens', 0)} out tokens")],
+        ["context", (f"window {cell(context.get('window'))}, "
+                     f"last request ~{cell(context.get('estimatedTokens'))} tokens")],
+    ]
+    table(["FIELD", "VALUE"], rows, out, header=False)
+
+
+def _guard(guard: dict[str, Any]) -> str:
+    if not guard.get("enabled"):
+        return "off"
+    parts = ["armed" if guard.get("armed") else "idle",
+             f"attempt {guard.get('attempts', 0)} of {guard.get('maxAttempts', '?')}",
+             f"{guard.get('unfinishedCount', 0)} unfinished"]
+    parts += [flag for flag in ("suspended", "retryPaused", "awaitingQueuedPrompt", "exhaustionReported")
+              if guard.get(flag)]
+    return ", ".join(parts)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO, *, header: bool = True) -> None:
+    """``rows`` under ``headers``: a rich table on a terminal, aligned plain text elsewhere."""
+    if _isatty(out):
+        from rich.console import Console
+        from rich.table import Table
+
+        grid = Table(box=None, show_header=header, header_style="bold", pad_edge=False)
+        for i, name in enumerate(headers):
+            grid.add_column(name, style="bold" if (not header and i == 0) else None, overflow="fold")
+        for row in rows:
+            grid.add_row(*row)
+        Console(file=out).print(grid)
+        return
+    lines = [list(headers), *map(list, rows)] if header else [list(r) for r in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
+    out.writelines("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() + "\n" for line in lines)
+
+
+def _isatty(out: TextIO) -> bool:
+    try:
+        return out.isatty()
+    except (ValueError, AttributeError):
+        return False
+
+
+__all__ = ["add_parser", "run", "sessions_table", "status_table", "table"]
