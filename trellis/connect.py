@@ -15,8 +15,10 @@ to prefer the environment or the file.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -63,4 +65,15 @@ def target(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -
     return Target(url, token)
 
 
-__all__ = ["DEFAULT_URL", "Target", "add_arguments", "target"]
+def is_loopback(url: str) -> bool:
+    """Whether ``url`` names this machine (``localhost`` or a loopback address): proxies never apply."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+__all__ = ["DEFAULT_URL", "Target", "add_arguments", "is_loopback", "target"]

@@ -62,21 +62,20 @@ code  meaning
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import signal
 import sys
 from collections.abc import Iterable
 from contextlib import aclosing
 from typing import Any, TextIO
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 import orjson
 import trio
 
 from . import connect, stream
-from .connect import Target
+from .connect import Target, is_loopback
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -117,16 +116,6 @@ class Refused(Exception):
         self.message = message
         self.code = code
         self.error_code = error_code  # the daemon's error code, when it refused
-
-
-def is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def open_client(target: Target) -> httpx.AsyncClient:

@@ -38,19 +38,19 @@ is live: their turn (``turn N of M``) and, at the end, their end reason.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import queue
 import threading
 from collections.abc import Callable
 from contextlib import aclosing
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 import trio
 
 from .. import __version__, connect, stream
+from ..connect import is_loopback
 
 Deliver = Callable[[tuple[Any, ...]], None]
 POLL_SUBAGENTS = 1.0  # seconds between MCP status polls of live subagent runs
@@ -72,16 +72,6 @@ class Refused(Exception):
 
 class _Dropped(Exception):
     """The event stream broke: the link reconnects itself (raised from ``on_reconnect``)."""
-
-
-def is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Link:
