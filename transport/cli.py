@@ -197,8 +197,12 @@ def check_openai(args: argparse.Namespace, settings: Settings, environ: Mapping[
         raise SettingsError(f"{which} needs " + "; and ".join(missing))
     assert base is not None
     url, source = base
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname  # parsed here: an unclosed "[" raises
+    except ValueError:
+        parts, host = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not host:
         # Not echoed: a URL may carry credentials (user:password@host).
         raise SettingsError(f"{which}: the base URL ({source}) must be an http:// or https:// URL with a host "
                             "(e.g. http://127.0.0.1:8080/v1)")

@@ -56,9 +56,9 @@ def test_a_settings_provider_is_named_as_such(tmp_path):
     assert 'error: settings model.provider "openai" needs a model name: ' in done.stderr
 
 
-def test_a_base_url_that_is_not_http_is_refused_without_echoing_it(tmp_path):
-    done = run_cli(tmp_path, "--model", "openai", "--openai-base-url", "user:hunter2@127.0.0.1:8080/v1",
-                   "--openai-model", "m")
+@pytest.mark.parametrize("url", ["user:hunter2@127.0.0.1:8080/v1", "http://hunter2@[x/v1"])
+def test_a_base_url_that_is_not_http_is_refused_without_echoing_it(tmp_path, url):
+    done = run_cli(tmp_path, "--model", "openai", "--openai-base-url", url, "--openai-model", "m")
     assert done.returncode == 2, done.stderr
     assert "the base URL (--openai-base-url) must be an http:// or https:// URL with a host" in done.stderr
     assert "hunter2" not in done.stderr
