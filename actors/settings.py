@@ -105,17 +105,35 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
 APPROVAL_MODES = ("default", "auto-edit", "yolo", "plan")
 
 
+_JSON_TYPES = {str: "a string", bool: "true or false", int: "an integer", float: "a number", list: "an array",
+               dict: "an object", type(None): "null"}
+
+
+def _json_type(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+class _NotAGroup(ValueError):
+    pass
+
+
 def _walk(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     for key, value in data.items():
         dotted = f"{prefix}{key}"
         if dotted in _KNOWN:
             out.append((dotted, value))
-        elif isinstance(value, dict) and any(k.startswith(dotted + ".") for k in _KNOWN):
+        elif any(k.startswith(dotted + ".") for k in _KNOWN):
+            if not isinstance(value, dict):  # a group ("limits", "experimental", ...) that is not an object
+                raise _NotAGroup(f"{dotted} must be an object, got {_json_type(value)}")
             out.extend(_walk(value, dotted + "."))
         else:
             out.append((dotted, value))
     return out
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | None = None) -> Settings:
@@ -125,7 +143,11 @@ def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | 
     values: dict[str, Any] = {}
     limits: dict[str, Any] = {}
     warnings: list[str] = []
-    for dotted, value in _walk(data):
+    try:
+        walked = _walk(data)
+    except _NotAGroup as exc:
+        raise SettingsError(f"{source}: {exc}") from None
+    for dotted, value in walked:
         if dotted not in _KNOWN:
             warnings.append(f"{source}: unknown key {dotted!r} ignored")
             continue
@@ -135,7 +157,7 @@ def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | 
         if kind is float and (type(value) not in (int, float) or value <= 0):
             raise SettingsError(f"{source}: {dotted} must be a positive number, got {value!r}")
         if kind not in (int, float) and not isinstance(value, kind):
-            raise SettingsError(f"{source}: {dotted} must be a {kind.__name__}, got {type(value).__name__}")
+            raise SettingsError(f"{source}: {dotted} must be {_JSON_TYPES[kind]}, got {_json_type(value)}")
         if dotted == "approvalMode" and value not in APPROVAL_MODES:
             raise SettingsError(f"{source}: approvalMode must be one of {list(APPROVAL_MODES)}, got {value!r}")
         if dotted == "storage.fsync" and value not in ("always", "never"):
@@ -173,12 +195,14 @@ def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
     if path is not None:
         source = str(path)
         try:
-            data = json.loads(Path(path).read_text())
+            data = json.loads(Path(path).read_text(), parse_constant=_refuse_constant)  # no NaN, Infinity
         except OSError as exc:
             raise SettingsError(f"{source}: cannot read: {exc.strerror}") from None
         except UnicodeDecodeError as exc:
             raise SettingsError(f"{source}: not UTF-8 text: {exc.reason} at byte {exc.start}") from None
         except json.JSONDecodeError as exc:
+            raise SettingsError(f"{source}: invalid JSON: {exc}") from None
+        except ValueError as exc:  # NaN, Infinity
             raise SettingsError(f"{source}: invalid JSON: {exc}") from None
         settings = attrs.evolve(settings_from_dict(data, source=source), path=os.path.abspath(path))
     limit_overrides = {k: v for k, v in overrides.items() if k in attrs.fields_dict(Limits) and v is not None}

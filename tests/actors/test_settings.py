@@ -198,3 +198,19 @@ def test_settings_from_dict_layers_on_a_base() -> None:
     with pytest.raises(SettingsError) as info:
         settings_from_dict("nope", source="inline")
     assert str(info.value).startswith("inline")
+
+
+def test_a_group_that_is_not_an_object_is_refused_with_json_type_names(tmp_path):
+    import pytest
+
+    from actors.settings import SettingsError, load_settings
+
+    path = tmp_path / "settings.json"
+    for document, message in [('{"limits": 5}', "limits must be an object, got an integer"),
+                              ('{"experimental": true}', "experimental must be an object, got true or false"),
+                              ('{"approvalMode": ["yolo"]}', "approvalMode must be a string, got an array"),
+                              ('{"limits": {"shutdownSeconds": NaN}}', "invalid JSON: NaN is not a JSON number"),
+                              ('{"limits": {"clientGraceSeconds": Infinity}}', "Infinity is not a JSON number")]:
+        path.write_text(document)
+        with pytest.raises(SettingsError, match=message.replace("(", r"\(")):
+            load_settings(path)

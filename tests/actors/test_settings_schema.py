@@ -95,9 +95,6 @@ VALID: list[Any] = [
     {"limits.maxSessions": 4, "experimental.todoStopGuard": True, "loopProtection.maxRepeatedFailures": 2},
     # Unknown keys: warnings, never errors (a file may be shared with other tools)...
     {"theme": "dark", "experimental": {"somethingElse": 1}, "limits": {"maxWidgets": -1}},
-    # ... also a known group whose value is not an object: ignored as an unknown key (a gap, see docs/settings.md).
-    {"limits": 5},
-    {"experimental": True},
     # Hooks.
     {"hooks": {}},
     {"hooks": {event: [{"hooks": [HOOK]}] for event in HOOK_EVENTS}},
@@ -128,6 +125,8 @@ VALID: list[Any] = [
 INVALID: list[Any] = [
     # Not an object at the top level.
     [], "settings", 7, None,
+    # A known group whose value is not an object.
+    {"limits": 5}, {"experimental": True}, {"ui": []}, {"storage": "always"}, {"loopProtection": None},
     # Wrong types and values of plain keys.
     {"approvalMode": "sometimes"}, {"approvalMode": 1}, {"approvalMode": None},
     {"sandbox": "docker"}, {"sandbox": True},
@@ -236,7 +235,7 @@ def _schema_keys() -> tuple[set[str], set[str]]:
         elif name in _KNOWN:
             nested.add(name)
         else:  # a group: only its leaves are keys of the code
-            assert set(sub) >= {"properties"} and "type" not in sub, name  # a non-object is warned about, as _walk does
+            assert set(sub) >= {"properties"} and sub.get("type") == "object", name  # a non-object is refused
             nested.update(f"{name}.{leaf}" for leaf in sub["properties"])
     return nested, dotted
 
