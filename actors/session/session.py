@@ -39,7 +39,7 @@ from .messages import (
 )
 from .status import status_of
 from .persistence import replay_segments, save_record_quietly, save_turn_replay
-from . import hook_events
+from . import hook_events, turn_log
 from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
 from .system_prompt import PromptOverrides, with_system_prompt
@@ -86,23 +86,6 @@ def _only_cancelled(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return exc.split(trio.Cancelled)[1] is None
     return isinstance(exc, trio.Cancelled)
-
-
-def _log_turn_end(session_id: str, prompt_id: str, kind: str, stop: str | None, code: str | None, turn: Turn,
-                  started: float) -> None:
-    """``turn ended session=… prompt=… stop=end_turn calls=4 tokens_in=… tokens_out=… ms=…`` (never the
-    prompt's text, nor an error's message: a server's message may echo what it was sent)."""
-    if not log.isEnabledFor(logging.INFO):
-        return
-    total = turn.usage.total
-    ms = round((trio.current_time() - started) * 1000)
-    fields = {"session": session_id, "prompt": prompt_id, "kind": kind, "stop": stop, "calls": total.calls,
-              "tokens_in": total.input_tokens, "tokens_out": total.output_tokens, "ms": ms}
-    if code is not None:
-        fields["error"] = code
-    log.info("turn ended session=%s prompt=%s stop=%s%s calls=%d tokens_in=%d tokens_out=%d ms=%d", session_id,
-             prompt_id, stop, f" error={code}" if code else "", total.calls, total.input_tokens,
-             total.output_tokens, ms, extra=fields)
 
 
 class Session:
@@ -341,9 +324,7 @@ class Session:
         turn = Turn(self, prompt_id, foreground=kind == "prompt")
         stop_reason: str | None = None
         error: Exception | None = None
-        started = trio.current_time()
-        log.info("turn started session=%s prompt=%s kind=%s", self.session_id, prompt_id, kind,
-                 extra={"session": self.session_id, "prompt": prompt_id, "kind": kind})
+        started = turn_log.turn_started(self.session_id, prompt_id, kind)
         try:
             async with self.work_item(prompt_id, kind) as work:
                 try:
@@ -361,7 +342,7 @@ class Session:
                                                                  turn.usage.summary()), prompt_id)
             if kind == "prompt":
                 self.fifo.settle_on_close(prompt_id)
-            _log_turn_end(self.session_id, prompt_id, kind, "cancelled", None, turn, started)
+            turn_log.turn_ended(self.session_id, prompt_id, kind, "cancelled", None, turn.usage, started)
             raise
         if work.scope.cancelled_caught:
             stop_reason = "cancelled"
@@ -374,9 +355,9 @@ class Session:
             self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, stop_reason,
                                                                  turn.usage.summary(), turn.token_limit,
                                                                  turn.hook_stop_reason), prompt_id)
-        _log_turn_end(self.session_id, prompt_id, kind, stop_reason if error is None else "error",
-                      (error.code if isinstance(error, ModelError) else "internal_error") if error else None,
-                      turn, started)
+        turn_log.turn_ended(self.session_id, prompt_id, kind, stop_reason if error is None else "error",
+                            (error.code if isinstance(error, ModelError) else "internal_error") if error else None,
+                            turn.usage, started)
         return stop_reason, error
 
     @staticmethod
