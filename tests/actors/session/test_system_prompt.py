@@ -166,3 +166,20 @@ def test_the_default_prompt_holds_only_what_it_is_given():
     assert "/w" in text and "TestOS 1" in text and "2030-01-01" in text and "sandbox" in text
     unsandboxed = default_prompt(cwd="/w", os="TestOS 1", today="2030-01-01", tools=[], sandboxed=False)
     assert "sandbox" not in unsandboxed and "todo_write" not in unsandboxed
+
+
+async def test_the_same_system_message_is_sent_while_its_text_holds_and_a_new_one_once_it_changes(tmp_path):
+    # One object across requests: what was derived from it (its estimate, its encoded JSON) is reused.
+    model = script([{"text": "one"}], [{"text": "two"}], [{"text": "three"}])
+    (tmp_path / "elsewhere").mkdir()
+    with trio.fail_after(LIMIT):
+        async with open_daemon(Settings(), model=model, ids=CountingIds(), now=lambda: NOW,
+                               workspace=str(tmp_path)) as daemon:
+            handle, _ = await daemon.create_session(str(tmp_path))
+            await run_prompt(handle)
+            await run_prompt(handle)
+            await handle.change_cwd(str(tmp_path / "elsewhere"))
+            await run_prompt(handle)
+    first, second, third = (c.messages[0] for c in model.calls)
+    assert first.role == "system" and second is first
+    assert third is not first and f"Working directory: {tmp_path / 'elsewhere'}" in third.content
