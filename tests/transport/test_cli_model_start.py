@@ -92,3 +92,9 @@ async def test_a_remote_server_with_a_key_starts_without_a_warning(tmp_path):
     assert daemon.process.returncode == 0
     stderr = daemon.stderr.decode()
     assert "API key" not in stderr and "sk-remote-test-key" not in stderr
+
+
+def test_a_negative_loop_stall_threshold_is_refused(tmp_path):
+    done = run_cli(tmp_path, "--report-loop-stalls", "-1")
+    assert done.returncode == 2
+    assert "--report-loop-stalls must be a non-negative number of milliseconds" in done.stderr

@@ -83,3 +83,19 @@ def test_tool_call_arguments_count_as_their_json() -> None:
     args = {"content": random_hex(1000)}
     message = ChatMessage("assistant", "", (ToolCall("c", "write", args),))
     assert messages_tokens([message]) >= text_tokens(json.dumps(args))
+
+
+def test_a_growing_conversation_is_estimated_by_what_it_added_and_the_sum_is_the_whole():
+    from actors.model.base import ChatMessage, ChatRequest
+    from actors.model.estimate import Calibration, estimate_request
+
+    calibration = Calibration()
+    messages: list[ChatMessage] = [ChatMessage("system", "be brief")]
+    for n in range(30):
+        messages.append(ChatMessage("user" if n % 2 else "assistant", f"message {n} " + "x" * n))
+        request = ChatRequest(tuple(messages))
+        assert calibration.estimate(request) == estimate_request(request)  # never counted: the raw estimate
+    cut = ChatRequest(tuple(messages[:5] + messages[6:]))  # a rewritten history: estimated whole again
+    assert calibration.estimate(cut) == estimate_request(cut)
+    # Each message was estimated once and its count kept on it.
+    assert all("tokens" in m.memo for m in messages)
