@@ -11,7 +11,8 @@
 
 ``serve``, ``acp`` and ``replay`` hand their arguments to the programs they
 name (their own ``--help``); the client subcommands are modules of this
-package, each with ``add_parser(subparsers)`` and ``run(args) -> int``.
+package, each with ``add_parser(subparsers)`` and ``run(args) -> int``, and
+only the one asked for is imported.
 Every subcommand takes ``--version``.
 """
 
@@ -29,28 +30,30 @@ DELEGATED = {
     "acp": "the ACP agent on stdio, for editors (trellis acp --help)",
     "replay": "replay concurrency scenarios deterministically (trellis replay --help)",
 }
-CLIENTS = {  # subcommand -> the module that implements it
-    "prompt": "trellis.prompt",
-    "attach": "trellis.attach",
-    "sessions": "trellis.tables",
-    "status": "trellis.tables",
-    "cancel": "trellis.tables",
+CLIENTS = {  # subcommand -> the module that implements it, and its summary for `trellis --help`
+    "prompt": ("trellis.prompt", "send one prompt, stream the answer, exit by its stop reason"),
+    "attach": ("trellis.attach", "an interactive terminal client of a session"),
+    "sessions": ("trellis.tables", "the daemon's sessions, live and restorable"),
+    "status": ("trellis.tables", "one session's status"),
+    "cancel": ("trellis.tables", "cancel the session's running turn"),
 }
 VERSION = f"trellis {__version__}"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported (``attach`` pulls in prompt_toolkit and rich, which a
+    ``trellis prompt`` in a script should not pay for): the others are listed by their summaries."""
     parser = argparse.ArgumentParser(prog="trellis", description="Trellis: LLM agent sessions behind a daemon.",
                                      allow_abbrev=False)
     parser.add_argument("--version", action="version", version=VERSION)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, summary in DELEGATED.items():
         sub.add_parser(name, help=summary, add_help=False)
-    added: set[str] = set()
-    for module in dict.fromkeys(CLIENTS.values()):
-        if module not in added:
-            importlib.import_module(module).add_parser(sub)
-            added.add(module)
+    if command in CLIENTS:
+        importlib.import_module(CLIENTS[command][0]).add_parser(sub)
+    for name, (_, summary) in CLIENTS.items():
+        if name not in sub.choices:
+            sub.add_parser(name, help=summary)
     return parser
 
 
@@ -62,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(VERSION)
             return 0
         return _delegate(command, rest)
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     return int(args.run(args) or 0)
 
