@@ -12,24 +12,17 @@ made of it.)
 from __future__ import annotations
 
 import io
-import json
-import os
 import re
-import select
-import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from transport.process_image import SECRET_ENV
+from tests.sync_daemon import Daemon, Proxy, environ, free_port, text, wait_turn
 
 pexpect = pytest.importorskip("pexpect", reason="pexpect drives trellis attach under a pseudo-terminal")
 
@@ -54,75 +47,6 @@ WAIT = 10.0  # seconds for anything to show up on the screen
 def plain(raw: str) -> str:
     """What was written to the terminal without its escape sequences (colours, cursor moves, CR, BS)."""
     return ESCAPES.sub("", raw)
-
-
-def environ(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and k != "NO_COLOR"}
-    return env | extra
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def text(body: str) -> dict[str, Any]:
-    return {"prompt": [{"type": "text", "text": body}]}
-
-
-class Daemon:
-    """``python -m transport`` with the scripted model, on a port and a state directory it keeps across restarts."""
-
-    def __init__(self, tmp: Path, port: int = 0) -> None:
-        self.tmp = tmp
-        self.state = tmp / "state"
-        self.port = port
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.url = ""
-        self.runs = 0
-
-    def start(self, script: list[Any], settings: dict[str, Any] | None = None, *extra: str) -> Daemon:
-        self.runs += 1
-        script_file = self.tmp / f"script-{self.runs}.json"
-        script_file.write_text(json.dumps({"responses": script}))
-        args = [sys.executable, "-m", "transport", "--port", str(self.port), "--state-dir", str(self.state),
-                "--script", str(script_file), *extra]
-        if settings is not None:
-            settings_file = self.tmp / f"settings-{self.runs}.json"
-            settings_file.write_text(json.dumps(settings))
-            args += ["--settings", str(settings_file)]
-        with open(self.tmp / "daemon.log", "ab") as log:
-            self.proc = subprocess.Popen(args, env=environ(), stdout=subprocess.PIPE, stderr=log)
-        line = b""
-        deadline = time.monotonic() + 20
-        while not line.endswith(b"\n"):
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, left))
-            chunk = os.read(self.proc.stdout.fileno(), 4096) if ready else b""  # type: ignore[union-attr]
-            if not chunk:
-                raise AssertionError(f"the daemon did not start: {line!r}\n{(self.tmp / 'daemon.log').read_text()}")
-            line += chunk
-        self.url = line.decode().split()[-1]
-        return self
-
-    def client(self) -> httpx.Client:
-        token = (self.state / "token").read_text().strip()
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=10,
-                            trust_env=False)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 class Attached:
@@ -218,17 +142,6 @@ def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
             d.stop()
 
 
-def wait_turn(client: httpx.Client, sid: str, prompt_id: str, timeout: float = WAIT) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        record = client.get(f"/session/{sid}/turns/{prompt_id}").json()
-        if record.get("state") in ("completed", "cancelled", "error"):
-            return record
-        assert time.monotonic() < deadline, record
-        time.sleep(0.05)
-
-
-# --------------------------------------------------------------------------- the tests
 
 
 def test_streamed_text_and_dimmed_thoughts_show_as_they_arrive(world):
@@ -383,56 +296,6 @@ def test_a_restarted_daemon_is_reconnected_to_and_nothing_is_shown_twice(world):
     assert screen.exit_code() == 0
 
 
-class Proxy:
-    """A TCP forwarder to the daemon whose connections can be cut, and new ones refused for a while."""
-
-    def __init__(self, target: int, port: int) -> None:
-        self.target = target
-        self.port = port
-        self.listener = socket.create_server(("127.0.0.1", port))
-        self.up = True
-        self.open: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            if not self.up:
-                conn.close()
-                continue
-            upstream = socket.create_connection(("127.0.0.1", self.target))
-            self.open += [conn, upstream]
-            for a, b in ((conn, upstream), (upstream, conn)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def cut(self) -> None:
-        self.up = False
-        for s in self.open:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self.open.clear()
-
-    def close(self) -> None:
-        self.cut()
-        self.listener.close()
 
 
 def test_a_dropped_connection_resumes_with_what_was_missed_and_nothing_twice(world):
