@@ -151,7 +151,8 @@ class Daemon:
             except OSError:  # unreadable: listed, with nothing pending it could promise
                 pending = replay([])
             out[session_id] = {
-                "sessionId": session_id, "live": False, "restorable": True, "cwd": record.get("cwd"),
+                "sessionId": session_id, "live": False, "restorable": True, "state": "stored",
+                "cwd": record.get("cwd"),
                 "createdAt": record.get("createdAt"), "updatedAt": record.get("updatedAt"),
                 "pendingCount": len(pending.queued) + len(pending.interrupted),
                 "midTurnQueued": len(pending.mid_turn),

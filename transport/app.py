@@ -39,6 +39,9 @@ from .errors import HttpError, json_response, not_found_session
 from .hosts import HostPolicy
 from .mcp import register as register_mcp
 from .shutdown import refuse_if_shutting_down
+from .ui import is_ui_path
+from .ui import register as register_ui
+from .work import register as register_work
 
 T = TypeVar("T")
 
@@ -181,7 +184,9 @@ def create_app(
         # A signal URL carries its own credential (the run's token); the daemon's bearer token must
         # never be handed to a subagent, so those paths are exempt.
         signal = request.path == "/signal/mcp" or request.path.startswith("/signal/mcp/")
-        if expected is not None and request.path != "/health" and not signal:
+        # The UI's files hold no data (the page asks for the token itself): served without one.
+        open_path = request.path == "/health" or (request.method in ("GET", "HEAD") and is_ui_path(request.path))
+        if expected is not None and not open_path and not signal:
             scheme, _, given = request.headers.get("Authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), expected):
                 refused = HttpError(401, "missing or wrong bearer token: send Authorization: Bearer <token> (a "
@@ -438,6 +443,8 @@ def create_app(
         response.timeout = None
         return response
 
+    register_work(app, daemon, session)  # kill a background task, list subagent runs
+    register_ui(app)  # the browser UI at / (transport/ui)
     register_acp(app, daemon, grace=acp_grace)  # ACP over HTTP at /acp
     register_mcp(app, daemon)  # MCP: /mcp (parent) and /signal/mcp/<token> (subagents)
     return app

@@ -69,6 +69,11 @@ class SessionHandle:
         """Cancel the running work, as a user cancellation."""
         return await self._ref.ask(Cancel, ASK_TIMEOUT)
 
+    async def kill_task(self, task_id: str) -> bool:
+        """Stop one of the session's background tasks (a shell's whole process group, a monitor, a timer),
+        as the ``kill_task`` tool does; ``False`` when there is no such live task."""
+        return await self._session.background.kill(task_id)
+
     async def status(self) -> dict[str, Any]:
         status = await self._ref.ask(GetStatus, ASK_TIMEOUT)
         stats = await self._fifo.ask(f.Statistics, ASK_TIMEOUT)
@@ -100,7 +105,8 @@ class SessionHandle:
         session = self._session
         stats = session.fifo.statistics()
         ring = session.bus.ring
-        return {"cwd": session.cwd, "createdAt": session.created_at,
+        return {"state": "running" if session.current else "idle", "cwd": session.cwd,
+                "createdAt": session.created_at,
                 "updatedAt": ring[-1].ts_ms if ring else session.created_at,
                 "pendingCount": stats["pendingCount"], "midTurnQueued": stats["midTurnQueued"]}
 

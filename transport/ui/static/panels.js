@@ -1,0 +1,257 @@
+// The open session's work beside its conversation: the running turn, the prompt FIFO, the
+// background tasks, the permission requests; and the daemon's subagent runs.
+//
+// Each panel keeps its items from the stream's frames and is aligned with the daemon's own
+// answer (GET status, pending-prompts) after every (re)connection's replay, so an item the
+// replay could not tell about (a permission resolved while away) does not linger.
+
+import { api, path } from "./api.js";
+import { el, optionName, short } from "./dom.js";
+
+const OUTPUT_KEPT = 8000; // characters of a task's live output kept on the page
+const ENDED_TASKS_KEPT = 12;
+
+function showEmpty(list) {
+  const empty = list.parentElement.querySelector(".empty");
+  if (empty) empty.hidden = list.children.length > 0;
+}
+
+// Which prompt's turn runs (null when idle). "work" stands for an automatic turn.
+export class Work {
+  constructor(changed) {
+    this.changed = changed;
+    this.reset();
+  }
+
+  reset() {
+    this.running = null;
+    this.ended = new Set();
+  }
+
+  feed(frame) {
+    const id = typeof frame.promptId === "string" ? frame.promptId : null;
+    const before = this.running;
+    if (frame.type === "turn_complete" || frame.type === "turn_error") {
+      const ended = id || frame.data?.promptId || null;
+      if (ended) this.ended.add(ended);
+      if (!ended || this.running === ended || this.running === "work") this.running = null;
+    } else if (frame.type === "pending_prompt_started" || (frame.type === "session_update" && id)) {
+      if (id && !this.ended.has(id)) this.running = id;
+    }
+    if (before !== this.running) this.changed();
+  }
+
+  snapshot(status) {
+    const running = status.state === "running" ? status.currentPromptId || "work" : null;
+    if (running !== this.running) {
+      this.running = running;
+      this.changed();
+    }
+  }
+}
+
+export class PendingPrompts {
+  constructor(list, session) {
+    this.list = list;
+    this.session = session; // () => the open session's id
+    this.reset();
+  }
+
+  reset() {
+    this.items = new Map(); // promptId -> text, in FIFO order
+    this.gone = new Set();
+    this.render();
+  }
+
+  feed(frame) {
+    const id = frame.promptId || frame.data?.promptId;
+    if (!id) return;
+    if (frame.type === "pending_prompt_added" && !this.gone.has(id)) this.items.set(id, String(frame.data?.text ?? ""));
+    else if (["pending_prompt_started", "pending_prompt_completed", "turn_complete", "turn_error"].includes(frame.type)) {
+      this.gone.add(id);
+      this.items.delete(id);
+    } else return;
+    this.render();
+  }
+
+  snapshot(pending) {
+    this.items = new Map(pending.filter((p) => p.state === "queued").map((p) => [p.promptId, String(p.text ?? "")]));
+    this.render();
+  }
+
+  render() {
+    this.list.replaceChildren(...[...this.items].map(([id, text]) => el("li", { dataset: { promptId: id } },
+      el("span", { class: "item-text", text: short(text, 200) }),
+      el("button", { type: "button", onclick: (event) => this.abort(id, event.currentTarget) }, "Abort"))));
+    showEmpty(this.list);
+  }
+
+  async abort(id, button) {
+    button.disabled = true;
+    try {
+      const answer = await api("DELETE", path("session", this.session(), "pending-prompts", id));
+      if (!answer.removed) {
+        this.items.delete(id);
+        this.render();
+      }
+    } catch (error) {
+      button.disabled = false;
+      button.title = error.message;
+    }
+  }
+}
+
+export class BackgroundTasks {
+  constructor(list, session) {
+    this.list = list;
+    this.session = session;
+    this.reset();
+  }
+
+  reset() {
+    this.items = new Map(); // taskId -> {kind, label, live, state, output}
+    this.render();
+  }
+
+  feed(frame) {
+    if (frame.type !== "background_task") return;
+    const d = frame.data || {};
+    const id = String(d.taskId);
+    const item = this.items.get(id) || { kind: d.kind, label: d.label || "", live: true, state: "running", output: "" };
+    if (d.status === "started") Object.assign(item, { kind: d.kind, label: d.label || "", live: true, state: "running" });
+    else if (d.status === "output") {
+      item.output = (item.output + String(d.text ?? "")).slice(-OUTPUT_KEPT);
+      if (d.truncated) item.output += `\n… ${d.truncated} more characters`;
+    } else if (d.status === "finished") {
+      item.live = false;
+      item.state = d.state || "finished";
+      if (d.exitCode !== undefined && d.exitCode !== null) item.state += ` (exit ${d.exitCode})`;
+    }
+    this.items.set(id, item);
+    this.render();
+  }
+
+  snapshot(tasks) {
+    const live = new Map((tasks || []).filter((t) => ["running", "paused", "scheduled"].includes(t.status))
+      .map((t) => [t.taskId, t]));
+    for (const [id, item] of this.items) {
+      if (item.live && !live.has(id)) Object.assign(item, { live: false, state: "ended" });
+    }
+    for (const [id, t] of live) {
+      if (!this.items.has(id)) this.items.set(id, { kind: t.kind, label: t.label || "", live: true, state: t.status, output: "" });
+    }
+    this.render();
+  }
+
+  render() {
+    const ended = [...this.items].filter(([, t]) => !t.live);
+    for (const [id] of ended.slice(0, Math.max(0, ended.length - ENDED_TASKS_KEPT))) this.items.delete(id);
+    this.list.replaceChildren(...[...this.items].map(([id, t]) => el("li", { dataset: { taskId: id }, class: t.live ? "live" : "ended" },
+      el("div", { class: "item-head" },
+        el("span", { class: "item-text", text: `${t.kind} ${id}` }),
+        el("span", { class: "badge", text: t.state }),
+        t.live ? el("button", { type: "button", onclick: (event) => this.kill(id, event.currentTarget) }, "Kill") : null),
+      el("div", { class: "muted", text: short(t.label, 200) }),
+      t.output ? el("pre", { class: "output", text: t.output }) : null)));
+    for (const pre of this.list.querySelectorAll("pre")) pre.scrollTop = pre.scrollHeight;
+    showEmpty(this.list);
+  }
+
+  async kill(id, button) {
+    button.disabled = true;
+    try {
+      await api("DELETE", path("session", this.session(), "background-tasks", id));
+    } catch (error) {
+      button.disabled = false;
+      button.title = error.message;
+    }
+  }
+}
+
+export class Permissions {
+  constructor(region, session) {
+    this.region = region;
+    this.session = session;
+    this.reset();
+  }
+
+  reset() {
+    this.items = new Map(); // requestId -> the permission_request data
+    this.render();
+  }
+
+  feed(frame) {
+    const d = frame.data || {};
+    if (frame.type === "permission_request" && typeof d.requestId === "string") this.items.set(d.requestId, d);
+    else if (frame.type === "permission_resolved") this.items.delete(d.requestId);
+    else return;
+    this.render();
+  }
+
+  snapshot(pendingIds) {
+    const live = new Set(pendingIds || []);
+    for (const id of [...this.items.keys()]) if (!live.has(id)) this.items.delete(id);
+    this.render();
+  }
+
+  render() {
+    this.region.replaceChildren(...[...this.items].map(([id, d]) => {
+      const call = d.toolCall || {};
+      const raw = call.rawInput && typeof call.rawInput === "object" && typeof call.rawInput.command === "string"
+        ? call.rawInput.command : null;
+      return el("div", { class: "permission", dataset: { requestId: id }, role: "group", "aria-label": `Permission: ${call.title || "a tool call"}` },
+        el("div", { class: "permission-title", text: `${call.kind ? `${call.kind}: ` : ""}${call.title || "a tool call"}` }),
+        raw ? el("code", { text: raw }) : null,
+        el("div", { class: "actions" }, (d.options || []).map((option) => el("button", {
+          type: "button", class: option.kind?.startsWith("allow") ? "allow" : "reject",
+          onclick: (event) => this.vote(id, option.optionId, event.currentTarget),
+        }, optionName(option)))));
+    }));
+    this.region.hidden = this.items.size === 0;
+  }
+
+  async vote(id, optionId, button) {
+    for (const b of button.parentElement.querySelectorAll("button")) b.disabled = true;
+    try {
+      await api("POST", path("session", this.session(), "permission", id), { outcome: { outcome: "selected", optionId } });
+    } catch (error) {
+      if (error.status === 404) { // resolved already (by another client, or the grace period)
+        this.items.delete(id);
+        this.render();
+        return;
+      }
+      for (const b of button.parentElement.querySelectorAll("button")) b.disabled = false;
+      button.title = error.message;
+    }
+  }
+}
+
+// The daemon's subagent runs (GET /subagents): turn N of M, the state, how a run ended.
+export class SubagentRuns {
+  constructor(list) {
+    this.list = list;
+    this.shown = "";
+  }
+
+  show(runs) {
+    const key = JSON.stringify(runs.map((r) => [r.name, r.turn, r.maxTurns, r.state, r.endReason, r.question]));
+    if (key === this.shown) return; // unchanged: leave the DOM (and a reader's selection) alone
+    this.shown = key;
+    this.list.replaceChildren(...runs.map((r) => {
+      let end = null;
+      if (r.endReason) {
+        const self = r.endReason === "goal_reached" ? " (self-reported)" : "";
+        end = el("div", { class: "run-end", text: `ended: ${r.endReason}${self}` });
+      }
+      return el("li", { dataset: { run: r.name }, class: r.ended ? "ended" : "live" },
+        el("div", { class: "item-head" },
+          el("span", { class: "item-text", text: r.name }),
+          el("span", { class: "badge", text: r.state })),
+        el("div", { class: "run-turn", text: `turn ${r.turn} of ${r.maxTurns}` }),
+        r.goal ? el("div", { class: "muted", text: `goal: ${short(r.goal, 160)}` }) : null,
+        end,
+        r.endReason === "need_help" && r.question ? el("div", { class: "run-question", text: `asks: ${r.question}` }) : null);
+    }));
+    showEmpty(this.list);
+  }
+}

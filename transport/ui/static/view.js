@@ -1,0 +1,211 @@
+// The conversation of the open session, as its event frames build it (docs/protocol.md, "Events").
+//
+// Streamed text and thoughts are appended to the open bubble of their kind; anything else
+// closes it. A tool call is one card, updated in place by its toolCallId. Guard
+// continuations and exhaustion, hook results, automatic turns and turn ends are lines of
+// their own. Everything is set as text (dom.js).
+
+import { el, inputSummary, optionName, short, textOf, toolOutput } from "./dom.js";
+
+const GUARD_SOURCE = "todo_stop_guard";
+const PLAN_MARKS = { pending: "○", in_progress: "◐", completed: "✓" };
+const TERMINAL = new Set(["completed", "failed"]);
+
+export class Conversation {
+  constructor(log) {
+    this.log = log;
+    this.reset();
+  }
+
+  reset() {
+    this.log.replaceChildren();
+    this.open = null; // {kind, node}: the bubble streamed text goes to
+    this.tools = new Map(); // toolCallId -> {card, status, output}
+    this.options = new Map(); // permission requestId -> its options, to name the one voted for
+  }
+
+  append(node) {
+    const stick = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 80;
+    this.log.append(node);
+    if (stick) this.log.scrollTop = this.log.scrollHeight;
+    return node;
+  }
+
+  line(text, kind = "note") {
+    this.open = null;
+    return this.append(el("div", { class: `line ${kind}`, text }));
+  }
+
+  feed(frame) {
+    const data = frame.data && typeof frame.data === "object" ? frame.data : {};
+    const handler = HANDLERS[frame.type];
+    if (handler) handler.call(this, data, frame);
+  }
+
+  stream(kind, text) {
+    if (!text) return;
+    if (!this.open || this.open.kind !== kind) {
+      this.open = { kind, node: this.append(el("div", { class: `msg ${kind}` })) };
+    }
+    this.open.node.append(text);
+    const log = this.log;
+    if (log.scrollHeight - log.scrollTop - log.clientHeight < 160) log.scrollTop = log.scrollHeight;
+  }
+
+  update(update) {
+    const meta = update._meta && typeof update._meta === "object" ? update._meta : {};
+    const text = textOf(update.content);
+    switch (update.sessionUpdate) {
+      case "agent_message_chunk":
+        if (meta.usage && !text) return; // a model call's usage: the header shows the total
+        if (meta.source === GUARD_SOURCE) return this.guard(meta, text);
+        if (meta.source === "daemon") return this.line(`! ${text}`, "warn");
+        if (meta.qwenDiscreteMessage) return this.line(text, "plain");
+        return this.stream("agent", text);
+      case "agent_thought_chunk":
+        return this.stream("thought", text);
+      case "user_message_chunk":
+        return this.user(text, meta);
+      case "tool_call":
+      case "tool_call_update":
+        return this.tool(update);
+      case "plan":
+        return this.plan(update.entries);
+      case "current_mode_update":
+        return this.line(`approval mode: ${update.currentModeId}`);
+      default:
+        return undefined;
+    }
+  }
+
+  guard(meta, text) {
+    const { attempt, maxAttempts, unfinishedCount } = meta;
+    const exhausted = text.includes("stopped after");
+    const said = exhausted
+      ? `⟳ todo stop guard stopped after ${attempt} of ${maxAttempts} attempts (${unfinishedCount} unfinished)`
+      : `⟳ todo stop guard — attempt ${attempt} of ${maxAttempts} (${unfinishedCount} unfinished)`;
+    this.line(said, exhausted ? "guard exhausted" : "guard");
+  }
+
+  user(text, meta) {
+    const source = meta.source;
+    if (source === undefined || source === null || source === "user" || source === "prompt") {
+      this.open = null;
+      this.append(el("div", { class: "msg user", text }));
+      return;
+    }
+    // An automatic turn (a task notification, a wakeup, a cron job): its first line of prose.
+    const first = text.split("\n").map((l) => l.trim()).find((l) => l && !l.startsWith("<")) || "";
+    const task = meta.taskId ? ` (${meta.taskId})` : "";
+    this.line(`↳ ${source}${task}: ${short(first, 160)}`, "automatic");
+  }
+
+  tool(update) {
+    const id = String(update.toolCallId);
+    let tool = this.tools.get(id);
+    if (!tool) {
+      const status = el("span", { class: "badge" });
+      const output = el("pre", { class: "output", hidden: true });
+      const card = el("div", { class: "tool", dataset: { toolCallId: id } },
+        el("div", { class: "tool-head" },
+          el("span", { class: "tool-title", text: update.title || "tool" }),
+          update.kind ? el("span", { class: "muted", text: update.kind }) : null,
+          status),
+        update.rawInput !== undefined ? el("code", { class: "tool-input", text: inputSummary(update.rawInput) }) : null,
+        output);
+      tool = { card, status, output, title: card.querySelector(".tool-title") };
+      this.tools.set(id, tool);
+      this.open = null;
+      this.append(card);
+    }
+    if (update.title) tool.title.textContent = update.title;
+    if (update.status) {
+      tool.status.textContent = update.status;
+      tool.card.dataset.status = update.status;
+    }
+    const text = toolOutput(update.content);
+    if (text) {
+      tool.output.textContent = text;
+      tool.output.hidden = false;
+    }
+    if (TERMINAL.has(update.status)) this.open = null;
+  }
+
+  plan(entries) {
+    const items = Array.isArray(entries) ? entries.filter((e) => e && typeof e === "object") : [];
+    const done = items.filter((e) => e.status === "completed").length;
+    this.open = null;
+    this.append(el("div", { class: "plan" },
+      el("div", { class: "plan-head", text: `☰ Plan (${done}/${items.length} done)` }),
+      el("ul", {}, items.map((e) => el("li", { class: e.status, text: `${PLAN_MARKS[e.status] || "·"} ${e.content ?? ""}` })))));
+  }
+}
+
+function usageText(usage) {
+  return usage && Number.isInteger(usage.totalTokens) ? ` · ${usage.totalTokens.toLocaleString("en")} tokens` : "";
+}
+
+const HANDLERS = {
+  session_update(data) {
+    this.update(data.update && typeof data.update === "object" ? data.update : {});
+  },
+  turn_complete(data) {
+    const reason = data.stopReason;
+    const hook = data.hookStopReason ? ` (hook: ${data.hookStopReason})` : "";
+    const tokens = usageText(data.usage);
+    if (reason === "end_turn") this.line(`✓ turn complete${hook}${tokens}`, "turn-end");
+    else if (reason === "cancelled") this.line(`✗ turn cancelled${tokens}`, "turn-end warn");
+    else if (reason === "max_tokens") {
+      const limit = data.tokenLimit || {};
+      this.line(`✗ turn stopped: max_tokens — ${limit.message || "out of tokens"}${tokens}`, "turn-end warn");
+    } else if (reason === "max_turn_requests") {
+      this.line(`✗ turn stopped by loop protection (max_turn_requests)${tokens}`, "turn-end warn");
+    } else this.line(`✗ turn stopped: ${reason}${hook}${tokens}`, "turn-end warn");
+  },
+  turn_error(data) {
+    this.line(`✗ turn failed: ${data.message} [${data.code}]`, "turn-end error");
+  },
+  mid_turn_message_injected(data) {
+    for (const message of Array.isArray(data.messages) ? data.messages : []) {
+      this.line(`↳ mid-turn message taken: ${short(message, 200)}`, "automatic");
+    }
+  },
+  permission_request(data) {
+    const call = data.toolCall || {};
+    this.options.set(data.requestId, Array.isArray(data.options) ? data.options : []);
+    this.line(`? permission: ${call.kind ? `${call.kind}: ` : ""}${call.title || "a tool call"}`, "asked");
+  },
+  permission_resolved(data) {
+    const outcome = data.outcome || {};
+    const option = (this.options.get(data.requestId) || []).find((o) => o.optionId === outcome.optionId);
+    this.options.delete(data.requestId);
+    if (outcome.outcome !== "selected") this.line("→ cancelled (no vote)", "asked");
+    else this.line(`→ ${option ? optionName(option) : outcome.optionId}`, "asked");
+  },
+  background_task(data) {
+    const who = data.kind === "agent" ? `⧉ subagent ${String(data.label || "").split(":")[0].trim()}` : `⚙ ${data.kind} ${data.taskId}`;
+    if (data.status === "started") this.line(`${who} started: ${short(data.label, 120)}`, "task");
+    else if (data.status === "finished") {
+      const code = data.exitCode !== undefined && data.exitCode !== null ? ` (exit ${data.exitCode})` : "";
+      this.line(`${who} ${data.state || "finished"}${code}`, "task");
+    } else if (data.status === "notification_dropped") this.line(`⚙ the notification of ${data.taskId} was dropped (${data.reason})`, "warn");
+  },
+  hook_result(data) {
+    for (const message of data.systemMessages || []) this.line(`⚑ ${data.hookEvent} hook: ${message}`, "hook");
+    for (const failure of data.failures || []) this.line(`⚑ ${data.hookEvent} hook failed: ${failure}`, "hook error");
+    if (data.stopReason) this.line(`⚑ ${data.hookEvent} hook stopped the turn: ${data.stopReason}`, "hook");
+  },
+  followup_suggestion(data) {
+    const suggestions = (data.suggestions || []).map(String);
+    if (suggestions.length) this.line(`suggestions: ${suggestions.join(" · ")}`);
+  },
+  history_truncated(data) {
+    this.line(`(earlier history not replayed: ${data.truncatedEvents ?? "some"} events)`);
+  },
+  client_evicted() {
+    this.line("(this page fell behind the stream; catching up)", "warn");
+  },
+  session_closed(data) {
+    this.line(`session closed (${data.reason})`, "warn");
+  },
+};
