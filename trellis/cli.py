@@ -8,6 +8,7 @@
     trellis sessions             the daemon's sessions, live and restorable
     trellis status ID            one session's status
     trellis cancel ID            cancel the session's running turn
+    trellis open                 the daemon's browser UI, opened with its token
 
 ``serve``, ``acp`` and ``replay`` hand their arguments to the programs they
 name (their own ``--help``); the client subcommands are modules of this
@@ -36,6 +37,7 @@ CLIENTS = {  # subcommand -> the module that implements it, and its summary for 
     "sessions": ("trellis.tables", "the daemon's sessions, live and restorable"),
     "status": ("trellis.tables", "one session's status"),
     "cancel": ("trellis.tables", "cancel the session's running turn"),
+    "open": ("trellis.open", "open the daemon's browser UI, with its token"),
 }
 VERSION = f"trellis {__version__}"
 

@@ -11,13 +11,15 @@ looks for; nothing sleeps to wait for the page.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.processes import kill_all, marker, sleeping
-from tests.sync_daemon import Daemon, Proxy, free_port, text, wait_turn
+from tests.sync_daemon import Daemon, Proxy, environ, free_port, text, wait_turn
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright drives the browser tests")
 expect = playwright.expect
@@ -292,3 +294,18 @@ def test_the_page_loads_no_script_from_elsewhere_and_model_text_is_never_markup(
     assert all(u.startswith(d.url) for u in requested), requested
     response = httpx.get(d.url + "/", trust_env=False)
     assert "script-src 'self'" in response.headers["Content-Security-Policy"]
+
+
+def test_the_url_trellis_open_prints_opens_the_session_it_names(page, daemons, tmp_path):
+    d = daemons().start([[{"text": "opened-by-url"}]])
+    with d.client() as client:
+        sid = client.post("/session", json={}).json()["sessionId"]
+        wait_turn(client, sid, client.post(f"/session/{sid}/prompt", json=text("hi")).json()["promptId"])
+    printed = subprocess.run([sys.executable, "-m", "trellis", "open", "--print", "--url", d.url, "--state-dir",
+                              str(d.state), "--session", sid], capture_output=True, text=True, timeout=30,
+                             env=environ(), cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    page.goto(printed.stdout.strip())
+    expect(page.get_by_role("heading", name=sid)).to_be_visible()
+    expect(conversation(page).get_by_text("opened-by-url")).to_be_visible()
+    expect(page.get_by_role("button", name=re.compile(sid))).to_have_attribute("aria-current", "true")

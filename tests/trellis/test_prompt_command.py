@@ -268,7 +268,7 @@ async def test_every_client_subcommand_has_version_and_help(tmp_path):
     async def one(*args: str) -> None:
         results[args] = await trellis(*args, cwd=tmp_path)
 
-    commands = ("prompt", "sessions", "status", "cancel")
+    commands = ("prompt", "sessions", "status", "cancel", "open")
     async with trio.open_nursery() as nursery:
         for command in commands:
             nursery.start_soon(one, command, "--version")

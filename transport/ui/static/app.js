@@ -20,7 +20,10 @@ const state = {
 
 const openId = () => state.sessionId;
 const conversation = new Conversation($("conversation"));
-const work = new Work(updateComposer);
+const work = new Work(() => {
+  updateComposer();
+  refreshSessions(); // the list shows each session's state: this one's just changed
+});
 const pending = new PendingPrompts($("pending"), openId);
 const tasks = new BackgroundTasks($("tasks"), openId);
 const permissions = new Permissions($("permissions"), openId);

@@ -201,7 +201,7 @@ export class Permissions {
         ? call.rawInput.command : null;
       return el("div", { class: "permission", dataset: { requestId: id }, role: "group", "aria-label": `Permission: ${call.title || "a tool call"}` },
         el("div", { class: "permission-title", text: `${call.kind ? `${call.kind}: ` : ""}${call.title || "a tool call"}` }),
-        raw ? el("code", { text: raw }) : null,
+        raw && raw !== call.title ? el("code", { text: raw }) : null,
         el("div", { class: "actions" }, (d.options || []).map((option) => el("button", {
           type: "button", class: option.kind?.startsWith("allow") ? "allow" : "reject",
           onclick: (event) => this.vote(id, option.optionId, event.currentTarget),
