@@ -309,3 +309,52 @@ def test_the_url_trellis_open_prints_opens_the_session_it_names(page, daemons, t
     expect(page.get_by_role("heading", name=sid)).to_be_visible()
     expect(conversation(page).get_by_text("opened-by-url")).to_be_visible()
     expect(page.get_by_role("button", name=re.compile(sid))).to_have_attribute("aria-current", "true")
+
+
+def start_run(daemon: Daemon, **arguments: Any) -> None:
+    """A subagent run started by a parent over ``/mcp`` (this test): its session draws from the script."""
+    token = token_of(daemon)
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-06-18"}
+    with httpx.Client(base_url=daemon.url, headers=headers, timeout=10, trust_env=False) as client:
+        init = client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}})
+        client.headers["Mcp-Session-Id"] = init.headers["Mcp-Session-Id"]
+        client.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        started = client.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                            "params": {"name": "start", "arguments": arguments}}).json()
+        assert not started["result"].get("isError"), started
+
+
+def test_a_run_that_needs_help_shows_its_question_and_one_that_reached_its_goal_says_self_reported(page, daemons):
+    d = daemons().start([
+        [{"tool_call": {"name": "need_help", "arguments": {"question": "which database should I migrate?"}}}],
+        [{"text": "need_help sent"}],
+        [{"tool_call": {"name": "goal_reached", "arguments": {"summary": "all green"}}}],
+        [{"text": "goal_reached sent"}],
+    ])
+    open_ui(page, d)
+    runs = page.get_by_role("region", name="Subagent runs")
+    start_run(d, name="beta", brief="migrate", goal="migrated")
+    beta = runs.get_by_role("listitem").filter(has_text="beta")
+    expect(beta).to_contain_text("ended: need_help", timeout=15_000)
+    expect(beta.locator(".run-question")).to_have_text("asks: which database should I migrate?")
+    expect(beta.locator(".run-turn")).to_have_text("turn 1 of 5")
+    start_run(d, name="gamma", brief="test", goal="green")
+    gamma = runs.get_by_role("listitem").filter(has_text="gamma")
+    expect(gamma).to_contain_text("ended: goal_reached (self-reported)", timeout=15_000)
+    expect(gamma.locator(".run-question")).to_have_count(0)
+
+
+def test_hook_results_show_in_the_conversation(page, daemons, tmp_path):
+    hook = tmp_path / "hook.py"
+    hook.write_text('import json\nprint(json.dumps({"systemMessage": "hook says: keep the tables"}))\n')
+    settings = {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command",
+                                                           "command": f"{sys.executable} {hook}"}]}]}}
+    d = daemons().start([[{"text": "answered"}]], settings)
+    open_ui(page, d)
+    new_session(page)
+    send(page, "go")
+    log = conversation(page)
+    expect(log.get_by_text("⚑ UserPromptSubmit hook: hook says: keep the tables")).to_be_visible()
+    expect(log.get_by_text("answered")).to_be_visible()
