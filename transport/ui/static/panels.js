@@ -10,6 +10,29 @@ import { el, optionName, short } from "./dom.js";
 
 const OUTPUT_KEPT = 8000; // characters of a task's live output kept on the page
 const ENDED_TASKS_KEPT = 12;
+const IDS_KEPT = 512; // prompt ids remembered as ended: enough for any replay, bounded for a long life
+
+// A set that forgets its oldest members past ``limit``.
+export class RecentSet {
+  constructor(limit = IDS_KEPT) {
+    this.limit = limit;
+    this.items = new Set();
+  }
+
+  add(value) {
+    this.items.delete(value);
+    this.items.add(value);
+    if (this.items.size > this.limit) this.items.delete(this.items.values().next().value);
+  }
+
+  has(value) {
+    return this.items.has(value);
+  }
+
+  get size() {
+    return this.items.size;
+  }
+}
 
 function showEmpty(list) {
   const empty = list.parentElement.querySelector(".empty");
@@ -25,7 +48,7 @@ export class Work {
 
   reset() {
     this.running = null;
-    this.ended = new Set();
+    this.ended = new RecentSet();
   }
 
   feed(frame) {
@@ -59,7 +82,7 @@ export class PendingPrompts {
 
   reset() {
     this.items = new Map(); // promptId -> text, in FIFO order
-    this.gone = new Set();
+    this.gone = new RecentSet();
     this.render();
   }
 

@@ -10,6 +10,9 @@ import { el, inputSummary, optionName, short, textOf, toolOutput } from "./dom.j
 const GUARD_SOURCE = "todo_stop_guard";
 const PLAN_MARKS = { pending: "○", in_progress: "◐", completed: "✓" };
 const TERMINAL = new Set(["completed", "failed"]);
+// Entries kept on the page: a session that runs for days must not grow the page without end. The
+// oldest go first, counted in a line at the top (the transcript and GET .../transcript keep them).
+export const MAX_ENTRIES = 2000;
 
 export class Conversation {
   constructor(log) {
@@ -19,6 +22,8 @@ export class Conversation {
 
   reset() {
     this.log.replaceChildren();
+    this.dropped = 0;
+    this.droppedLine = null;
     this.open = null; // {kind, node}: the bubble streamed text goes to
     this.tools = new Map(); // toolCallId -> {card, status, output}
     this.options = new Map(); // permission requestId -> its options, to name the one voted for
@@ -27,8 +32,25 @@ export class Conversation {
   append(node) {
     const stick = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 80;
     this.log.append(node);
+    this.prune();
     if (stick) this.log.scrollTop = this.log.scrollHeight;
     return node;
+  }
+
+  prune() {
+    const kept = this.log.childElementCount - (this.droppedLine ? 1 : 0);
+    if (kept <= MAX_ENTRIES) return;
+    if (!this.droppedLine) {
+      this.droppedLine = el("div", { class: "line dropped" });
+      this.log.prepend(this.droppedLine);
+    }
+    for (let extra = kept - MAX_ENTRIES; extra > 0; extra -= 1) {
+      const oldest = this.droppedLine.nextElementSibling;
+      if (oldest.dataset.toolCallId) this.tools.delete(oldest.dataset.toolCallId);
+      oldest.remove();
+      this.dropped += 1;
+    }
+    this.droppedLine.textContent = `… ${this.dropped} earlier entries are no longer shown (the session's transcript keeps them)`;
   }
 
   line(text, kind = "note") {
@@ -128,7 +150,10 @@ export class Conversation {
       tool.output.textContent = text;
       tool.output.hidden = false;
     }
-    if (TERMINAL.has(update.status)) this.open = null;
+    if (TERMINAL.has(update.status)) {
+      this.open = null;
+      this.tools.delete(id); // no update follows a terminal one
+    }
   }
 
   plan(entries) {

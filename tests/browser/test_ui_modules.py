@@ -1,0 +1,121 @@
+"""The UI's modules on their own, in the browser: imported by the page, fed frames, their DOM read back.
+
+Faster and more exact than driving a daemon for each rule: what the stream
+reader drops as already shown, what a resync resets, how the conversation
+merges chunks, updates a tool card in place and bounds itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.sync_daemon import Daemon
+
+pytest.importorskip("playwright.sync_api", reason="playwright drives the browser tests")
+
+
+@pytest.fixture
+def modules(page: Any, daemons: Any) -> Any:
+    """A page of the daemon's origin (the login form: no token), from which the modules are imported."""
+    daemon: Daemon = daemons().start([])
+    page.goto(daemon.url + "/")
+    page.get_by_role("textbox", name="Token").wait_for()
+    return page
+
+
+def frame(kind: str, event_id: int | None = None, **data: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": kind, "data": data}
+    if event_id is not None:
+        out["id"] = event_id
+    return out
+
+
+def chunk(text: str, kind: str = "agent_message_chunk") -> dict[str, Any]:
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+
+
+def test_the_stream_drops_what_it_has_shown_and_a_resync_starts_over(modules):
+    blocks = [
+        "id: 1\nevent: session_update\ndata: " + '{"id":1,"type":"session_update","data":{}}',
+        "id: 2\ndata: " + '{"id":2,"type":"session_update","data":{}}',
+        ": keepalive",
+        "retry: 3000",
+        "id: 2\ndata: " + '{"id":2,"type":"session_update","data":{}}',  # a replay overlapping what was read
+        "data: " + '{"type":"replay_complete","data":{}}',
+        "data: " + '{"type":"state_resync_required","data":{"reason":"epoch_reset"}}',
+        "id: 1\ndata: " + '{"id":1,"type":"session_update","data":{}}',  # the new epoch counts from 1
+        "id: 3\ndata: " + '{"id":3,"type":"session_closed","data":{"reason":"closed"}}',
+    ]
+    seen = modules.evaluate("""async (blocks) => {
+        const { SessionStream } = await import('/ui/stream.js');
+        const seen = [];
+        const stream = new SessionStream('s', {
+            frame: (f) => seen.push(['frame', f.id]), resync: () => seen.push(['resync']),
+            replayed: () => seen.push(['replayed']), state: () => {}, unauthorized: () => {}, gone: async () => false,
+        });
+        const results = blocks.map((b) => stream.deliver(b));
+        return { seen, results, lastId: stream.lastId };
+    }""", blocks)
+    assert seen["seen"] == [["frame", 1], ["frame", 2], ["replayed"], ["resync"], ["frame", 1], ["frame", 3]]
+    assert seen["results"][-1] == "closed" and seen["lastId"] == 3
+
+
+def test_chunks_merge_a_tool_card_updates_in_place_and_text_is_never_markup(modules):
+    frames = [
+        frame("session_update", update=chunk("Hel")),
+        frame("session_update", update=chunk("lo <b>there</b>")),
+        frame("session_update", update=chunk("hmm", "agent_thought_chunk")),
+        frame("session_update", update={"sessionUpdate": "tool_call", "toolCallId": "c1", "status": "in_progress",
+                                        "title": "shell", "kind": "execute", "rawInput": {"command": "ls"}}),
+        frame("session_update", update={"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed",
+                                        "content": [{"type": "content", "content": {"type": "text", "text": "a\nb"}}]}),
+        frame("session_update", update=chunk("after")),
+    ]
+    shown = modules.evaluate("""async (frames) => {
+        const { Conversation } = await import('/ui/view.js');
+        const log = document.createElement('div');
+        const view = new Conversation(log);
+        frames.forEach((f) => view.feed(f));
+        return [...log.children].map((n) => [n.className, n.textContent, n.querySelectorAll('b').length]);
+    }""", frames)
+    assert shown == [
+        ["msg agent", "Hello <b>there</b>", 0],
+        ["msg thought", "hmm", 0],
+        ["tool", "shellexecutecompletedlsa\nb", 0],
+        ["msg agent", "after", 0],
+    ]
+
+
+def test_the_conversation_keeps_its_newest_entries_and_counts_the_rest(modules):
+    shown = modules.evaluate("""async () => {
+        const { Conversation, MAX_ENTRIES } = await import('/ui/view.js');
+        const log = document.createElement('div');
+        const view = new Conversation(log);
+        for (let i = 0; i < MAX_ENTRIES + 150; i += 1) view.feed({ type: 'turn_error', data: { message: `m${i}`, code: 'x' } });
+        return { max: MAX_ENTRIES, count: log.childElementCount, first: log.firstElementChild.textContent,
+                 second: log.children[1].textContent, last: log.lastElementChild.textContent };
+    }""")
+    assert shown["count"] == shown["max"] + 1  # the entries kept, and the line counting the others
+    assert shown["first"].startswith("… 150 earlier entries are no longer shown")
+    assert shown["second"] == "✗ turn failed: m150 [x]"
+    assert shown["last"] == f"✗ turn failed: m{shown['max'] + 149} [x]"
+
+
+def test_the_running_turn_is_followed_and_ended_ids_are_bounded(modules):
+    states = modules.evaluate("""async () => {
+        const { Work, RecentSet } = await import('/ui/panels.js');
+        const out = [];
+        const work = new Work(() => out.push(work.running));
+        work.feed({ type: 'pending_prompt_started', promptId: 'p1', data: {} });
+        work.feed({ type: 'session_update', promptId: 'p1', data: {} });
+        work.feed({ type: 'turn_complete', promptId: 'p1', data: {} });
+        work.feed({ type: 'session_update', promptId: 'p1', data: {} });  // a late frame of an ended turn
+        work.snapshot({ state: 'running', currentPromptId: null });  // an automatic turn
+        work.feed({ type: 'turn_complete', data: {} });
+        const recent = new RecentSet(3);
+        ['a', 'b', 'c', 'd'].forEach((x) => recent.add(x));
+        return { out, size: recent.size, forgot: recent.has('a'), kept: recent.has('d') };
+    }""")
+    assert states == {"out": ["p1", None, "work", None], "size": 3, "forgot": False, "kept": True}
