@@ -358,3 +358,22 @@ def test_hook_results_show_in_the_conversation(page, daemons, tmp_path):
     log = conversation(page)
     expect(log.get_by_text("⚑ UserPromptSubmit hook: hook says: keep the tables")).to_be_visible()
     expect(log.get_by_text("answered")).to_be_visible()
+
+
+def test_the_approval_mode_is_shown_and_changed_from_the_page(page, daemons):
+    d = daemons().start([[{"tool_call": {"name": "shell", "arguments": {"command": "echo no-question-asked"}}}],
+                         [{"text": "ran it"}]])
+    open_ui(page, d)
+    sid = new_session(page)
+    mode = page.get_by_role("combobox", name="Approval mode")
+    expect(mode).to_have_value("default")
+    mode.select_option("yolo")
+    expect(conversation(page).get_by_text("approval mode: yolo")).to_be_visible()
+    with d.client() as client:
+        assert client.get(f"/session/{sid}/status").json()["approvalMode"] == "yolo"
+    send(page, "run it")
+    expect(conversation(page).locator(".tool .output")).to_contain_text("no-question-asked")
+    expect(page.get_by_role("region", name="Permission requests")).to_be_hidden()  # yolo: nothing was asked
+    with d.client() as client:  # another client changes it: the page follows
+        client.post(f"/session/{sid}/approval-mode", json={"mode": "plan"})
+    expect(mode).to_have_value("plan")

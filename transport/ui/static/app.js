@@ -140,6 +140,8 @@ async function openSession(sessionId) {
       tasks.feed(frame);
       permissions.feed(frame);
       if (frame.type === "turn_complete" || frame.type === "turn_error") refreshStatus();
+      const update = frame.type === "session_update" ? frame.data?.update : null;
+      if (update?.sessionUpdate === "current_mode_update") $("approval-mode").value = update.currentModeId;
     },
     resync: () => resetViews(),
     replayed: () => refreshStatus(true),
@@ -171,6 +173,7 @@ async function refreshStatus(all = false) {
     if (sessionId !== state.sessionId) return;
     const usage = status.usage || {};
     $("session-usage").textContent = `${usage.calls || 0} model calls · ${(usage.totalTokens || 0).toLocaleString("en")} tokens`;
+    if (status.approvalMode) $("approval-mode").value = status.approvalMode;
     if (!all) return;
     work.snapshot(status);
     tasks.snapshot(status.backgroundTasks);
@@ -188,6 +191,7 @@ function updateComposer() {
   const open = state.sessionId !== null;
   const running = work.running !== null;
   $("prompt").disabled = !open;
+  $("approval-mode").disabled = !open;
   $("send").disabled = !open;
   $("queue").hidden = !running;
   $("cancel").disabled = !running;
@@ -235,6 +239,14 @@ $("cancel").addEventListener("click", async () => {
   }
 });
 $("new-session").addEventListener("click", newSession);
+$("approval-mode").addEventListener("change", async (event) => {
+  try {
+    await api("POST", path("session", state.sessionId, "approval-mode"), { mode: event.target.value });
+  } catch (error) {
+    if (!failed(error)) showError("composer-error", error);
+    refreshStatus();
+  }
+});
 
 // ------------------------------------------------------------------ start
 
