@@ -39,9 +39,13 @@ def _missing() -> str | None:
 MISSING = _missing()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless chromium for the whole run (each test opens its own context)."""
+    """One headless chromium per test module (each test opens its own context).
+
+    Not one for the whole run: Playwright's sync API keeps an asyncio loop running in this thread
+    while it is open, and later tests that call ``asyncio.run`` (the ACP SDK's clients) would fail.
+    """
     if MISSING:
         pytest.skip(MISSING)
     from playwright.sync_api import sync_playwright

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from typing import Any
 
 import httpx
@@ -50,6 +51,13 @@ def new_session(page: Any) -> str:
 def send(page: Any, words: str) -> None:
     page.get_by_role("textbox", name="Prompt").fill(words)
     page.get_by_role("button", name="Send").click()
+
+
+def wait_idle(client: httpx.Client, sid: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while client.get(f"/session/{sid}/status").json()["state"] != "idle":
+        assert time.monotonic() < deadline, "the session did not go idle"
+        time.sleep(0.05)
 
 
 def conversation(page: Any) -> Any:
@@ -125,7 +133,8 @@ def test_a_queued_prompt_is_aborted_and_a_running_turn_cancelled(page, daemons):
     expect(conversation(page).get_by_text("✗ turn cancelled")).to_be_visible()
     expect(page.get_by_role("button", name="Cancel")).to_be_disabled()
     with d.client() as client:
-        assert client.get(f"/session/{sid}/status").json()["state"] == "idle"
+        wait_idle(client, sid)  # the daemon agrees: nothing runs (its turn_complete came just before)
+        assert client.get(f"/session/{sid}/pending-prompts").json()["pendingPrompts"] == []
     assert "never shown" not in conversation(page).inner_text()
     assert "the queued one must not run" not in conversation(page).inner_text()
 
