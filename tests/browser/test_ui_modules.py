@@ -119,3 +119,21 @@ def test_the_running_turn_is_followed_and_ended_ids_are_bounded(modules):
         return { out, size: recent.size, forgot: recent.has('a'), kept: recent.has('d') };
     }""")
     assert states == {"out": ["p1", None, "work", None], "size": 3, "forgot": False, "kept": True}
+
+
+def test_a_queued_prompt_removed_before_it_ran_ends_no_turn_on_the_page(modules):
+    shown = modules.evaluate("""async () => {
+        const { Conversation } = await import('/ui/view.js');
+        const log = document.createElement('div');
+        const view = new Conversation(log);
+        const feed = (type, promptId, data = {}) => view.feed({ type, promptId, data });
+        feed('pending_prompt_added', 'p2', { text: 'later' });
+        feed('pending_prompt_completed', 'p2', { state: 'removed' });
+        feed('turn_complete', 'p2', { stopReason: 'cancelled' });  // the removed one's end
+        feed('pending_prompt_added', 'p3', { text: 'waited' });
+        feed('pending_prompt_started', 'p3');
+        feed('turn_complete', 'p3', { stopReason: 'cancelled' });  // one that ran, then was cancelled
+        feed('turn_complete', 'p4', { stopReason: 'end_turn' });  // never queued: ran at once
+        return [...log.children].map((n) => n.textContent);
+    }""")
+    assert shown == ["✗ turn cancelled", "✓ turn complete"]

@@ -29,6 +29,10 @@ export class RecentSet {
     return this.items.has(value);
   }
 
+  delete(value) {
+    return this.items.delete(value);
+  }
+
   get size() {
     return this.items.size;
   }

@@ -6,6 +6,7 @@
 // their own. Everything is set as text (dom.js).
 
 import { el, inputSummary, optionName, short, textOf, toolOutput } from "./dom.js";
+import { RecentSet } from "./panels.js";
 
 const GUARD_SOURCE = "todo_stop_guard";
 const PLAN_MARKS = { pending: "○", in_progress: "◐", completed: "✓" };
@@ -27,6 +28,7 @@ export class Conversation {
     this.open = null; // {kind, node}: the bubble streamed text goes to
     this.tools = new Map(); // toolCallId -> {card, status, output}
     this.options = new Map(); // permission requestId -> its options, to name the one voted for
+    this.waiting = new RecentSet(); // prompts that were queued and have not started: their end is no turn
   }
 
   append(node) {
@@ -60,6 +62,12 @@ export class Conversation {
 
   feed(frame) {
     const data = frame.data && typeof frame.data === "object" ? frame.data : {};
+    const id = frame.promptId;
+    if (frame.type === "pending_prompt_added" && id) this.waiting.add(id);
+    else if ((frame.type === "pending_prompt_started" || frame.type === "session_update") && id) this.waiting.delete(id);
+    else if ((frame.type === "turn_complete" || frame.type === "turn_error") && id && this.waiting.delete(id)) {
+      return; // a queued prompt removed before it ran (its `cancelled` end): the queue showed it leave
+    }
     const handler = HANDLERS[frame.type];
     if (handler) handler.call(this, data, frame);
   }
