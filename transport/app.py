@@ -42,6 +42,8 @@ from .shutdown import refuse_if_shutting_down
 from .ui import is_ui_path
 from .ui import register as register_ui
 from .work import register as register_work
+from .webshell import WEBSHELL_FEATURES, capability_fields
+from .webshell import register as register_webshell
 
 T = TypeVar("T")
 
@@ -245,7 +247,7 @@ def create_app(
         limits = daemon.settings.limits
         return json_response({
             "protocolVersion": PROTOCOL_VERSION,
-            "features": FEATURES,
+            "features": FEATURES + WEBSHELL_FEATURES,
             "model": daemon.runtime.provider.name,
             "todoStopGuard": daemon.settings.guard_enabled,
             "sandbox": daemon.runtime.sandbox.kind,  # what model-run commands run in: "bwrap" or "off"
@@ -256,6 +258,7 @@ def create_app(
                 "eventRingSize": limits.event_ring_size,
                 "maxBodyBytes": MAX_BODY,
             },
+            **capability_fields(daemon),
         })
 
     @app.get("/session")
@@ -269,6 +272,8 @@ def create_app(
         with starting_a_session():
             handle, attached = await daemon.create_session(b.cwd, b.sessionId, system_prompt=b.systemPrompt,
                                                            append_system_prompt=b.appendSystemPrompt)
+        if b.approvalMode is not None:
+            await handle.set_approval_mode(b.approvalMode)
         return json_response(_session_info(handle, attached, clients.register(handle.session_id, live_ids())))
 
     # ------------------------------------------------------------- one session
@@ -379,7 +384,7 @@ def create_app(
         handle = session(session_id)
         b = await body(wire.ModelBody)
         try:
-            return json_response({"model": await handle.set_model(b.model)})
+            return json_response({"model": await handle.set_model(b.name)})
         except ValueError as exc:
             raise HttpError(400, str(exc), "invalid_model", "$.model") from None
 
@@ -387,7 +392,7 @@ def create_app(
     async def approval_mode(session_id: str) -> Response:
         handle = session(session_id)
         b = await body(wire.ApprovalModeBody)
-        return json_response({"mode": await handle.set_approval_mode(b.mode)})
+        return json_response({"mode": await handle.set_approval_mode(b.target)})
 
     @app.get("/session/<session_id>/turns/<prompt_id>")
     async def turn(session_id: str, prompt_id: str) -> Response:
@@ -403,7 +408,10 @@ def create_app(
         resume = request.path.endswith("/resume")
         try:
             with starting_a_session("url.sessionId"):
-                if resume and session_id in {h.session_id for h in daemon.sessions()}:
+                live = session_id in {h.session_id for h in daemon.sessions()}
+                # The cursor a stream shows the conversation once from: a live load publishes it again.
+                before = daemon.get(session_id).last_event_id if live and not resume else 0
+                if resume and live:
                     handle, attached = daemon.get(session_id), True
                 else:
                     handle, attached = await daemon.load_session(session_id, b.cwd), False
@@ -412,6 +420,7 @@ def create_app(
                             "session_not_found", "url.sessionId") from None
         info = _session_info(handle, attached, clients.register(session_id, live_ids()))
         info["restoredMessages"] = len([r for r in handle.transcript() if r.get("type") == "message"])
+        info.update(lastEventId=before, eventEpoch=handle.epoch)
         return json_response(info)
 
     @app.get("/session/<session_id>/transcript")
@@ -447,6 +456,7 @@ def create_app(
     register_ui(app)  # the browser UI at / (transport/ui)
     register_acp(app, daemon, grace=acp_grace)  # ACP over HTTP at /acp
     register_mcp(app, daemon)  # MCP: /mcp (parent) and /signal/mcp/<token> (subagents)
+    register_webshell(app, daemon, auth=expected is not None, allowed_origins=allowed_origins)  # qwen's Web Shell
     return app
 
 

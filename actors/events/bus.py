@@ -203,9 +203,13 @@ class EventBus:
             if had and not self._subscribers and self.on_last_unsubscribe is not None:
                 self.on_last_unsubscribe()  # every client went away
 
-    def publish(self, type: str, data: dict[str, Any], prompt_id: str | None = None) -> Event:
-        """Stamp, store and fan out one event; returns it (with its id). Never blocks."""
-        event = Event(type, data, prompt_id, self._next_id, self._clock_ms())
+    def publish(self, type: str, data: dict[str, Any], prompt_id: str | None = None,
+                originator: str | None = None) -> Event:
+        """Stamp, store and fan out one event; returns it (with its id). Never blocks.
+
+        ``originator`` is the client id that admitted the prompt, sent as the envelope's ``originatorClientId``.
+        """
+        event = Event(type, data, prompt_id, self._next_id, self._clock_ms(), originator)
         event.json()  # encoded once, here: every byte cap and every subscriber uses it
         self._next_id += 1
         self.ring.append(event)

@@ -296,7 +296,7 @@ class Session:
     async def run_prompt(self, entry: f.PendingPrompt) -> None:
         prompt_id = entry.prompt_id
         self.chain.prepare_for_prompt(trusted_retry=entry.is_trusted_retry, plan=self.approval_mode == "plan")
-        self.publish_update(wire.text_update("user_message_chunk", entry.text), prompt_id)
+        self.publish_update(wire.text_update("user_message_chunk", entry.text), prompt_id, entry.client_id)
         user_text = None if entry.is_trusted_retry and self._awaiting_answer() else entry.text
         stop_reason, error = await self._run_turn(prompt_id, "prompt", user_text, "prompt")
         state = "error" if error else ("cancelled" if stop_reason == "cancelled" else "completed")
@@ -564,8 +564,9 @@ class Session:
                 self.append_message(ChatMessage("tool", "Error: not executed (the turn ended first)",
                                                 tool_call_id=call.id, name=call.name))
 
-    def publish_update(self, update: dict[str, Any], prompt_id: str | None = None) -> None:
-        self.bus.publish("session_update", wire.session_update(self.session_id, update), prompt_id)
+    def publish_update(self, update: dict[str, Any], prompt_id: str | None = None,
+                       originator: str | None = None) -> None:
+        self.bus.publish("session_update", wire.session_update(self.session_id, update), prompt_id, originator)
 
     def restore_from_disk(self) -> int:
         """Replace the conversation with the transcript on disk, and show it to clients.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 import typing
 from typing import Any, Literal, TypeVar
 
@@ -139,12 +140,20 @@ class CreateSessionBody:
     # This session's system prompt: replace the base, and/or add to it (actors.session.system_prompt).
     systemPrompt: str | None = bounded(MAX_SYSTEM_PROMPT_CHARS, default=None)
     appendSystemPrompt: str | None = bounded(MAX_SYSTEM_PROMPT_CHARS, default=None)
+    # What qwen clients (its Web Shell) send. Every session here is a new "thread" of the "default" source;
+    # other values name qwen features Trellis does not have, and are refused.
+    approvalMode: Literal["default", "auto-edit", "yolo", "plan"] | None = None
+    sessionScope: Literal["thread"] | None = None
+    sourceType: Literal["default"] | None = None
     meta: dict[str, Any] | None = None
 
 
 @attrs.frozen(kw_only=True)
 class PromptBody:
     prompt: list[ContentBlock]
+    # qwen's Web Shell: how much of a subagent's inner events to stream. Trellis streams none of them into
+    # the session (a run has its own transcript), so both values give the same stream.
+    eventDetailMode: Literal["summary", "full"] | None = None
     meta: dict[str, Any] | None = None
 
     @property
@@ -156,11 +165,17 @@ class PromptBody:
 class MidTurnMessageBody:
     message: str = bounded(MAX_TEXT_CHARS)
     messageId: str | None = bounded(MAX_ID_CHARS, default=None)
+    eventDetailMode: Literal["summary", "full"] | None = None  # as in PromptBody
 
 
 @attrs.frozen(kw_only=True)
 class LoadBody:
     cwd: str | None = bounded(MAX_PATH_CHARS, default=None)
+    # What qwen's Web Shell sends (see CreateSessionBody). Its replay modes shape the replay qwen serve puts in
+    # the answer; Trellis sends none there (the event stream replays the session), so both values are the same.
+    sourceType: Literal["default"] | None = None
+    compactedReplayMode: Literal["summary", "full"] | None = None
+    liveReplayMode: Literal["summary", "full"] | None = None
     meta: dict[str, Any] | None = None
 
 
@@ -197,12 +212,30 @@ class CwdBody:
 
 @attrs.frozen(kw_only=True)
 class ModelBody:
-    model: str = bounded(MAX_MODEL_CHARS)
+    """``{model}``, or ``{modelId}`` as qwen serve's clients (its Web Shell) send it: one of the two."""
+
+    model: str | None = bounded(MAX_MODEL_CHARS, default=None)
+    modelId: str | None = bounded(MAX_MODEL_CHARS, default=None)
+
+    def __attrs_post_init__(self) -> None:
+        if (self.model is None) == (self.modelId is None):
+            raise WireError("give the model name as model (or as modelId), not both or neither", "$.model")
+
+    @property
+    def name(self) -> str:
+        return self.model if self.model is not None else self.modelId  # type: ignore[return-value]
 
 
 @attrs.frozen(kw_only=True)
 class ApprovalModeBody:
     mode: Literal["default", "auto-edit", "yolo", "plan"]
+    # qwen's Web Shell toggles plan mode apart from the mode it returns to: planMode true means "plan".
+    planMode: bool | None = None
+
+    @property
+    def target(self) -> str:
+        """The mode to set."""
+        return "plan" if self.planMode else self.mode
 
 
 # --------------------------------------------------------------------------- the converter
@@ -332,6 +365,8 @@ converter = _make_converter()
 
 
 def _format(exc: BaseException, type_: Any) -> str:
+    if typing.get_origin(type_) in (typing.Union, types.UnionType):  # an optional Literal: name its values
+        type_ = next((t for t in typing.get_args(type_) if t is not type(None)), type_)
     if typing.get_origin(type_) is Literal:
         return f"must be one of {list(typing.get_args(type_))}"
     if isinstance(exc, KeyError):
@@ -369,6 +404,8 @@ def structure(value: Any, cls: type[T]) -> T:
             return _format(leaf, type_)
 
         first = cattrs.transform_error(exc, path="$", format_exception=format_leaf)[0]
+        if isinstance(leaves[0], WireError):  # a body's own check (ModelBody's): it names its path
+            raise leaves[0] from None
         message, _, path = first.rpartition(" @ ")
         path = path.replace(".meta", "._meta")  # the Python name of the `_meta` fields
         if leaves and isinstance(leaves[0], cattrs.ForbiddenExtraKeysError):

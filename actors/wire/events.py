@@ -32,7 +32,7 @@ class Event:
     subscriber.
     """
 
-    __slots__ = ("id", "type", "data", "prompt_id", "ts_ms", "_json")
+    __slots__ = ("id", "type", "data", "prompt_id", "ts_ms", "originator", "_json")
 
     def __init__(
         self,
@@ -41,12 +41,16 @@ class Event:
         prompt_id: str | None = None,
         id: int | None = None,
         ts_ms: int = 0,
+        originator: str | None = None,
     ) -> None:
         self.id = id
         self.type = type
         self.data = data
         self.prompt_id = prompt_id
         self.ts_ms = ts_ms
+        # The client id (X-Qwen-Client-Id) that admitted the prompt, on its echo: qwen's Web Shell drops the
+        # echo of its own prompt by it (it showed the prompt already), as it does with qwen serve's.
+        self.originator = originator
         self._json: bytes | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,6 +62,8 @@ class Event:
         if self.prompt_id is not None:
             out["promptId"] = self.prompt_id
         out["data"] = self.data
+        if self.originator is not None:
+            out["originatorClientId"] = self.originator
         if self.ts_ms:
             out["_meta"] = {"serverTimestamp": self.ts_ms}
         return out
@@ -76,8 +82,10 @@ class Event:
         meta = raw.get("_meta")
         ts = meta.get("serverTimestamp") if isinstance(meta, dict) else 0
         event_id = raw.get("id")
+        originator = raw.get("originatorClientId")
         return cls(raw["type"], raw["data"], prompt_id if isinstance(prompt_id, str) else None,
-                   event_id if isinstance(event_id, int) else None, ts if isinstance(ts, int) else 0)
+                   event_id if isinstance(event_id, int) else None, ts if isinstance(ts, int) else 0,
+                   originator if isinstance(originator, str) else None)
 
     @property
     def update(self) -> dict[str, Any] | None:
@@ -130,7 +138,9 @@ def plan_update(todos: list[dict[str, Any]]) -> dict[str, Any]:
 def tool_call_update(
     kind: str, tool_call_id: str, *, title: str | None = None, status: str, raw_input: Any = None,
     content: list[dict[str, Any]] | None = None, tool_kind: str | None = None,
+    locations: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """An ACP ``tool_call`` or ``tool_call_update``; ``locations``: ``[{path, line?}]`` (absent when empty)."""
     update: dict[str, Any] = {"sessionUpdate": kind, "toolCallId": tool_call_id, "status": status}
     if title is not None:
         update["title"] = title
@@ -140,6 +150,8 @@ def tool_call_update(
         update["rawInput"] = raw_input
     if content is not None:
         update["content"] = content
+    if locations:
+        update["locations"] = locations
     return update
 
 

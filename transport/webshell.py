@@ -1,0 +1,428 @@
+"""What qwen-code's Web Shell (0.24.4) asks of a daemon beyond the core REST + SSE routes.
+
+The Web Shell is qwen serve's browser client. Pointed at Trellis (``?daemon=<origin>``,
+docs/webshell.md), it reads a few more capability fields, then, before it sends
+anything, its workspace's providers, settings, model services, git branch and
+session list, and for an open session its modes and commands. This module
+answers those, truthfully: what Trellis has (its model, its approval modes, its
+sessions, the branch in ``.git/HEAD``), and empty lists where it has no such
+thing (settings the shell could edit, model services, slash commands). Every
+other qwen route stays 404, which the shell copes with: the panel that wanted it
+says it failed, the chat goes on.
+
+Workspaces. qwen serve registers workspaces; Trellis has one (``--workspace``),
+but a session may work in any directory. ``capabilities.workspaces`` lists the
+workspace and every other directory a known session works in, each with an
+``id`` (a hash of its path). A ``:workspace`` in a URL is such an id or an
+absolute path, percent-encoded as the shell sends it (``%2Ftmp%2Fws``).
+
+Times in these answers are ISO 8601 strings, as qwen serve gives them (Trellis's
+own routes give epoch milliseconds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+from quart import Response, request
+from quart_trio import QuartTrio
+from werkzeug.routing import PathConverter
+
+from actors import Daemon, SessionHandle, UnknownSession
+from actors.settings import APPROVAL_MODES
+
+from .errors import HttpError, json_response, not_found_session
+
+# Features the shell checks before it sends a field (a new session's sourceType needs the first).
+WEBSHELL_FEATURES = ["session_source_metadata"]
+# How qwen names Trellis's approval modes (its context route offers them by these names).
+MODE_NAMES = {
+    "default": ("Default", "Require approval for edits and shell commands"),
+    "auto-edit": ("Auto Edit", "Automatically approve file edits"),
+    "yolo": ("YOLO", "Automatically approve all tools"),
+    "plan": ("Plan", "Analyze only, do not modify files or execute commands"),
+}
+MAX_PAGE = 1000  # the most sessions one page lists, as qwen serve allows
+ARCHIVE_STATES = ("active", "archived", "all")
+TITLE_CHARS = 120  # a session's displayName: the start of its first prompt
+TITLE_SCAN_LINES = 64  # transcript lines read looking for that prompt
+
+
+class AnyPath(PathConverter):
+    """A URL part that may hold slashes, an empty first segment included.
+
+    The shell percent-encodes an absolute path (``/workspaces/%2Ftmp%2Fws/git``), which
+    arrives decoded as ``/workspaces//tmp/ws/git``: werkzeug's ``path`` converter wants a
+    first character other than ``/``, and merging the slashes would drop the path's root.
+    """
+
+    regex = ".+?"
+    part_isolating = False
+
+
+def iso(ms: int | float | None) -> str | None:
+    """Epoch milliseconds as qwen serve writes times: ``2026-12-01T17:35:39.013Z``."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def workspace_id(cwd: str) -> str:
+    """A workspace's id: stable for its path, 16 hex digits like qwen serve's."""
+    return hashlib.sha256(cwd.encode()).hexdigest()[:16]
+
+
+def model_name(daemon: Daemon) -> str:
+    """The name of the model new sessions call (the OpenAI-compatible model's ``--openai-model``)."""
+    provider = daemon.runtime.provider
+    return getattr(getattr(provider, "config", None), "model", None) or provider.name
+
+
+def workspace_cwds(daemon: Daemon) -> list[str]:
+    """The workspace first, then every other directory a live or stored session works in.
+
+    Read from the live sessions and the stored session records only (not their journals, as
+    ``Daemon.stored_sessions`` does): ``GET /capabilities`` asks for this.
+    """
+    primary = os.path.realpath(daemon.runtime.workspace)
+    cwds = {h.cwd for h in daemon.sessions()}
+    store = daemon.runtime.store
+    for session_id in store.session_ids() if store is not None else ():
+        cwd = (store.record_read(session_id) or {}).get("cwd")
+        if isinstance(cwd, str):
+            cwds.add(cwd)
+    return [primary, *sorted(cwds - {primary})]
+
+
+def capability_fields(daemon: Daemon) -> dict[str, Any]:
+    """The fields qwen's SDK requires of ``GET /capabilities`` beside Trellis's own."""
+    cwds = workspace_cwds(daemon)
+    return {
+        "v": 1,
+        "protocolVersions": {"current": "v1", "supported": ["v1"]},
+        "mode": "trellis",  # qwen serve says "http-bridge" (a qwen --acp child per workspace); here, in-process
+        "modelServices": [],  # qwen's named model endpoints; Trellis has one model, in providers
+        "workspaceCwd": cwds[0],
+        "workspaces": [{"id": workspace_id(cwd), "cwd": cwd, "primary": i == 0, "trusted": True,
+                        "removable": False} for i, cwd in enumerate(cwds)],
+        "transports": ["rest"],
+        "policy": {"permission": "first-responder"},  # the first vote wins
+    }
+
+
+def git_branch(cwd: str) -> str | None:
+    """The branch checked out in the git work tree holding ``cwd`` (from ``.git/HEAD``), or ``None``
+    (no repository, a detached head, or one that cannot be read)."""
+    here = cwd
+    while True:
+        dot_git = os.path.join(here, ".git")
+        if os.path.isdir(dot_git):
+            head = os.path.join(dot_git, "HEAD")
+            break
+        if os.path.isfile(dot_git):  # a linked work tree or a submodule: "gitdir: <path>"
+            try:
+                with open(dot_git, encoding="utf-8", errors="replace") as f:
+                    line = f.read(4096).strip()
+            except OSError:
+                return None
+            if not line.startswith("gitdir:"):
+                return None
+            head = os.path.join(here, line[len("gitdir:"):].strip(), "HEAD")
+            break
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+    try:
+        with open(head, encoding="utf-8", errors="replace") as f:
+            ref = f.read(4096).strip()
+    except OSError:
+        return None
+    prefix = "ref: refs/heads/"
+    return ref[len(prefix):] if ref.startswith(prefix) else None
+
+
+def title_of(daemon: Daemon, session_id: str) -> str | None:
+    """The start of a session's first prompt, read from the head of its transcript (qwen's displayName)."""
+    path = getattr(daemon.runtime.transcript(session_id), "path", None)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            for _, line in zip(range(TITLE_SCAN_LINES), f):
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    return None
+                message = record.get("message") if isinstance(record, dict) else None
+                user = isinstance(message, dict) and message.get("role") == "user"
+                if user and message.get("origin") in (None, "prompt"):  # not an automatic turn's text
+                    text = str(message.get("content") or "").strip().split("\n", 1)[0]
+                    return text[:TITLE_CHARS] or None
+    except OSError:
+        return None
+    return None
+
+
+async def session_entry(daemon: Daemon, stored: dict[str, Any]) -> dict[str, Any]:
+    """One session as qwen serve lists it (``GET /workspace/:workspace/sessions``)."""
+    session_id = stored["sessionId"]
+    entry: dict[str, Any] = {
+        "sessionId": session_id,
+        "workspaceCwd": stored.get("cwd"),
+        "createdAt": iso(stored.get("createdAt")),
+        "updatedAt": iso(stored.get("updatedAt")),
+        "sourceType": "default",
+        "isArchived": False,
+    }
+    title = title_of(daemon, session_id)
+    if title is not None:
+        entry["displayName"] = title
+    handle = _live(daemon, session_id)
+    if handle is None:
+        entry.update(clientCount=0, hasActivePrompt=False, activeWorkState="idle", isWaitingForPermission=False,
+                     pendingInteractionCount=0)
+        return entry
+    entry.update(_activity(await handle.status()))
+    return entry
+
+
+def _activity(status: dict[str, Any]) -> dict[str, Any]:
+    """What qwen's lists say of a live session's work, from Trellis's status."""
+    waiting = len(status.get("pendingPermissions") or ())
+    return {"clientCount": status.get("subscribers", 0), "hasActivePrompt": bool(status.get("hasActivePrompt")),
+            "activeWorkState": "idle" if status.get("state") == "idle" else "active",
+            "isWaitingForPermission": waiting > 0, "pendingInteractionCount": waiting}
+
+
+def _live(daemon: Daemon, session_id: str) -> SessionHandle | None:
+    try:
+        return daemon.get(session_id)
+    except UnknownSession:
+        return None
+
+
+def page_size() -> int:
+    """``?size=`` (1 to 1000, default 50), or 400 naming it."""
+    raw = request.args.get("size")
+    if raw is None:
+        return 50
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 4 or not 1 <= int(raw) <= MAX_PAGE:
+        raise HttpError(400, f"size must be an integer from 1 to {MAX_PAGE}", "invalid_request", "query.size")
+    return int(raw)
+
+
+def page_start() -> int:
+    """``?cursor=`` (what a previous page gave as ``nextCursor``: an offset), or 400 naming it."""
+    raw = request.args.get("cursor")
+    if raw is None:
+        return 0
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
+        raise HttpError(400, "cursor must be a nextCursor this route gave", "invalid_request", "query.cursor")
+    return int(raw)
+
+
+async def status_report(daemon: Daemon, detail: str, started: float, *, auth: bool, origins: bool,
+                        acp: Any) -> dict[str, Any]:
+    """``GET /daemon/status`` in the shape qwen's Daemon Status panel reads (in a request: the bound address
+    says whether the bind is loopback). qwen's own parts (its ACP child, channel worker, rate limits) say what
+    Trellis has instead: none, or off; what Trellis does not count (a V8 heap) is left out."""
+    handles = daemon.sessions()
+    statuses = [await h.status() for h in handles]
+    limits = daemon.settings.limits
+    server = request.scope.get("server") or ("", 0)
+    try:
+        loopback = ipaddress.ip_address(server[0]).is_loopback
+    except ValueError:
+        loopback = server[0] == "localhost"
+    connections = list(getattr(acp, "connections", {}).values())  # the ACP-over-HTTP clients (transport/acp)
+    active = sum(1 for s in statuses if s.get("state") != "idle")
+    last_event = max((h.summary()["updatedAt"] for h in handles), default=int(started * 1000))
+    return {
+        "v": 1, "detail": detail, "generatedAt": iso(time.time() * 1000), "status": "ok", "issues": [],
+        "daemon": {"pid": os.getpid(), "uptimeMs": int((time.time() - started) * 1000), "mode": "trellis",
+                   "qwenCodeVersion": None, "workspaceCwd": workspace_cwds(daemon)[0]},
+        "security": {"tokenConfigured": auth, "requireAuth": auth, "loopbackBind": loopback,
+                     "allowOriginConfigured": origins, "allowOriginMode": "specific" if origins else "none",
+                     "sessionShellCommandEnabled": False},
+        "limits": {"maxSessions": limits.max_sessions, "maxPendingPromptsPerSession": limits.max_pending_prompts,
+                   "eventRingSize": limits.event_ring_size, "listenerMaxConnections": limits.max_connections,
+                   # No prompt deadline; idle sessions are never reaped (qwen's 0 means that).
+                   "promptDeadlineMs": None, "sessionIdleTimeoutMs": 0},
+        "capabilities": {"protocolVersions": {"current": "v1", "supported": ["v1"]},
+                         "features": [*_app_features(), *WEBSHELL_FEATURES]},
+        "runtime": {
+            "sessions": {"active": len(handles)},
+            "permissions": {"pending": sum(len(s.get("pendingPermissions") or ()) for s in statuses),
+                            "policy": "first-responder"},
+            "activity": {"activePrompts": active,
+                         "idleSinceMs": 0 if active else int(time.time() * 1000) - last_event,
+                         "pendingPrompts": sum(s.get("pendingCount", 0) for s in statuses),
+                         "queuedPrompts": sum(s.get("queuedCount", 0) for s in statuses)},
+            "transport": {"restSseActive": sum(s.get("subscribers", 0) for s in statuses),
+                          # ACP over HTTP: its sessions with a stream, and no WebSocket transport at all.
+                          "acp": {"enabled": acp is not None, "connections": len(connections),
+                                  "sessionStreams": sum(len(c.session_outboxes) for c in connections),
+                                  "wsStreams": 0}},
+            "channel": {"live": True},  # qwen: its per-workspace agent process; Trellis runs sessions in-process
+            "channelWorker": {"enabled": False, "state": "disabled", "channels": []},
+            "rateLimit": {"enabled": False, "rejectedSinceStart": {}},
+            "process": {"rss": _rss_bytes()},
+        },
+    }
+
+
+def _app_features() -> list[str]:
+    from .app import FEATURES  # here, not at the top: app imports this module
+
+    return FEATURES
+
+
+def _rss_bytes() -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origins: tuple[str, ...] = ()) -> None:
+    """Add the routes qwen's Web Shell needs beyond the core ones to ``app`` (see the module docstring).
+
+    ``auth`` and ``allowed_origins`` are what :func:`transport.app.create_app` was given: the daemon status
+    reports them.
+    """
+    if app.extensions.get("trellis.webshell") is daemon:
+        return
+    app.extensions["trellis.webshell"] = daemon
+    app.url_map.converters["anypath"] = AnyPath
+    started = time.time()
+
+    def workspace(selector: str) -> str:
+        """The directory a ``:workspace`` URL part names: a workspace id or an absolute path."""
+        if selector.startswith("/"):
+            return os.path.realpath(selector)
+        for cwd in workspace_cwds(daemon):
+            if workspace_id(cwd) == selector:
+                return cwd
+        raise HttpError(404, "no workspace with that id: use an id from GET /capabilities or an absolute path",
+                        "workspace_not_found", "url.workspace")
+
+    def absolute(name: str) -> str | None:
+        raw = request.args.get(name)
+        if raw is None:
+            return None
+        if not raw.startswith("/"):
+            raise HttpError(400, f"{name} must be an absolute path", "invalid_request", f"query.{name}")
+        return os.path.realpath(raw)
+
+    def handle_of(session_id: str) -> SessionHandle:
+        handle = _live(daemon, session_id)
+        if handle is None:
+            raise not_found_session(session_id)
+        return handle
+
+    # ------------------------------------------------------------- the daemon
+
+    @app.get("/brand")
+    async def brand() -> Response:
+        # qwen's white-label title and logo (ui.brand); none here, as qwen serve answers without one.
+        return json_response({})
+
+    @app.get("/daemon/status")
+    async def daemon_status() -> Response:
+        detail = request.args.get("detail", "summary")
+        if detail not in ("summary", "full"):
+            raise HttpError(400, "detail must be summary or full", "invalid_request", "query.detail")
+        return json_response(await status_report(daemon, detail, started, auth=auth, origins=bool(allowed_origins),
+                                                 acp=app.extensions.get("trellis.acp")))
+
+    # ------------------------------------------------------------- the workspace
+
+    @app.get("/workspace/providers")
+    async def providers() -> Response:
+        cwd = workspace_cwds(daemon)[0]
+        kind, name = daemon.runtime.provider.name, model_name(daemon)
+        window = getattr(daemon.runtime.provider, "context_window", None)
+        model: dict[str, Any] = {"modelId": name, "baseModelId": name, "name": name, "isCurrent": True,
+                                 "isRuntime": True}
+        if window:
+            model["contextLimit"] = window
+        return json_response({
+            "v": 1, "workspaceCwd": cwd, "initialized": True,
+            "acpChannelLive": True,  # qwen: its per-workspace child is up; here the sessions run in-process
+            "current": {"authType": kind, "modelId": name},
+            "approvalMode": daemon.settings.approval_mode,
+            "providers": [{"kind": "model_provider", "status": "ok", "authType": kind, "current": True,
+                           "models": [model]}],
+        })
+
+    @app.get("/workspace/settings")
+    async def settings() -> Response:
+        # qwen's editable settings.json keys; Trellis's settings are a file read at start (docs/settings.md).
+        return json_response({"v": 1, "settings": []})
+
+    @app.get("/workspace/models")
+    async def model_services() -> Response:
+        return json_response({"models": []})  # qwen's model services; Trellis has its one model (providers)
+
+    @app.get("/workspace/git")
+    @app.get("/workspaces/<anypath:selector>/git", merge_slashes=False)
+    async def git(selector: str | None = None) -> Response:
+        cwd = absolute("cwd") or (workspace(selector) if selector is not None else workspace_cwds(daemon)[0])
+        return json_response({"v": 2, "workspaceCwd": cwd, "branch": git_branch(cwd)})
+
+    @app.get("/workspace/<anypath:selector>/sessions", merge_slashes=False)
+    @app.get("/workspaces/<anypath:selector>/sessions", merge_slashes=False)
+    async def sessions(selector: str) -> Response:
+        cwd = workspace(selector)
+        size, start = page_size(), page_start()
+        archive = request.args.get("archiveState", "active")
+        if archive not in ARCHIVE_STATES:
+            raise HttpError(400, f"archiveState must be one of {list(ARCHIVE_STATES)}", "invalid_request",
+                            "query.archiveState")
+        source = request.args.get("sourceType", "default")
+        group = request.args.get("group", "all")
+        matching = [s for s in daemon.stored_sessions() if s.get("cwd") == cwd]
+        if archive == "archived" or source != "default" or group not in ("all", "ungrouped"):
+            matching = []  # nothing is archived, every session is of the default source, there are no groups or pins
+        page = matching[start:start + size]
+        body: dict[str, Any] = {"sessions": [await session_entry(daemon, s) for s in page]}
+        if start + size < len(matching):
+            body["nextCursor"] = str(start + size)
+        return json_response(body)
+
+    # ------------------------------------------------------------- one session
+
+    @app.get("/session/<session_id>/context")
+    async def context(session_id: str) -> Response:
+        status = await handle_of(session_id).status()
+        name = status.get("model") or model_name(daemon)
+        current = status.get("approvalMode")
+        modes = [{"id": m, "name": MODE_NAMES[m][0], "description": MODE_NAMES[m][1]} for m in APPROVAL_MODES]
+        return json_response({
+            "v": 1, "sessionId": session_id, "workspaceCwd": status.get("workspaceCwd"),
+            "state": {
+                "models": {"currentModelId": name, "availableModels": [{"modelId": name, "name": name}]},
+                "modes": {"currentModeId": current, "availableModes": modes},
+                "configOptions": [
+                    {"id": "mode", "name": "Mode", "description": "Session permission mode", "category": "mode",
+                     "type": "select", "currentValue": current,
+                     "options": [{"value": m["id"], "name": m["name"], "description": m["description"]}
+                                 for m in modes]},
+                ],
+            },
+        })
+
+    @app.get("/session/<session_id>/supported-commands")
+    async def supported_commands(session_id: str) -> Response:
+        handle_of(session_id)
+        # qwen's slash commands and skills run in its agent; Trellis's daemon has neither (trellis attach has its
+        # own commands). The shell reads both lists unguarded.
+        return json_response({"v": 1, "sessionId": session_id, "availableCommands": [], "availableSkills": []})
