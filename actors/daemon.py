@@ -6,6 +6,7 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +86,8 @@ class Daemon:
             raise UnknownSession(session_id) from None
 
     async def create_session(self, cwd: str | None = None, session_id: str | None = None, *,
-                             system_prompt: str | None = None,
-                             append_system_prompt: str | None = None) -> tuple[SessionHandle, bool]:
+                             system_prompt: str | None = None, append_system_prompt: str | None = None,
+                             mcp_servers: tuple[Any, ...] = ()) -> tuple[SessionHandle, bool]:
         """Start a session, or attach to the live one with ``session_id``; ``(handle, attached)``.
 
         An id that is not live but has a transcript on disk starts the session with that
@@ -95,6 +96,8 @@ class Daemon:
         ``append_system_prompt`` adds to it (:mod:`actors.session.system_prompt`); they
         are kept in its session record, a restored session keeps the ones it had unless
         given new ones, and attaching to a live session leaves its prompt as it is.
+        ``mcp_servers`` (:class:`actors.mcp_client.ServerConfig`) are a client's, started
+        beside the settings' ``mcpServers`` by a session this call starts.
         """
         prompt = PromptOverrides(system_prompt, append_system_prompt)
         if session_id is not None:
@@ -103,8 +106,10 @@ class Daemon:
             if session_id in self._sessions:
                 return self._sessions[session_id], True
             if self.restorable(session_id):
-                return await self._start(session_id, cwd, restore=True, prompt=prompt), False
-        return await self._start(session_id or self.runtime.ids.new("session"), cwd, prompt=prompt), False
+                return await self._start(session_id, cwd, restore=True, prompt=prompt,
+                                         mcp_servers=mcp_servers), False
+        return await self._start(session_id or self.runtime.ids.new("session"), cwd, prompt=prompt,
+                                 mcp_servers=mcp_servers), False
 
     def resolve_cwd(self, cwd: str | None) -> str:
         """An absolute working directory (see :meth:`Runtime.resolve_cwd`)."""
@@ -115,7 +120,8 @@ class Daemon:
         store = self.runtime.store
         return store is not None and store.exists(session_id)
 
-    async def load_session(self, session_id: str, cwd: str | None = None) -> SessionHandle:
+    async def load_session(self, session_id: str, cwd: str | None = None,
+                           mcp_servers: tuple[Any, ...] = ()) -> SessionHandle:
         """Restore a session from disk, starting it if it is not live.
 
         A session that is not live comes back with its conversation, its queued
@@ -123,7 +129,8 @@ class Daemon:
         records, and its cwd, approval mode and model name; a prompt it was
         running when the daemon died ends ``daemon_restarted`` and is not re-run.
         The Todo Stop Guard starts cleared (a restart clears trust). A live
-        session reloads its conversation from the transcript.
+        session reloads its conversation from the transcript. ``mcp_servers`` are a client's
+        MCP servers: a live session starts those whose names it has no server of yet.
         """
         if not is_safe_session_id(session_id):
             raise InvalidSessionId(session_id)
@@ -131,9 +138,14 @@ class Daemon:
         if handle is None:
             if not self.restorable(session_id):
                 raise UnknownSession(session_id)
-            return await self._start(session_id, cwd, restore=True)
+            return await self._start(session_id, cwd, restore=True, mcp_servers=mcp_servers)
+        self.add_mcp_servers(session_id, mcp_servers)
         await handle.load()
         return handle
+
+    def add_mcp_servers(self, session_id: str, mcp_servers: tuple[Any, ...]) -> list[str]:
+        """Start a client's MCP servers in a live session (those it has none of that name of yet)."""
+        return self.get(session_id)._session.mcp.add(mcp_servers) if mcp_servers else []
 
     def stored_sessions(self) -> list[dict[str, Any]]:
         """Every session: the live ones and those restorable from the state directory (``GET /session``)."""
@@ -181,7 +193,8 @@ class Daemon:
         return transcript.records()
 
     async def _start(self, session_id: str, cwd: str | None, history: list[Any] | None = None, *,
-                     restore: bool = False, prompt: PromptOverrides | None = None) -> SessionHandle:
+                     restore: bool = False, prompt: PromptOverrides | None = None,
+                     mcp_servers: tuple[Any, ...] = ()) -> SessionHandle:
         if len(self._sessions) + len(self._starting) >= self.settings.limits.max_sessions:
             log.warning("session refused reason=too_many_sessions limit=%d", self.settings.limits.max_sessions,
                         extra={"reason": "too_many_sessions", "limit": self.settings.limits.max_sessions})
@@ -203,7 +216,8 @@ class Daemon:
             session = Session(self.runtime, session_id, path, history=history,
                               created_at=record.get("createdAt"), approval_mode=record.get("approvalMode"),
                               model_name=record.get("model"),
-                              prompt_overrides=PromptOverrides.from_record(record).given(prompt))
+                              prompt_overrides=PromptOverrides.from_record(record).given(prompt),
+                              mcp_servers=mcp_servers)
             for observe in self.session_observers:
                 observe(session)
             if restore:
@@ -391,7 +405,7 @@ async def open_daemon(
         state_dir=Path(state_dir) if state_dir is not None else None,
         workspace=os.path.abspath(workspace or os.getcwd()),
         clock_ms=clock_ms or wire.wall_clock_ms,
-        make_tools=tools or default_tools,
+        make_tools=tools or partial(default_tools, settings),  # the settings say whether web_fetch is offered
         now=now or local_now,
         hook_runner=hook_runner,
         sandbox=sandbox,

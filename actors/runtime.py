@@ -24,11 +24,14 @@ class InvalidCwd(ValueError):
     """A working directory that is not an existing directory, or that lies in the state directory."""
 
 
-def default_tools() -> ToolRegistry:
+def default_tools(settings: Settings | None = None) -> ToolRegistry:
+    """The built-in tools; ``web_fetch`` only when ``settings`` enable it (``tools.enableWebFetch``)."""
     from .background.tools import BACKGROUND_TOOLS
     from .subagents.tools import AgentTool
+    from .tools import builtin_tools
 
-    return ToolRegistry([TodoWriteTool(), *(tool() for tool in BACKGROUND_TOOLS), AgentTool()])
+    return ToolRegistry([TodoWriteTool(), *(tool() for tool in BACKGROUND_TOOLS), AgentTool(),
+                         *builtin_tools(settings)])
 
 
 def local_now() -> datetime:

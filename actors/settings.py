@@ -53,12 +53,17 @@ class Settings:
     max_repeated_failures: int = 3  # the same failing call (name and arguments) this often in a row is a loop
     model: dict[str, Any] = attrs.field(factory=dict)
     subagents: dict[str, Any] = attrs.field(factory=dict)
+    mcp_servers: dict[str, Any] = attrs.field(factory=dict)  # mcpServers, as written (actors.mcp_client.config)
     journal_fsync: str = "always"  # storage.fsync: "always" (before each 202) or "never" (see actors.storage.local)
     sandbox: str = "auto"  # for model-run commands: "auto", "bwrap" (required) or "off" (actors.process.sandbox)
     # The model's system prompt (actors.session.system_prompt): None is the built-in default, "" sends none;
     # append_system_prompt is added after it.
     system_prompt: str | None = None
     append_system_prompt: str | None = None
+    # The built-in file and fetch tools (actors.tools): web_fetch is offered only when enabled; the file
+    # tools stay under a session's cwd unless paths outside it are allowed.
+    web_fetch: bool = False
+    paths_outside_cwd: bool = False
     path: str | None = None  # the settings file read, hidden from sandboxed commands (it may hold model.apiKey)
     warnings: tuple[str, ...] = ()
 
@@ -68,6 +73,13 @@ class Settings:
         from .session.hooks import HooksConfig, parse_hooks
 
         return HooksConfig() if self.disable_all_hooks else parse_hooks(self.hooks)
+
+    @property
+    def mcp_server_configs(self) -> tuple[Any, ...]:
+        """The ``mcpServers`` every session starts with (checked when the file was read)."""
+        from .mcp_client.config import parse_settings
+
+        return parse_settings(self.mcp_servers)[0] if self.mcp_servers else ()
 
     @property
     def guard_enabled(self) -> bool:
@@ -89,8 +101,11 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "loopProtection.maxRepeatedFailures": ("max_repeated_failures", int),
     "model": ("model", dict),
     "subagents": ("subagents", dict),
+    "mcpServers": ("mcp_servers", dict),
     "systemPrompt": ("system_prompt", str),
     "appendSystemPrompt": ("append_system_prompt", str),
+    "tools.enableWebFetch": ("web_fetch", bool),
+    "tools.allowPathsOutsideCwd": ("paths_outside_cwd", bool),
     "limits.maxSessions": ("limits.max_sessions", int),
     "limits.maxPendingPrompts": ("limits.max_pending_prompts", int),
     "limits.maxMidTurnMessages": ("limits.max_mid_turn_messages", int),
@@ -182,6 +197,13 @@ def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | 
         try:
             SubagentConfig.from_settings(SimpleNamespace(subagents=values["subagents"]))
         except ValueError as exc:
+            raise SettingsError(f"{source}: {exc}") from None
+    if "mcp_servers" in values:
+        from .mcp_client.config import McpConfigError, parse_settings
+
+        try:
+            warnings.extend(f"{source}: {w}" for w in parse_settings(values["mcp_servers"])[1])
+        except McpConfigError as exc:
             raise SettingsError(f"{source}: {exc}") from None
     base = base or Settings()
     if limits:

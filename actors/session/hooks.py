@@ -69,12 +69,15 @@ CLAUDE_ALIASES: dict[str, tuple[str, ...]] = {
     "Bash": ("shell",),
     "BashOutput": ("shell_output",),
     "KillShell": ("kill_task",),
-    "Read": ("shell",),   # no file tools of our own: the model reads, writes, edits and searches with shell
-    "Write": ("shell",),
-    "Edit": ("shell",),
-    "MultiEdit": ("shell",),
-    "Glob": ("shell",),
-    "Grep": ("shell",),
+    # Our file tools, and shell too: the model may still read, write and search with commands, and a
+    # hook written for Claude Code's Write|Edit should keep seeing those.
+    "Read": ("read_file", "shell"),
+    "Write": ("write_file", "shell"),
+    "Edit": ("edit", "shell"),
+    "MultiEdit": ("edit", "shell"),
+    "Glob": ("glob", "shell"),
+    "Grep": ("grep", "shell"),
+    "WebFetch": ("web_fetch",),
     "TodoWrite": ("todo_write",),
     "Task": ("agent",),
 }

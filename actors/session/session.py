@@ -26,6 +26,8 @@ from ..background.automatic import AutomaticItem
 from ..background.manager import BackgroundManager
 from ..events import EventBus
 from ..guard import TodoStopGuard, is_continuation_prompt
+from ..mcp_client.config import merge_servers
+from ..mcp_client.server import McpServers
 from ..model import ChatMessage, ChatRequest, ModelError
 from ..runtime import Runtime
 from ..settings import APPROVAL_MODES
@@ -98,7 +100,7 @@ class Session:
     def __init__(self, runtime: Runtime, session_id: str, cwd: str, *, created_at: int | None = None,
                  history: list[ChatMessage] | None = None,
                  approval_mode: str | None = None, model_name: str | None = None,
-                 prompt_overrides: PromptOverrides | None = None) -> None:
+                 prompt_overrides: PromptOverrides | None = None, mcp_servers: tuple[Any, ...] = ()) -> None:
         self.runtime = runtime
         settings = runtime.settings
         self.session_id = session_id
@@ -150,6 +152,11 @@ class Session:
         )
         self.chain = WorkChain(TodoStopGuard(enabled=settings.guard_enabled), self.background)
         self.background.related = self.chain.is_related
+        # Its MCP servers (actors.mcp_client): the settings' and a client's, started with the session's actors.
+        self.mcp = McpServers(session_id, self.tools, cwd=lambda: self.cwd, sandbox=runtime.sandbox,
+                              publish=self.publish_notice,
+                              current_prompt=lambda: self.current.prompt_id if self.current else None)
+        self.mcp.add(merge_servers(settings.mcp_server_configs, mcp_servers))
 
     @property
     def provider(self) -> Any:
@@ -166,6 +173,7 @@ class Session:
                 self._nursery = nursery
                 self.fifo_ref = await nursery.start(self.fifo.run)
                 await nursery.start(self.background.run)
+                self.mcp.start(nursery)
                 nursery.start_soon(self._work_loop, name=f"work:{self.session_id}")
                 task_status.started(self)
                 await serve_mailbox(inbox, self._handle)
@@ -234,6 +242,7 @@ class Session:
         """One work item at a time: a queued prompt first, else an automatic item the chain allows."""
         assert self.fifo_ref is not None
         await hook_events.session_start(self)
+        await self.mcp.wait_settled()  # the first prompt sees the MCP servers' tools (or their absence)
         while True:
             if self.shutdown_reason is not None:
                 await trio.sleep_forever()  # the daemon is shutting down: nothing new starts
@@ -268,6 +277,7 @@ class Session:
         """
         work = Work(prompt_id, trio.CancelScope(), kind)
         self.current = work
+        self.mcp.release(prompt_id)  # notices about MCP servers that did not start, once (see McpServers)
         self._starting = None
         if self._aborted_before_start == prompt_id:
             self._aborted_before_start = None
@@ -447,19 +457,25 @@ class Session:
     # ------------------------------------------------------------- services lent to tools and turns
 
     async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any,
-                        plan_refuses: bool = True) -> str | None:
-        """Apply the approval mode to one tool call; ask the client in ``default`` mode."""
+                        plan_refuses: bool = True, details: dict[str, Any] | None = None,
+                        rule: str | None = None) -> str | None:
+        """Apply the approval mode to one tool call; ask the client in ``default`` mode.
+
+        ``details`` are more ACP tool-call fields for the request to show (an edit's diff ``content``,
+        its ``locations``). An "always" answer is remembered for ``rule`` (an MCP tool's own
+        name), else for ``kind``."""
         mode = self.approval_mode
+        rule = rule or kind
         if mode == "plan" and plan_refuses:
             return "plan mode: execution is refused until the plan is approved"
-        if kind in self.always_denied:  # a user's rule, as Claude's deny rules: a hook's allow does not lift it
+        if rule in self.always_denied:  # a user's rule, as Claude's deny rules: a hook's allow does not lift it
             return "the user denied such calls for the rest of this session"
         if context.permission == "allow":  # a PreToolUse hook allowed it
             return None
-        if context.permission != "ask" and (mode in ("auto-edit", "yolo") or kind in self.always_allowed):
+        if context.permission != "ask" and (mode in ("auto-edit", "yolo") or rule in self.always_allowed):
             return None
         tool_call = {"toolCallId": context.tool_call_id, "status": "pending", "title": title, "kind": kind,
-                     "rawInput": raw_input}
+                     "rawInput": raw_input, **(details or {})}
         if self.bus.subscriber_count == 0 and self.bus.had_subscribers and self._nursery is not None:
             # The clients already left: the grace starts now. (A prompt admitted before anyone ever
             # subscribed still waits: its client may connect later and vote from the replay.)
@@ -469,10 +485,10 @@ class Session:
             raise PermissionCancelled(title)
         if not decision.allowed:
             if decision.option is not None and decision.option.kind == "reject_always":
-                self.always_denied.add(kind)
+                self.always_denied.add(rule)
             return "the user denied this call"
         if decision.option is not None and decision.option.kind == "allow_always":
-            self.always_allowed.add(kind)
+            self.always_allowed.add(rule)
         return None
 
     def publish_notice(self, text: str, prompt_id: str | None) -> None:

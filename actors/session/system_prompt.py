@@ -85,6 +85,15 @@ TOOL_NOTES: dict[str, str] = {
                 "until its timeout."),
     "schedule_wakeup": "brings you back after a delay (or at a time) with your note.",
     "cron_create": "runs a prompt on a 5-field cron schedule (minute hour day month weekday); cron_delete removes it.",
+    "read_file": ("reads a text file (relative to the working directory), up to 2000 lines from `offset`; the "
+                  "note at the end says which lines it left out and the offset that reads on."),
+    "write_file": "creates or overwrites a whole file (parent directories too); it asks the user first.",
+    "edit": ("replaces `old_string` with `new_string` in a file, exactly: copy the text from read_file, with "
+             "enough context to occur once (or set replace_all). Prefer it to write_file for changes; it asks first."),
+    "glob": "finds files by a pattern such as **/*.py, sorted, leaving out what .gitignore ignores.",
+    "grep": ("searches file contents with a Python regular expression (optionally only files matching a glob) "
+             "and returns path:line:text; prefer it and glob to shell find/grep."),
+    "web_fetch": "fetches an http(s) URL and returns its text (HTML reduced to text); it asks the user first.",
     "agent": ("starts a subagent in the background with a brief, and optionally a goal; its end arrives as a "
               "notification. A subagent's goal_reached is its own claim: check the work before relying on it."),
 }
@@ -105,8 +114,8 @@ do not ask for permission in text first. A denied call comes back as an error; d
 another way or say what you need. When only the user can decide something, ask one clear question and \
 end your turn."""
 
-PLAN_MODE = ("The session is in plan mode: commands are refused until the user approves a plan. Investigate, "
-             "then present the plan.")
+PLAN_MODE = ("The session is in plan mode: commands and file changes are refused until the user approves a plan. "
+             "Investigate, then present the plan.")
 
 BACKGROUND_NOTE = ("Results of background work arrive later as user messages wrapped in <task-notification>; "
                    "scheduled prompts arrive as user messages too. Nothing you start outlives the session.")

@@ -18,11 +18,17 @@ from ..model import ToolSpec
 
 @attrs.frozen
 class ToolResult:
-    """What a tool produced: model-facing ``content``, client-facing ``display``, or an ``error``."""
+    """What a tool produced: model-facing ``content``, client-facing ``display``, or an ``error``.
+
+    ``locations`` (ACP ``ToolCallLocation`` objects: ``{path, line?}``) and ``acp_content`` (ACP tool
+    call content beyond the text, e.g. a ``diff``) go on the call's ``tool_call_update`` for clients.
+    """
 
     content: str
     display: Any = None
     error: str | None = None
+    locations: tuple[dict[str, Any], ...] = ()
+    acp_content: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def failure(cls, message: str) -> ToolResult:
@@ -35,8 +41,13 @@ class ToolServices(Protocol):
     @property
     def background(self) -> Any: ...
 
-    async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any) -> str | None:
-        """``None`` when the call may run, else the reason it may not; raises :class:`PermissionCancelled`."""
+    async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any,
+                        plan_refuses: bool = True, details: dict[str, Any] | None = None) -> str | None:
+        """``None`` when the call may run, else the reason it may not; raises :class:`PermissionCancelled`.
+
+        ``plan_refuses=False``: Plan mode asks instead of refusing. ``details``: more ACP tool-call
+        fields for the permission request to show (an edit's diff ``content``, its ``locations``).
+        """
         ...
 
 
@@ -57,7 +68,9 @@ class Tool(Protocol):
     description: str
     parameters: dict[str, Any]
     builtin: bool
-    kind: str  # ACP tool kind: read, edit, execute, think, ...
+    kind: str  # ACP tool kind: read, edit, search, fetch, execute, think, ...
+    # Optional: ``asks_permission`` (it calls services.authorize itself), and
+    # ``locate(cwd, arguments)`` -> ACP locations known before it runs (shown on its ``tool_call``).
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult: ...
 

@@ -253,9 +253,11 @@ class Turn:
             return self._publish_failure(call, refusal)
         trusted_todo = tool.builtin and tool.name == TODO_WRITE
         if not trusted_todo:
+            locate = getattr(tool, "locate", None)  # where it will look, when its arguments say
             session.publish_update(
                 wire.tool_call_update("tool_call", call.id, title=call.name, status="in_progress",
-                                      raw_input=arguments, tool_kind=tool.kind),
+                                      raw_input=arguments, tool_kind=tool.kind,
+                                      locations=locate(session.cwd, arguments) if locate is not None else None),
                 self.prompt_id,
             )
         context = ToolContext(session.session_id, session.cwd, self.prompt_id, call.id, session, permission)
@@ -276,7 +278,9 @@ class Turn:
         status = "failed" if result.error else "completed"
         session.publish_update(
             wire.tool_call_update("tool_call_update", call.id, status=status,
-                                  content=[{"type": "content", "content": {"type": "text", "text": result.content}}]),
+                                  content=[{"type": "content", "content": {"type": "text", "text": result.content}},
+                                           *result.acp_content],  # a diff, say
+                                  locations=list(result.locations)),
             self.prompt_id,
         )
         return result

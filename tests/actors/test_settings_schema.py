@@ -91,6 +91,7 @@ VALID: list[Any] = [
     {"stopHookBlockingCap": 1, "loopProtection": {"maxToolCallsPerTurn": 1, "maxRepeatedFailures": 10}},
     {"limits": {"clientGraceSeconds": 0.5, "shutdownSeconds": 3}},  # a number: fractions and integers
     {"systemPrompt": "", "appendSystemPrompt": "Answer in French."},
+    {"tools": {"enableWebFetch": True, "allowPathsOutsideCwd": False}}, {"tools.enableWebFetch": False},
     # Dotted spellings at the top level.
     {"limits.maxSessions": 4, "experimental.todoStopGuard": True, "loopProtection.maxRepeatedFailures": 2},
     # Unknown keys: warnings, never errors (a file may be shared with other tools)...
@@ -120,6 +121,16 @@ VALID: list[Any] = [
                    "defaultRunner": "command", "signalGraceSeconds": 1.5}},
     {"subagents": {"runners": {"command": {"template": None}, "session": {"model": None, "approvalMode": None}}}},
     *({"subagents": {"defaultRunner": runner}} for runner in RUNNERS),
+    # MCP servers (actors.mcp_client.config).
+    {"mcpServers": {}},
+    {"mcpServers": {"fs": {"command": "npx", "args": ["-y", "server-fs"], "env": {"A": "$B"}, "cwd": "tools",
+                           "timeout": 15000, "trust": False, "includeTools": ["read"], "excludeTools": []},
+                    "web": {"httpUrl": "https://example.com/mcp", "headers": {"Authorization": "Bearer t"},
+                            "discoveryTimeoutMs": 2000.5},
+                    "claude": {"type": "http", "url": "http://127.0.0.1:3000/mcp"},
+                    "old": {"type": "sse", "url": "http://[::1]:8080/sse"}, "bare": {"url": "http://h/sse"},
+                    "plain": {"type": "stdio", "command": "srv"}, "off": {"command": "x", "disabled": True},
+                    "other": {"command": "x", "oauth": {"enabled": True}, "description": "ignored members"}}},
 ]
 
 INVALID: list[Any] = [
@@ -134,6 +145,7 @@ INVALID: list[Any] = [
     {"experimental": {"todoStopGuard": "yes"}}, {"experimental": {"todoStopGuard": 1}},
     {"ui": {"enableFollowupSuggestions": None}}, {"disableAllHooks": "false"},
     {"systemPrompt": 5}, {"systemPrompt": None}, {"appendSystemPrompt": ["a"]},
+    {"tools": 5}, {"tools": {"enableWebFetch": "yes"}}, {"tools": {"allowPathsOutsideCwd": 1}},
     # Limits: positive integers (no booleans, no strings, no fractions), positive numbers.
     {"limits": {"maxSessions": 0}}, {"limits": {"maxSessions": -1}}, {"limits": {"maxSessions": "5"}},
     {"limits": {"maxSessions": True}}, {"limits": {"eventRingSize": 1.5}}, {"limits": {"replayBytes": None}},
@@ -176,6 +188,19 @@ INVALID: list[Any] = [
     {"subagents": {"runners": {"session": {"approvalMode": "sometimes"}}}},
     {"subagents": {"defaultRunner": "docker"}}, {"subagents": {"defaultRunner": None}},
     {"subagents": {"signalGraceSeconds": 0}}, {"subagents": {"signalGraceSeconds": "60"}},
+    # MCP servers.
+    {"mcpServers": []}, {"mcpServers": None}, {"mcpServers": {"s": "python"}}, {"mcpServers": {" ": {"command": "x"}}},
+    {"mcpServers": {"s": {}}}, {"mcpServers": {"s": {"tcp": "localhost:9"}}},
+    {"mcpServers": {"s": {"command": "x", "url": "http://h"}}}, {"mcpServers": {"s": {"type": "ws", "url": "http://h"}}},
+    {"mcpServers": {"s": {"type": "sse", "command": "x"}}}, {"mcpServers": {"s": {"type": "stdio", "url": "http://h"}}},
+    {"mcpServers": {"s": {"command": ""}}}, {"mcpServers": {"s": {"command": None}}},
+    {"mcpServers": {"s": {"command": "x", "args": "-v"}}}, {"mcpServers": {"s": {"command": "x", "args": [1]}}},
+    {"mcpServers": {"s": {"command": "x", "env": {"A": 1}}}}, {"mcpServers": {"s": {"command": "x", "env": []}}},
+    {"mcpServers": {"s": {"httpUrl": "ftp://h/mcp"}}}, {"mcpServers": {"s": {"url": "localhost:3000"}}},
+    {"mcpServers": {"s": {"httpUrl": "http://h", "headers": {"X": None}}}},
+    {"mcpServers": {"s": {"command": "x", "timeout": 0}}}, {"mcpServers": {"s": {"command": "x", "timeout": "5"}}},
+    {"mcpServers": {"s": {"command": "x", "trust": "yes"}}}, {"mcpServers": {"s": {"command": "x", "disabled": 1}}},
+    {"mcpServers": {"s": {"command": "x", "includeTools": "add"}}}, {"mcpServers": {"s": {"command": "x", "type": None}}},
 ]
 
 # The one place they cannot agree: JSON Schema's integer is a number with no fraction, so 8.0 is

@@ -17,6 +17,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from actors import Admitted, InvalidSessionId, TooManySessions, UnknownSession, wire
+from actors.mcp_client import McpConfigError, available as mcp_available, parse_acp
 from actors.session.fifo import StorageUnavailable
 from actors.session.transcript import TranscriptError
 
@@ -65,7 +66,8 @@ class _Agent:
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                # Client MCP servers are connected (actors.mcp_client) when the mcp package is installed.
+                "mcpCapabilities": {"http": mcp_available(), "sse": mcp_available()},
                 "_meta": {bridge.CAPABILITY: True},
             },
             "authMethods": [],
@@ -83,18 +85,14 @@ class _Agent:
         params = p.require_object(request.params)
         cwd = p.directory(params, "cwd")
         result: dict[str, Any] = {}
-        servers = p.optional_list(params, "mcpServers")
+        servers = _mcp_servers(params)
         try:
-            handle, _ = await self.daemon.create_session(cwd)
+            handle, _ = await self.daemon.create_session(cwd, mcp_servers=servers)
         except TooManySessions as exc:
             raise RpcError(SERVER_BUSY, str(exc), {"code": "too_many_sessions"}) from None
         await self.conn.bind(handle, None)
         status = await handle.status()
         result.update(sessionId=handle.session_id, modes=mapping.session_modes(status["approvalMode"]))
-        if servers:
-            # Client-provided MCP servers are not connected (yet): say so rather than pretend.
-            log.info("session %s: %d client MCP server(s) ignored", handle.session_id, len(servers))
-            result["_meta"] = {mapping.META_PREFIX + "mcpServersIgnored": len(servers)}
         return result
 
     async def load_session(self, request: Request) -> dict[str, Any]:
@@ -103,17 +101,18 @@ class _Agent:
         session_id = p.string(params, "sessionId")
         assert session_id is not None
         cwd = p.directory(params, "cwd", required=False)
-        p.optional_list(params, "mcpServers")
+        servers = _mcp_servers(params)
         try:
             try:
                 handle = self.daemon.get(session_id)
             except UnknownSession:
                 # Not live: start it from disk; the pump then replays the whole ring (the restored history).
-                handle = await self.daemon.load_session(session_id, cwd)
+                handle = await self.daemon.load_session(session_id, cwd, mcp_servers=servers)
                 binding = await self.conn.bind(handle, 0)
             else:
                 # Live: bind first, so the pump sees the history the load replays.
                 binding = await self.conn.bind(handle, None)
+                self.daemon.add_mcp_servers(session_id, servers)  # those it has none of that name of yet
                 await handle.load()
         except UnknownSession:
             raise invalid_params(f"no session {wire.excerpt(session_id)} on disk", "$.sessionId") from None
@@ -179,3 +178,11 @@ class _Agent:
         params = p.require_object(request.params)
         binding = self.conn.binding(params)
         return {"released": await binding.handle.release_queued_prompt_wait()}
+
+
+def _mcp_servers(params: dict[str, Any]) -> tuple[Any, ...]:
+    """The client's ``mcpServers`` (ACP's format); a shape we cannot use is -32602 naming its path."""
+    try:
+        return parse_acp(params.get("mcpServers"))
+    except McpConfigError as exc:
+        raise invalid_params(exc.detail, exc.path) from None

@@ -105,11 +105,15 @@ async def test_a_session_closed_elsewhere_ends_its_waiting_prompt_cancelled(tmp_
                 await trio.sleep(0.01)
 
 
-async def test_new_session_reports_ignored_mcp_servers_and_modes(tmp_path) -> None:
+async def test_new_session_starts_client_mcp_servers_and_reports_modes(tmp_path) -> None:
     async with acp_client() as (daemon, client):
         result = await client.result("session/new", {"cwd": str(tmp_path), "mcpServers": [
-            {"name": "fs", "command": "mcp-fs", "args": [], "env": []}]})
-        assert result["_meta"] == {"trellis.dev/mcpServersIgnored": 1}
+            {"name": "fs", "command": str(tmp_path / "no-such-mcp-server"), "args": [], "env": []}]})
+        assert "_meta" not in result  # the servers are connected now, none is ignored
+        [server] = daemon.get(result["sessionId"])._session.mcp.servers.values()
+        with trio.fail_after(5):
+            await server.settled.wait()
+        assert server.state == "failed" and "no such file or command" in (server.error or "")
         assert result["modes"]["currentModeId"] == "default"
         sid = result["sessionId"]
         assert await client.result("session/set_mode", {"sessionId": sid, "modeId": "plan"}) == {}
@@ -117,3 +121,18 @@ async def test_new_session_reports_ignored_mcp_servers_and_modes(tmp_path) -> No
         await client.wait_for(lambda m: m.get("method") == "session/update"
                               and m["params"]["update"] == {"sessionUpdate": "current_mode_update",
                                                             "currentModeId": "plan"})
+
+
+async def test_mcp_servers_of_a_shape_we_cannot_use_are_refused_naming_the_path(tmp_path) -> None:
+    async with acp_client() as (daemon, client):
+        init = await client.result("initialize", {"protocolVersion": 1})
+        assert init["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": True}
+        for servers, path in [({"fs": {}}, "$.mcpServers"), ([{"name": "fs"}], "$.mcpServers[0].command"),
+                              ([{"type": "acp", "name": "a", "serverId": "1"}], "$.mcpServers[0].type"),
+                              ([{"type": "http", "name": "w", "url": "x"}], "$.mcpServers[0].url")]:
+            answer = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": servers})
+            assert answer["error"]["code"] == -32602 and answer["error"]["data"] == {"path": path}, answer
+        answer = await client.request("session/load", {"sessionId": "s1", "cwd": str(tmp_path),
+                                                       "mcpServers": [{"name": "a", "command": "x", "env": [1]}]})
+        assert answer["error"]["data"] == {"path": "$.mcpServers[0].env[0]"}
+        assert daemon.session_count == 0

@@ -1,0 +1,236 @@
+"""``glob`` and ``grep``: finding files by name and lines by a regular expression.
+
+Rules:
+
+* Both search from ``path`` (default: the session's cwd), checked by
+  :mod:`.paths`, and walk the local tree as :mod:`.walk` says: ``.gitignore``
+  respected, ``.git`` and the daemon's state skipped, symlinked directories
+  not followed, at most :data:`~.walk.MAX_ENTRIES` entries looked at. The walk
+  runs in a worker thread, abandoned if the call is cancelled.
+* Paths in the results are relative to the cwd (absolute when outside it), so
+  they can be passed to ``read_file`` as they are.
+* ``glob`` matches ``pattern`` against each file's path relative to ``path``:
+  ``*.py`` is the files at the top only, ``**/*.py`` those at any depth. The
+  result is sorted by path, at most :data:`MAX_FILES` of them, and says how
+  many more matched.
+* ``grep`` takes a Python regular expression (``re``), matched against each
+  line (``case_insensitive`` optional). ``glob`` filters the files searched: a
+  pattern without ``/`` is matched against the file's name at any depth
+  (``*.py``), one with ``/`` against its path relative to ``path``. ``path``
+  may also be one file. Binary files (a NUL byte in the first 8 KiB) and files
+  over :data:`MAX_GREP_FILE_BYTES` are skipped and counted; text that is not
+  UTF-8 is searched with its undecodable bytes replaced. Output: ``path:line:
+  text`` lines, each cut at :data:`MAX_MATCH_CHARS` characters, at most
+  :data:`MAX_MATCHES` of them and :data:`MAX_OUTPUT_CHARS` characters; the
+  end says how many more lines (in how many files) matched. A pattern that
+  does not compile is a failure naming the pattern and ``re``'s reason.
+* Neither asks permission (ACP kind ``search``), in any approval mode.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from ..session.tools import ToolContext, ToolResult
+from .access import is_binary, open_beneath
+from .common import BadArguments, arguments_object, bool_arg, cut_line, done, plural, string_arg
+from .paths import PathRefused, Scope, location, scope_of
+from .read import split_lines
+from .walk import MAX_ENTRIES, BadPattern, Walk, glob_regex
+
+MAX_FILES = 200
+MAX_MATCHES = 200
+MAX_MATCH_CHARS = 500
+MAX_OUTPUT_CHARS = 50_000
+MAX_GREP_FILE_BYTES = 4 * 1024 * 1024
+MAX_LOCATIONS = 20  # of the matches, on the tool call (for editors that follow along)
+
+PATH_PROPERTY = {"type": "string", "description": "where to search, relative to the working directory "
+                                                  "(default: the working directory)"}
+
+
+def _stopped_note(walk: Walk) -> list[str]:
+    return [f"[the search stopped after looking at {MAX_ENTRIES:,} entries; give a narrower path]"] \
+        if walk.stopped else []
+
+
+def _root(scope: Scope, args: dict[str, Any]) -> str:
+    return scope.resolve(string_arg(args, "path", default="."))
+
+
+class GlobTool:
+    name = "glob"
+    kind = "search"
+    builtin = True
+    description = (
+        "Find files by a glob pattern such as `**/*.py` or `src/**/*.{ts,tsx}`, matched against paths relative to "
+        "`path` (default: the working directory); `*.py` matches only the top level. Files ignored by .gitignore "
+        f"are left out. Returns at most {MAX_FILES} paths, sorted, and says how many more matched."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {"pattern": {"type": "string", "description": "e.g. **/*.py"}, "path": PATH_PROPERTY},
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+
+    async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
+        scope = scope_of(context)
+        try:
+            args = arguments_object(arguments, {"pattern", "path"}, {"pattern"})
+            pattern = string_arg(args, "pattern")
+            assert pattern is not None
+            regex = glob_regex(pattern)
+            root = _root(scope, args)
+        except (BadArguments, BadPattern, PathRefused) as exc:
+            return ToolResult.failure(str(exc))
+        if not os.path.isdir(root):
+            return ToolResult.failure(f"{scope.shown(root)} is not a directory")
+        walk = Walk(root, scope)
+
+        def search() -> list[str]:
+            return [path for path, _ in walk.files() if regex.match(os.path.relpath(path, root))]
+
+        found = sorted(scope.shown(p) for p in await trio.to_thread.run_sync(search, abandon_on_cancel=True))
+        notes = _stopped_note(walk)
+        if len(found) > MAX_FILES:
+            notes.insert(0, f"[{len(found) - MAX_FILES:,} more files match, not shown; narrow the pattern or path]")
+        if not found:
+            text = f"No files match {pattern!r} under {scope.shown(root)}."
+        else:
+            text = "\n".join(found[:MAX_FILES])
+        text += "".join("\n" + n for n in notes)
+        return done(text, display={"files": len(found)}, locations=[location(root)])
+
+
+class GrepTool:
+    name = "grep"
+    kind = "search"
+    builtin = True
+    description = (
+        "Search file contents for a Python regular expression, line by line, under `path` (a directory or one "
+        "file; default: the working directory). `glob` filters the files (`*.py`: by name at any depth; "
+        "`src/**/*.ts`: by path). Files ignored by .gitignore and binary files are skipped. Returns "
+        f"`path:line:text` lines, at most {MAX_MATCHES}, and says how many more matched."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "a Python regular expression"},
+            "path": PATH_PROPERTY,
+            "glob": {"type": "string", "description": "only files matching this glob, e.g. *.py"},
+            "case_insensitive": {"type": "boolean"},
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+
+    async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
+        scope = scope_of(context)
+        try:
+            args = arguments_object(arguments, {"pattern", "path", "glob", "case_insensitive"}, {"pattern"})
+            pattern = string_arg(args, "pattern")
+            assert pattern is not None
+            flags = re.IGNORECASE if bool_arg(args, "case_insensitive") else 0
+            try:
+                regex = re.compile(pattern, flags)
+            except re.error as exc:
+                raise BadArguments(f"invalid regular expression {pattern!r}: {exc}") from None
+            wanted = _file_filter(string_arg(args, "glob"))
+            root = _root(scope, args)
+        except (BadArguments, BadPattern, PathRefused) as exc:
+            return ToolResult.failure(str(exc))
+        if not os.path.exists(root):
+            return ToolResult.failure(f"{scope.shown(root)} does not exist")
+        search = Search(regex, scope)
+        walk = Walk(root, scope)
+        if os.path.isdir(root):
+            files = ((path, real) for path, real in walk.files() if wanted(os.path.relpath(path, root)))
+        else:
+            files = iter([(root, root)])
+        await trio.to_thread.run_sync(search.run, files, abandon_on_cancel=True)
+        return search.result(pattern, scope.shown(root), _stopped_note(walk))
+
+
+def _file_filter(pattern: str | None) -> Callable[[str], bool]:
+    """Which relative paths grep searches, by its ``glob`` argument."""
+    if pattern is None:
+        return lambda _: True
+    regex = glob_regex(pattern)
+    if "/" in pattern:
+        return lambda relative: regex.match(relative) is not None
+    return lambda relative: regex.match(os.path.basename(relative)) is not None
+
+
+class Search:
+    """The matches of one grep, bounded as they are found; every match is counted."""
+
+    def __init__(self, regex: re.Pattern[str], scope: Scope) -> None:
+        self.regex = regex
+        self.scope = scope
+        self.lines: list[str] = []
+        self.chars = 0
+        self.locations: list[dict[str, Any]] = []
+        self.matches = 0
+        self.files_matched = 0
+        self.shown_files: set[str] = set()
+        self.binary = 0
+        self.large = 0
+
+    def run(self, files: Any) -> None:
+        for path, real in files:
+            try:
+                if os.path.getsize(real) > MAX_GREP_FILE_BYTES:
+                    self.large += 1
+                    continue
+                with open(open_beneath(real), "rb") as f:  # no symlink swapped in since the walk
+                    data = f.read(MAX_GREP_FILE_BYTES + 1)
+            except (OSError, ValueError):  # vanished, unreadable or swapped since the walk: skipped
+                continue
+            if is_binary(data):
+                self.binary += 1
+                continue
+            self.search(path, real, data.decode("utf-8", errors="replace"))
+
+    def search(self, path: str, real: str, text: str) -> None:
+        shown = self.scope.shown(path)
+        found = False
+        for number, line in enumerate(split_lines(text), 1):
+            if self.regex.search(line) is None:
+                continue
+            found = True
+            self.matches += 1
+            entry = f"{shown}:{number}:{cut_line(line.removesuffix(chr(13)), MAX_MATCH_CHARS)}"
+            if len(self.lines) < MAX_MATCHES and self.chars + len(entry) <= MAX_OUTPUT_CHARS:
+                self.lines.append(entry)
+                self.chars += len(entry) + 1
+                self.shown_files.add(shown)
+                if len(self.locations) < MAX_LOCATIONS:
+                    self.locations.append(location(real, number))
+        self.files_matched += found
+
+    def result(self, pattern: str, root: str, notes: list[str]) -> ToolResult:
+        left = self.matches - len(self.lines)
+        head: list[str] = []
+        if left:
+            head.append(f"[{plural(left, 'more matching line')} not shown ({plural(self.files_matched, 'file')} "
+                        f"matched in all); narrow the pattern, glob or path]")
+        skipped = []
+        if self.binary:
+            skipped.append(plural(self.binary, "binary file"))
+        if self.large:
+            skipped.append(f"{plural(self.large, 'file')} over {MAX_GREP_FILE_BYTES // (1024 * 1024)} MiB")
+        if skipped:
+            head.append(f"[skipped {' and '.join(skipped)}]")
+        text = "\n".join(self.lines) if self.lines else f"No matches for {pattern!r} under {root}."
+        text += "".join("\n" + n for n in head + notes)
+        return done(text, display={"matches": self.matches, "files": self.files_matched},
+                    locations=self.locations)
+
+
+__all__ = ["GlobTool", "GrepTool", "MAX_FILES", "MAX_MATCHES", "Search"]

@@ -1,0 +1,57 @@
+"""A session's MCP servers in process: a client's servers added to a live session by ACP ``session/load``,
+"always reject" remembered per tool, and a server's process ending with its session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.processes import kill_all, marker, pids_with
+from tests.transport.acp.harness import acp_client, call, new_session, text
+
+pytest.importorskip("mcp")
+
+SERVER = Path(__file__).with_name("mcp_server.py")
+
+
+def stdio(name: str, *extra: str) -> dict:
+    return {"name": name, "command": sys.executable, "args": [str(SERVER), *extra], "env": []}
+
+
+async def test_session_load_adds_a_clients_servers_to_a_live_session(tmp_path: Path) -> None:
+    mark = marker()
+    votes = iter(["reject_always", "proceed_once"])
+    try:
+        async with acp_client([call("mcp__late__add", a=1, b=1)], [call("mcp__late__add", a=2, b=2)],
+                              [call("mcp__late__peek")], [{"text": "done"}]) as (daemon, client):
+            client.handlers["session/request_permission"] = lambda params: {
+                "outcome": {"outcome": "selected", "optionId": next(votes)}}
+            sid = await new_session(client, str(tmp_path))
+            session = daemon.get(sid)._session
+            assert session.mcp.servers == {}
+            await client.result("session/load", {"sessionId": sid, "cwd": str(tmp_path),
+                                                 "mcpServers": [stdio("late", "--marker", mark)]})
+            server = session.mcp.servers["late"]
+            with trio.fail_after(20):
+                await server.settled.wait()
+            assert server.state == "ready" and "mcp__late__add" in session.tools
+            # Loading again with the same name keeps the running server.
+            await client.result("session/load", {"sessionId": sid, "cwd": str(tmp_path),
+                                                 "mcpServers": [stdio("late", "--fail-start")]})
+            assert session.mcp.servers["late"] is server
+            answer = await client.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
+            assert answer["stopReason"] == "end_turn"
+            tool_messages = [m.content for m in session.history if m.role == "tool"]
+            # Rejected always: the second add is refused without asking; peek (another tool) is asked.
+            assert tool_messages == ["Error: the user denied this call",
+                                     "Error: the user denied such calls for the rest of this session", "peeked"]
+            asked = [m for m in client.agent_requests if m["method"] == "session/request_permission"]
+            assert [m["params"]["toolCall"]["title"] for m in asked] == ["add (MCP server late)",
+                                                                       "peek (MCP server late)"]
+            await client.result("session/close", {"sessionId": sid})
+            assert pids_with(mark) == []
+    finally:
+        kill_all(pids_with(mark))
