@@ -83,7 +83,10 @@ class StdioProcess:
             require_executable(argv[0], self.cwd, env)  # "not found" stays an OSError, as without bwrap
             if os.path.realpath(self.cwd) != os.path.realpath(self.session_cwd):
                 argv = ["/bin/sh", "-c", _CD, self.cwd, *argv]
-            argv = self.sandbox.wrap(argv, self.session_cwd)
+            # The server's own files named on its command line (a script, a config) are visible read-only:
+            # the configuration chose them, and one under /tmp is otherwise hidden by the sandbox's own /tmp.
+            named = [a for a in self.argv if os.path.isabs(a) and os.path.isfile(a)]
+            argv = self.sandbox.wrap(argv, self.session_cwd, expose=named)
         fds: list[int] = []
         try:
             in_read, in_write = os.pipe()

@@ -55,3 +55,29 @@ async def test_session_load_adds_a_clients_servers_to_a_live_session(tmp_path: P
             assert pids_with(mark) == []
     finally:
         kill_all(pids_with(mark))
+
+
+async def test_a_sandboxed_server_sees_its_own_script_outside_the_cwd_under_tmp(tmp_path: Path) -> None:
+    # The sandbox's /tmp is its own: a server script that lies under the host's /tmp (a checkout there, as
+    # in CI) is bound in read-only because its command line names it; nothing else of /tmp is.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = elsewhere / "server.py"
+    script.write_text(SERVER.read_text())
+    (elsewhere / "neighbour.txt").write_text("not for the server")
+    work = tmp_path / "work"
+    work.mkdir()
+    server_config = {"name": "moved", "command": sys.executable, "args": [str(script)], "env": []}
+    async with acp_client([call("mcp__moved__add", a=2, b=3)], [{"text": "done"}]) as (daemon, client):
+        client.handlers["session/request_permission"] = lambda params: {
+            "outcome": {"outcome": "selected", "optionId": "proceed_once"}}
+        sid = (await client.result("session/new", {"cwd": str(work), "mcpServers": [server_config]}))["sessionId"]
+        session = daemon.get(sid)._session
+        if not session.runtime.sandbox.active:
+            pytest.skip("no sandbox here (bubblewrap): nothing hides /tmp")
+        server = session.mcp.servers["moved"]
+        with trio.fail_after(20):
+            await server.settled.wait()
+        assert server.state == "ready", server.state
+        await client.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
+        assert [m.content for m in session.history if m.role == "tool"] == ["5"]
