@@ -30,6 +30,7 @@ from actors import (
     wire,
 )
 from actors.session.fifo import StorageUnavailable
+from actors.session.images import ImageRefused
 from actors.session.transcript import TranscriptError
 from actors.storage import StorageError
 
@@ -295,7 +296,10 @@ def create_app(
         b = await body(wire.PromptBody)
         if not b.prompt:
             raise HttpError(400, "prompt must contain at least one content block", "empty_prompt", "$.prompt")
-        admitted = await handle.prompt(b, client_id=request.headers.get("X-Qwen-Client-Id"))
+        try:
+            admitted = await handle.prompt(b, client_id=request.headers.get("X-Qwen-Client-Id"))
+        except ImageRefused as exc:
+            raise HttpError(400, exc.message, exc.code, exc.path) from None
         if isinstance(admitted, StorageUnavailable):
             raise HttpError(503, f"the prompt was not admitted: {admitted.reason}", "storage_unavailable")
         if not isinstance(admitted, Admitted):

@@ -9,6 +9,7 @@ from ..process import Sandbox
 from ..session.tools import ToolContext, ToolResult
 from . import monitor as m
 from . import shell as sh
+from .client_shell import run_in_client_terminal, terminal_of
 from .manager import BackgroundLimit, BackgroundManager
 from .scheduler import ScheduleError
 
@@ -96,6 +97,9 @@ class ShellTool(_Base):
             return ToolResult(f"Command running in background with ID: {item.task_id}. "
                               f"Read new output with shell_output; stop it with kill_task.",
                               {"taskId": item.task_id})
+        terminal = terminal_of(context.services)
+        if terminal is not None:  # the editor lent its terminal (ACP terminal/*): it runs there, unsandboxed
+            return await run_in_client_terminal(terminal, context, command, float(timeout))
         return await self._foreground(command, context.cwd, float(timeout), _manager(context).sandbox)
 
     async def _foreground(self, command: str, cwd: str, timeout: float, sandbox: Sandbox) -> ToolResult:

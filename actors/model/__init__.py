@@ -5,6 +5,7 @@ from .base import (
     ChatRequest,
     ContextWindowExceeded,
     Finish,
+    ImagePart,
     ModelError,
     ModelProvider,
     StreamItem,
@@ -17,7 +18,7 @@ from .base import (
 from .scripted import ScriptedModel, ScriptError, load_script
 
 __all__ = [
-    "ChatMessage", "ChatRequest", "ContextWindowExceeded", "Finish", "ModelError", "ModelProvider",
+    "ChatMessage", "ChatRequest", "ContextWindowExceeded", "Finish", "ImagePart", "ModelError", "ModelProvider",
     "ScriptError", "ScriptedModel", "StreamItem", "TextDelta", "ThoughtDelta", "ToolCall", "ToolSpec",
     "Usage", "load_script",
 ]

@@ -28,6 +28,17 @@ class ToolCall:
 
 
 @attrs.frozen
+class ImagePart:
+    """An image a user message carries (a prompt's image block): sent to a model that accepts images."""
+
+    mime_type: str
+    data: str  # base64, as the prompt gave it
+
+    def data_url(self) -> str:
+        return f"data:{self.mime_type};base64,{self.data}"
+
+
+@attrs.frozen
 class ChatMessage:
     """One message of the model-facing conversation (OpenAI chat shape)."""
 
@@ -38,6 +49,9 @@ class ChatMessage:
     name: str | None = None
     # Never sent. User messages: prompt, mid_turn, hook, guard, automatic; the session's system prompt: system_prompt.
     origin: str | None = None
+    # Images of a prompt's user message, after its text. Sent only to a provider that accepts images
+    # (``supports_images``); the transcript keeps the text, whose ``[image]`` placeholder says one was there.
+    images: tuple[ImagePart, ...] = ()
     # What is derived from the message once and reused by every request that sends it again (its token
     # estimate, its encoded wire form): a long conversation then costs a request what is new, not all of it.
     # Never compared, hashed or written.

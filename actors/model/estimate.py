@@ -46,6 +46,7 @@ MESSAGE_OVERHEAD = 4  # role markers around each message (<|im_start|>user ... <
 CALL_OVERHEAD = 8  # a tool call's wrapping ({"name": ..., "arguments": ...} or the server's own tags)
 TOOL_OVERHEAD = 8  # each tool schema's wrapping in the template
 TOOLS_PREAMBLE = 100  # the template's instructions around the tool list (Qwen's is about 90 tokens)
+IMAGE_TOKENS = 1500  # an image part: vision models charge a few hundred to a few thousand tokens by size
 
 _RUNS = re.compile(r"[A-Za-z0-9]+|[ \t\r\n\f\v]+|[!-/:-@\[-`{-~]+|[^\x00-\x7f]+|[\x00-\x1f\x7f]+")
 _CASE_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
@@ -110,7 +111,7 @@ def message_tokens(message: ChatMessage) -> int:
 
 
 def _message_tokens(message: ChatMessage) -> int:
-    tokens = MESSAGE_OVERHEAD + text_tokens(message.content)
+    tokens = MESSAGE_OVERHEAD + text_tokens(message.content) + IMAGE_TOKENS * len(message.images)
     for call in message.tool_calls:
         tokens += CALL_OVERHEAD + text_tokens(call.name) + text_tokens(_arguments_text(call.arguments))
     if message.name:

@@ -99,6 +99,9 @@ class OpenAIConfig:
     # Tool calls the model writes as text, for servers that don't parse them: "off", "hermes" or "json"
     # (actors.model.text_tools).
     text_tool_calls: str = attrs.field(default="off", validator=attrs.validators.in_(TEXT_TOOL_STYLES))
+    # Whether the model reads images: prompts' image blocks are then sent as image_url parts (data URLs);
+    # off, such prompts are refused at admission. Many OpenAI-compatible servers serve text-only models.
+    supports_images: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> OpenAIConfig:
@@ -148,6 +151,10 @@ def _count(v: Any) -> bool:
     return type(v) is int and v >= 0
 
 
+def _flag(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
 def _text_tool_style(v: Any) -> bool:
     return v in TEXT_TOOL_STYLES and isinstance(v, str)
 
@@ -163,6 +170,7 @@ _SETTINGS_KEYS: dict[str, tuple[str, Any, str]] = {
     "maxTokens": ("max_tokens", _positive_int, "a positive integer"),
     "maxRetries": ("max_retries", _count, "a non-negative integer"),
     "textToolCalls": ("text_tool_calls", _text_tool_style, f"one of {list(TEXT_TOOL_STYLES)}"),
+    "supportsImages": ("supports_images", _flag, "true or false"),
 }
 
 
@@ -191,6 +199,9 @@ def message_to_wire(m: ChatMessage) -> dict[str, Any]:
     if m.role == "tool":
         return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content}
     out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.images and m.role == "user":
+        out["content"] = [{"type": "text", "text": m.content},
+                          *({"type": "image_url", "image_url": {"url": i.data_url()}} for i in m.images)]
     if m.role == "assistant" and m.tool_calls:
         out["content"] = m.content or None
         out["tool_calls"] = [
@@ -385,6 +396,11 @@ class OpenAIModel:
         self._client = client if client is not None else None if direct else httpx.AsyncClient()
         self._target = httpx.URL(self._url)
         self._extensions = {"timeout": self._timeout.as_dict()}
+
+    @property
+    def supports_images(self) -> bool:
+        """Whether prompts may carry images (``model.supportsImages``)."""
+        return self.config.supports_images
 
     def __repr__(self) -> str:
         return f"OpenAIModel(url={self._url!r}, model={self.config.model!r})"

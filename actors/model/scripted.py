@@ -196,6 +196,7 @@ class ScriptedModel:
     """Plays scripted responses in order; records every request it receives."""
 
     name = "scripted"
+    supports_images = True  # image parts are recorded with the request (``calls``), so tests can see them
 
     def __init__(
         self,

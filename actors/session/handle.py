@@ -8,6 +8,7 @@ from .. import wire
 from ..events import Subscription
 from . import fifo as f
 from ..settings import APPROVAL_MODES
+from .images import accepts_images, prompt_images
 from .transcript import TranscriptError
 from .messages import (
     Cancel, ChangeCwd, GetStatus, Load, ReleaseQueuedPromptWait, Rewind, SetApprovalMode, SetModel, Snapshot, Vote,
@@ -52,9 +53,13 @@ class SessionHandle:
         return self._session.bus.last_event_id
 
     async def prompt(self, body: wire.PromptBody | str, *, client_id: str | None = None) -> f.Admitted | f.QueueFull | f.StorageUnavailable:
-        """Admit a prompt to the FIFO. Returns at admission; the turn runs on its own."""
+        """Admit a prompt to the FIFO. Returns at admission; the turn runs on its own.
+
+        Raises :class:`~.images.ImageRefused` for image blocks the model cannot take (before anything is queued).
+        """
         if isinstance(body, str):
             body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=body)])
+        prompt_images(body, accepts_images(self._session.provider))
         return await self._fifo.ask(lambda r: f.Admit(body, client_id, r), ASK_TIMEOUT)
 
     async def abort_prompt(self, prompt_id: str) -> bool:
@@ -146,6 +151,21 @@ class SessionHandle:
         if replacing is not ... and self._session.drain_source is not replacing:
             return False
         self._session.drain_source = source
+        return True
+
+    @property
+    def client_services(self) -> Any:
+        return self._session.client_services
+
+    def set_client_services(self, services: Any, *, replacing: Any = ...) -> bool:
+        """Lend the session a client's files and terminal (:class:`~.client.ClientServices`); ``None``: local.
+
+        With ``replacing``, only swap if those are the current ones (so a client that leaves never takes
+        back what another lent since). Returns whether it was set. Takes effect from the next tool call.
+        """
+        if replacing is not ... and self._session.client_services is not replacing:
+            return False
+        self._session.client_services = services
         return True
 
     def add_tools(self, *tools: Any) -> None:

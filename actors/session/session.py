@@ -28,12 +28,13 @@ from ..events import EventBus
 from ..guard import TodoStopGuard, is_continuation_prompt
 from ..mcp_client.config import merge_servers
 from ..mcp_client.server import McpServers
-from ..model import ChatMessage, ChatRequest, ModelError
+from ..model import ChatMessage, ModelError
 from ..runtime import Runtime
 from ..settings import APPROVAL_MODES
 from ..storage.writer import JournalWriter
 from . import fifo as f
 from .chain import WorkChain
+from .client import ClientServices
 from .context import ContextKeeper
 from .messages import (
     Cancel, ChangeCwd, GetStatus, Load, ReleaseQueuedPromptWait, Rewind, SessionMessage, SetApprovalMode, SetModel,
@@ -44,17 +45,18 @@ from .persistence import replay_segments, save_record_quietly, save_turn_replay
 from . import hook_events, turn_log
 from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
-from .system_prompt import PromptOverrides, with_system_prompt
+from .system_prompt import PromptOverrides
+from .images import prompt_images
 from .tools import ToolContext
 from .transcript import TranscriptError
 from .turn import Turn
-from .usage import UsageMeter, read_text
+from .suggestions import suggest_followups
+from .usage import UsageMeter
 
 log = logging.getLogger("trellis.session")
 
 DRAIN_DEADLINE = 2.0  # seconds a mid-turn drain may take before the stop path goes on without it
 LATE_DRAIN_WAIT = 30.0  # how long a late drain answer is still awaited once its turn has ended
-SUGGESTION_DEADLINE = 30.0  # seconds a follow-up suggestion call may take
 
 
 @attrs.define
@@ -130,6 +132,8 @@ class Session:
         # Where mid-turn input comes from: this daemon's FIFO, unless a bridge (an ACP client that
         # owns the real queue) installs its own source. It returns a PendingReply of a DrainResult.
         self.drain_source: Callable[[bool], PendingReply[f.DrainResult]] | None = None
+        # What a bound editor lends the tools instead of local files and shells (.client); None: local.
+        self.client_services: ClientServices | None = None
         store = runtime.store
         self.fifo = f.PromptFifo(
             session_id, self.bus, runtime.ids,
@@ -161,6 +165,16 @@ class Session:
     @property
     def provider(self) -> Any:
         return self.runtime.provider
+
+    @property
+    def files(self) -> Any:
+        """The file tools' backend (``services.files``): the client's, if one lent it, else ``None`` (local)."""
+        return self.client_services.files if self.client_services is not None else None
+
+    @property
+    def terminal(self) -> Any:
+        """The foreground shell's terminal (``services.terminal``): the client's, else ``None`` (local)."""
+        return self.client_services.terminal if self.client_services is not None else None
 
     # ------------------------------------------------------------- actor
 
@@ -308,12 +322,12 @@ class Session:
         self.chain.prepare_for_prompt(trusted_retry=entry.is_trusted_retry, plan=self.approval_mode == "plan")
         self.publish_update(wire.text_update("user_message_chunk", entry.text), prompt_id, entry.client_id)
         user_text = None if entry.is_trusted_retry and self._awaiting_answer() else entry.text
-        stop_reason, error = await self._run_turn(prompt_id, "prompt", user_text, "prompt")
+        stop_reason, error = await self._run_turn(prompt_id, "prompt", user_text, "prompt", prompt_images(entry.body))
         state = "error" if error else ("cancelled" if stop_reason == "cancelled" else "completed")
         await self._tell_fifo(f.Settle(prompt_id, state, stop_reason=stop_reason,
                                        error=self._error_message(error) if error else None))
         if stop_reason == "end_turn":
-            await self._suggest_followups(prompt_id)
+            await suggest_followups(self, prompt_id)
 
     async def run_automatic(self, item: AutomaticItem) -> None:
         """An automatic turn: a notification, @wakeup or cron fire, run while no prompt waits."""
@@ -329,9 +343,9 @@ class Session:
             await self._tell_fifo(f.SetActive(False))
 
     async def _run_turn(self, prompt_id: str, kind: str, user_text: str | None,
-                        origin: str) -> tuple[str | None, Exception | None]:
+                        origin: str, images: tuple = ()) -> tuple[str | None, Exception | None]:
         """Run one turn in its work item; publish its terminal event. Returns (stop reason, error)."""
-        turn = Turn(self, prompt_id, foreground=kind == "prompt")
+        turn = Turn(self, prompt_id, foreground=kind == "prompt", images=images)
         stop_reason: str | None = None
         error: Exception | None = None
         started = turn_log.turn_started(self.session_id, prompt_id, kind)
@@ -495,33 +509,6 @@ class Session:
         """A discrete message from the daemon itself to the client (never merged with model text)."""
         self.publish_update(wire.text_update("agent_message_chunk", text,
                                              {"source": "daemon", "qwenDiscreteMessage": True}), prompt_id)
-
-    async def _suggest_followups(self, prompt_id: str) -> None:
-        """Opt-in follow-up suggestions after a completed foreground turn.
-
-        Suppressed while the work chain can still resume or a queued prompt waits; the call runs
-        as a work item of its own (cancellable, shown as busy) under :data:`SUGGESTION_DEADLINE`.
-        """
-        if not self.runtime.settings.followup_suggestions or not self.chain.suggestions_allowed:
-            return
-        assert self.fifo_ref is not None
-        if (await self.fifo_ref.ask(f.Statistics))["queuedCount"]:
-            return
-        # The system prompt first, as the turn's requests have it: a server's prefix cache then covers the history.
-        request = ChatRequest(with_system_prompt(self, self.history, (ChatMessage(
-            "user", "Suggest up to three short follow-up prompts, one per line."),)),
-                              purpose="suggestion", model=self.model_name)
-        text = ""
-        async with self.work_item(prompt_id, "suggestion"):
-            with trio.move_on_after(SUGGESTION_DEADLINE):
-                try:
-                    text = await read_text(self.usage, self.provider, request, prompt_id)
-                except Exception:
-                    return  # suggestions are a nicety; their failure is not the turn's
-        suggestions = [line.strip(" -*\t") for line in text.splitlines() if line.strip(" -*\t")][:3]
-        if suggestions:
-            self.bus.publish("followup_suggestion", wire.followup_suggestion(self.session_id, prompt_id, suggestions),
-                             prompt_id)
 
     # ------------------------------------------------------------- clients and lifecycle
 

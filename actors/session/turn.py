@@ -23,7 +23,7 @@ from ..model import (
 )
 from ..model.overflow import ContextOverflow
 from .context import CUT_REASONS, pending_messages, primary_request
-from . import hook_events
+from . import commands, hook_events
 from .hooks import HookResult
 from .outcomes import ORDINARY, HardStop, LoopDetected, Send, TokenLimit, mid_turn_parts
 from .stop import at_natural_stop
@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 class Turn:
     """One foreground prompt or automatic turn on a session's conversation."""
 
-    def __init__(self, session: Session, prompt_id: str, *, foreground: bool = True) -> None:
+    def __init__(self, session: Session, prompt_id: str, *, foreground: bool = True,
+                 images: tuple = ()) -> None:
         self.session = session
+        self.images = images  # the prompt's images (checked at admission), sent with its user message
         self.prompt_id = prompt_id
         self.foreground = foreground
         self.hook_blocks = 0  # consecutive Stop-hook blocks in this turn
@@ -58,9 +60,13 @@ class Turn:
         send: Send | None = ORDINARY
         try:
             if user_text is not None:
+                command = commands.parse(user_text) if self.foreground and origin == "prompt" else None
+                if command is not None:
+                    await commands.run(self, command)  # instead of a model call (see .commands)
+                    return "end_turn"
                 if self.foreground and origin == "prompt":
                     user_text = await hook_events.user_prompt_submit(self, user_text)
-                self.session.append_message(ChatMessage("user", user_text, origin=origin))
+                self.session.append_message(ChatMessage("user", user_text, origin=origin, images=self.images))
             while send is not None:
                 streamed = await self.stream(send)
                 if streamed is None:

@@ -4,10 +4,12 @@ The tools never open a file themselves to read or write it: they ask a
 :class:`FileAccess`, which the session lends them as ``services.files``; a
 session that lends none gets :data:`LOCAL` (:class:`LocalFiles`, the daemon's
 own filesystem). The seam is there so the backend can be swapped: an ACP
-client that advertises ``fs.readTextFile``/``fs.writeTextFile`` can serve
-``fs/read_text_file``/``fs/write_text_file`` — then an editor's unsaved buffers
-are what the model reads and edits. Such a backend implements the two methods
-below and raises the same errors; the tools need nothing else.
+client that advertises ``fs.readTextFile``/``fs.writeTextFile`` serves
+``fs/read_text_file``/``fs/write_text_file`` (``transport/acp/client_fs.py``,
+lent through :class:`~actors.session.client.ClientServices`) — then an
+editor's unsaved buffers are what the model reads and edits. Such a backend
+implements the two methods below and raises the same errors; the tools need
+nothing else.
 
 Rules every backend keeps:
 

@@ -110,7 +110,7 @@ VALID: list[Any] = [
     {"model": {"provider": "scripted"}},
     {"model": {"provider": "openai", "baseUrl": "http://127.0.0.1:8080/v1", "apiKey": "sk-x", "name": "qwen",
                "connectTimeout": 5, "readTimeout": 0.5, "contextWindow": 32768, "maxTokens": 1024, "maxRetries": 0,
-               "textToolCalls": "hermes"}},
+               "textToolCalls": "hermes", "supportsImages": True}},
     *({"model": {"textToolCalls": style}} for style in TEXT_TOOL_STYLES),
     {"model": {"provider": "openai", "unknownMember": [1, 2]}},
     {"model": {"baseUrl": "HTTPS://user@example.com/v1"}}, {"model": {"baseUrl": "http://[::1]:8080"}},
@@ -178,7 +178,7 @@ INVALID: list[Any] = [
     {"model": {"connectTimeout": 0}}, {"model": {"readTimeout": "120"}},
     {"model": {"contextWindow": 0}}, {"model": {"contextWindow": 1.5}}, {"model": {"maxTokens": "x"}},
     {"model": {"maxRetries": -1}}, {"model": {"maxRetries": 1.5}}, {"model": {"maxRetries": True}},
-    {"model": {"textToolCalls": "xml"}}, {"model": {"textToolCalls": None}},
+    {"model": {"textToolCalls": "xml"}}, {"model": {"textToolCalls": None}}, {"model": {"supportsImages": "yes"}},
     # Subagents.
     {"subagents": 5}, {"subagents": None},
     {"subagents": {"runners": []}}, {"subagents": {"runners": None}},

@@ -6,7 +6,9 @@ connection (load replays the history as ``session/update`` notifications
 before it answers); ``session/prompt`` admits the prompt to the session's FIFO
 and is answered when its turn ends; ``session/cancel`` aborts it (the prompt
 then answers ``cancelled``); ``session/set_mode`` sets the approval mode;
-``session/close`` ends the session. The bridge method
+``session/close`` ends the session; ``session/list``, ``session/resume`` and
+``session/fork`` are in :mod:`.sessions`, which also announces the slash
+commands after new/load/resume/fork. The bridge method
 ``craft/todoStopGuardQueueReleased`` tells a session that the queued prompt its
 Todo Stop Guard yielded to is gone.
 """
@@ -19,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 from actors import Admitted, InvalidSessionId, TooManySessions, UnknownSession, wire
 from actors.mcp_client import McpConfigError, available as mcp_available, parse_acp
 from actors.session.fifo import StorageUnavailable
+from actors.session.images import ImageRefused, accepts_images
 from actors.session.transcript import TranscriptError
 
-from . import bridge, mapping, params as p
-from .jsonrpc import DEFERRED, INTERNAL_ERROR, SERVER_BUSY, Request, RpcError, invalid_params
+from . import bridge, mapping, params as p, sessions
+from .jsonrpc import DEFERRED, INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, Request, RpcError, invalid_params
 
 if TYPE_CHECKING:
     from .connection import AcpConnection
@@ -46,6 +49,9 @@ def install_methods(conn: AcpConnection) -> None:
     peer.method("session/cancel", agent.cancel, inline=True)
     peer.method("session/set_mode", agent.set_mode, inline=True)
     peer.method("session/close", agent.close_session)
+    peer.method("session/list", agent.list_sessions)
+    peer.method("session/resume", agent.resume_session)
+    peer.method("session/fork", agent.fork_session)
     peer.method(bridge.RELEASE_METHOD, agent.queue_released, inline=True)
 
 
@@ -59,13 +65,16 @@ class _Agent:
         p.integer(params, "protocolVersion")  # any version is answered with ours, as ACP prescribes
         capabilities = p.optional_object(params, "clientCapabilities")
         self.conn.client_info = p.optional_object(params, "clientInfo")
+        self.conn.client_capabilities = capabilities  # fs/terminal offers: lent to sessions at bind
         self.conn.bridge = bridge.client_supports_bridge(capabilities)
         self.conn.initialized = True
         result: dict[str, Any] = {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": True,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "sessionCapabilities": sessions.CAPABILITIES,
+                "promptCapabilities": {"image": accepts_images(self.daemon.runtime.provider), "audio": False,
+                                       "embeddedContext": True},
                 # Client MCP servers are connected (actors.mcp_client) when the mcp package is installed.
                 "mcpCapabilities": {"http": mcp_available(), "sse": mcp_available()},
                 "_meta": {bridge.CAPABILITY: True},
@@ -93,6 +102,7 @@ class _Agent:
         await self.conn.bind(handle, None)
         status = await handle.status()
         result.update(sessionId=handle.session_id, modes=mapping.session_modes(status["approvalMode"]))
+        await sessions.announce_commands(self.conn, handle.session_id)
         return result
 
     async def load_session(self, request: Request) -> dict[str, Any]:
@@ -125,6 +135,7 @@ class _Agent:
         # ACP: the history is streamed before the answer.
         await binding.caught_up(handle.last_event_id)
         status = await handle.status()
+        await sessions.announce_commands(self.conn, session_id)
         return {"modes": mapping.session_modes(status["approvalMode"])}
 
     async def prompt(self, request: Request) -> Any:
@@ -132,7 +143,11 @@ class _Agent:
         params = p.require_object(request.params)
         binding = self.conn.binding(params)
         body = p.prompt_body(params)
-        admitted = await binding.handle.prompt(body)
+        try:
+            admitted = await binding.handle.prompt(body)
+        except ImageRefused as exc:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {exc.message} at {exc.path}",
+                           {"path": exc.path, "code": exc.code}) from None
         if isinstance(admitted, StorageUnavailable):
             raise RpcError(SERVER_BUSY, f"the prompt was not admitted: {admitted.reason}",
                            {"code": "storage_unavailable"})
@@ -172,6 +187,15 @@ class _Agent:
         except UnknownSession:
             pass  # it ended on its own meanwhile
         return {}
+
+    async def list_sessions(self, request: Request) -> dict[str, Any]:
+        return await sessions.list_sessions(self.conn, request)
+
+    async def resume_session(self, request: Request) -> dict[str, Any]:
+        return await sessions.resume_session(self.conn, request, _mcp_servers(p.require_object(request.params)))
+
+    async def fork_session(self, request: Request) -> dict[str, Any]:
+        return await sessions.fork_session(self.conn, request, _mcp_servers(p.require_object(request.params)))
 
     async def queue_released(self, request: Request) -> dict[str, Any]:
         self.conn.require_initialized()

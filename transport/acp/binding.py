@@ -26,7 +26,7 @@ import trio
 from actors import ActorGone, SessionHandle, TooManySubscribers
 from actors.wire import Event
 
-from . import mapping
+from . import client_services, mapping
 from .bridge import BridgeDrain
 from .jsonrpc import ConnectionClosed, OutgoingCall, Request, RpcError
 
@@ -64,6 +64,7 @@ class SessionBinding:
         self.asks: dict[str, PermissionAsk] = {}
         self.rejected_kinds: set[str] = set()
         self.drain: BridgeDrain | None = None
+        self.lent: Any = None  # the client's files/terminal lent to the session (client_services)
         self.processed_id = 0
         self.closed = False
         self._progress = trio.lowlevel.ParkingLot()
@@ -257,6 +258,7 @@ class SessionBinding:
         self.closed = True
         if self.drain is not None:
             self.drain.uninstall()
+        client_services.take_back(self)
         asks, self.asks = list(self.asks.values()), {}
         waiters, self.waiters = dict(self.waiters), {}
         with trio.CancelScope(shield=True), trio.move_on_after(VOTE_TIMEOUT):

@@ -10,7 +10,7 @@ import trio
 
 from actors import Daemon, SessionHandle, TooManySubscribers, wire
 
-from . import bridge
+from . import bridge, client_services
 from .binding import SessionBinding
 from .jsonrpc import INVALID_REQUEST, SERVER_BUSY, Peer, Request, RpcError, Send, invalid_params
 
@@ -50,6 +50,7 @@ class AcpConnection:
         self.initialized = False
         self.bridge = False
         self.client_info: dict[str, Any] = {}
+        self.client_capabilities: dict[str, Any] = {}  # from initialize: fs and terminal are lent (client_services)
         self.drain_deadline = drain_deadline
         self.drain_late_limit = drain_late_limit
         self._on_unbind = on_unbind
@@ -109,6 +110,7 @@ class AcpConnection:
             binding.drain = bridge.BridgeDrain(self.peer, handle, self.nursery, deadline=self.drain_deadline,
                                                late_limit=self.drain_late_limit)
             binding.drain.install()
+        client_services.lend(self, binding)
         return binding
 
     async def unbind(self, session_id: str, *, abort: bool = True) -> bool:

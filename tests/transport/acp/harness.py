@@ -97,8 +97,10 @@ class Client:
                     return found
                 await self._arrived.wait()
 
-    def updates(self) -> list[dict[str, Any]]:
-        return [m["params"]["update"] for m in self.sent if m.get("method") == "session/update"]
+    def updates(self, *, commands: bool = False) -> list[dict[str, Any]]:
+        """The ``session/update`` payloads; ``available_commands_update`` only with ``commands``."""
+        return [m["params"]["update"] for m in self.sent if m.get("method") == "session/update"
+                and (commands or m["params"]["update"].get("sessionUpdate") != "available_commands_update")]
 
 
 @asynccontextmanager

@@ -95,7 +95,8 @@ async def test_a_session_closed_elsewhere_ends_its_waiting_prompt_cancelled(tmp_
     async with acp_client({"steps": [{"text": "working"}, {"sleep": 30}]}) as (daemon, client):
         sid = await new_session(client, str(tmp_path))
         running = await client.send("session/prompt", {"sessionId": sid, "prompt": text("one")})
-        await client.wait_for(lambda m: m.get("method") == "session/update")
+        await client.wait_for(lambda m: m.get("method") == "session/update"
+                              and m["params"]["update"].get("content", {}).get("text") == "working")
         await daemon.close_session(sid)  # say, DELETE /session/:id on the REST surface
         answer = await client.answer(running)
         # The session says its running turn ended (turn_complete cancelled) as it closes.
