@@ -18,14 +18,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from actors import Admitted, InvalidSessionId, TooManySessions, UnknownSession, wire
+from actors import Admitted, TooManySessions, UnknownSession, wire
 from actors.mcp_client import McpConfigError, available as mcp_available, parse_acp
 from actors.session.fifo import StorageUnavailable
 from actors.session.images import ImageRefused, accepts_images
-from actors.session.transcript import TranscriptError
 
 from . import bridge, mapping, params as p, sessions
-from .jsonrpc import DEFERRED, INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, Request, RpcError, invalid_params
+from .jsonrpc import DEFERRED, INVALID_PARAMS, SERVER_BUSY, Request, RpcError, invalid_params
 
 if TYPE_CHECKING:
     from .connection import AcpConnection
@@ -112,7 +111,7 @@ class _Agent:
         assert session_id is not None
         cwd = p.directory(params, "cwd", required=False)
         servers = _mcp_servers(params)
-        try:
+        with sessions.restoring(session_id):
             try:
                 handle = self.daemon.get(session_id)
             except UnknownSession:
@@ -124,14 +123,6 @@ class _Agent:
                 binding = await self.conn.bind(handle, None)
                 self.daemon.add_mcp_servers(session_id, servers)  # those it has none of that name of yet
                 await handle.load()
-        except UnknownSession:
-            raise invalid_params(f"no session {wire.excerpt(session_id)} on disk", "$.sessionId") from None
-        except InvalidSessionId:
-            raise invalid_params("may use only letters, digits, '.', '_' and '-'", "$.sessionId") from None
-        except TranscriptError as exc:
-            raise RpcError(INTERNAL_ERROR, f"transcript unreadable: {exc}", {"code": "transcript_corrupt"}) from None
-        except TooManySessions as exc:
-            raise RpcError(SERVER_BUSY, str(exc), {"code": "too_many_sessions"}) from None
         # ACP: the history is streamed before the answer.
         await binding.caught_up(handle.last_event_id)
         status = await handle.status()

@@ -14,6 +14,8 @@ slash commands (:mod:`actors.session.commands`).
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from actors import InvalidSessionId, TooManySessions, UnknownSession, wire
@@ -28,6 +30,21 @@ if TYPE_CHECKING:
 
 PAGE_SIZE = 100
 CAPABILITIES = {"list": {}, "resume": {}, "fork": {}}  # agentCapabilities.sessionCapabilities
+
+
+@contextmanager
+def restoring(session_id: str) -> Iterator[None]:
+    """What starting a session from disk can refuse (``session/load``, ``session/resume``), as JSON-RPC errors."""
+    try:
+        yield
+    except UnknownSession:
+        raise invalid_params(f"no session {wire.excerpt(session_id)} on disk", "$.sessionId") from None
+    except InvalidSessionId:
+        raise invalid_params("may use only letters, digits, '.', '_' and '-'", "$.sessionId") from None
+    except TranscriptError as exc:
+        raise RpcError(INTERNAL_ERROR, f"transcript unreadable: {exc}", {"code": "transcript_corrupt"}) from None
+    except TooManySessions as exc:
+        raise RpcError(SERVER_BUSY, str(exc), {"code": "too_many_sessions"}) from None
 
 
 async def announce_commands(conn: AcpConnection, session_id: str) -> None:
@@ -81,7 +98,7 @@ async def resume_session(conn: AcpConnection, request: Request, mcp_servers: tup
     assert session_id is not None
     cwd = p.directory(params, "cwd", required=False)
     daemon = conn.daemon
-    try:
+    with restoring(session_id):
         try:
             handle = daemon.get(session_id)
         except UnknownSession:
@@ -89,14 +106,6 @@ async def resume_session(conn: AcpConnection, request: Request, mcp_servers: tup
         else:
             daemon.add_mcp_servers(session_id, mcp_servers)
         await conn.bind(handle, None)  # live events only: resuming replays nothing
-    except UnknownSession:
-        raise invalid_params(f"no session {wire.excerpt(session_id)} on disk", "$.sessionId") from None
-    except InvalidSessionId:
-        raise invalid_params("may use only letters, digits, '.', '_' and '-'", "$.sessionId") from None
-    except TranscriptError as exc:
-        raise RpcError(INTERNAL_ERROR, f"transcript unreadable: {exc}", {"code": "transcript_corrupt"}) from None
-    except TooManySessions as exc:
-        raise RpcError(SERVER_BUSY, str(exc), {"code": "too_many_sessions"}) from None
     status = await handle.status()
     await announce_commands(conn, session_id)
     return {"modes": mapping.session_modes(status["approvalMode"])}
