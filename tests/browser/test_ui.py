@@ -386,3 +386,20 @@ def test_the_approval_mode_is_shown_and_changed_from_the_page(page, daemons):
     with d.client() as client:  # another client changes it: the page follows
         client.post(f"/session/{sid}/approval-mode", json={"mode": "plan"})
     expect(mode).to_have_value("plan")
+
+
+def test_an_edit_asks_and_its_tool_card_shows_the_diff(page, daemons, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("one\ntwo\nthree\n")
+    d = daemons().start([[{"tool_call": {"name": "edit", "arguments": {"path": "a.txt", "old_string": "two",
+                                                                       "new_string": "2"}}}],
+                         [{"text": "edited"}]], None, "--workspace", str(work))
+    open_ui(page, d)
+    new_session(page)
+    send(page, "fix the number")
+    page.get_by_role("region", name="Permission requests").get_by_role("button", name="Allow", exact=True).click()
+    card = conversation(page).locator(".tool")
+    expect(card.locator(".badge")).to_have_text("completed")
+    expect(card.locator(".output")).to_contain_text("--- " + str(work / "a.txt") + " (from line 2)\n- two\n+ 2")
+    assert (work / "a.txt").read_text() == "one\n2\nthree\n"

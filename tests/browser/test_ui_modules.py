@@ -137,3 +137,15 @@ def test_a_queued_prompt_removed_before_it_ran_ends_no_turn_on_the_page(modules)
         return [...log.children].map((n) => n.textContent);
     }""")
     assert shown == ["✗ turn cancelled", "✓ turn complete"]
+
+
+def test_an_edits_diff_shows_its_changed_lines(modules):
+    shown = modules.evaluate("""async () => {
+        const { toolOutput } = await import('/ui/dom.js');
+        return [
+            toolOutput([{ type: 'content', content: { type: 'text', text: 'Edited a.py.\\n' } },
+                        { type: 'diff', path: '/w/a.py', oldText: 'one\\ntwo\\nthree\\n', newText: 'one\\n2\\nthree\\n' }]),
+            toolOutput([{ type: 'diff', path: '/w/new.md', oldText: null, newText: '# Notes' }]),
+        ];
+    }""")
+    assert shown == ["Edited a.py.\n--- /w/a.py (from line 2)\n- two\n+ 2", "--- /w/new.md (new file)\n+ # Notes"]

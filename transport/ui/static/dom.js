@@ -40,14 +40,36 @@ export function inputSummary(raw) {
   }
 }
 
-// The text of a tool call's content: text blocks; a diff named by its path.
+// The text of a tool call's content: text blocks, and an edit's diff as changed lines.
 export function toolOutput(content) {
   const parts = [];
   for (const item of Array.isArray(content) ? content : []) {
-    if (item && item.type === "content") parts.push(textOf(item.content));
-    else if (item && item.type === "diff") parts.push(`(diff of ${item.path})`);
+    if (item && item.type === "content") parts.push(textOf(item.content).replace(/\s+$/, ""));
+    else if (item && item.type === "diff") parts.push(diffLines(item));
   }
-  return parts.join("\n").replace(/\s+$/, "");
+  return parts.filter(Boolean).join("\n");
+}
+
+const DIFF_LINES = 200; // changed lines shown of one diff; the rest are counted
+
+// An ACP diff ({path, oldText, newText}) as "--- path" and its changed lines, the lines both texts share at
+// their start and end left out (an edit's diff is the whole file before and after).
+export function diffLines(diff) {
+  const before = diff.oldText === null || diff.oldText === undefined ? [] : String(diff.oldText).split("\n");
+  const after = String(diff.newText ?? "").split("\n");
+  let head = 0;
+  while (head < before.length && head < after.length && before[head] === after[head]) head += 1;
+  let tail = 0;
+  while (tail < before.length - head && tail < after.length - head
+         && before[before.length - 1 - tail] === after[after.length - 1 - tail]) tail += 1;
+  const changed = [
+    ...before.slice(head, before.length - tail).map((line) => `- ${line}`),
+    ...after.slice(head, after.length - tail).map((line) => `+ ${line}`),
+  ];
+  const shown = changed.slice(0, DIFF_LINES);
+  if (changed.length > shown.length) shown.push(`… ${changed.length - shown.length} more changed lines`);
+  const where = diff.oldText === null || diff.oldText === undefined ? "(new file)" : `(from line ${head + 1})`;
+  return [`--- ${diff.path} ${where}`, ...shown].join("\n");
 }
 
 // A permission option's button label: by its kind, so that the names are always the same.
