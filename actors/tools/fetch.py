@@ -31,10 +31,10 @@ import re
 from html.parser import HTMLParser
 from typing import Any
 
-import httpx
 import trio
 
 from ..session.tools import ToolContext, ToolResult
+from . import client
 from .common import BadArguments, arguments_object, done, string_arg
 
 DEFAULT_TIMEOUT = 30.0
@@ -46,18 +46,12 @@ TEXT_TYPES = ("application/json", "application/xml", "application/javascript", "
               "application/toml")
 
 
-def check_url(raw: str) -> httpx.URL:
-    """``raw`` as an http(s) URL with a host, or :class:`BadArguments` naming what is wrong."""
-    try:
-        url = httpx.URL(raw)
-    except (httpx.InvalidURL, TypeError) as exc:
-        raise BadArguments(f"{raw!r} is not a URL: {exc}") from None
-    if url.scheme not in ("http", "https"):
-        scheme = f"the {url.scheme!r} scheme" if url.scheme else "no scheme"
-        raise BadArguments(f"web_fetch fetches http:// and https:// URLs only; {raw!r} has {scheme}")
-    if not url.host:
-        raise BadArguments(f"{raw!r} has no host")
-    return url
+def check_url(raw: str) -> str:
+    """``raw`` if it is an http(s) URL with a host, else :class:`BadArguments` naming what is wrong."""
+    problem = client.check_url(raw)
+    if problem is not None:
+        raise BadArguments(problem)
+    return raw
 
 
 def is_text_type(content_type: str) -> bool:
@@ -151,41 +145,20 @@ class WebFetchTool:
         if denied is not None:
             return ToolResult.failure(denied)
         try:
-            with trio.fail_after(self.timeout):
-                return await self._fetch(url)
-        except (trio.TooSlowError, httpx.TimeoutException):
+            with trio.fail_after(self.timeout):  # the whole call, redirects and a slow body included
+                fetched = await client.get(url, timeout=self.timeout, max_bytes=self.max_bytes,
+                                           max_redirects=MAX_REDIRECTS, is_text=is_text_type)
+        except trio.TooSlowError:
             return ToolResult.failure(f"{raw} did not answer within {self.timeout:g} s")
-        except httpx.TooManyRedirects:
-            return ToolResult.failure(f"{raw} redirected more than {MAX_REDIRECTS} times")
-        except httpx.HTTPError as exc:
-            return ToolResult.failure(f"cannot fetch {raw}: {exc or type(exc).__name__}")
+        except client.NotText as exc:
+            return ToolResult.failure(f"{exc}; web_fetch returns text only")
+        except client.FetchFailed as exc:
+            return ToolResult.failure(str(exc))
+        return self._result(fetched)
 
-    async def _fetch(self, url: httpx.URL) -> ToolResult:
-        timeout = httpx.Timeout(self.timeout)
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=True, max_redirects=MAX_REDIRECTS,
-                                     trust_env=False, headers={"User-Agent": "trellis-web-fetch"}) as client:
-            async with client.stream("GET", url) as response:
-                content_type = response.headers.get("content-type", "")
-                if not is_text_type(content_type):
-                    return ToolResult.failure(f"{response.url} is {content_type.split(';')[0]}, not text; "
-                                              f"web_fetch returns text only")
-                body = bytearray()
-                cut = False
-                async for chunk in response.aiter_bytes():  # decoded (gzip...): the cap bounds what we hold
-                    room = self.max_bytes - len(body)
-                    body += chunk[:room]
-                    if len(chunk) > room:
-                        cut = True
-                        break
-                final = response.url
-                status = response.status_code
-                reason = response.reason_phrase
-                encoding = response.charset_encoding or "utf-8"
-                length = response.headers.get("content-length")
-        return self._result(bytes(body), final, status, reason, content_type, encoding, cut, length)
-
-    def _result(self, body: bytes, final: httpx.URL, status: int, reason: str, content_type: str,
-                encoding: str, cut: bool, length: str | None) -> ToolResult:
+    def _result(self, fetched: client.Fetched) -> ToolResult:
+        body, final, status, content_type = fetched.body, fetched.url, fetched.status, fetched.content_type
+        encoding, cut, length = fetched.encoding, fetched.cut, fetched.length
         if b"\0" in body[:8192]:
             return ToolResult.failure(f"{final} is binary data, not text; web_fetch returns text only")
         try:
@@ -203,10 +176,10 @@ class WebFetchTool:
         if len(text) > MAX_CHARS:
             notes.append(f"[{len(text) - MAX_CHARS:,} characters of text not shown]")
             text = text[:MAX_CHARS]
-        head = f"{final} — HTTP {status} {reason}".rstrip() + "\n\n"
+        head = f"{final} — HTTP {status} {fetched.reason}".rstrip() + "\n\n"
         content = head + text + "".join("\n\n" + n for n in notes)
         error = f"HTTP {status}" if status >= 400 else None
-        return done(content, display={"url": str(final), "status": status, "truncated": cut}, error=error)
+        return done(content, display={"url": final, "status": status, "truncated": cut}, error=error)
 
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_TIMEOUT", "WebFetchTool", "check_url", "html_text"]
