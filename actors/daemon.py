@@ -60,6 +60,9 @@ class Daemon:
         self.session_observers: list[Any] = []
         # Subagent runs by name (set by open_daemon): see actors.subagents.
         self.subagents: Any = None
+        # Cluster mode (actors.cluster.node.ClusterNode): holds a session's lease before it starts here,
+        # and gives it up when it ends. None: a single daemon.
+        self.placement: Any = None
         # Shutdown (see shutdown_gracefully): set by open_daemon, the scope its caller's body runs in.
         self._host_scope: trio.CancelScope | None = None
         self._shutting_down = False
@@ -212,7 +215,11 @@ class Daemon:
         else:
             path = self.resolve_cwd(cwd)
         self._starting.add(session_id)
+        placed = False
         try:
+            if self.placement is not None:
+                await self.placement.before_start(session_id, restore)  # SessionElsewhere, NodeDraining
+                placed = True
             session = Session(self.runtime, session_id, path, history=history,
                               created_at=record.get("createdAt"), approval_mode=record.get("approvalMode"),
                               model_name=record.get("model"),
@@ -232,6 +239,12 @@ class Daemon:
         except StorageError as exc:
             log.warning("session refused session=%s reason=storage_unavailable: %s", session_id, exc,
                         extra={"session": session_id, "reason": "storage_unavailable"})
+            if placed:
+                self.placement.start_failed(session_id)
+            raise
+        except BaseException:
+            if placed and session_id not in self._sessions:
+                self.placement.start_failed(session_id)
             raise
         finally:
             self._starting.discard(session_id)
@@ -245,6 +258,8 @@ class Daemon:
         finally:
             self._sessions.pop(session.session_id, None)
             self._closed_events.pop(session.session_id, None)
+            if self.placement is not None:
+                self.placement.session_ended(session)
             closed.set()
 
     async def close_session(self, session_id: str) -> None:
@@ -368,6 +383,7 @@ async def open_daemon(
     tools: Any = None,
     now: Any = None,
     hook_runner: Any = None,
+    store: Any = None,
 ) -> AsyncIterator[Daemon]:
     """Run a daemon for the body of the ``async with``; its sessions end with it.
 
@@ -380,6 +396,8 @@ async def open_daemon(
         tools: a callable returning a fresh :class:`ToolRegistry` per session.
         now: wall-clock time for cron and wakeups (an aware ``datetime``); replays tie it to virtual time.
         hook_runner: starts one hook command (replays script hooks instead of running processes).
+        store: where sessions are kept (a :class:`~actors.storage.SessionStore`); by default files under
+            ``state_dir`` (a cluster passes its PostgreSQL store, :mod:`actors.cluster`).
 
     Model-run commands run in the sandbox ``settings.sandbox`` asks for (see
     :mod:`actors.process.sandbox`); a required one that cannot run here raises
@@ -409,7 +427,8 @@ async def open_daemon(
         now=now or local_now,
         hook_runner=hook_runner,
         sandbox=sandbox,
-        store=LocalStore(state_dir, fsync=settings.journal_fsync) if state_dir is not None else None,
+        store=store if store is not None else
+        LocalStore(state_dir, fsync=settings.journal_fsync) if state_dir is not None else None,
     )
     subagents: SubagentRegistry | None = None
     try:

@@ -170,6 +170,7 @@ class EventBus:
         self.compactor = TurnCompactor(replay_bytes)
         self._next_id = 1
         self._seeded_through = 0  # ids up to this one were seeded from disk, never in the ring
+        self._seeded = False
         self._subscribers: list[Subscription] = []
         self._clock_ms = clock_ms
         self._max_subscribers = max_subscribers
@@ -250,21 +251,44 @@ class EventBus:
     def seed(self, segments: Iterable[list[Event]]) -> int:
         """Start a restored bus from folded turns read from disk; returns how many events it took.
 
-        The events get this bus's first ids (their order kept) and go to the
-        compacted replay only: the ring starts empty, with the first live event.
+        The events get this bus's first ids (their order kept) — or, after
+        :meth:`continue_after`, the ids just up to where the stream stopped — and
+        go to the compacted replay only: the ring starts empty, with the first live event.
         """
-        if self._next_id != 1:
+        if not self.seedable:
             raise RuntimeError("a bus is seeded before its first event")
+        self._seeded = True
+        segments = [list(segment) for segment in segments]
+        count = sum(len(segment) for segment in segments)
+        floor = self._next_id - 1  # continue_after's: the seeded turns end there, where the stream was
+        next_id = max(1, floor - count + 1)
         renumbered: list[list[Event]] = []
         for segment in segments:
             events = []
             for e in segment:
-                events.append(Event(e.type, e.data, e.prompt_id, self._next_id, e.ts_ms))
-                self._next_id += 1
+                events.append(Event(e.type, e.data, e.prompt_id, next_id, e.ts_ms))
+                next_id += 1
             renumbered.append(events)
+        self._next_id = max(next_id, self._next_id)
         self._seeded_through = self._next_id - 1
         self.compactor.seed(renumbered)
         return self._seeded_through
+
+    @property
+    def seedable(self) -> bool:
+        """Nothing published or seeded yet (:meth:`continue_after` aside)."""
+        return (not self._seeded or self.last_event_id == 0) and not self.ring \
+            and self._next_id == self._seeded_through + 1
+
+    def continue_after(self, last_id: int) -> None:
+        """Go on from ``last_id`` (before the first event): a cluster's next owner continues the session's
+        stream where the last one stopped, so a client that saw event ``last_id`` misses nothing and sees
+        nothing twice. Earlier ids are treated as seeded (a cursor before them gets a resync)."""
+        if not self.seedable:
+            raise RuntimeError("a bus continues a stream before its first event")
+        if last_id >= self._next_id:
+            self._next_id = last_id + 1
+            self._seeded_through = last_id
 
     @property
     def ring_is_whole(self) -> bool:

@@ -149,6 +149,15 @@ class Admit:
 
 
 @attrs.frozen
+class TakeInbox:
+    """Prompts another node admitted for this session (cluster mode): ``take()`` moves them into the
+    journal (atomically, fenced) and returns their ``admitted`` records, which join the queue in that order."""
+
+    take: Callable[[], list[dict[str, Any]]]
+    reply: Reply[int]
+
+
+@attrs.frozen
 class Abort:
     prompt_id: str
     reply: Reply[bool]
@@ -210,7 +219,7 @@ class Statistics:
     reply: Reply[dict[str, Any]]
 
 
-FifoMessage = (Admit | Abort | TakeNext | Settle | SetActive | PostMidTurn | Drain | RestoreMidTurn | ListPending
+FifoMessage = (Admit | TakeInbox | Abort | TakeNext | Settle | SetActive | PostMidTurn | Drain | RestoreMidTurn | ListPending
                | GetTurn | Statistics)
 
 
@@ -266,6 +275,8 @@ class PromptFifo:
         match message:
             case Admit(body, client_id, reply):
                 reply.send(self._admit(body, client_id))
+            case TakeInbox(take, reply):
+                reply.send(self._take_inbox(take))
             case Abort(prompt_id, reply):
                 reply.send(self._abort(prompt_id))
             case TakeNext(reply):
@@ -324,6 +335,31 @@ class PromptFifo:
                               entry.prompt_id)
         self._wake_session()
         return Admitted(entry.prompt_id, last_event_id, self._bus.epoch)
+
+    def _take_inbox(self, take: Callable[[], list[dict[str, Any]]]) -> int:
+        # Taken inside this handler, so the journal's order and the queue's are the same one.
+        try:
+            records = take()
+        except OSError as exc:  # they stay in the inbox: the next wake, or the next owner, takes them
+            log.warning("session %s: prompts admitted elsewhere not taken yet: %s", self.session_id, exc)
+            return 0
+        known = {e.prompt_id for e in self._entries}
+        for r in records:
+            if r.get("promptId") in known or not isinstance(r.get("promptId"), str):
+                continue
+            body = wire.structure(r["body"], wire.PromptBody)
+            entry = PendingPrompt(r["promptId"], body, r.get("text", body.text), r.get("queuedAt") or self._now_ms(),
+                                  r.get("clientId"))
+            entry.waited = self._active or bool(self._entries)
+            self._entries.append(entry)
+            self._record(TurnRecord(entry.prompt_id, "queued", entry.text, entry.queued_at))
+            if entry.waited:
+                self._bus.publish("pending_prompt_added",
+                                  wire.pending_prompt_added(self.session_id, entry.prompt_id, entry.text,
+                                                            entry.queued_at), entry.prompt_id)
+        if records:
+            self._wake_session()
+        return len(records)
 
     def _abort(self, prompt_id: str) -> bool:
         entry = next((e for e in self._entries if e.prompt_id == prompt_id and not e.aborted), None)
@@ -499,12 +535,14 @@ class PromptFifo:
         if self._journal is not None:
             self._journal.existing(existing)
 
-    def restore(self, replayed: Replayed) -> list[str]:
+    def restore(self, replayed: Replayed, code: str = DAEMON_RESTARTED,
+                message: str = RESTARTED_MESSAGE) -> list[str]:
         """Take over what a previous daemon journalled (before :meth:`run`); returns the interrupted prompt ids.
 
         Queued prompts keep their order and ids and run as usual. Interrupted
-        ones (running when the daemon died) end ``daemon_restarted`` — journalled
-        here, so a second restart does not end them again — and never run again.
+        ones (running when the daemon died) end ``code`` (``daemon_restarted``;
+        ``node_lost`` when another node of a cluster takes the session over) —
+        journalled here, so a second restart does not end them again — and never run again.
         """
         for turn in replayed.turns.values():
             self._record(TurnRecord.from_wire(turn))
@@ -519,9 +557,9 @@ class PromptFifo:
         self._mid_turn.extend(MidTurnItem(m["messageId"], m["text"]) for m in replayed.mid_turn)
         for prompt_id in replayed.interrupted:
             ended = self._now_ms()
-            self._write_after({"op": "ended", "promptId": prompt_id, "state": "error", "error": RESTARTED_MESSAGE,
-                               "errorCode": DAEMON_RESTARTED, "endedAt": ended})
-            self._update(prompt_id, state="error", error=RESTARTED_MESSAGE, error_code=DAEMON_RESTARTED,
+            self._write_after({"op": "ended", "promptId": prompt_id, "state": "error", "error": message,
+                               "errorCode": code, "endedAt": ended})
+            self._update(prompt_id, state="error", error=message, error_code=code,
                          ended_at=ended)
         self._promote_leftover_mid_turn()  # the turn it was meant for is gone: it runs next, on its own
         return list(replayed.interrupted)

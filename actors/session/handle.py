@@ -62,6 +62,11 @@ class SessionHandle:
         prompt_images(body, accepts_images(self._session.provider))
         return await self._fifo.ask(lambda r: f.Admit(body, client_id, r), ASK_TIMEOUT)
 
+    async def take_inbox(self, take: Any) -> int:
+        """Queue the prompts another node admitted for this session (cluster mode): ``take()`` moves them
+        into the journal and returns their records; returns how many joined the queue."""
+        return await self._fifo.ask(lambda r: f.TakeInbox(take, r), ASK_TIMEOUT)
+
     async def abort_prompt(self, prompt_id: str) -> bool:
         """Abort a queued or running prompt; ``False`` if it is unknown or already settled."""
         return await self._fifo.ask(lambda r: f.Abort(prompt_id, r), ASK_TIMEOUT)

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 from .. import wire
 from ..model import ChatMessage
 from ..wire import Event
-from ..storage import DAEMON_RESTARTED, RESTARTED_MESSAGE, replay
+from ..storage import DAEMON_RESTARTED, NODE_LOST, NODE_LOST_MESSAGE, RESTARTED_MESSAGE, replay
+
+INTERRUPTED = {DAEMON_RESTARTED: RESTARTED_MESSAGE, NODE_LOST: NODE_LOST_MESSAGE}
 
 if TYPE_CHECKING:
     from .session import Session
@@ -33,19 +35,20 @@ def restore(session: Session) -> None:
     journalled = store.journal_read(session.session_id) if store is not None else []
     session.restore_from_disk()
     session.fifo.journal_count(len(journalled))
-    for prompt_id in session.fifo.restore(replay(journalled)):
-        end_interrupted(session, prompt_id)
+    code = session.interrupted_code
+    for prompt_id in session.fifo.restore(replay(journalled), code, INTERRUPTED[code]):
+        end_interrupted(session, prompt_id, code)
 
 
-def end_interrupted(session: Session, prompt_id: str) -> None:
-    """A prompt the previous daemon was running when it died: ended, said, written; never re-run."""
-    session.bus.publish("turn_error", wire.turn_error(session.session_id, prompt_id, RESTARTED_MESSAGE,
-                                                      DAEMON_RESTARTED), prompt_id)
+def end_interrupted(session: Session, prompt_id: str, code: str = DAEMON_RESTARTED) -> None:
+    """A prompt the previous daemon (or lost node) was running when it died: ended, said, written; never re-run."""
+    message = INTERRUPTED[code]
+    session.bus.publish("turn_error", wire.turn_error(session.session_id, prompt_id, message, code), prompt_id)
     try:
-        session.transcript.append_record({"type": "turn_error", "promptId": prompt_id, "code": DAEMON_RESTARTED,
-                                          "message": RESTARTED_MESSAGE})
+        session.transcript.append_record({"type": "turn_error", "promptId": prompt_id, "code": code,
+                                          "message": message})
     except OSError as exc:
-        log.error("session %s: %s not written to the transcript: %s", session.session_id, DAEMON_RESTARTED, exc)
+        log.error("session %s: %s not written to the transcript: %s", session.session_id, code, exc)
 
 
 def save_record(session: Session) -> None:
@@ -56,6 +59,7 @@ def save_record(session: Session) -> None:
     store.record_write(session.session_id, {
         "sessionId": session.session_id, "cwd": session.cwd, "approvalMode": session.approval_mode,
         "model": session.model_name, "createdAt": session.created_at, "updatedAt": session.runtime.clock_ms(),
+        "eventEpoch": session.bus.epoch,  # a cluster's next owner keeps it (a single daemon starts a new one)
         **session.prompt_overrides.to_record()})
 
 

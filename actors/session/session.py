@@ -98,6 +98,9 @@ class Session:
     # Set by the daemon's graceful shutdown ("daemon_shutdown") before it closes the session: no new
     # work item starts (queued prompts stay queued), and ``session_closed`` gives this reason.
     shutdown_reason: str | None = None
+    # How a restore ends the prompt that was running when its previous host stopped (persistence.restore):
+    # "daemon_restarted", or "node_lost" when another node of a cluster took the session over.
+    interrupted_code: str = "daemon_restarted"
 
     def __init__(self, runtime: Runtime, session_id: str, cwd: str, *, created_at: int | None = None,
                  history: list[ChatMessage] | None = None,
@@ -579,7 +582,7 @@ class Session:
         """
         messages = self.transcript.messages()
         self.history = list(messages)
-        if self.bus.last_event_id == 0:
+        if self.bus.seedable:
             self.bus.seed(replay_segments(self, messages))
             return len(messages)
         for m in messages:

@@ -42,6 +42,9 @@ import attrs
 DAEMON_RESTARTED = "daemon_restarted"
 RESTARTED_MESSAGE = ("the daemon restarted while this prompt ran; it was not run again, "
                      "because its tools may already have had effects")
+NODE_LOST = "node_lost"  # cluster mode: the node running the prompt stopped renewing its lease
+NODE_LOST_MESSAGE = ("the node running this session was lost while this prompt ran; another node took the session "
+                     "over and did not run the prompt again, because its tools may already have had effects")
 
 
 @attrs.define

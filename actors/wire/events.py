@@ -74,6 +74,13 @@ class Event:
         return self._json
 
     @classmethod
+    def encoded(cls, type: str, id: int | None, json: bytes, prompt_id: str | None = None) -> Event:
+        """An event known only by its encoded frame (a cluster's Redis stream): sent as it is, never re-encoded."""
+        event = cls(type, {}, prompt_id, id)
+        event._json = json
+        return event
+
+    @classmethod
     def from_dict(cls, raw: Any, where: str) -> Event:
         """An event back from its wire form (as :meth:`to_dict` wrote it); ``ValueError`` naming ``where``."""
         if not isinstance(raw, dict) or not isinstance(raw.get("type"), str) or not isinstance(raw.get("data"), dict):
