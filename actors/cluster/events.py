@@ -1,0 +1,589 @@
+"""The cluster's live events in Redis: one stream per session, one wake-up stream per node.
+
+Keys (Redis is the only place they meet; PostgreSQL holds the record):
+
+    trellis:events:{session_id}   a stream; entry ``N-0`` is the session's event N (so SSE ids stay
+                                  decimal); fields ``t`` (type), ``d`` (the event's JSON, exactly
+                                  :meth:`Event.json`) and, for a prompt's events, ``p`` (prompt id)
+    trellis:owner:{session_id}    the fencing token ``"{node_id}:{epoch}"`` of the node allowed to append
+    trellis:wake:{node_id}        a stream of wake-up messages for one node; field ``m``, the message as JSON
+
+Three pieces:
+
+* :class:`RedisEvents`, a thin client. An append is one round trip: a Lua
+  script that compares the owner key with the caller's token (a mismatch is
+  :class:`StaleOwner` and writes nothing) and adds every entry, trimming to
+  about ``max_events``. An id not above the stream's last is skipped, so a
+  retry after a timeout is harmless. Connection trouble, timeouts and refusals
+  are :class:`EventsUnavailable` naming what was being done.
+* :class:`EventPublisher`, one per node: a bus observer calls
+  :meth:`~EventPublisher.publish_nowait` (never blocks); its run loop sends
+  whatever accumulated for a session in one append, retrying with a bounded
+  backoff while Redis is away. Its buffer is bounded: when full the oldest
+  events go, and readers see the gap in ids and resync. A stale owner's
+  buffer is dropped and ``on_stale`` told once.
+* :class:`FanOutReader`, one per node: a single ``XREAD BLOCK`` over the
+  node's wake stream and every session stream a local :class:`Follow` is on.
+  Follows of one session share one cursor in the XREAD (the lowest of their
+  positions; each skips what it already has). A change in the set of streams
+  cancels the blocked read and restarts it. Each follow has a bounded queue;
+  one that falls ``max_queued`` entries behind is ended with
+  :class:`FollowOverflow` (after what it already has), never slowing the
+  reader or the other follows. Positions advance only on delivery, so after
+  an outage every stream resumes where it stopped: nothing lost, nothing twice.
+
+``open``/``aclose`` (or ``async with``) must happen in one task, which outlives
+every use: coredis runs its connections in a task group opened there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from typing import Any, Self
+
+import attrs
+import orjson
+import trio
+
+from ..wire import Event
+from .database import redact
+
+log = logging.getLogger("trellis.cluster.events")
+
+DEFAULT_MAX_EVENTS = 4096
+DEFAULT_MAX_BUFFERED = 10_000
+DEFAULT_MAX_QUEUED = 1024
+DEFAULT_BLOCK_MS = 1000
+WAKE_MAXLEN = 1000
+MAX_KEPT_WAKES = 1000
+MAX_BATCH = 512  # entries per append: the script runs inside Redis and holds it meanwhile
+READ_COUNT = 512  # entries per stream per XREAD
+BACKOFF_MIN, BACKOFF_MAX = 0.05, 2.0
+
+
+def events_key(session_id: str) -> str:
+    return f"trellis:events:{session_id}"
+
+
+def owner_key(session_id: str) -> str:
+    return f"trellis:owner:{session_id}"
+
+
+def wake_key(node_id: str) -> str:
+    return f"trellis:wake:{node_id}"
+
+
+class EventsUnavailable(OSError):
+    """Redis could not be reached, timed out, or refused the command; the message says doing what."""
+
+
+class StaleOwner(Exception):
+    """An append refused: the session's owner key holds another node's (or a newer epoch's) token."""
+
+    def __init__(self, session_id: str, token: str, owner: str | None) -> None:
+        super().__init__(f"session {session_id}: token {token!r} is not the owner ({owner or 'no owner'})")
+        self.session_id, self.token, self.owner = session_id, token, owner
+
+
+class FollowOverflow(Exception):
+    """A follow fell too far behind and was ended; resume with ``subscribe(session_id, last_id)``."""
+
+    def __init__(self, session_id: str, last_id: int) -> None:
+        super().__init__(f"session {session_id}: follow fell behind after event {last_id}")
+        self.session_id, self.last_id = session_id, last_id
+
+
+class _Refused(Exception):
+    """The append script's refusal (the owner key holds ``owner``); :class:`StaleOwner` to callers."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+
+
+@attrs.frozen
+class StreamEvent:
+    """One entry of a session's stream."""
+
+    id: int
+    type: str
+    data: bytes  # the event's JSON, the SSE frame's data
+    prompt_id: str | None = None
+
+    def event(self) -> Event:
+        return Event.from_dict(orjson.loads(self.data), f"event {self.id}")
+
+
+def _entry_id(raw: bytes) -> int:
+    return int(raw.partition(b"-")[0])
+
+
+def _stream_event(entry: Any) -> StreamEvent:
+    fields = entry.field_values
+    prompt = fields.get(b"p")
+    return StreamEvent(_entry_id(entry.identifier), fields[b"t"].decode(), bytes(fields[b"d"]),
+                       prompt.decode() if prompt is not None else None)
+
+
+# KEYS: stream, owner. ARGV: token, maxlen, then (id, type, data, prompt or "") per entry.
+# A refusal is an error reply "STALE <owner>"; otherwise the number of entries added.
+_APPEND = """
+local owner = redis.call('GET', KEYS[2])
+if owner ~= ARGV[1] then
+  return redis.error_reply('STALE ' .. (owner or ''))
+end
+local added = 0
+for i = 3, #ARGV, 4 do
+  local xadd = {'XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], ARGV[i] .. '-0', 't', ARGV[i + 1], 'd', ARGV[i + 2]}
+  if ARGV[i + 3] ~= '' then
+    table.insert(xadd, 'p')
+    table.insert(xadd, ARGV[i + 3])
+  end
+  local r = redis.pcall(unpack(xadd))
+  if type(r) == 'table' and r.err then
+    -- already there (a retry after a lost reply): skip it; anything else is a real error
+    if not string.find(r.err, 'equal or smaller', 1, true) then return r end
+  else
+    added = added + 1
+  end
+end
+return added
+"""
+
+Entry = tuple[int, str, bytes] | tuple[int, str, bytes, str | None]
+
+
+class RedisEvents:
+    """A Redis client for the session streams, owner keys and wake streams (``redis://…``)."""
+
+    def __init__(self, url: str, *, max_events: int = DEFAULT_MAX_EVENTS, timeout: float = 5.0) -> None:
+        self.where = redact(url)
+        self.max_events = max_events
+        self.timeout = timeout  # per command (a blocking read: its block time plus this)
+        self._url = url
+        self._client: Any = None
+        self._script: Any = None
+        self._stack: AsyncExitStack | None = None
+
+    async def open(self) -> Self:
+        try:
+            import coredis
+        except ImportError as exc:
+            raise EventsUnavailable(f"cluster mode needs coredis: pip install 'trellis[cluster]' "
+                                    f"({exc.name} is missing)") from None
+        try:
+            client = coredis.Redis.from_url(self._url, decode_responses=False, connect_timeout=self.timeout)
+        except (ValueError, TypeError) as exc:
+            raise EventsUnavailable(f"Redis at {self.where}: not a usable URL ({type(exc).__name__})") from None
+        stack = AsyncExitStack()
+        await stack.enter_async_context(client)
+        self._client, self._stack = client, stack
+        self._script = client.register_script(_APPEND)
+        try:
+            await self._run("connecting", client.ping)
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def aclose(self) -> None:
+        stack, self._stack, self._client = self._stack, None, None
+        if stack is not None:
+            await stack.aclose()  # no exception passed in: the caller's own exception stays ungrouped
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _run(self, doing: str, call: Callable[[], Any], timeout: float | None = None) -> Any:
+        from coredis.exceptions import RedisError, ResponseError
+
+        if self._client is None:
+            raise EventsUnavailable(f"Redis at {self.where}: {doing}: the client is not open")
+        try:
+            with trio.fail_after(self.timeout if timeout is None else timeout):
+                return await call()
+        except trio.TooSlowError:
+            raise EventsUnavailable(f"Redis at {self.where}: {doing}: no reply within "
+                                    f"{self.timeout if timeout is None else timeout} s") from None
+        except ResponseError as exc:
+            if str(exc).startswith("STALE"):
+                raise _Refused(str(exc)[6:]) from None
+            raise EventsUnavailable(f"Redis at {self.where}: {doing}: refused: {exc}") from None
+        except (RedisError, OSError) as exc:
+            raise EventsUnavailable(f"Redis at {self.where}: {doing}: {exc}") from None
+
+    # -- sessions
+
+    async def set_owner(self, session_id: str, token: str) -> None:
+        """Make ``token`` the one allowed to append (at claim time); the previous owner's appends fail."""
+        await self._run(f"setting the owner of session {session_id}",
+                        lambda: self._client.set(owner_key(session_id), token))
+
+    async def append(self, session_id: str, token: str, entries: Sequence[Entry]) -> int:
+        """Add ``(id, type, data[, prompt_id])`` entries as ``id-0`` in one round trip; returns how many were new.
+
+        :class:`StaleOwner` (nothing written) unless the owner key holds ``token``.
+        Ids not above the stream's last are skipped.
+        """
+        if not entries:
+            return 0
+        args: list[str | bytes | int] = [token, self.max_events]
+        for entry in entries:
+            prompt = entry[3] if len(entry) > 3 else None  # type: ignore[misc]
+            args += [entry[0], entry[1], entry[2], prompt or ""]
+        keys = [events_key(session_id), owner_key(session_id)]
+        try:
+            added = await self._run(f"appending {len(entries)} events to session {session_id}",
+                                    lambda: self._script(keys, args))
+        except _Refused as refused:
+            raise StaleOwner(session_id, token, refused.owner or None) from None
+        return int(added)
+
+    async def last_id(self, session_id: str) -> int:
+        """The id of the stream's last entry; 0 when it is empty."""
+        got = await self._run(f"reading the last event of session {session_id}",
+                              lambda: self._client.xrevrange(events_key(session_id), count=1))
+        return _entry_id(got[0].identifier) if got else 0
+
+    async def first_id(self, session_id: str) -> int | None:
+        """The id of the oldest entry still in the stream (trimming moves it on); ``None`` when empty."""
+        got = await self._run(f"reading the first event of session {session_id}",
+                              lambda: self._client.xrange(events_key(session_id), count=1))
+        return _entry_id(got[0].identifier) if got else None
+
+    async def read_after(self, session_id: str, cursor: int, count: int | None = None) -> list[StreamEvent]:
+        """The entries with ids above ``cursor``, in order (at most ``count``)."""
+        got = await self._run(f"reading session {session_id} after {cursor}",
+                              lambda: self._client.xrange(events_key(session_id), f"({cursor}-0", "+", count))
+        return [_stream_event(e) for e in got]
+
+    async def delete(self, session_id: str) -> None:
+        """Remove the session's stream and owner key."""
+        await self._run(f"deleting session {session_id}",
+                        lambda: self._client.delete([events_key(session_id), owner_key(session_id)]))
+
+    # -- nodes
+
+    async def wake(self, node_id: str, message: dict[str, Any]) -> None:
+        """Send ``message`` to node ``node_id``'s wake stream."""
+        from coredis import PureToken
+
+        data = orjson.dumps(message)
+        await self._run(f"waking node {node_id}", lambda: self._client.xadd(
+            wake_key(node_id), {"m": data}, trim_strategy=PureToken.MAXLEN,
+            trim_operator=PureToken.APPROXIMATELY, threshold=WAKE_MAXLEN))
+
+    async def wake_tail(self, node_id: str) -> str:
+        """The id of the last message in node ``node_id``'s wake stream (``0-0`` when none)."""
+        got = await self._run(f"reading the wake stream of node {node_id}",
+                              lambda: self._client.xrevrange(wake_key(node_id), count=1))
+        return got[0].identifier.decode() if got else "0-0"
+
+    async def read_block(self, streams: dict[str, str], block_ms: int, count: int = READ_COUNT) -> dict[str, Any]:
+        """``XREAD BLOCK``: stream key → entries after the id given for it; empty after ``block_ms``."""
+        got = await self._run("waiting for events", lambda: self._client.xread(streams, count=count, block=block_ms),
+                              timeout=block_ms / 1000 + self.timeout)
+        return {k.decode(): v for k, v in (got or {}).items()}
+
+
+# ----------------------------------------------------------------------------------------- publisher
+
+
+class EventPublisher:
+    """Sends each session's bus events to its stream, in batches, from one task per node."""
+
+    def __init__(self, redis: RedisEvents, *, max_buffered: int = DEFAULT_MAX_BUFFERED,
+                 on_stale: Callable[[str], Any] | None = None, max_batch: int = MAX_BATCH) -> None:
+        self.redis = redis
+        self.max_buffered = max_buffered
+        self.max_batch = max_batch
+        self.on_stale = on_stale  # called (synchronously) once per session and refused token
+        self.dropped = 0  # events dropped from a full buffer (not those of a stale owner)
+        # Per session, oldest first: (seq, token, entry). An event leaves its buffer only once
+        # appended or given up on, so "flushed through seq" is "nothing buffered at or below it".
+        self._buffers: dict[str, deque[tuple[int, str, Entry]]] = {}
+        self.buffered = 0
+        self._seq = 0
+        self._stale: set[tuple[str, str]] = set()  # (session, token) refused: later events are dropped unsent
+        self._pending = trio.Event()
+        self._progress = trio.lowlevel.ParkingLot()
+
+    def publish_nowait(self, session_id: str, token: str, event: Event) -> None:
+        """Queue ``event`` (a bus event with an id) for the session's stream. Never blocks."""
+        if event.id is None:
+            return  # synthetic frames are never stored
+        if self.buffered >= self.max_buffered:
+            self._drop_oldest()
+        self._seq += 1
+        self._buffers.setdefault(session_id, deque()).append(
+            (self._seq, token, (event.id, event.type, event.json(), event.prompt_id)))
+        self.buffered += 1
+        self._pending.set()
+
+    def _drop_oldest(self) -> None:
+        session_id = min(self._buffers, key=lambda s: self._buffers[s][0][0])
+        buffer = self._buffers[session_id]
+        buffer.popleft()
+        if not buffer:
+            del self._buffers[session_id]
+        self.buffered -= 1
+        self.dropped += 1
+        self._progress.unpark_all()
+
+    def _remove(self, session_id: str, which: Callable[[tuple[int, str, Entry]], bool]) -> None:
+        buffer = self._buffers.pop(session_id, None) or deque()
+        kept = deque(item for item in buffer if not which(item))
+        self.buffered -= len(buffer) - len(kept)
+        if kept:
+            self._buffers[session_id] = kept
+        self._progress.unpark_all()
+
+    def _flushed(self, session_id: str, seq: int) -> bool:
+        buffer = self._buffers.get(session_id)
+        return not buffer or buffer[0][0] > seq
+
+    async def wait_flushed(self, session_id: str | None = None) -> None:
+        """Return once everything published before the call (to ``session_id``, or to any session)
+        has been appended, or given up on (dropped from a full buffer, or a stale owner's)."""
+        seq = self._seq
+        while not all(self._flushed(s, seq) for s in ([session_id] if session_id else list(self._buffers))):
+            await self._progress.park()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        delay = BACKOFF_MIN
+        while True:
+            await self._pending.wait()
+            self._pending = trio.Event()
+            for session_id in list(self._buffers):
+                try:
+                    await self._send(session_id)
+                except EventsUnavailable as exc:
+                    log.warning("%s; retrying in %.2f s (%d events buffered)", exc, delay, self.buffered)
+                    self._pending.set()  # the buffer is kept: try again after the pause
+                    await trio.sleep(delay)
+                    delay = min(delay * 2, BACKOFF_MAX)
+                    break
+                delay = BACKOFF_MIN
+
+    async def _send(self, session_id: str) -> None:
+        """One append of the session's oldest buffered events (of one token, at most ``max_batch``)."""
+        buffer = self._buffers.get(session_id)
+        if not buffer:
+            return
+        token = buffer[0][1]
+        if (session_id, token) not in self._stale:
+            batch = list(itertools.takewhile(lambda item: item[1] == token,
+                                             itertools.islice(buffer, self.max_batch)))
+            try:
+                await self.redis.append(session_id, token, [entry for _, _, entry in batch])
+            except StaleOwner:
+                self._stale.add((session_id, token))
+                if self.on_stale is not None:
+                    self.on_stale(session_id)
+            else:
+                # The buffer may have lost its oldest events meanwhile (overflow): remove by seq.
+                last, buffer = batch[-1][0], self._buffers.get(session_id)
+                while buffer and buffer[0][0] <= last:
+                    buffer.popleft()
+                    self.buffered -= 1
+                if buffer:
+                    self._pending.set()  # more accumulated while the round trip was in flight
+                else:
+                    self._buffers.pop(session_id, None)
+                self._progress.unpark_all()
+                return
+        self._remove(session_id, lambda item: item[1] == token)
+        if session_id in self._buffers:
+            self._pending.set()  # events of a newer token
+
+
+# ----------------------------------------------------------------------------------------- reader
+
+
+class Follow:
+    """Entries of one session's stream with ids above ``after``, in order; see :meth:`FanOutReader.subscribe`.
+
+    Iterating ends when the follow is closed; a follow that fell behind raises
+    :class:`FollowOverflow` once the entries it already had are taken.
+    """
+
+    def __init__(self, reader: FanOutReader, session_id: str, after: int, max_queued: int) -> None:
+        self.session_id = session_id
+        self.position = after  # the last id handed to the queue (the reader's side)
+        self.last_id = after  # the last id taken by the consumer
+        self.overflowed = False
+        self._reader = reader
+        self._send, self._receive = trio.open_memory_channel[StreamEvent](max_queued)
+
+    def _offer(self, entry: StreamEvent) -> bool:
+        """Queue ``entry`` (the reader's side, never blocks); ``False`` once this follow has ended."""
+        if entry.id <= self.position:
+            return True  # another follow of the session was further behind: this one has it already
+        try:
+            self._send.send_nowait(entry)
+        except trio.WouldBlock:
+            self.overflowed = True
+            self._send.close()
+            return False
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        self.position = entry.id
+        return True
+
+    def __aiter__(self) -> Follow:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        try:
+            entry = await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            if self.overflowed:
+                raise FollowOverflow(self.session_id, self.last_id) from None
+            raise StopAsyncIteration from None
+        self.last_id = entry.id
+        return entry
+
+    def receive_nowait(self) -> StreamEvent | None:
+        """The next entry if one is queued, else ``None`` (also once ended: iterate to learn how)."""
+        try:
+            entry = self._receive.receive_nowait()
+        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            return None
+        self.last_id = entry.id
+        return entry
+
+    def close(self) -> None:
+        """Stop following: the reader drops this follow; iterating ends."""
+        self._reader._unfollow(self)
+        self._send.close()
+        self._receive.close()
+
+    async def aclose(self) -> None:
+        self.close()
+
+
+class _Wakes:
+    """This node's wake messages: kept (the newest ``MAX_KEPT_WAKES``) until its one consumer takes them."""
+
+    def __init__(self) -> None:
+        self.kept: deque[dict[str, Any]] = deque(maxlen=MAX_KEPT_WAKES)
+        self.dropped = 0
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def _put(self, message: dict[str, Any]) -> None:
+        if len(self.kept) == self.kept.maxlen:
+            self.dropped += 1
+        self.kept.append(message)
+        self._lot.unpark_all()
+
+    def __aiter__(self) -> _Wakes:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        while not self.kept:
+            await self._lot.park()
+        return self.kept.popleft()
+
+
+class FanOutReader:
+    """One blocking read per node over its wake stream and every followed session stream."""
+
+    def __init__(self, redis: RedisEvents, node_id: str, *, block_ms: int = DEFAULT_BLOCK_MS,
+                 max_queued: int = DEFAULT_MAX_QUEUED) -> None:
+        self.redis = redis
+        self.node_id = node_id
+        self.block_ms = block_ms
+        self.max_queued = max_queued
+        self._follows: dict[str, list[Follow]] = {}
+        self._wakes = _Wakes()
+        self._wake_cursor: str | None = None
+        self._blocked: trio.CancelScope | None = None
+
+    def subscribe(self, session_id: str, after: int) -> Follow:
+        """Follow the session's stream from ``after`` (entries above it, even those already there)."""
+        follow = Follow(self, session_id, after, self.max_queued)
+        follows = self._follows.setdefault(session_id, [])
+        follows.append(follow)
+        if len(follows) == 1 or after < min(f.position for f in follows[:-1]):
+            self._restart()  # a new stream, or one read from further back
+        return follow
+
+    def wakes(self) -> _Wakes:
+        """This node's wake messages (dicts) as an async iterator; for one consumer."""
+        return self._wakes
+
+    def _unfollow(self, follow: Follow) -> None:
+        follows = self._follows.get(follow.session_id)
+        if follows and follow in follows:
+            follows.remove(follow)
+            if not follows:
+                del self._follows[follow.session_id]
+                self._restart()
+
+    def _restart(self) -> None:
+        if self._blocked is not None:
+            self._blocked.cancel()
+
+    def _streams(self) -> dict[str, str]:
+        assert self._wake_cursor is not None
+        streams = {wake_key(self.node_id): self._wake_cursor}
+        for session_id, follows in self._follows.items():
+            streams[events_key(session_id)] = f"{min(f.position for f in follows)}-0"
+        return streams
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        delay = BACKOFF_MIN
+        while self._wake_cursor is None:  # wake-ups from before this start are not for us
+            try:
+                self._wake_cursor = await self.redis.wake_tail(self.node_id)
+            except EventsUnavailable as exc:
+                log.warning("%s; retrying in %.2f s", exc, delay)
+                await trio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX)
+        task_status.started()
+        while True:
+            # Nothing awaits between a delivery and building the next read, so a subscribe
+            # either lands in this set of streams or cancels the read that lacks it.
+            streams, got, failed = self._streams(), {}, None
+            with trio.CancelScope() as scope:
+                self._blocked = scope
+                try:
+                    got = await self.redis.read_block(streams, self.block_ms)
+                except EventsUnavailable as exc:
+                    failed = exc
+                finally:
+                    self._blocked = None
+            if failed is not None:  # the backoff is not cut short by subscribes
+                log.warning("%s; retrying in %.2f s", failed, delay)
+                await trio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX)
+            elif not scope.cancelled_caught:  # else: positions only move on delivery, the new read resumes there
+                delay = BACKOFF_MIN
+                self._deliver(got)
+
+    def _deliver(self, got: dict[str, Any]) -> None:
+        wake = wake_key(self.node_id)
+        for key, entries in got.items():
+            if key == wake:
+                for entry in entries:
+                    self._wake_cursor = entry.identifier.decode()
+                    try:
+                        self._wakes._put(orjson.loads(entry.field_values[b"m"]))
+                    except (KeyError, orjson.JSONDecodeError):
+                        log.warning("node %s: ignored a malformed wake message %s", self.node_id, self._wake_cursor)
+                continue
+            session_id = key.removeprefix("trellis:events:")
+            follows = self._follows.get(session_id)
+            if not follows:
+                continue  # unfollowed while the read was in flight
+            events = [_stream_event(e) for e in entries]
+            for follow in list(follows):
+                if not all(follow._offer(e) for e in events):
+                    self._unfollow(follow)
