@@ -355,3 +355,47 @@ def test_a_usage_chunk_is_never_merged_into_the_text_around_it() -> None:
     [(segment, _)] = bus.compactor.segments
     assert [e.data["update"]["content"]["text"] for e in segment[:-1]] == ["before ", "", "after"]
     assert segment[1].data["update"]["_meta"]["usage"]["totalTokens"] == 12
+
+
+# ----------------------------------------------------------------- continued after a takeover (cluster mode)
+
+
+def test_a_bus_continues_a_stream_where_it_stopped() -> None:
+    bus = EventBus()
+    bus.continue_after(41)
+    assert bus.last_event_id == 41
+    text(bus, "first of the new owner", prompt="p1")
+    assert bus.ring[0].id == 42
+    frames = drain(bus.subscribe(last_event_id=41))  # the client saw 41: the rest, nothing twice
+    assert frames[0].id == 42 and frames[-1].type == "replay_complete"
+    older = drain(bus.subscribe(last_event_id=30))  # before the takeover, not in this ring: said so
+    assert older[0].type == "state_resync_required"
+
+
+def test_a_continued_bus_seeds_its_restored_turns_up_to_where_the_stream_stopped() -> None:
+    old = EventBus()
+    a_session(old, turns=1)
+    kept = old.compactor.kept()
+    count = sum(len(s) for s in kept)
+    bus = EventBus()
+    bus.continue_after(count + 50)
+    assert bus.seedable
+    bus.seed(kept)
+    assert bus.last_event_id == count + 50  # the seeded turns end at the stream's last id
+    assert [e.id for e in bus.compactor.compacted()][-1] == count + 50
+    assert not bus.seedable
+    with pytest.raises(RuntimeError):
+        bus.continue_after(100)
+    text(bus, "live", prompt="p-new")
+    assert bus.ring[0].id == count + 51
+
+
+def test_a_short_stream_never_numbers_seeded_turns_below_one() -> None:
+    old = EventBus()
+    a_session(old, turns=1)
+    kept = old.compactor.kept()
+    count = sum(len(s) for s in kept)
+    bus = EventBus()
+    bus.continue_after(2)  # fewer ids than seeded events: they take 1..count
+    bus.seed(kept)
+    assert [e.id for e in bus.compactor.compacted()][0] == 1 and bus.last_event_id == count

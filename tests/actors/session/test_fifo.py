@@ -469,3 +469,52 @@ async def test_run_serves_messages_through_its_mailbox() -> None:
             listed = await ref.ask(lambda r: f.ListPending(r))
             assert [p["text"] for p in listed] == ["via mailbox"]
             ref.close()
+
+
+# ----------------------------------------------------------------- prompts another node admitted (cluster mode)
+
+
+def inbox_record(prompt_id: str, text: str) -> dict[str, Any]:
+    return {"op": "admitted", "promptId": prompt_id, "body": wire.unstructure(prompt_body(text)), "text": text,
+            "queuedAt": 5, "clientId": "elsewhere", "waited": True}
+
+
+def test_prompts_taken_from_the_inbox_join_the_queue_in_their_order() -> None:
+    h = Harness()
+    h.admit("local first")
+    taken: list[int] = []
+
+    def take() -> list[dict[str, Any]]:
+        taken.append(1)
+        return [inbox_record("p-x", "from b"), inbox_record("p-y", "from c")]
+
+    assert h.ask(lambda r: f.TakeInbox(take, r)) == 2
+    assert taken == [1]
+    assert [p["promptId"] for p in h.pending()] == ["prompt-1", "p-x", "p-y"]
+    added = [(t, pid) for t, pid, _ in h.new_events() if t == "pending_prompt_added"]
+    assert added == [("pending_prompt_added", "p-x"), ("pending_prompt_added", "p-y")]  # behind other work
+    assert h.turn("p-x")["state"] == "queued" and h.wakes == 2
+    # taken twice (a wake and a sweep racing): a prompt it already has is not queued again
+    assert h.ask(lambda r: f.TakeInbox(lambda: [inbox_record("p-x", "from b")], r)) == 1
+    assert [p["promptId"] for p in h.pending()] == ["prompt-1", "p-x", "p-y"]
+
+
+def test_an_inbox_that_cannot_be_read_changes_nothing() -> None:
+    h = Harness()
+
+    def refuse() -> list[dict[str, Any]]:
+        raise OSError("the database is gone")
+
+    assert h.ask(lambda r: f.TakeInbox(refuse, r)) == 0
+    assert h.pending() == [] and h.wakes == 0
+
+
+def test_a_restore_ends_the_interrupted_prompt_with_the_code_it_is_given() -> None:
+    from actors.storage import NODE_LOST, NODE_LOST_MESSAGE, replay
+
+    h = Harness()
+    records = [inbox_record("p-run", "was running"), {"op": "started", "promptId": "p-run", "startedAt": 7},
+               inbox_record("p-next", "queued")]
+    assert h.fifo.restore(replay(records), NODE_LOST, NODE_LOST_MESSAGE) == ["p-run"]
+    assert (h.turn("p-run")["state"], h.turn("p-run")["errorCode"]) == ("error", "node_lost")
+    assert [p["promptId"] for p in h.pending()] == ["p-next"]
