@@ -64,6 +64,12 @@ class Settings:
     # tools stay under a session's cwd unless paths outside it are allowed.
     web_fetch: bool = False
     paths_outside_cwd: bool = False
+    # Cluster mode (actors.cluster, docs/cluster.md); the flags --store, --events, ... win over these.
+    cluster_store: str | None = None  # cluster.store: postgresql://…
+    cluster_events: str | None = None  # cluster.events: redis://…
+    cluster_node_id: str | None = None
+    cluster_advertise_url: str | None = None
+    cluster_lease_seconds: float | None = None
     path: str | None = None  # the settings file read, hidden from sandboxed commands (it may hold model.apiKey)
     warnings: tuple[str, ...] = ()
 
@@ -106,6 +112,11 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "appendSystemPrompt": ("append_system_prompt", str),
     "tools.enableWebFetch": ("web_fetch", bool),
     "tools.allowPathsOutsideCwd": ("paths_outside_cwd", bool),
+    "cluster.store": ("cluster_store", str),
+    "cluster.events": ("cluster_events", str),
+    "cluster.nodeId": ("cluster_node_id", str),
+    "cluster.advertiseUrl": ("cluster_advertise_url", str),
+    "cluster.leaseSeconds": ("cluster_lease_seconds", float),
     "limits.maxSessions": ("limits.max_sessions", int),
     "limits.maxPendingPrompts": ("limits.max_pending_prompts", int),
     "limits.maxMidTurnMessages": ("limits.max_mid_turn_messages", int),

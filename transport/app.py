@@ -99,6 +99,7 @@ def create_app(
     allowed_origins: tuple[str, ...] = (),
     acp_grace: float = 10.0,
     hosts: HostPolicy | None = None,
+    cluster: Any = None,
 ) -> QuartTrio:
     """The quart-trio application serving ``daemon`` (REST + SSE, and ACP at ``/acp``).
 
@@ -113,6 +114,10 @@ def create_app(
     ``Origin`` is allowed when same-origin with the daemon or listed in
     ``allowed_origins``. Without it (bare harness apps) ``Host`` is not checked
     and only ``allowed_origins`` are allowed.
+
+    With ``cluster`` (an :class:`actors.cluster.node.ClusterNode`), requests for
+    sessions other nodes own are admitted, streamed or forwarded here
+    (:mod:`transport.cluster`).
     """
     app = QuartTrio("trellis")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
@@ -461,6 +466,10 @@ def create_app(
     register_acp(app, daemon, grace=acp_grace)  # ACP over HTTP at /acp
     register_mcp(app, daemon)  # MCP: /mcp (parent) and /signal/mcp/<token> (subagents)
     register_webshell(app, daemon, auth=expected is not None, allowed_origins=allowed_origins)  # qwen's Web Shell
+    if cluster is not None:
+        from .cluster import register as register_cluster  # imports the cluster extra's clients
+
+        register_cluster(app, daemon, cluster)  # after the access checks: a before_request of its own
     return app
 
 

@@ -6,9 +6,11 @@ import argparse
 import gc
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -89,6 +91,19 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--text-tool-calls", choices=["off", "hermes", "json"], default=None,
                        help="turn tool calls the model writes as text into calls (default: settings "
                             "model.textToolCalls, else off); for servers without a tool-call parser")
+    cluster = p.add_argument_group("cluster (several daemons sharing sessions: docs/cluster.md)")
+    cluster.add_argument("--store", default=None, metavar="postgresql://…",
+                         help="keep sessions in this PostgreSQL database, shared with the other nodes (default: "
+                              "$TRELLIS_STORE; without it, local files under STATE_DIR)")
+    cluster.add_argument("--events", default=None, metavar="redis://…",
+                         help="carry live events and wake-ups through this Redis (default: $TRELLIS_EVENTS); "
+                              "needed with --store")
+    cluster.add_argument("--node-id", default=None, metavar="NAME",
+                         help="this node's name in the cluster (default: the host name and port)")
+    cluster.add_argument("--advertise-url", default=None, metavar="URL",
+                         help="the URL other nodes reach this one at (default: the bound http://HOST:PORT)")
+    cluster.add_argument("--lease-seconds", type=float, default=None, metavar="SECONDS",
+                         help="how long a silent node keeps its sessions before another takes them (default 5)")
     limits = p.add_argument_group("limits")
     limits.add_argument("--max-sessions", type=int, default=None, help="sessions per daemon (default 256)")
     limits.add_argument("--max-pending-prompts", type=int, default=None,
@@ -238,7 +253,53 @@ def load_daemon_config(args: argparse.Namespace,
 def configure_logging(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
     """``--log-level`` and ``--log-format`` on stderr; the token and API key given are never written there."""
     configure(args.log_level, args.log_format, secrets=(
-        args.token, environ.get("TRELLIS_TOKEN"), args.openai_api_key, environ.get("OPENAI_API_KEY")))
+        args.token, environ.get("TRELLIS_TOKEN"), args.openai_api_key, environ.get("OPENAI_API_KEY"),
+        *(_password(url) for url in (args.store, environ.get("TRELLIS_STORE"), args.events,
+                                     environ.get("TRELLIS_EVENTS")))))
+
+
+def _password(url: str | None) -> str | None:
+    """The password in a ``scheme://user:password@host`` URL (so no log line carries it)."""
+    if not url or "://" not in url:
+        return None
+    credentials, at, _ = url.partition("://")[2].rpartition("@")
+    return credentials.partition(":")[2] or None if at else None
+
+
+def cluster_config(parser: argparse.ArgumentParser, args: argparse.Namespace, environ: Mapping[str, str],
+                   token: str | None, auth: bool, settings: Settings) -> Any:
+    """The node's :class:`actors.cluster.node.ClusterConfig`, or ``None`` for a single daemon.
+
+    Each value from its flag, else the environment (``$TRELLIS_STORE``, ``$TRELLIS_EVENTS``), else the
+    settings' ``cluster`` group.
+    """
+    store = args.store or environ.get("TRELLIS_STORE") or settings.cluster_store
+    events = args.events or environ.get("TRELLIS_EVENTS") or settings.cluster_events
+    node_id = args.node_id or settings.cluster_node_id
+    advertise_url = args.advertise_url or settings.cluster_advertise_url
+    lease = args.lease_seconds if args.lease_seconds is not None else settings.cluster_lease_seconds
+    for url in (settings.cluster_store, settings.cluster_events):
+        add_secret(_password(url))  # the flags' and environment's are redacted already (configure_logging)
+    if not store and not events:
+        for flag in ("node_id", "advertise_url", "lease_seconds"):
+            if getattr(args, flag) is not None:
+                parser.error(f"--{flag.replace('_', '-')} is for cluster mode: it needs --store and --events")
+        return None
+    if not store or not events:
+        parser.error("cluster mode needs both --store postgresql://… and --events redis://… "
+                     "(or $TRELLIS_STORE and $TRELLIS_EVENTS)")
+    if auth and not token:
+        parser.error("cluster mode needs the token every node shares: pass --token or set $TRELLIS_TOKEN "
+                     "(a minted one would differ from node to node)")
+    from actors.cluster.node import ClusterConfig
+
+    node_id = node_id or f"{socket.gethostname()}-{args.port if args.port else os.getpid()}"
+    try:
+        return ClusterConfig(store, events, node_id, advertise_url or "",
+                             lease_seconds=lease if lease is not None else 5.0,
+                             max_sessions=settings.limits.max_sessions)
+    except ValueError as exc:
+        parser.error(f"cluster: {exc}")
 
 
 def say(line: str, level: str = "info") -> None:
@@ -329,6 +390,7 @@ class Shutdown:
     def __init__(self, bound: float) -> None:
         self.bound = bound
         self.daemon: Daemon | None = None
+        self.node: Any = None  # cluster mode: drained (its sessions handed over) before the daemon stops
         self.root = trio.CancelScope()
         self.served = trio.Event()  # the HTTP server has closed
         self.signal_name: str | None = None
@@ -351,6 +413,15 @@ class Shutdown:
         daemon = self.daemon
         assert daemon is not None and self._nursery is not None
         sessions = daemon.session_count
+        if self.node is not None:
+            say(f"draining ({name}): handing {sessions} session(s) over to the other nodes, running turns "
+                f"given {self.bound:g} s to finish (a second signal stops at once)")
+            try:
+                await self.node.drain(self.bound)
+            except OSError as exc:  # the database or Redis is gone: the leases run out instead
+                say(f"drain incomplete ({exc}); the other nodes take the sessions once their leases run out",
+                    "warning")
+            sessions = daemon.session_count
         say(f"shutting down ({name}): refusing new work, cancelling the running turns and background work of "
             f"{sessions} session(s), within {self.bound:g} s (a second signal stops at once)")
         if not await daemon.shutdown_gracefully(self.bound):
@@ -445,6 +516,7 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None, prog:
     if loaded is None:
         return 2
     settings, model = loaded
+    cluster = cluster_config(parser, args, environ, token, auth, settings)
     state_dir = Path(args.state_dir or ".trellis")
     if not auth:
         say("--no-auth: authentication is off; any local user or process can drive this daemon "
@@ -452,21 +524,34 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None, prog:
 
     shutdown = Shutdown(settings.limits.shutdown_seconds)
 
-    async def serving(daemon: Daemon, *, task_status: trio.TaskStatus[str]) -> None:
+    async def serving(daemon: Daemon, node: Any, *, task_status: trio.TaskStatus[str]) -> None:
         try:
             await serve(daemon, host=args.hostname, port=args.port, token=token, auth=auth,
                         allowed_origins=tuple(args.allow_origin), allowed_hosts=tuple(args.allow_host),
-                        acp_grace=args.acp_grace, task_status=task_status)
+                        acp_grace=args.acp_grace, cluster=node, task_status=task_status)
         finally:
             shutdown.served.set()
 
     async def run() -> None:
         # Opened first, so a signal during start-up waits for the daemon and then stops it in order.
         with trio.open_signal_receiver(*SHUTDOWN_SIGNALS) as signals, shutdown.root:
-            async with open_daemon(settings, model=model, state_dir=state_dir, workspace=args.workspace) as daemon:
+            async with AsyncExitStack() as stack:
+                node = None
+                if cluster is not None:
+                    from actors.cluster.open import open_cluster
+
+                    node = await stack.enter_async_context(open_cluster(cluster))
+                daemon = await stack.enter_async_context(open_daemon(
+                    settings, model=model, state_dir=state_dir, workspace=args.workspace,
+                    store=node.store if node is not None else None))
                 shutdown.daemon = daemon
+                if node is not None:
+                    node.attach(daemon)
+                    shutdown.node = node
                 async with trio.open_nursery() as nursery:
-                    url = await nursery.start(serving, daemon)
+                    url = await nursery.start(serving, daemon, node)
+                    if node is not None:
+                        await nursery.start(node.run, url)
                     if auth and token is None:  # serve minted one; name the file, never print the token
                         say(f"token: {token_path(state_dir)} (send it as Authorization: Bearer)")
                     print(f"listening on {url}", flush=True)
@@ -487,6 +572,9 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None, prog:
         return 0
     except SandboxUnavailable as exc:
         say(str(exc), "error")
+        return 2
+    except OSError as exc:  # cluster mode: PostgreSQL or Redis cannot be reached (the message says which)
+        say(f"cannot start: {exc}", "error")
         return 2
     except BaseExceptionGroup as group:
         token_errors, rest = group.split(TokenFileError)

@@ -35,8 +35,10 @@ from dataclasses import dataclass, field
 
 import orjson
 
-SECRET_ENV = ("TRELLIS_TOKEN", "OPENAI_API_KEY")
-SECRET_FLAGS = {"--token": "token", "--openai-api-key": "openai_api_key"}  # flag -> argparse dest
+# The cluster's store and events URLs may carry passwords (postgresql://user:password@host/db).
+SECRET_ENV = ("TRELLIS_TOKEN", "OPENAI_API_KEY", "TRELLIS_STORE", "TRELLIS_EVENTS")
+SECRET_FLAGS = {"--token": "token", "--openai-api-key": "openai_api_key",  # flag -> argparse dest
+                "--store": "store", "--events": "events"}
 SECRETS_FD_FLAG = "--secrets-fd"
 MAX_PAYLOAD = 4096  # PIPE_BUF: even a pipe shrunk to one page takes it without a reader
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import trio
 from hypercorn.config import Config
@@ -59,6 +60,7 @@ async def serve(
     allowed_hosts: tuple[str, ...] = (),
     acp_grace: float = 10.0,
     max_connections: int | None = None,
+    cluster: Any = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``daemon`` over HTTP until cancelled or the daemon stopped; reports the bound URL through ``task_status``.
@@ -89,6 +91,9 @@ async def serve(
     Each answer gets an access line on logger ``trellis.access`` at ``info``
     (:mod:`transport.access_log`: no header, no query value, signal tokens
     redacted), and the token is never written by :mod:`transport.logs`' handler.
+
+    ``cluster`` (an :class:`actors.cluster.node.ClusterNode`) makes this daemon a node of a cluster: see
+    :mod:`transport.cluster`.
 
     ``auth=False`` serves without any token, and only on a loopback ``host``
     (:class:`InsecureBind` otherwise); it cannot be combined with ``token``.
@@ -121,7 +126,8 @@ async def serve(
     config.errorlog = None
     if port:  # known before the bind; with port 0 only once hypercorn has one (until then, all refused)
         hosts.bind([f"http://{bind_host}:{port}"])
-    app = create_app(daemon, token=token, allowed_origins=allowed_origins, acp_grace=acp_grace, hosts=hosts)
+    app = create_app(daemon, token=token, allowed_origins=allowed_origins, acp_grace=acp_grace, hosts=hosts,
+                     cluster=cluster)
     async with trio.open_nursery() as nursery:
         cap = max_connections if max_connections is not None else daemon.settings.limits.max_connections
         binds = await nursery.start(partial(serve_capped, AccessLog(app), config, max_connections=cap,

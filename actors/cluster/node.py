@@ -1,0 +1,437 @@
+"""One daemon of a cluster: the leases it holds, the sessions it takes over, its events in Redis.
+
+A session is owned by one node at a time — the one holding its lease at the
+current fencing epoch (:mod:`.leases`). The node:
+
+1. **claims before a session starts** (:meth:`ClusterNode.before_start`, called
+   by the daemon for every session it starts): a new session gets a lease at
+   epoch 1; a stored one is claimed only if no live node owns it (else
+   :class:`SessionElsewhere`). The epoch goes into the store's fence and the
+   Redis owner key, so from then on only this node's writes are taken.
+2. **renews** every ``lease_seconds / 3`` in one statement. A session missing
+   from the answer, or at another epoch, was taken over: it is stopped here at
+   once without writing (its writes would be refused anyway) and its processes
+   are killed. A node that cannot renew for ``lease_seconds`` stops every
+   session, since another node may own them by now.
+3. **claims orphans** on the same tick: sessions whose owner stopped renewing
+   (killed, partitioned, paused) or released them, up to its cap, with
+   ``FOR UPDATE SKIP LOCKED`` so racing nodes split them. Each is restored as a
+   restart restores it: the guard cleared, queued prompts run in order, and the
+   prompt that was running ends ``turn_error`` ``node_lost`` (``daemon_restarted``
+   after a clean hand-over), never re-run. The session's ``eventEpoch`` is kept
+   and its event ids continue from the last one in Redis, so a client that saw
+   the last event reconnects with no gap and no duplicate.
+4. **mirrors events** of the sessions it owns to Redis (:class:`EventPublisher`,
+   fenced by the owner key), where every node's SSE route reads them (the
+   owner's too, so no client sees an event the next owner would not continue
+   after). A ``session_closed`` that only hands the session over is not mirrored.
+5. **takes prompts other nodes admitted** (the inbox) when woken through its
+   Redis wake stream, and on every tick in case a wake was lost.
+6. **drains** on request (``SIGTERM``): no new sessions are placed here, running
+   turns get the shutdown bound to finish, then each session is closed and its
+   lease released, and another node is woken to claim them at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ..storage import DAEMON_RESTARTED, NODE_LOST
+from .database import DatabaseUnavailable
+from .events import EventPublisher, EventsUnavailable, FanOutReader, RedisEvents
+from .leases import Claimed, Leases, Owner, SessionOwned
+from .store import Fence, PostgresStore
+
+if TYPE_CHECKING:
+    from ..daemon import Daemon
+    from ..session.session import Session
+
+log = logging.getLogger("trellis.cluster")
+
+LEASE_LOST = "lease_lost"  # the close reason of a session another node took over
+HANDOVER_REASONS = frozenset({"daemon_shutdown", LEASE_LOST})  # closes the next owner's stream goes on from
+
+
+class SessionElsewhere(Exception):
+    """Another live node owns this session; ``owner`` says which (and where)."""
+
+    def __init__(self, owner: Owner) -> None:
+        super().__init__(f"session {owner.session_id} is owned by node {owner.node_id} ({owner.advertise_url})")
+        self.owner = owner
+
+
+class NodeDraining(Exception):
+    """This node is draining: it starts no session."""
+
+
+@attrs.frozen
+class ClusterConfig:
+    """Where the cluster keeps things and who this node is (``trellis serve --store … --events …``)."""
+
+    store_url: str
+    events_url: str
+    node_id: str
+    advertise_url: str = ""  # empty: the URL the daemon is bound at (known once it serves)
+    lease_seconds: float = 5.0
+    max_sessions: int = 100
+
+    def __attrs_post_init__(self) -> None:
+        if not self.store_url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("cluster store must be a postgresql:// URL")
+        if not self.events_url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("cluster events must be a redis:// URL")
+        if not self.node_id or not all(c.isalnum() or c in "._-" for c in self.node_id) or len(self.node_id) > 64:
+            raise ValueError(f"node id {self.node_id!r}: use 1 to 64 letters, digits, '.', '_' and '-'")
+        if self.advertise_url and not self.advertise_url.startswith(("http://", "https://")):
+            raise ValueError("advertise URL must be the http:// or https:// URL other nodes reach this one at")
+        if not 0.5 <= self.lease_seconds <= 300:
+            raise ValueError("lease seconds must be from 0.5 to 300")
+
+
+@attrs.define
+class _Resume:
+    """What a session starting here continues from: its stream's epoch and last id, how it lost its prompt."""
+
+    epoch: int
+    event_epoch: str | None
+    last_id: int
+    code: str
+
+
+class ClusterNode:
+    """This daemon's place in the cluster. Build it with :func:`open_cluster`; run it with :meth:`run`."""
+
+    def __init__(self, config: ClusterConfig, store: PostgresStore, fence: Fence, leases: Leases,
+                 events: RedisEvents) -> None:
+        self.config = config
+        self.store = store
+        self.fence = fence
+        self.leases = leases
+        self.events = events
+        self.publisher = EventPublisher(events, on_stale=self._lost_nowait)
+        self.reader = FanOutReader(events, config.node_id)
+        self.draining = False
+        self.daemon: Daemon | None = None
+        self._resume: dict[str, _Resume] = {}
+        self._nursery: trio.Nursery | None = None
+        self._tick_now = trio.Event()
+        self._renewed_at: float | None = None
+        self.ticks = 0  # lease rounds done (tests wait on them)
+        self._ticked = trio.Event()
+        fence.on_lost = self._lost_nowait
+
+    @property
+    def node_id(self) -> str:
+        return self.config.node_id
+
+    def token(self, epoch: int) -> str:
+        """The Redis owner key's value at ``epoch``."""
+        return f"{self.node_id}:{epoch}"
+
+    # ------------------------------------------------------------- running
+
+    def attach(self, daemon: Daemon) -> None:
+        """Hook into ``daemon`` before it starts any session: its sessions hold leases from then on."""
+        self.daemon = daemon
+        daemon.placement = self
+        daemon.session_observers.append(self.observe_session)
+
+    async def run(self, advertise_url: str | None = None, *,
+                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Be this node until cancelled: register (at ``advertise_url`` unless the config names one),
+        renew, claim, take wakes. :meth:`attach` first."""
+        assert self.daemon is not None, "attach the node to its daemon first"
+        if not self.config.advertise_url:
+            if not advertise_url:
+                raise ValueError("the node needs the URL other nodes reach it at")
+            self.config = attrs.evolve(self.config, advertise_url=advertise_url)
+            self.leases.advertise_url = advertise_url
+        await trio.to_thread.run_sync(self.leases.register)
+        # Leases naming this node that this process does not hold are an earlier process's (one that died
+        # under the same node id): its renewals would keep them alive forever, so they are taken over now.
+        stranded = set(await trio.to_thread.run_sync(self.leases.held)) - set(self.fence.epochs)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await nursery.start(self.publisher.run)
+            await nursery.start(self.reader.run)
+            nursery.start_soon(self._take_wakes)
+            for session_id in sorted(stranded):
+                claimed = await trio.to_thread.run_sync(self.leases.claim, session_id)
+                if claimed is not None:
+                    await self._restore_claimed(attrs.evolve(claimed, released=False))  # that process died
+            await self._tick()  # sessions orphaned while no node ran are taken before the first request
+            nursery.start_soon(self._keep_leases)
+            task_status.started()
+
+    async def _keep_leases(self) -> None:
+        while True:
+            with trio.move_on_after(self.config.lease_seconds / 3):
+                await self._tick_now.wait()
+            self._tick_now = trio.Event()
+            await self._tick()
+
+    def tick_soon(self) -> None:
+        """Run a lease round now rather than at the next interval (a wake asked to claim)."""
+        self._tick_now.set()
+
+    async def wait_ticks(self, count: int = 1) -> None:
+        """Return once ``count`` more lease rounds have run."""
+        target = self.ticks + count
+        while self.ticks < target:
+            await self._ticked.wait()
+
+    async def _tick(self) -> None:
+        try:
+            await self._renew()
+            if not self.draining:
+                await self._claim_orphans()
+            await self._sweep_inbox()
+        except (DatabaseUnavailable, EventsUnavailable, OSError) as exc:
+            log.warning("node %s: lease round failed: %s", self.node_id, exc)
+            self._give_up_if_stale()
+        finally:
+            self.ticks += 1
+            self._ticked.set()
+            self._ticked = trio.Event()
+
+    async def _renew(self) -> None:
+        held = await trio.to_thread.run_sync(self.leases.renew)
+        self._renewed_at = trio.current_time()
+        for session_id, epoch in list(self.fence.epochs.items()):
+            if held.get(session_id) != epoch:
+                log.warning("node %s: lease of session %s lost (epoch %s; the database says %s)", self.node_id,
+                            session_id, epoch, held.get(session_id))
+                self._lost_nowait(session_id)
+
+    def _give_up_if_stale(self) -> None:
+        # Unable to renew for a whole lease: another node may own these sessions by now.
+        started = self._renewed_at
+        if started is not None and trio.current_time() - started >= self.config.lease_seconds:
+            for session_id in list(self.fence.epochs):
+                self._lost_nowait(session_id)
+
+    async def _claim_orphans(self) -> None:
+        assert self.daemon is not None
+        room = self.config.max_sessions - self.daemon.session_count
+        if room <= 0:
+            return
+        claimed = await trio.to_thread.run_sync(self.leases.claim_orphans, room)
+        for c in claimed:
+            await self._restore_claimed(c)
+
+    async def _restore_claimed(self, claimed: Claimed) -> None:
+        assert self.daemon is not None
+        session_id = claimed.session_id
+        await self._hold(session_id, claimed.epoch, DAEMON_RESTARTED if claimed.released else NODE_LOST)
+        log.info("node %s: took over session %s at epoch %d from %s (%s)", self.node_id, session_id,
+                 claimed.epoch, claimed.previous_node, "handed over" if claimed.released else "lost")
+        try:
+            await self.daemon.load_session(session_id)
+            await self.take_inbox(session_id)  # prompts admitted elsewhere while it had no owner
+        except Exception as exc:  # noqa: BLE001 - any failure: hand it back rather than hold it dead
+            log.error("node %s: session %s not restored (%s); released for another node", self.node_id,
+                      session_id, exc)
+            self._forget(session_id)
+            await trio.to_thread.run_sync(self.leases.release, session_id, claimed.epoch)
+
+    async def _hold(self, session_id: str, epoch: int, code: str) -> None:
+        """Fence the store and Redis at ``epoch`` and note what the session continues from."""
+        self.fence.hold(session_id, epoch)
+        await self.events.set_owner(session_id, self.token(epoch))
+        record = await trio.to_thread.run_sync(self.store.record_read, session_id) or {}
+        last_id = await self.events.last_id(session_id)
+        event_epoch = record.get("eventEpoch")
+        self._resume[session_id] = _Resume(epoch, event_epoch if isinstance(event_epoch, str) else None,
+                                           last_id, code)
+
+    def _forget(self, session_id: str) -> None:
+        self.fence.drop(session_id)
+        self._resume.pop(session_id, None)
+
+    async def _sweep_inbox(self) -> None:
+        assert self.daemon is not None
+        live = {h.session_id: h for h in self.daemon.sessions() if h.session_id in self.fence.epochs}
+        if not live:
+            return
+        waiting = await trio.to_thread.run_sync(self.store.inbox_sessions, list(live))
+        for session_id in waiting:
+            await self.take_inbox(session_id)
+
+    async def take_inbox(self, session_id: str) -> int:
+        """Queue the prompts other nodes admitted for ``session_id``, if it is live here."""
+        assert self.daemon is not None
+        handle = next((h for h in self.daemon.sessions() if h.session_id == session_id), None)
+        if handle is None or session_id not in self.fence.epochs:
+            return 0
+        return await handle.take_inbox(partial(self.store.inbox_take, session_id))
+
+    async def _take_wakes(self) -> None:
+        async for message in self.reader.wakes():
+            op = message.get("op")
+            if op == "inbox" and isinstance(message.get("session"), str):
+                try:
+                    await self.take_inbox(message["session"])
+                except Exception as exc:  # noqa: BLE001 - the tick's sweep retries
+                    log.warning("node %s: inbox of %s not taken: %s", self.node_id, message["session"], exc)
+            elif op == "claim":
+                self.tick_soon()
+
+    # ------------------------------------------------------------- the daemon's hooks
+
+    async def before_start(self, session_id: str, restore: bool) -> None:
+        """Called by the daemon before a session starts here: hold its lease, or refuse."""
+        if session_id in self._resume and session_id in self.fence.epochs:
+            return  # claimed by a lease round, being restored
+        if self.draining:
+            raise NodeDraining(f"node {self.node_id} is draining: it starts no session")
+        owner = await trio.to_thread.run_sync(self.leases.owner, session_id)
+        if owner is not None and owner.live and owner.node_id != self.node_id:
+            raise SessionElsewhere(owner)
+        if owner is None:
+            epoch = await trio.to_thread.run_sync(self._acquire, session_id)
+            code = DAEMON_RESTARTED
+        else:
+            claimed = await trio.to_thread.run_sync(self.leases.claim, session_id)
+            if claimed is None:  # another node was quicker
+                owner = await trio.to_thread.run_sync(self.leases.owner, session_id)
+                if owner is None:
+                    raise NodeDraining(f"session {session_id} is changing hands; try again")
+                raise SessionElsewhere(owner)
+            epoch, code = claimed.epoch, DAEMON_RESTARTED if claimed.released else NODE_LOST
+        await self._hold(session_id, epoch, code)
+
+    def _acquire(self, session_id: str) -> int:
+        try:
+            return self.leases.acquire(session_id)
+        except SessionOwned as exc:
+            raise SessionElsewhere(exc.owner) from None
+
+    def start_failed(self, session_id: str) -> None:
+        """The daemon could not start a session it had a lease for: give the lease up."""
+        epoch = self.fence.epoch(session_id)
+        self._forget(session_id)
+        if epoch is not None and self._nursery is not None:
+            self._nursery.start_soon(trio.to_thread.run_sync, self.leases.drop, session_id, epoch)
+
+    def observe_session(self, session: Session) -> None:
+        """Every new session, before it publishes: continue its stream, mirror its events to Redis."""
+        resume = self._resume.pop(session.session_id, None)
+        if resume is None:
+            return
+        if resume.event_epoch is not None:
+            session.bus.epoch = resume.event_epoch
+        session.bus.continue_after(resume.last_id)
+        session.interrupted_code = resume.code
+        token = self.token(resume.epoch)
+        publish = self.publisher.publish_nowait
+
+        def mirror(event: Any) -> None:
+            # A hand-over's close is this node's business only: the stream goes on at the next owner.
+            if event.type == "session_closed" and event.data.get("reason") in HANDOVER_REASONS:
+                return
+            publish(session.session_id, token, event)
+
+        session.bus.observers.append(mirror)
+
+    def session_ended(self, session: Session) -> None:
+        """A session stopped here: a deleted or crashed one gives its lease up, a handed-over one was released."""
+        session_id = session.session_id
+        epoch = self.fence.epoch(session_id)
+        self._forget(session_id)
+        if epoch is None or self._nursery is None:
+            return  # lost already, or the node is gone (its leases expire)
+        try:
+            if session.shutdown_reason == "daemon_shutdown":
+                self._nursery.start_soon(self._release, session_id, epoch)
+            elif session.shutdown_reason != LEASE_LOST:
+                self._nursery.start_soon(trio.to_thread.run_sync, self.leases.drop, session_id, epoch)
+        except RuntimeError:  # the node stopped first: the lease runs out and another node takes the session
+            pass
+
+    async def _release(self, session_id: str, epoch: int) -> None:
+        await self.publisher.wait_flushed(session_id)
+        if await trio.to_thread.run_sync(self.leases.release, session_id, epoch):
+            await self._wake_placement()
+
+    async def _wake_placement(self) -> None:
+        node = await trio.to_thread.run_sync(self.leases.place)
+        if node is not None and node.node_id != self.node_id:
+            await self.events.wake(node.node_id, {"op": "claim"})
+
+    # ------------------------------------------------------------- losing a session
+
+    def _lost_nowait(self, session_id: str) -> None:
+        """Another node owns ``session_id`` now: stop it here at once, writing nothing more."""
+        if self.fence.epoch(session_id) is None:
+            return
+        self._forget(session_id)
+        daemon = self.daemon
+        if daemon is None:
+            return
+        for handle in daemon.sessions():
+            if handle.session_id == session_id:
+                handle._session.shutdown_reason = LEASE_LOST
+                handle._ref.close()  # its background actors kill their process groups on the way out
+
+    # ------------------------------------------------------------- drain
+
+    async def drain(self, bound: float) -> None:
+        """Hand every session over (``SIGTERM``): place nothing here, let running turns finish within
+        ``bound`` seconds, then close each session and release its lease for another node."""
+        assert self.daemon is not None
+        self.draining = True
+        await trio.to_thread.run_sync(self.leases.set_draining)
+        for handle in self.daemon.sessions():
+            handle._session.shutdown_reason = "daemon_shutdown"  # nothing new starts; queued prompts stay queued
+        with trio.move_on_after(bound):
+            while any(h._session.current is not None for h in self.daemon.sessions()):
+                await trio.sleep(0.05)
+        for handle in self.daemon.sessions():
+            epoch = self.fence.epoch(handle.session_id)
+            closed = self.daemon._close_for_shutdown(handle)
+            if closed is not None:
+                await closed.wait()
+            if epoch is not None:
+                await self.publisher.wait_flushed(handle.session_id)
+                await trio.to_thread.run_sync(self.leases.release, handle.session_id, epoch)
+        await self._wake_placement()
+
+    # ------------------------------------------------------------- requests for sessions owned elsewhere
+
+    async def place(self) -> Any:
+        """The least-loaded live node that takes sessions (:meth:`Leases.place`), or ``None``."""
+        return await trio.to_thread.run_sync(self.leases.place)
+
+    async def owner(self, session_id: str) -> Owner | None:
+        return await trio.to_thread.run_sync(self.leases.owner, session_id)
+
+    async def admit_elsewhere(self, session_id: str, owner: Owner, record: dict[str, Any]) -> dict[str, Any]:
+        """Admit a prompt for a session another node owns: into the inbox (durable), then wake the owner.
+
+        Returns the 202 body the owner would have given: the prompt id, the
+        session's last event id (the prompt's events come after it) and its epoch.
+        """
+        stored = await trio.to_thread.run_sync(self.store.record_read, session_id) or {}
+        last_id = await self.events.last_id(session_id)
+        await trio.to_thread.run_sync(self.store.inbox_admit, session_id, record, self.node_id)
+        try:
+            if owner.live and owner.node_id:
+                await self.events.wake(owner.node_id, {"op": "inbox", "session": session_id})
+            else:  # between owners: whoever claims it takes the inbox with it
+                await self._wake_placement()
+        except (EventsUnavailable, DatabaseUnavailable) as exc:  # admitted all the same: the owner's next lease round takes it
+            log.warning("node %s: owner %s of %s not woken: %s", self.node_id, owner.node_id, session_id, exc)
+        return {"promptId": record["promptId"], "lastEventId": last_id, "eventEpoch": stored.get("eventEpoch")}
+
+    async def event_epoch(self, session_id: str) -> str | None:
+        stored = await trio.to_thread.run_sync(self.store.record_read, session_id) or {}
+        epoch = stored.get("eventEpoch")
+        return epoch if isinstance(epoch, str) else None
+
+
+__all__ = ["LEASE_LOST", "ClusterConfig", "ClusterNode", "NodeDraining", "SessionElsewhere"]

@@ -1,0 +1,168 @@
+"""Cluster mode's HTTP edge: any node answers any request (``docs/cluster.md``).
+
+A request for a session this node does not run is decided here, before any
+route handler, after authentication:
+
+    request                                 the session is ...            this node
+    --------------------------------------  ----------------------------  ------------------------------------
+    POST /session (no sessionId)            -                             creates it, or forwards to the
+                                                                          least-loaded live node (placement)
+    POST /session/:id/prompt                owned by a live node          admits it: journalled in the inbox,
+                                                                          202 with the owner's body, owner woken
+    GET  /session/:id/events                anywhere (here too)           streams it from Redis
+    any other /session/:id/...              owned by a live node          forwards it to the owner, answers as
+                                                                          the owner did (503 owner_unreachable
+                                                                          if it cannot reach it)
+    any /session/:id/...                    owned by nobody live          takes it over here (restores it),
+                                                                          then answers as its owner
+    anything                                live here / unknown           the ordinary routes
+
+Every event stream of a cluster is read from Redis, on the owner too: what
+any client has seen is then in the session's durable stream, so the next
+owner continues its ids exactly where they stopped (no gap, no duplicate).
+
+A forwarded request carries ``X-Trellis-Forwarded``, and a node answers it
+itself: a request never goes round the cluster. Nodes share the bearer token
+(the client's own ``Authorization`` header is what is forwarded).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+from quart import Response, make_response, request
+from quart_trio import QuartTrio
+
+from actors import Daemon, wire
+from actors.cluster.follow import remote_subscription
+from actors.cluster.node import ClusterNode, NodeDraining, SessionElsewhere
+from actors.session.images import ImageRefused, accepts_images, prompt_images
+
+from . import sse
+from .errors import HttpError, json_response
+
+FORWARDED = "X-Trellis-Forwarded"
+_SESSION_PATH = re.compile(r"^/session/([^/]+)(/.*)?$")
+_PASSED = ("authorization", "content-type", "accept", "last-event-id", "x-qwen-client-id", "x-qwen-event-epoch")
+_ANSWERED = ("content-type", "x-qwen-event-epoch", "www-authenticate", "retry-after")
+FORWARD_TIMEOUT = httpx.Timeout(30.0, connect=3.0)
+
+
+def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
+    """Route requests for sessions other nodes own (see the module docstring)."""
+    client = httpx.AsyncClient(timeout=FORWARD_TIMEOUT, follow_redirects=False, trust_env=False)
+
+    @app.after_serving
+    async def close_client() -> None:
+        await client.aclose()
+
+    async def forward(base_url: str) -> Response:
+        headers = {k: v for k, v in request.headers.items() if k.lower() in _PASSED}
+        headers[FORWARDED] = node.node_id
+        url = base_url.rstrip("/") + request.full_path.rstrip("?")
+        try:
+            answer = await client.request(request.method, url, content=await request.get_data(), headers=headers)
+        except httpx.HTTPError as exc:
+            raise HttpError(503, f"the node that owns this session cannot be reached ({type(exc).__name__}); "
+                                 "try again: another node takes the session over once its lease runs out",
+                            "owner_unreachable") from None
+        kept = {k: v for k, v in answer.headers.items() if k.lower() in _ANSWERED}
+        return Response(answer.content, status=answer.status_code, headers=kept)
+
+    @app.before_request
+    async def route_in_cluster() -> Response | None:
+        if request.headers.get(FORWARDED):
+            return None  # another node sent it here: answered here, whatever it is
+        if request.path == "/session" and request.method == "POST":
+            return await place_new()
+        match = _SESSION_PATH.match(request.path)
+        if match is None:
+            return None
+        session_id, rest = match.group(1), match.group(2) or ""
+        events = rest == "/events" and request.method in ("GET", "HEAD")
+        if any(h.session_id == session_id for h in daemon.sessions()):
+            return await remote_events(session_id) if events else None
+        owner = await node.owner(session_id)
+        if owner is None:
+            return None  # unknown to the cluster, or stored and unowned: the ordinary routes (load restores it)
+        elsewhere = owner.live and owner.node_id != node.node_id
+        if not elsewhere and not node.draining:
+            await take_over(session_id)
+            return await remote_events(session_id) if events else None
+        if events:
+            return await remote_events(session_id)
+        if rest == "/prompt" and request.method == "POST":
+            return await admit_elsewhere(session_id, owner)
+        if not elsewhere:  # this node is draining and the session is between owners
+            raise HttpError(503, f"session {session_id} is moving to another node; try again in a moment",
+                            "session_moving")
+        return await forward(owner.advertise_url)
+
+    async def take_over(session_id: str) -> None:
+        try:
+            await daemon.load_session(session_id)
+            await node.take_inbox(session_id)
+        except SessionElsewhere as exc:  # taken by another node meanwhile
+            raise HttpError(503, f"{exc}; try again", "session_moving") from None
+        except NodeDraining as exc:
+            raise HttpError(503, str(exc), "node_draining") from None
+
+    async def place_new() -> Response | None:
+        raw = await request.get_data()
+        try:
+            b = wire.decode(raw if raw.strip() else b"{}", wire.CreateSessionBody)
+        except wire.WireError:
+            return None  # the ordinary route answers 400
+        if b.sessionId is not None:
+            owner = await node.owner(b.sessionId)
+            if owner is not None and owner.live and owner.node_id != node.node_id:
+                return await forward(owner.advertise_url)  # attaching to a session that runs there
+            return None
+        target = await node.place()
+        if target is None or target.node_id == node.node_id:
+            if node.draining:
+                raise HttpError(503, f"node {node.node_id} is draining and no other node takes sessions",
+                                "node_draining")
+            return None
+        return await forward(target.advertise_url)
+
+    async def admit_elsewhere(session_id: str, owner: Any) -> Response:
+        try:
+            b = wire.decode(await request.get_data(), wire.PromptBody)
+        except wire.WireError as exc:
+            raise HttpError(400, exc.message, exc.code, exc.path) from None
+        if not b.prompt:
+            raise HttpError(400, "prompt must contain at least one content block", "empty_prompt", "$.prompt")
+        try:
+            prompt_images(b, accepts_images(daemon.runtime.provider))
+        except ImageRefused as exc:
+            raise HttpError(400, exc.message, exc.code, exc.path) from None
+        record = {"op": "admitted", "promptId": daemon.runtime.ids.new("prompt"), "body": wire.unstructure(b),
+                  "text": b.text, "queuedAt": daemon.runtime.clock_ms(),
+                  "clientId": request.headers.get("X-Qwen-Client-Id"), "waited": True}
+        try:
+            answer = await node.admit_elsewhere(session_id, owner, record)
+        except KeyError:
+            raise HttpError(404, f"unknown session {session_id!r}", "session_not_found", "url.sessionId") from None
+        except OSError as exc:
+            raise HttpError(503, f"the prompt was not admitted: {exc}", "storage_unavailable") from None
+        return json_response(answer, 202)
+
+    async def remote_events(session_id: str) -> Response:
+        cursor = sse.parse_cursor(request.headers.get("Last-Event-ID") or request.args.get("lastEventId"))
+        epoch = request.headers.get("X-Qwen-Event-Epoch") or request.args.get("epoch")
+        try:
+            event_epoch, subscription = await remote_subscription(node, session_id, cursor, epoch)
+        except OSError as exc:
+            raise HttpError(503, f"the session's events cannot be read: {exc}", "events_unavailable") from None
+        headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                   "X-Qwen-Event-Epoch": event_epoch or ""}
+        if request.method == "HEAD":
+            subscription.close()
+            return Response(b"", headers=headers)
+        headers["X-Accel-Buffering"] = "no"
+        response = await make_response(sse.frames(subscription), headers)
+        response.timeout = None
+        return response
