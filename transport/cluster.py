@@ -5,6 +5,8 @@ route handler, after authentication:
 
     request                                 the session is ...            this node
     --------------------------------------  ----------------------------  ------------------------------------
+    GET /session                            -                             lists them all, each with the
+                                                                          ``node`` that runs it
     POST /session (no sessionId)            -                             creates it, or forwards to the
                                                                           least-loaded live node (placement)
     POST /session/:id/prompt                owned by a live node          admits it: journalled in the inbox,
@@ -77,6 +79,8 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
             return None  # another node sent it here: answered here, whatever it is
         if request.path == "/session" and request.method == "POST":
             return await place_new()
+        if request.path == "/session" and request.method == "GET":
+            return await list_sessions()
         match = _SESSION_PATH.match(request.path)
         if match is None:
             return None
@@ -99,6 +103,19 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
             raise HttpError(503, f"session {session_id} is moving to another node; try again in a moment",
                             "session_moving")
         return await forward(owner.advertise_url)
+
+    async def list_sessions() -> Response:
+        # The ordinary list, with the sessions other live nodes run marked live there ("node").
+        sessions = daemon.stored_sessions()
+        here = {h.session_id for h in daemon.sessions()}
+        owners = await node.owners([s["sessionId"] for s in sessions])
+        for entry in sessions:
+            owner = owners.get(entry["sessionId"])
+            if entry["sessionId"] in here:
+                entry["node"] = node.node_id
+            elif owner is not None and owner.live:
+                entry.update(live=True, restorable=False, state="remote", node=owner.node_id)
+        return json_response({"sessions": sessions})
 
     async def take_over(session_id: str) -> None:
         try:

@@ -407,6 +407,9 @@ class ClusterNode:
         """The least-loaded live node that takes sessions (:meth:`Leases.place`), or ``None``."""
         return await trio.to_thread.run_sync(self.leases.place)
 
+    async def owners(self, session_ids: list[str]) -> dict[str, Owner]:
+        return await trio.to_thread.run_sync(self.leases.owners, session_ids)
+
     async def owner(self, session_id: str) -> Owner | None:
         return await trio.to_thread.run_sync(self.leases.owner, session_id)
 

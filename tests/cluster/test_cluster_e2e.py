@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import secrets
 import signal
+from pathlib import Path
 
 import psycopg
 import trio
@@ -125,14 +127,31 @@ async def test_sigkill_of_the_owner_mid_turn_fails_over(tmp_path, postgres_url, 
         assert users == ["prompt 0", "prompt 1", "prompt 2"]  # each once: the lost one is never re-run
 
 
+def pids_with(word: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and word.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 async def test_a_paused_owner_that_wakes_writes_nothing_and_stops_its_sessions(tmp_path, postgres_url, redis_url):
+    word = f"300.{secrets.randbelow(10**6):06d}"  # `sleep 300.NNNNNN`: this test's background command
+    script = {"responses": [
+        [{"tool_call": {"name": "shell", "arguments": {"command": f"sleep {word}", "run_in_background": True}}}],
+        {"delay": 300, "steps": [{"text": "never"}]}]}
     async with cluster(tmp_path, postgres_url, redis_url) as c:
-        a = await c.start("a", STALLED)
+        a = await c.start("a", script)
         b = await c.start("b", answers("b"))
         sid = (await a.client.post("/session", json={})).json()["sessionId"]
+        await a.client.post(f"/session/{sid}/approval-mode", json={"mode": "yolo"})
         running = (await a.client.post(f"/session/{sid}/prompt", json=text("stalls"))).json()["promptId"]
         with trio.fail_after(10):
-            while (await a.client.get(f"/session/{sid}/turns/{running}")).json()["state"] != "running":
+            while (await a.client.get(f"/session/{sid}/turns/{running}")).json()["state"] != "running" \
+                    or not pids_with(word):
                 await trio.sleep(0.02)
         a.signal(signal.SIGSTOP)
         await wait_owner(postgres_url, sid, "a", timeout=4 * LEASE + 5)
@@ -144,6 +163,7 @@ async def test_a_paused_owner_that_wakes_writes_nothing_and_stops_its_sessions(t
                 await trio.sleep(0.05)
         await trio.sleep(LEASE)  # a whole lease more: nothing a writes lands
         assert journal(postgres_url, sid) == records_before
+        assert pids_with(word) == []  # the old owner killed its session's background command
         assert owner_of(postgres_url, sid)[0] == "b"
         assert "lease of session" in a.log_text() and "lost" in a.log_text()
 
@@ -191,3 +211,19 @@ async def test_a_node_restarted_under_its_own_id_takes_back_what_it_held(tmp_pat
         turns = [await wait_turn(again.client, sid, pid) for pid in ids]
         assert [(t["state"], t.get("errorCode")) for t in turns] == [("error", "node_lost"), ("completed", None)]
         assert owner_of(postgres_url, sid) == ("a", epoch + 1)
+
+
+async def test_new_sessions_go_to_the_least_loaded_node_and_every_node_lists_them(tmp_path, postgres_url,
+                                                                                   redis_url):
+    async with cluster(tmp_path, postgres_url, redis_url) as c:
+        a = await c.start("a", answers("a"))
+        await c.start("b", answers("b"))
+        await c.start("c", answers("c"), "--max-sessions", "1")
+        sids = [(await a.client.post("/session", json={})).json()["sessionId"] for _ in range(5)]
+        placed = [owner_of(postgres_url, sid)[0] for sid in sids]
+        assert sorted(placed[:3]) == ["a", "b", "c"]  # one each while all are empty...
+        assert placed.count("c") == 1  # ...and never past c's cap
+        for node in c.nodes.values():
+            listed = {s["sessionId"]: s for s in (await node.client.get("/session")).json()["sessions"]}
+            assert set(listed) == set(sids)
+            assert all(listed[sid]["live"] and listed[sid]["node"] == where for sid, where in zip(sids, placed))
