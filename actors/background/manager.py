@@ -9,6 +9,7 @@ session starts automatic turns.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +25,8 @@ from . import scheduler as sch
 from . import shell as sh
 from .automatic import AutomaticItem, AutomaticQueue, Posted
 from .registry import BackgroundItem, BackgroundRegistry, Baseline
+
+log = logging.getLogger("trellis.background")
 
 NOTIFICATION_TEXT_LIMIT = 8000
 OUTPUT_EVENT_LIMIT = 1024  # characters of output per background_task event
@@ -47,8 +50,13 @@ class BackgroundManager:
         now: Callable[[], datetime],
         related: Callable[[AutomaticItem], bool] = lambda _: False,
         sandbox: Sandbox = NO_SANDBOX,
+        journal: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.session_id = session_id
+        # Appends one journal record durably, OSError when it cannot: @wakeups and cron jobs are written
+        # down, so a restart (or another node of a cluster) brings them back (None: nothing is kept).
+        self._journal = journal
+        self._timers: dict[str, dict[str, Any]] = {}  # live timers' "timer" records (for compaction)
         self.sandbox = sandbox  # where shells and monitor commands run
         self._ids = ids
         self._publish = publish
@@ -134,6 +142,8 @@ class BackgroundManager:
             item.ended_at = trio.current_time()
             self.queue.remove_task(task_id)
             self._event(item, "finished")
+            if self._timers.pop(task_id, None) is not None:
+                self._write_quietly({"op": "timer_ended", "taskId": task_id})
         return True
 
     # ------------------------------------------------------------- work run elsewhere
@@ -237,42 +247,97 @@ class BackgroundManager:
             when = at if at is not None else self._now() + timedelta(seconds=delay or 0)
         except (OverflowError, ValueError):
             raise sch.ScheduleError("delay is too large") from None
-        task_id = self._ids.new("wakeup")
-        item = self.registry.add(BackgroundItem(task_id, "wakeup", note, state="scheduled",
-                                                started_at=trio.current_time()))
-
-        def fire() -> None:
-            item.state = "fired"
-            item.ended_at = trio.current_time()
-            self._event(item, "finished")
-            self.post(AutomaticItem(self._ids.new("auto"), "wakeup", task_id, f"@wakeup: {note}"))
-
-        timer = sch.Timer(task_id, self._now, sch.once_at(when), fire)
-        assert self._nursery is not None
-        item.actor = await self._nursery.start(timer.run)
-        self._event(item, "started", at=when.isoformat())
-        return item
+        record = {"op": "timer", "taskId": self._ids.new("wakeup"), "kind": "wakeup", "text": note,
+                  "at": when.isoformat(), "recurring": False, "createdAt": self._now().isoformat()}
+        return await self._start_timer(record, written=False)
 
     async def create_cron(self, schedule: str, prompt: str, recurring: bool) -> BackgroundItem:
         self._check_capacity()
         schedule = sch.parse_cron(schedule)
-        task_id = self._ids.new("cron")
-        item = self.registry.add(BackgroundItem(task_id, "cron", f"{schedule}: {prompt}", state="scheduled",
+        record = {"op": "timer", "taskId": self._ids.new("cron"), "kind": "cron", "text": prompt,
+                  "schedule": schedule, "recurring": recurring, "createdAt": self._now().isoformat()}
+        return await self._start_timer(record, written=False)
+
+    async def restore_timers(self, records: list[dict[str, Any]]) -> int:
+        """Bring back the @wakeups and cron jobs a restart's journal still has scheduled (see
+        :func:`actors.storage.journal.replay`), under their task ids. One whose time passed while no
+        daemon ran fires once, at once; a recurring cron job then goes on from now."""
+        restored = 0
+        for record in records:
+            try:
+                await self._start_timer(record, written=True)
+                restored += 1
+            except (sch.ScheduleError, ValueError, KeyError, TypeError) as exc:
+                log.error("session %s: timer %s not restored: %s", self.session_id, record.get("taskId"), exc)
+        return restored
+
+    async def _start_timer(self, record: dict[str, Any], *, written: bool) -> BackgroundItem:
+        task_id, kind, text = record["taskId"], record["kind"], record["text"]
+        recurring = bool(record.get("recurring"))
+        if kind == "wakeup":
+            when = datetime.fromisoformat(record["at"])
+            label, next_time = text, sch.once_at(when)
+            after: datetime | None = None
+        else:
+            schedule = sch.parse_cron(record["schedule"])
+            label, next_time = f"{schedule}: {text}", sch.cron_times(schedule, recurring)
+            counted_from = record.get("lastFired") or record.get("createdAt")
+            after = datetime.fromisoformat(counted_from) if written and counted_from else None
+        if not written:
+            try:  # durable before it is announced: a restart, or a cluster's next owner, brings it back
+                self._write(record)
+            except OSError as exc:
+                raise sch.ScheduleError(f"cannot be kept: {exc}") from None
+        self._timers[task_id] = record
+        item = self.registry.add(BackgroundItem(task_id, kind, label, state="scheduled",  # type: ignore[arg-type]
                                                 started_at=trio.current_time()))
 
         def fire() -> None:
+            one_shot = kind == "wakeup" or not recurring
+            try:  # written before it is queued, so a takeover does not fire it a second time
+                self._write({"op": "timer_fired", "taskId": task_id, "at": self._now().isoformat()})
+            except OSError as exc:  # this node lost the session (or its storage): the next owner fires it
+                log.error("session %s: %s %s not fired: %s", self.session_id, kind, task_id, exc)
+                return
+            if one_shot:
+                self._timers.pop(task_id, None)
+            if kind == "wakeup":
+                item.state = "fired"
+                item.ended_at = trio.current_time()
+                self._event(item, "finished")
+                self.post(AutomaticItem(self._ids.new("auto"), "wakeup", task_id, f"@wakeup: {text}"))
+                return
             self._event(item, "output", text="fired")
             if not recurring:
                 item.state = "fired"
                 item.ended_at = trio.current_time()
                 self._event(item, "finished")
-            self.post(AutomaticItem(self._ids.new("auto"), "cron", task_id, prompt, recurring=recurring))
+            self.post(AutomaticItem(self._ids.new("auto"), "cron", task_id, text, recurring=recurring))
 
-        timer = sch.Timer(task_id, self._now, sch.cron_times(schedule, recurring), fire)
+        timer = sch.Timer(task_id, self._now, next_time, fire, after=after)
         assert self._nursery is not None
         item.actor = await self._nursery.start(timer.run)
-        self._event(item, "started", schedule=schedule, recurring=recurring)
+        if kind == "wakeup":
+            self._event(item, "started", at=record["at"])
+        else:
+            self._event(item, "started", schedule=record["schedule"], recurring=recurring)
         return item
+
+    def timer_records(self) -> list[dict[str, Any]]:
+        """The live timers' records, for a compacted journal (last fires kept)."""
+        return [dict(r) for r in self._timers.values()]
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self._journal is not None:
+            self._journal(record)
+        if record["op"] == "timer_fired" and record["taskId"] in self._timers:
+            self._timers[record["taskId"]] = {**self._timers[record["taskId"]], "lastFired": record["at"]}
+
+    def _write_quietly(self, record: dict[str, Any]) -> None:
+        try:
+            self._write(record)
+        except OSError as exc:
+            log.error("session %s: %s", self.session_id, exc)
 
     # ------------------------------------------------------------- the automatic queue
 

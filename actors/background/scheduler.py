@@ -42,8 +42,9 @@ class Timer:
     """An actor that fires ``fire()`` at each time ``next_time`` gives, until it returns ``None``."""
 
     def __init__(self, task_id: str, now: Callable[[], datetime], next_time: Callable[[datetime], datetime | None],
-                 fire: Callable[[], None]) -> None:
+                 fire: Callable[[], None], *, after: datetime | None = None) -> None:
         self.task_id = task_id
+        self._after = after  # a restored timer counts from its last fire (or creation), not from now
         self._now = now
         self._next_time = next_time
         self._fire = fire
@@ -56,11 +57,13 @@ class Timer:
             nursery.start_soon(serve_mailbox, inbox, self._handle)
             task_status.started(ref)
             with self._scope:
-                after = self._now()
+                after = self._after or self._now()
                 while (when := self._next_time(after)) is not None:
                     await trio.sleep(max(0.0, (when - self._now()).total_seconds()))
                     self._fire()
-                    after = when
+                    # From now, not from ``when``: times missed while no daemon ran (a restored timer) fire
+                    # once, not once each.
+                    after = max(when, self._now())
             nursery.cancel_scope.cancel()
 
     def _handle(self, message: Cancel) -> None:

@@ -256,6 +256,8 @@ class PromptFifo:
         self._turns: OrderedDict[str, TurnRecord] = OrderedDict()
         self._active = False
         self._journal = journal
+        # Records others keep in the same journal (the session's timers), for a compacted one.
+        self.snapshot_extra: Callable[[], list[dict[str, Any]]] = list
         self.usage = UsageLedger()  # the session's model calls, cumulative and journalled (status.usage)
         self.ref: ActorRef[FifoMessage] | None = None
 
@@ -526,6 +528,7 @@ class PromptFifo:
                 if record is not None and record.usage is not None:  # the running turn's calls so far
                     out.append({"op": "usage", "promptId": e.prompt_id, "usage": record.usage.to_wire()})
         out += [{"op": "mid_turn", "messageId": i.message_id, "text": i.text} for i in self._mid_turn]
+        out += self.snapshot_extra()
         # Last: it sets the session's cumulative figures, the "usage" records above included.
         out.append({"op": "session_usage", "usage": self.usage.to_wire()})
         return out

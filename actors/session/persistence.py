@@ -36,8 +36,10 @@ def restore(session: Session) -> None:
     session.restore_from_disk()
     session.fifo.journal_count(len(journalled))
     code = session.interrupted_code
-    for prompt_id in session.fifo.restore(replay(journalled), code, INTERRUPTED[code]):
+    replayed = replay(journalled)
+    for prompt_id in session.fifo.restore(replayed, code, INTERRUPTED[code]):
         end_interrupted(session, prompt_id, code)
+    session.timers_to_restore = replayed.timers  # started with the session's background actors
 
 
 def end_interrupted(session: Session, prompt_id: str, code: str = DAEMON_RESTARTED) -> None:

@@ -138,12 +138,14 @@ class Session:
         # What a bound editor lends the tools instead of local files and shells (.client); None: local.
         self.client_services: ClientServices | None = None
         store = runtime.store
+        # One journal for the FIFO and the timers (@wakeups, cron jobs), appended in the order things happen.
+        journal = JournalWriter(store, session_id) if store is not None else None
         self.fifo = f.PromptFifo(
             session_id, self.bus, runtime.ids,
             max_pending=settings.limits.max_pending_prompts, max_mid_turn=settings.limits.max_mid_turn_messages,
             wake_session=self._wake.set, cancel_running=self._cancel_prompt, now_ms=runtime.clock_ms,
             queue_released=self._queue_released, handed_over=self._handed_over,
-            journal=JournalWriter(store, session_id) if store is not None else None,
+            journal=journal,
         )
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
         self.usage = UsageMeter(self.fifo, self.publish_update, runtime.clock_ms)
@@ -155,8 +157,10 @@ class Session:
         self.always_denied: set[str] = set()  # ... or rejected for the rest of the session
         self.background = BackgroundManager(
             session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
-            sandbox=runtime.sandbox,
+            sandbox=runtime.sandbox, journal=journal.append if journal is not None else None,
         )
+        self.fifo.snapshot_extra = self.background.timer_records  # a compacted journal keeps the timers
+        self.timers_to_restore: list[dict[str, Any]] = []  # set by persistence.restore, started by run()
         self.chain = WorkChain(TodoStopGuard(enabled=settings.guard_enabled), self.background)
         self.background.related = self.chain.is_related
         # Its MCP servers (actors.mcp_client): the settings' and a client's, started with the session's actors.
@@ -190,6 +194,9 @@ class Session:
                 self._nursery = nursery
                 self.fifo_ref = await nursery.start(self.fifo.run)
                 await nursery.start(self.background.run)
+                if self.timers_to_restore:
+                    await self.background.restore_timers(self.timers_to_restore)
+                    self.timers_to_restore = []
                 self.mcp.start(nursery)
                 nursery.start_soon(self._work_loop, name=f"work:{self.session_id}")
                 task_status.started(self)

@@ -22,12 +22,18 @@ record, appended before the change is acknowledged (a 202 is a promise):
     session_usage
                 usage (the session's cumulative           replaces the cumulative usage
                 figures)                                  (compaction writes it last)
+    timer       taskId, kind (cron | wakeup), text,       a @wakeup or cron job scheduled
+                schedule | at, recurring, createdAt
+    timer_fired taskId, at                                fired (written before the fire is
+                                                          queued); a one-shot one ends
+    timer_ended taskId                                    killed
 
 :func:`replay` folds the records into what a restarted session resumes with:
 queued prompts in their order, the prompts that were running when the daemon
 died (they end ``daemon_restarted`` and are never re-run: their tools had side
 effects), every turn record, the mid-turn input still waiting, and the session's
-cumulative model usage (counts are summed as numbers, key by key). It is pure:
+cumulative model usage (counts are summed as numbers, key by key), and the
+@wakeups and cron jobs still scheduled, each with its last fire. It is pure:
 no I/O, no clock. A record it does not understand is skipped, so a newer
 daemon's journal does not stop an older one from restoring what it can.
 """
@@ -54,6 +60,7 @@ class Replayed:
     turns: OrderedDict[str, dict[str, Any]] = attrs.Factory(OrderedDict)  # prompt id -> turn record (wire form)
     mid_turn: list[dict[str, Any]] = attrs.Factory(list)  # {messageId, text}, in order
     usage: dict[str, Any] = attrs.Factory(dict)  # the session's model usage (wire form), cumulative
+    timers: list[dict[str, Any]] = attrs.Factory(list)  # live "timer" records, each with "lastFired" (or None)
 
 
 def replay(records: list[dict[str, Any]]) -> Replayed:
@@ -63,6 +70,7 @@ def replay(records: list[dict[str, Any]]) -> Replayed:
     order: list[str] = []
     running: set[str] = set()
     waiting: OrderedDict[str, dict[str, Any]] = OrderedDict()
+    timers: OrderedDict[str, dict[str, Any]] = OrderedDict()
     for record in records:
         op, pid = record.get("op"), record.get("promptId")
         if op in ("admitted", "promoted") and isinstance(pid, str):
@@ -95,9 +103,20 @@ def replay(records: list[dict[str, Any]]) -> Replayed:
                 out.turns[pid]["usage"] = summed(out.turns[pid].get("usage"), record["usage"])
         elif op == "session_usage" and isinstance(record.get("usage"), dict):
             out.usage = summed({}, record["usage"])
+        elif op == "timer" and isinstance(record.get("taskId"), str):
+            timers[record["taskId"]] = {**record, "lastFired": record.get("lastFired")}
+        elif op == "timer_fired" and record.get("taskId") in timers:
+            timer = timers[record["taskId"]]
+            if timer.get("kind") == "wakeup" or not timer.get("recurring"):
+                del timers[record["taskId"]]  # a one-shot one is done
+            else:
+                timer["lastFired"] = record.get("at")
+        elif op == "timer_ended":
+            timers.pop(record.get("taskId"), None)  # type: ignore[arg-type]
     out.queued = [entries[pid] for pid in order if pid not in running]
     out.interrupted = [pid for pid in order if pid in running]
     out.mid_turn = list(waiting.values())
+    out.timers = list(timers.values())
     return out
 
 

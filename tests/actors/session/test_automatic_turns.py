@@ -108,3 +108,27 @@ async def test_25_cron_fires_while_busy_leave_one_queued_item(autojump_clock):
             echo = next(e for e in got if e.update and e.update["sessionUpdate"] == "user_message_chunk")
             assert echo.update["_meta"]["source"] == "cron"
             assert "fired 25 times" in model.calls[2].messages[-1].content
+
+
+async def test_a_restored_session_keeps_its_cron_job_and_its_task_id(autojump_clock, tmp_path):
+    model = load_script({"responses": [
+        [call("cron_create", schedule="*/10 * * * *", prompt="poll the queue", recurring=True)],
+        [{"text": "scheduled"}],
+        [{"text": "polled after the restart"}],
+    ]})
+    with trio.fail_after(10_000):
+        async with open_daemon(YOLO, model=model, ids=CountingIds(), now=virtual_now, state_dir=tmp_path) as first:
+            session, _ = await first.create_session()
+            sub = session.subscribe()
+            await session.prompt("poll every ten minutes")
+            await collect_until(sub, is_end)
+            sid = session.session_id
+        async with open_daemon(YOLO, model=model, ids=CountingIds(), now=virtual_now, state_dir=tmp_path) as again:
+            restored = await again.load_session(sid)
+            sub = restored.subscribe()
+            status = await restored.status()
+            assert [t["taskId"] for t in status["backgroundTasks"] if t["kind"] == "cron"] == ["cron-1"]
+            got = await collect_until(sub, is_end)  # 12:10: its automatic turn, after the restart
+            echo = next(e for e in got if e.update and e.update["sessionUpdate"] == "user_message_chunk")
+            assert echo.update["_meta"]["source"] == "cron" and echo.update["_meta"]["taskId"] == "cron-1"
+            assert 9 * 60 <= trio.current_time() <= 10 * 60
