@@ -14,7 +14,8 @@ Everything not re-exported here is private.
 """
 
 from ._actor import ActorGone, MailboxFull
-from .daemon import Daemon, InvalidCwd, InvalidSessionId, SessionStarting, TooManySessions, UnknownSession, open_daemon
+from .daemon import (Daemon, InvalidCwd, InvalidSessionId, NotStartedHere, SessionStarting, TooManySessions,
+                     UnknownSession, open_daemon)
 from .events import EventBus, Subscription, TooManySubscribers
 from .ids import CountingIds, IdSource
 from .process import Sandbox, SandboxUnavailable
@@ -28,7 +29,7 @@ from .wire import Event, WireError
 __all__ = [
     "ActorGone", "Admitted", "CountingIds", "Daemon", "Event", "EventBus", "IdSource", "InvalidCwd", "InvalidSessionId",
     "Limits", "MailboxFull", "ModelError", "QueueFull", "Sandbox", "SandboxUnavailable", "ScriptError", "ScriptedModel", "SessionHandle",
-    "SessionStarting", "Settings", "SettingsError", "Subscription", "Tool", "ToolContext", "ToolRegistry", "ToolResult",
+    "NotStartedHere", "SessionStarting", "Settings", "SettingsError", "Subscription", "Tool", "ToolContext", "ToolRegistry", "ToolResult",
     "TooManySessions", "TooManySubscribers", "UnknownSession", "WireError", "load_script", "load_settings",
     "open_daemon",
 ]

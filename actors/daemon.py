@@ -46,6 +46,13 @@ class SessionStarting(Exception):
     """A session with that id is being started right now."""
 
 
+class NotStartedHere(Exception):
+    """A cluster node does not start this session now (another node owns it, or this one is draining);
+    ``code`` names why (``session_elsewhere``, ``node_draining``). Retrying, maybe on another node, may work."""
+
+    code = "not_started_here"
+
+
 class Daemon:
     """Owns sessions. Create it with :func:`open_daemon`."""
 
@@ -467,5 +474,5 @@ async def _actor_nursery(*, task_status: trio.TaskStatus[trio.Nursery] = trio.TA
             await trio.sleep_forever()
 
 
-__all__ = ["Daemon", "InvalidCwd", "InvalidSessionId", "SessionStarting", "TooManySessions", "ToolRegistry",
+__all__ = ["Daemon", "InvalidCwd", "InvalidSessionId", "NotStartedHere", "SessionStarting", "TooManySessions", "ToolRegistry",
            "UnknownSession", "open_daemon"]

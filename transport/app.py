@@ -22,6 +22,7 @@ from actors import (
     Daemon,
     InvalidCwd,
     InvalidSessionId,
+    NotStartedHere,
     SessionHandle,
     SessionStarting,
     TooManySessions,
@@ -160,6 +161,8 @@ def create_app(
             raise HttpError(400, str(exc), "invalid_cwd", "$.cwd") from None
         except SessionStarting as exc:
             raise HttpError(409, str(exc), "session_starting", id_path) from None
+        except NotStartedHere as exc:  # cluster mode: another node has it, or this one is draining
+            raise HttpError(503, f"{exc}; try again", exc.code, id_path) from None
         except TooManySessions as exc:
             raise HttpError(503, str(exc), "too_many_sessions", limit=daemon.settings.limits.max_sessions) from None
         except TranscriptError as exc:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from ..daemon import NotStartedHere
 from ..storage import DAEMON_RESTARTED, NODE_LOST
 from .database import DatabaseUnavailable
 from .events import EventPublisher, EventsUnavailable, FanOutReader, RedisEvents
@@ -57,16 +58,20 @@ LEASE_LOST = "lease_lost"  # the close reason of a session another node took ove
 HANDOVER_REASONS = frozenset({"daemon_shutdown", LEASE_LOST})  # closes the next owner's stream goes on from
 
 
-class SessionElsewhere(Exception):
+class SessionElsewhere(NotStartedHere):
     """Another live node owns this session; ``owner`` says which (and where)."""
+
+    code = "session_elsewhere"
 
     def __init__(self, owner: Owner) -> None:
         super().__init__(f"session {owner.session_id} is owned by node {owner.node_id} ({owner.advertise_url})")
         self.owner = owner
 
 
-class NodeDraining(Exception):
+class NodeDraining(NotStartedHere):
     """This node is draining: it starts no session."""
+
+    code = "node_draining"
 
 
 @attrs.frozen

@@ -61,6 +61,13 @@ async def test_a_prompt_admitted_on_a_non_owner_runs_on_the_owner(tmp_path, post
         assert forwarded.status_code == 200 and forwarded.json()["state"] == "completed"
         missing = await b.client.get(f"/session/{sid}/turns/prompt-nope")
         assert missing.status_code == 404 and missing.json()["code"] == "turn_not_found"
+        # Only one node runs it: b never starts it while a holds it, however it is asked.
+        for path, body in (("/session", {"sessionId": sid}), (f"/session/{sid}/load", {})):
+            refused = await b.local("POST", path, json=body)
+            assert refused.status_code == 503 and refused.json()["code"] == "session_elsewhere", refused.text
+        assert owner_of(postgres_url, sid)[0] == owner
+        attached = await b.client.post("/session", json={"sessionId": sid})  # routed: attaches on the owner
+        assert attached.status_code == 200 and attached.json()["attached"] is True
 
 
 async def test_sse_on_another_node_follows_the_session(tmp_path, postgres_url, redis_url):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from actors import Admitted, TooManySessions, UnknownSession, wire
+from actors import Admitted, NotStartedHere, TooManySessions, UnknownSession, wire
 from actors.mcp_client import McpConfigError, available as mcp_available, parse_acp
 from actors.session.fifo import StorageUnavailable
 from actors.session.images import ImageRefused, accepts_images
@@ -98,6 +98,8 @@ class _Agent:
             handle, _ = await self.daemon.create_session(cwd, mcp_servers=servers)
         except TooManySessions as exc:
             raise RpcError(SERVER_BUSY, str(exc), {"code": "too_many_sessions"}) from None
+        except NotStartedHere as exc:  # cluster mode: another node has it, or this one is draining
+            raise RpcError(SERVER_BUSY, str(exc), {"code": exc.code}) from None
         await self.conn.bind(handle, None)
         status = await handle.status()
         result.update(sessionId=handle.session_id, modes=mapping.session_modes(status["approvalMode"]))

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from actors import InvalidSessionId, TooManySessions, UnknownSession, wire
+from actors import InvalidSessionId, NotStartedHere, TooManySessions, UnknownSession, wire
 from actors.session import commands
 from actors.session.transcript import TranscriptError, is_safe_session_id
 
@@ -45,6 +45,8 @@ def restoring(session_id: str) -> Iterator[None]:
         raise RpcError(INTERNAL_ERROR, f"transcript unreadable: {exc}", {"code": "transcript_corrupt"}) from None
     except TooManySessions as exc:
         raise RpcError(SERVER_BUSY, str(exc), {"code": "too_many_sessions"}) from None
+    except NotStartedHere as exc:  # cluster mode: another node has it, or this one is draining
+        raise RpcError(SERVER_BUSY, str(exc), {"code": exc.code}) from None
 
 
 async def announce_commands(conn: AcpConnection, session_id: str) -> None:
@@ -131,6 +133,8 @@ async def fork_session(conn: AcpConnection, request: Request, mcp_servers: tuple
                              "$.sessionId") from None
     except TooManySessions as exc:
         raise RpcError(SERVER_BUSY, str(exc), {"code": "too_many_sessions"}) from None
+    except NotStartedHere as exc:  # cluster mode: another node has it, or this one is draining
+        raise RpcError(SERVER_BUSY, str(exc), {"code": exc.code}) from None
     daemon.add_mcp_servers(handle.session_id, mcp_servers)
     await conn.bind(handle, None)
     status = await handle.status()
