@@ -9,6 +9,9 @@ import pytest
 
 from .servers import Postgres, Redis, skip_reason
 
+if not skip_reason():
+    from actors.cluster.database import Database
+
 _numbers = itertools.count(1)
 
 
@@ -42,3 +45,12 @@ def postgres_url(postgres_server: Postgres) -> str:
 def redis_url(redis_server: Redis) -> str:
     """An emptied logical database of its own for this test."""
     return redis_server.database(next(_numbers) % 255 + 1)
+
+
+@pytest.fixture
+def db(postgres_url: str) -> Iterator[Database]:
+    """The test's database with the cluster schema, through the daemon's own pool."""
+    database = Database(postgres_url)
+    database.migrate()
+    yield database
+    database.close()

@@ -7,7 +7,7 @@ node by moving its ``heartbeat_at`` an hour back.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,14 +22,6 @@ from actors.cluster.leases import (
     Owner,
     SessionOwned,
 )
-
-
-@pytest.fixture
-def db(postgres_url: str) -> Iterator[Database]:
-    database = Database(postgres_url)
-    database.migrate()
-    yield database
-    database.close()
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +24,6 @@ from actors.session.transcript import TranscriptError
 from actors.storage import LocalStore, StorageError
 
 TABLES = ("trellis_session_records", "trellis_journal", "trellis_transcripts", "trellis_replays", "trellis_inbox")
-
-
-@pytest.fixture
-def db(postgres_url: str) -> Iterator[Database]:
-    database = Database(postgres_url)
-    database.migrate()
-    yield database
-    database.close()
 
 
 def sql(db: Database, query: str, params: Any = None) -> list[tuple[Any, ...]]:
