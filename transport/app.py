@@ -37,7 +37,7 @@ from actors.storage import StorageError
 
 from . import sse
 from .acp import register as register_acp
-from .errors import HttpError, json_response, not_found_session
+from .errors import HttpError, int_query, json_response, not_found_session
 from .hosts import HostPolicy
 from .mcp import register as register_mcp
 from .shutdown import refuse_if_shutting_down
@@ -474,21 +474,6 @@ def create_app(
 
         register_cluster(app, daemon, cluster)  # after the access checks: a before_request of its own
     return app
-
-
-def int_query(name: str, low: int, high: int) -> int | None:
-    """The integer query parameter ``name`` (``None`` when absent), or 400 naming ``query.<name>``.
-
-    Only plain ASCII decimals are taken: ``str.isdigit`` also accepts digits such as ``²`` that ``int``
-    refuses, and thousands of digits trip Python's int-conversion limit; either was a 500.
-    """
-    raw = request.args.get(name)
-    if raw is None:
-        return None
-    digits = raw.lstrip("0") or "0"
-    if not (raw.isascii() and raw.isdigit()) or len(digits) > len(str(high)) or not low <= int(digits) <= high:
-        raise HttpError(400, f"{name} must be an integer from {low} to {high}", "invalid_request", f"query.{name}")
-    return int(digits)
 
 
 def _body_received() -> bool:

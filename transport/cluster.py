@@ -43,7 +43,7 @@ from actors.cluster.node import ClusterNode, NodeDraining, SessionElsewhere
 from actors.session.images import ImageRefused, accepts_images, prompt_images
 
 from . import sse
-from .errors import HttpError, json_response
+from .errors import HttpError, int_query, json_response
 
 FORWARDED = "X-Trellis-Forwarded"
 _SESSION_PATH = re.compile(r"^/session/([^/]+)(/.*)?$")
@@ -119,8 +119,7 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
 
     async def take_over(session_id: str) -> None:
         try:
-            await daemon.load_session(session_id)
-            await node.take_inbox(session_id)
+            await node.take_over(session_id)
         except SessionElsewhere as exc:  # taken by another node meanwhile
             raise HttpError(503, f"{exc}; try again", "session_moving") from None
         except NodeDraining as exc:
@@ -170,8 +169,9 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
     async def remote_events(session_id: str) -> Response:
         cursor = sse.parse_cursor(request.headers.get("Last-Event-ID") or request.args.get("lastEventId"))
         epoch = request.headers.get("X-Qwen-Event-Epoch") or request.args.get("epoch")
+        max_queued = int_query("maxQueued", 16, 2048)
         try:
-            event_epoch, subscription = await remote_subscription(node, session_id, cursor, epoch)
+            event_epoch, subscription = await remote_subscription(node, session_id, cursor, epoch, max_queued)
         except OSError as exc:
             raise HttpError(503, f"the session's events cannot be read: {exc}", "events_unavailable") from None
         headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from quart import Response
+from quart import Response, request
 
 from actors.wire import excerpt, shorten
 
@@ -43,3 +43,18 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 def not_found_session(session_id: str) -> HttpError:
     return HttpError(404, f"unknown session {excerpt(session_id)}", "session_not_found", "url.sessionId")
+
+
+def int_query(name: str, low: int, high: int) -> int | None:
+    """The integer query parameter ``name`` (``None`` when absent), or 400 naming ``query.<name>``.
+
+    Only plain ASCII decimals are taken: ``str.isdigit`` also accepts digits such as ``²`` that ``int``
+    refuses, and thousands of digits trip Python's int-conversion limit; either was a 500.
+    """
+    raw = request.args.get(name)
+    if raw is None:
+        return None
+    digits = raw.lstrip("0") or "0"
+    if not (raw.isascii() and raw.isdigit()) or len(digits) > len(str(high)) or not low <= int(digits) <= high:
+        raise HttpError(400, f"{name} must be an integer from {low} to {high}", "invalid_request", f"query.{name}")
+    return int(digits)

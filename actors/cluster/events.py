@@ -506,9 +506,10 @@ class FanOutReader:
         self._wake_cursor: str | None = None
         self._blocked: trio.CancelScope | None = None
 
-    def subscribe(self, session_id: str, after: int) -> Follow:
-        """Follow the session's stream from ``after`` (entries above it, even those already there)."""
-        follow = Follow(self, session_id, after, self.max_queued)
+    def subscribe(self, session_id: str, after: int, max_queued: int | None = None) -> Follow:
+        """Follow the session's stream from ``after`` (entries above it, even those already there); one
+        ``max_queued`` entries behind (default: the reader's) is ended."""
+        follow = Follow(self, session_id, after, max_queued or self.max_queued)
         follows = self._follows.setdefault(session_id, [])
         follows.append(follow)
         if len(follows) == 1 or after < min(f.position for f in follows[:-1]):

@@ -18,7 +18,8 @@ Redis could not keep up) is announced with ``state_resync_required`` before the
 event, and the stream ends after ``session_closed``, as on the owner (the
 session closed, or its node handed it over: the client reconnects anywhere
 with its cursor). A follower that falls too far behind is ended; it reconnects
-with its cursor like any SSE client.
+with its cursor like any SSE client, told so by ``client_evicted`` as on the
+owner (``?maxQueued=`` sets how far behind, 16 to 2,048 entries; 1,024 by default).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def _event(entry: StreamEvent) -> Event:
 class RemoteSubscription:
     """The subscription interface :func:`transport.sse.frames` reads (``get_nowait``, ``get``, ``close``)."""
 
-    def __init__(self, replay: list[Event], follow: Follow, last_id: int) -> None:
+    def __init__(self, replay: list[Event], follow: Follow, last_id: int, queued_limit: int = 0) -> None:
+        self._queued_limit = queued_limit
         self._replay = deque(replay)
         self._follow = follow
         self._last = last_id
@@ -88,15 +90,17 @@ class RemoteSubscription:
         try:
             entry = await self._follow.__anext__()
         except FollowOverflow:
-            raise StopAsyncIteration from None
+            # Said, as the owner's bus says it, so the client knows to reconnect with its cursor.
+            self._ended = True
+            return wire.client_evicted("queue_overflow", self._queued_limit, self._queued_limit, 0, 0, self._last)
         return self._ended_after(self._take(entry))
 
     def close(self) -> None:
         self._follow.close()
 
 
-async def remote_subscription(node: ClusterNode, session_id: str, cursor: int | None,
-                              epoch: str | None) -> tuple[str | None, RemoteSubscription]:
+async def remote_subscription(node: ClusterNode, session_id: str, cursor: int | None, epoch: str | None,
+                              max_queued: int | None = None) -> tuple[str | None, RemoteSubscription]:
     """The session's epoch and a subscription from ``cursor`` (see the module docstring)."""
     event_epoch = await node.event_epoch(session_id)
     events = node.events
@@ -117,5 +121,5 @@ async def remote_subscription(node: ClusterNode, session_id: str, cursor: int | 
         after = entries[-1].id if entries else (cursor if reason is None else last)
         last_replayed = entries[-1].id if entries else (cursor if reason is None else 0)
         replay.append(wire.replay_complete(len(entries), last_replayed, max(last, after)))
-    follow = node.reader.subscribe(session_id, after)
-    return event_epoch, RemoteSubscription(replay, follow, after)
+    follow = node.reader.subscribe(session_id, after, max_queued)
+    return event_epoch, RemoteSubscription(replay, follow, after, max_queued or node.reader.max_queued)

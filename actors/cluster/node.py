@@ -123,6 +123,8 @@ class ClusterNode:
         self.draining = False
         self.daemon: Daemon | None = None
         self._resume: dict[str, _Resume] = {}
+        # Sessions being taken over here (by a lease round or for a request): one restore at a time each.
+        self._restoring: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         self._tick_now = trio.Event()
         self._renewed_at: float | None = None
@@ -163,7 +165,9 @@ class ClusterNode:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             await nursery.start(self.publisher.run)
-            await nursery.start(self.reader.run)
+            # Not awaited: a Redis that is away at start must not hold the node (nor a SIGTERM) back;
+            # the reader retries on its own, and each lease round sweeps the inbox a lost wake would have named.
+            nursery.start_soon(self.reader.run)
             nursery.start_soon(self._take_wakes)
             for session_id in sorted(stranded):
                 claimed = await trio.to_thread.run_sync(self.leases.claim, session_id)
@@ -232,17 +236,41 @@ class ClusterNode:
     async def _restore_claimed(self, claimed: Claimed) -> None:
         assert self.daemon is not None
         session_id = claimed.session_id
-        await self._hold(session_id, claimed.epoch, DAEMON_RESTARTED if claimed.released else NODE_LOST)
-        log.info("node %s: took over session %s at epoch %d from %s (%s)", self.node_id, session_id,
-                 claimed.epoch, claimed.previous_node, "handed over" if claimed.released else "lost")
+        if session_id in self._restoring:
+            return  # a request is taking it over here already (and claimed it itself)
+        done = self._restoring[session_id] = trio.Event()
+        try:
+            await self._hold(session_id, claimed.epoch, DAEMON_RESTARTED if claimed.released else NODE_LOST)
+            log.info("node %s: took over session %s at epoch %d from %s (%s)", self.node_id, session_id,
+                     claimed.epoch, claimed.previous_node, "handed over" if claimed.released else "lost")
+            try:
+                await self.daemon.load_session(session_id)
+                await self.take_inbox(session_id)  # prompts admitted elsewhere while it had no owner
+            except Exception as exc:  # noqa: BLE001 - any failure: hand it back rather than hold it dead
+                log.error("node %s: session %s not restored (%s); released for another node", self.node_id,
+                          session_id, exc)
+                if self.fence.epoch(session_id) == claimed.epoch:
+                    self._forget(session_id)
+                    await trio.to_thread.run_sync(self.leases.release, session_id, claimed.epoch)
+        finally:
+            del self._restoring[session_id]
+            done.set()
+
+    async def take_over(self, session_id: str) -> None:
+        """Restore ``session_id`` here for a request (no live node owns it), or wait for the restore
+        already under way here; raises :class:`SessionElsewhere` if another node got it first."""
+        assert self.daemon is not None
+        while (pending := self._restoring.get(session_id)) is not None:
+            await pending.wait()
+        if any(h.session_id == session_id for h in self.daemon.sessions()):
+            return
+        done = self._restoring[session_id] = trio.Event()
         try:
             await self.daemon.load_session(session_id)
-            await self.take_inbox(session_id)  # prompts admitted elsewhere while it had no owner
-        except Exception as exc:  # noqa: BLE001 - any failure: hand it back rather than hold it dead
-            log.error("node %s: session %s not restored (%s); released for another node", self.node_id,
-                      session_id, exc)
-            self._forget(session_id)
-            await trio.to_thread.run_sync(self.leases.release, session_id, claimed.epoch)
+            await self.take_inbox(session_id)
+        finally:
+            del self._restoring[session_id]
+            done.set()
 
     async def _hold(self, session_id: str, epoch: int, code: str) -> None:
         """Fence the store and Redis at ``epoch`` and note what the session continues from."""

@@ -113,8 +113,21 @@ async def test_sigkill_of_the_owner_mid_turn_fails_over(tmp_path, postgres_url, 
         seen = await events_until(a.client, sid, lambda e: e["type"] == "replay_complete", last_event_id=0)
         last_seen = max(e["id"] for e in seen if "id" in e)
         a.kill()
-        node, took = await wait_owner(postgres_url, sid, "a", timeout=4 * LEASE + 5)
+        codes: list[int] = []
+
+        async def poll() -> None:  # a client asking all along: it races the takeover on b
+            while True:
+                r = await b.client.get(f"/session/{sid}/turns/{ids[0]}")
+                codes.append(r.status_code)
+                if r.status_code == 200 and r.json()["state"] == "error":
+                    return
+                await trio.sleep(0.005)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poll)
+            node, took = await wait_owner(postgres_url, sid, "a", timeout=4 * LEASE + 5)
         assert node in ("b", "c") and took <= 2 * LEASE + 2  # within the lease time (and a round)
+        assert 500 not in codes and codes[-1] == 200  # 503 owner_unreachable while a's lease ran, then the answer
         turns = [await wait_turn(b.client, sid, pid) for pid in ids]
         assert (turns[0]["state"], turns[0]["errorCode"]) == ("error", "node_lost")
         assert [t["state"] for t in turns[1:]] == ["completed", "completed"]

@@ -1,0 +1,76 @@
+"""The node (actors/cluster/node.py) in process, on real PostgreSQL and Redis: takeovers that race."""
+
+from __future__ import annotations
+
+import orjson
+import trio
+
+from actors import Settings, open_daemon
+from actors.cluster.node import ClusterConfig
+from actors.cluster.open import open_cluster
+
+
+def seed_lost_session(db, session_id: str) -> None:
+    """A session whose node died mid-turn: its lease expired at epoch 1, one prompt running, one queued."""
+    records = [{"op": "admitted", "promptId": "p-run", "body": {"prompt": [{"type": "text", "text": "ran"}]},
+                "text": "ran", "queuedAt": 1, "clientId": None, "waited": False},
+               {"op": "started", "promptId": "p-run", "startedAt": 2},
+               {"op": "admitted", "promptId": "p-next", "body": {"prompt": [{"type": "text", "text": "next"}]},
+                "text": "next", "queuedAt": 3, "clientId": None, "waited": True}]
+
+    def seed(conn) -> None:
+        conn.execute("INSERT INTO trellis_nodes (node_id, advertise_url, max_sessions, heartbeat_at)"
+                     " VALUES ('dead', 'http://127.0.0.1:9', 10, now() - interval '1 hour')")
+        conn.execute("INSERT INTO trellis_leases (session_id, node_id, epoch, expires_at)"
+                     " VALUES (%s, 'dead', 1, now() - interval '1 second')", (session_id,))
+        conn.execute("INSERT INTO trellis_session_records (session_id, record) VALUES (%s, %s)",
+                     (session_id, orjson.dumps({"sessionId": session_id, "eventEpoch": "e-1"}).decode()))
+        for r in records:
+            conn.execute("INSERT INTO trellis_journal (session_id, record) VALUES (%s, %s)",
+                         (session_id, orjson.dumps(r).decode()))
+
+    db.run(seed, "seeding")
+
+
+async def test_a_lease_round_and_a_request_taking_one_session_over_together_restore_it_once(
+        tmp_path, postgres_url, redis_url, db):
+    seed_lost_session(db, "s-raced")
+    config = ClusterConfig(postgres_url, redis_url, "n1", "http://127.0.0.1:9", lease_seconds=5)
+    with trio.fail_after(30):
+        async with open_cluster(config) as node, \
+                open_daemon(Settings(), state_dir=tmp_path / "state", store=node.store) as daemon:
+            node.attach(daemon)
+            await trio.to_thread.run_sync(node.leases.register)
+            claimed = await trio.to_thread.run_sync(node.leases.claim, "s-raced")  # the lease round's claim
+            assert claimed is not None and claimed.epoch == 2
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(node._restore_claimed, claimed)  # the round restores it ...
+                nursery.start_soon(node.take_over, "s-raced")  # ... while a request asks for it here
+            handle = daemon.get("s-raced")
+            turn = await handle.turn("p-run")
+            assert (turn["state"], turn["errorCode"]) == ("error", "node_lost")
+            # Whichever went first restored it; the other waited for it (if the request went first, it
+            # claimed the session again itself: one epoch more, never a second restore, never a lost fence).
+            owner = await trio.to_thread.run_sync(node.leases.owner, "s-raced")
+            assert (owner.node_id, owner.epoch in (2, 3)) == ("n1", True)
+            assert node.fence.epoch("s-raced") == owner.epoch
+            assert handle.epoch == "e-1"  # the session's event epoch, kept
+
+
+async def test_a_node_whose_redis_is_gone_still_starts_and_stops(tmp_path, postgres_url):
+    from .servers import Redis
+
+    redis = Redis()  # its own: this test stops it
+    try:
+        config = ClusterConfig(postgres_url, redis.url, "n1", "http://127.0.0.1:9", lease_seconds=5)
+        with trio.fail_after(30):
+            async with open_cluster(config) as node, \
+                    open_daemon(Settings(), state_dir=tmp_path / "state", store=node.store) as daemon:
+                node.attach(daemon)
+                await trio.to_thread.run_sync(redis.stop)
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(node.run, None)  # registered and serving, Redis or not
+                    assert node.ticks == 1
+                    nursery.cancel_scope.cancel()  # what a SIGTERM's shutdown does in the end
+    finally:
+        redis.stop()
