@@ -27,7 +27,9 @@ Owning the accept loop also lets this module fix two hypercorn-under-Trio
 faults the HTTP fuzz test (tests/e2e/test_http_fuzz.py) found: a connection
 whose handler raises no longer stops the server (:meth:`ConnectionCap.__call__`),
 and an answer that says ``Connection: close`` really closes its socket
-(:class:`_TCPServer`).
+(:class:`_TCPServer`). It also writes an answer of known length (a 202, any
+JSON answer) in one write, head and body together, where hypercorn writes the
+head first (:meth:`_TCPServer.protocol_send`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from functools import partial
 import orjson
 import trio
 from hypercorn.config import Config
+from hypercorn.events import Event, RawData
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.statsd import StatsdLogger
 from hypercorn.trio.tcp_server import TCPServer
@@ -71,9 +74,43 @@ class _TCPServer(TCPServer):
     is only a backstop).
     """
 
+    _held: bytes | None = None  # a response head waiting for its body (see protocol_send)
+
     async def _close(self) -> None:
         with trio.CancelScope(shield=True, deadline=trio.current_time() + REFUSAL_SECONDS):
             await super()._close()
+
+    async def protocol_send(self, event: Event) -> None:
+        """Hypercorn's, but the head of an answer with a ``Content-Length`` goes out with its body.
+
+        Hypercorn writes the head as soon as the app starts its answer, then the
+        body: two writes (each a lock, a send and their checkpoints) where a 202
+        or a JSON answer needs one. The head is held until the next thing sent
+        on the connection — the body, which the app sends right after it, or the
+        empty end of a bodiless answer — and goes out in the same write. Any
+        other event sends it first. Streamed answers (an SSE stream: no
+        ``Content-Length``) and answers that close their connection (refusals,
+        whose close follows hypercorn's own order) are written as they come.
+        """
+        held, self._held = self._held, None
+        if isinstance(event, RawData):
+            if held is not None:
+                event = RawData(data=held + event.data)
+            elif _sized_head(event.data):
+                self._held = event.data
+                return
+        elif held is not None:
+            await super().protocol_send(RawData(data=held))
+        await super().protocol_send(event)
+
+
+def _sized_head(data: bytes) -> bool:
+    """Whether ``data`` is a whole HTTP/1.x response head (not 1xx) that announces a ``Content-Length`` and
+    keeps its connection (a ``Connection: close`` answer — a refusal — is written as hypercorn writes it)."""
+    if not (data.startswith(b"HTTP/1.") and data.endswith(b"\r\n\r\n")) or data[9:10] == b"1":
+        return False
+    head = data.lower()
+    return b"\r\ncontent-length:" in head and b"\r\nconnection: close" not in head
 
 
 def refusal_bytes(limit: int) -> bytes:

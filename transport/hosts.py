@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 DEFAULT_PORT = 80  # what a Host or an http Origin without a port means
+JUDGED_KEPT = 64  # Host headers whose verdict is remembered
 
 
 def _name(host: str) -> str:
@@ -86,9 +87,11 @@ class HostPolicy:
         self.names: set[str] = {"localhost"} | {_name(n) for n in names if n}
         self.port: int | None = None  # None: not bound yet, everything refused
         self.wildcard = False
+        self._judged: dict[str, bool] = {}  # Host header -> allows() (checked twice a request); cleared by bind
 
     def bind(self, binds: Iterable[str]) -> None:
         """Learn the bound addresses, as hypercorn reports them (``http://127.0.0.1:4170``)."""
+        self._judged.clear()
         for bind in binds:
             parts = urlsplit(bind)
             host = _name(parts.hostname or "")
@@ -103,6 +106,14 @@ class HostPolicy:
         """Whether a ``Host`` header (``host[:port]``) names this daemon."""
         if self.port is None or not authority:
             return False
+        judged = self._judged.get(authority)
+        if judged is None:
+            if len(self._judged) >= JUDGED_KEPT:  # a client sending many names cannot grow it
+                self._judged.clear()
+            judged = self._judged[authority] = self._allows(authority)
+        return judged
+
+    def _allows(self, authority: str) -> bool:
         try:
             name, port = parse_authority(authority)
         except ValueError:

@@ -153,3 +153,16 @@ def test_host_policy_rules():
     for bad in ("", "a:b", "[x]:1", "h:0", "a/b", "user@host"):
         with pytest.raises(ValueError):
             parse_authority(bad)
+
+
+def test_host_verdicts_are_remembered_boundedly_and_forgotten_when_the_policy_binds_again():
+    from transport.hosts import JUDGED_KEPT
+
+    policy = HostPolicy()
+    policy.bind(["http://127.0.0.1:4170"])
+    for i in range(5 * JUDGED_KEPT):  # a client sending ever new names does not grow the memo
+        assert not policy.allows(f"h{i}.example:4170")
+        assert policy.allows("127.0.0.1:4170")
+    assert len(policy._judged) <= JUDGED_KEPT
+    policy.bind(["http://127.0.0.1:5000"])  # another port: verdicts given before no longer hold
+    assert not policy.allows("127.0.0.1:4170") and policy.allows("127.0.0.1:5000")
