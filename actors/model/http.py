@@ -17,7 +17,9 @@ so requests, responses and exception classes above it stay httpx's:
   dropped before use; one found closed when reused (EOF or a reset before the
   response's first byte: the keep-alive race) is dropped and the request sent
   once more on a new connection — only in that case;
-- a request's head and body go out in one ``send_all``;
+- a request's head and body go out in one ``send_all``; a body over
+  :data:`JOIN_LIMIT` goes right after its head instead, not copied into one
+  buffer with it (a fresh allocation of the body's size, page faults and all);
 - timeouts from httpx's ``timeout`` extension (``connect`` round opening and
   the TLS handshake, ``write``, ``read`` round each receive): one cancel scope
   per await that can block, none while h11 already holds the next event;
@@ -44,6 +46,7 @@ import trio
 
 DEFAULT_MAX_IDLE = 8
 READ_SIZE = 65536
+JOIN_LIMIT = 65536  # a request body up to this size is sent in one buffer with its head
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 Origin = tuple[bytes, bytes, int]  # scheme, host, port
@@ -204,13 +207,16 @@ class Transport(httpx.AsyncBaseTransport):
         except h11.LocalProtocolError as exc:
             raise httpx.LocalProtocolError(str(exc), request=request) from exc
         timeout = timeouts.get("write")
+        chunks = [b"".join(parts)] if len(body) <= JOIN_LIMIT else [part for part in parts if part]
         write_error: BaseException | None = None
         try:
             if timeout is None:
-                await conn.stream.send_all(b"".join(parts))
+                for chunk in chunks:
+                    await conn.stream.send_all(chunk)
             else:
                 with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
-                    await conn.stream.send_all(b"".join(parts))
+                    for chunk in chunks:
+                        await conn.stream.send_all(chunk)
                 if scope.cancelled_caught:
                     raise httpx.WriteTimeout(f"cannot send the request in {timeout:g}s", request=request)
         except _STREAM_ERRORS as exc:

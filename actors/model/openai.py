@@ -70,7 +70,7 @@ from .base import (
 )
 from ..wire.events import kept_json
 from .tool_calls import ToolCallAccumulator
-from .encoded import messages_json
+from .encoded import messages_json, messages_json_between
 from .estimate import estimate_request
 from .http import Transport
 from .overflow import EmptyResponse, overflow_from_chunk, overflow_from_response
@@ -82,6 +82,7 @@ log = logging.getLogger(__name__)
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 MAX_BACKOFF = 30.0
+CONVERSATION_MEMO = "openai_conversation"  # the message memo key of the kept messages array (actors.model.encoded)
 
 
 @attrs.frozen(kw_only=True)
@@ -372,6 +373,21 @@ class OpenAIModel:
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body for ``request``, its messages and tools as fragments encoded before
         (``orjson.dumps`` splices them); raises :class:`ContextWindowExceeded` if it cannot fit."""
+        model, rest = self._fields(request)
+        # The history as encoded for the last request, extended by what is new (actors.model.encoded).
+        return {"model": model,
+                "messages": orjson.Fragment(messages_json(request.messages, _encode_message, CONVERSATION_MEMO)),
+                **rest}
+
+    def request_content(self, request: ChatRequest) -> bytes:
+        """``orjson.dumps(self.request_body(request))``, byte for byte, with the kept messages array copied
+        once, straight into the body (see :func:`~actors.model.encoded.messages_json_between`)."""
+        model, rest = self._fields(request)
+        return messages_json_between(b'{"model":' + orjson.dumps(model) + b',"messages":', request.messages,
+                                     _encode_message, b"," + orjson.dumps(rest)[1:], CONVERSATION_MEMO)
+
+    def _fields(self, request: ChatRequest) -> tuple[str, dict[str, Any]]:
+        """The body's model, and its fields after the messages; :class:`ContextWindowExceeded` if it cannot fit."""
         max_tokens = request.max_tokens if request.max_tokens is not None else self.config.max_tokens
         window = self.config.context_window
         if window is not None:
@@ -380,25 +396,19 @@ class OpenAIModel:
             needed = prompt + (max_tokens or 0)
             if needed > window:
                 raise ContextWindowExceeded(needed, window)
-        body: dict[str, Any] = {
-            "model": request.model or self.config.model,
-            # The history as encoded for the last request, extended by what is new (actors.model.encoded).
-            "messages": orjson.Fragment(messages_json(request.messages, _encode_message, "openai_conversation")),
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        body: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
         if request.tools:
             body["tools"] = [tool_fragment(t) for t in request.tools]
             # Said explicitly: some servers (llama-cpp-python's function-calling formats) drop the tools without it.
             body["tool_choice"] = "auto"
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
-        return body
+        return request.model or self.config.model, body
 
     @asynccontextmanager
     async def stream(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[StreamItem]]:
         """Send ``request``; entering returns once a 2xx status and headers are read."""
-        content = orjson.dumps(self.request_body(request))
+        content = self.request_content(request)
         response = await self._open(content)
         items = self._items(response, self._text_tool_calls(request))
         try:

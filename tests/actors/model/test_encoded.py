@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.model.base import ChatMessage
-from actors.model.encoded import common_prefix, messages_json
+from actors.model.encoded import common_prefix, messages_json, messages_json_between
 
 
 def encode(m: ChatMessage) -> bytes:
@@ -59,3 +59,19 @@ def test_any_sequence_of_requests_gives_what_a_fresh_encoding_gives(steps):
     for keep, added in steps:
         history = history[: max(1, keep)] + [ChatMessage("user", t) for t in added]
         assert messages_json(history, encode) == fresh(history)
+
+
+@settings(max_examples=200, derandomize=True)
+@given(st.lists(st.tuples(st.integers(0, 12), texts), min_size=1, max_size=8))
+def test_the_array_spliced_between_a_prefix_and_a_suffix_is_the_same_array(steps):
+    first = ChatMessage("system", "s")
+    history: list[ChatMessage] = [first]
+    for keep, added in steps:
+        history = history[: max(1, keep)] + [ChatMessage("user", t) for t in added]
+        body = messages_json_between(b'{"messages":', history, encode, b',"stream":true}')
+        assert body == orjson.dumps({"messages": orjson.Fragment(fresh(history)), "stream": True})
+        assert messages_json(history, encode) == fresh(history)  # the kept array is left as it was
+
+
+def test_no_messages_splice_an_empty_array():
+    assert messages_json_between(b"<", [], encode, b">") == b"<[]>"

@@ -172,6 +172,25 @@ async def test_sequential_requests_reuse_one_connection_and_send_each_in_one_wri
             await server.wait_closed(1)
 
 
+async def test_a_body_over_the_join_limit_arrives_whole_after_its_head() -> None:
+    from actors.model.http import JOIN_LIMIT
+
+    large = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * (2 * JOIN_LIMIT)}]})
+    transport = Transport()
+    with trio.fail_after(LIMIT):
+        async with serving(keep_alive) as (server, port):
+            for body in (large, BODY, large):
+                response = await transport.handle_async_request(post(f"http://127.0.0.1:{port}/v1/x", body))
+                assert await response.aread() == b"ok"
+                await response.aclose()
+            assert server.accepted == 1
+            assert [body for _, body in server.requests] == [large, BODY, large]
+            assert all(dict(head.headers)[b"content-length"] == str(len(body)).encode()
+                       for head, body in server.requests)
+            await transport.aclose()
+            await server.wait_closed(1)
+
+
 async def test_the_fake_openai_stream_read_to_its_end_leaves_the_connection_for_the_next() -> None:
     transport = Transport()
     with trio.fail_after(LIMIT):

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import orjson
 import pytest
 import trio
 
@@ -150,6 +151,18 @@ async def test_request_shape_and_tool_round_trip() -> None:
         {"role": "tool", "tool_call_id": "call_1", "content": "contents"},
     ]
     assert "tools" not in second.body
+
+
+def test_the_request_content_is_the_request_body_encoded_byte_for_byte() -> None:
+    model = OpenAIModel(OpenAIConfig(base_url="http://127.0.0.1:9/v1", api_key=KEY, model="test-model"))
+    tools = (ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}}}),)
+    system = ChatMessage("system", "be brief")
+    history: tuple[ChatMessage, ...] = (system, ChatMessage("user", "read a.txt"))
+    for request in (ChatRequest(history, tools), ChatRequest(history, (), model="other", max_tokens=7),
+                    ChatRequest((*history, ChatMessage("assistant", "", (ToolCall("c1", "read_file", {"path": "a"}),)),
+                                 ChatMessage("tool", "contents", tool_call_id="c1", name="read_file")), tools),
+                    ChatRequest(history[:1], tools, max_tokens=3)):
+        assert model.request_content(request) == orjson.dumps(model.request_body(request))
 
 
 # ----------------------------------------------------------------- errors
