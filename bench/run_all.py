@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Figure, print_figures  # noqa: E402
 
 BENCHMARKS = ("admission", "sse_http", "long_conversation", "turn_cpu", "stream", "idle_sessions", "openai_client",
-              "turn_end", "journal", "background_shells", "replay", "sandbox", "acp", "peer_qwen")
+              "turn_end", "journal", "background_shells", "replay", "sandbox", "acp", "cluster", "peer_qwen")
 
 
 def module_name(name: str) -> str:
