@@ -67,7 +67,10 @@ async def run_turns(daemon: Daemon, sessions: int, turns: int, on_measure_start,
     """A warm-up turn in each of ``sessions`` sessions, then ``turns`` measured turns each, the sessions
     in turn; returns the guard attempts seen in each measured turn."""
     attempts: list[list[int]] = []
-    async with httpx.AsyncClient(base_url=daemon.url, headers=daemon.headers, timeout=60) as client:
+    # Room in the pool for every held stream and the prompts' connection: with httpx's default 20 kept-alive
+    # connections, 20 streams left none, and every prompt paid the daemon a TCP accept and teardown.
+    limits = httpx.Limits(max_connections=sessions + 4, max_keepalive_connections=sessions + 4)
+    async with httpx.AsyncClient(base_url=daemon.url, headers=daemon.headers, timeout=60, limits=limits) as client:
         async with contextlib.AsyncExitStack() as stack:
             streams = []
             for _ in range(sessions):
