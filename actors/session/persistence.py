@@ -33,13 +33,32 @@ def restore(session: Session) -> None:
     """
     store = session.runtime.store
     journalled = store.journal_read(session.session_id) if store is not None else []
-    session.restore_from_disk()
+    restore_conversation(session)
     session.fifo.journal_count(len(journalled))
     code = session.interrupted_code
     replayed = replay(journalled)
     for prompt_id in session.fifo.restore(replayed, code, INTERRUPTED[code]):
         end_interrupted(session, prompt_id, code)
     session.timers_to_restore = replayed.timers  # started with the session's background actors
+
+
+def restore_conversation(session: Session) -> int:
+    """Replace the conversation with the transcript on disk, and show it to clients; how many messages.
+
+    A session restored after a restart seeds its replay with its earlier turns
+    (compacted, guard chunks intact); a live one reloading publishes its messages.
+    """
+    messages = session.transcript.messages()
+    session.history = list(messages)
+    if session.bus.seedable:
+        session.bus.seed(replay_segments(session, messages))
+        return len(messages)
+    for m in messages:
+        if m.role == "user":
+            session.publish_update(wire.text_update("user_message_chunk", m.content, {"replay": True}))
+        elif m.role == "assistant" and m.content:
+            session.publish_update(wire.text_update("agent_message_chunk", m.content, {"replay": True}))
+    return len(messages)
 
 
 def end_interrupted(session: Session, prompt_id: str, code: str = DAEMON_RESTARTED) -> None:

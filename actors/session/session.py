@@ -41,7 +41,8 @@ from .messages import (
     Snapshot, Vote,
 )
 from .status import status_of
-from .persistence import replay_segments, save_record_quietly, save_turn_replay
+from . import persistence
+from .persistence import save_record_quietly, save_turn_replay
 from . import hook_events, turn_log
 from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
@@ -227,7 +228,7 @@ class Session:
             case Load(reply):
                 self._invalidate()
                 try:
-                    reply.send(self.restore_from_disk())
+                    reply.send(persistence.restore_conversation(self))
                 except (TranscriptError, OSError) as exc:  # a bad file must not take the actor down
                     reply.send(f"transcript unreadable: {exc}")
             case SetApprovalMode(mode, reply):
@@ -580,24 +581,6 @@ class Session:
     def publish_update(self, update: dict[str, Any], prompt_id: str | None = None,
                        originator: str | None = None) -> None:
         self.bus.publish("session_update", wire.session_update(self.session_id, update), prompt_id, originator)
-
-    def restore_from_disk(self) -> int:
-        """Replace the conversation with the transcript on disk, and show it to clients.
-
-        A session restored after a restart seeds its replay with its earlier turns
-        (compacted, guard chunks intact); a live one reloading publishes its messages.
-        """
-        messages = self.transcript.messages()
-        self.history = list(messages)
-        if self.bus.seedable:
-            self.bus.seed(replay_segments(self, messages))
-            return len(messages)
-        for m in messages:
-            if m.role == "user":
-                self.publish_update(wire.text_update("user_message_chunk", m.content, {"replay": True}))
-            elif m.role == "assistant" and m.content:
-                self.publish_update(wire.text_update("agent_message_chunk", m.content, {"replay": True}))
-        return len(messages)
 
     # ------------------------------------------------------------- status
 

@@ -95,6 +95,7 @@ async def test_a_fired_or_killed_timer_does_not_come_back(autojump_clock: trio.a
             kept = await h.manager.schedule_wakeup(delay=3600, at=None, note="later")
             await trio.sleep(20)
             assert await h.manager.kill(killed.task_id)
+    assert h.fires(fired.task_id) == 1
     assert [t["taskId"] for t in replay(records).timers] == [kept.task_id]
     assert [r["taskId"] for r in records if r["op"] == "timer_ended"] == [killed.task_id]
 

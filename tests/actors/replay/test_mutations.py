@@ -17,7 +17,7 @@ from actors.background import automatic
 from actors.background.automatic import AutomaticItem
 from actors.guard import INACTIVE, TodoStopGuard
 from actors.replay import replay
-from actors.session import chain, fifo, session, stop, turn
+from actors.session import chain, fifo, persistence, session, stop, turn
 from actors.subagents.run import SubagentRun
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "actors" / "replay" / "scenarios"
@@ -157,7 +157,7 @@ MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
     ("mid_turn_injection", fifo.PromptFifo, "_drain", never_drain, "expect.model_requests (call 2)"),
     ("api_error_then_retry", fifo.PendingPrompt, "is_trusted_retry", property(lambda self: False),
      "expect.model_requests (call 2)"),
-    ("restart_restores_transcript", session.Session, "restore_from_disk", lambda self: 0,
+    ("restart_restores_transcript", persistence, "restore_conversation", lambda session: 0,
      "expect.model_requests (call 2)"),
     # The Todo Stop Guard (spec 000), one area each.
     ("guard_canonical", TodoStopGuard, "decide", lambda self, has_relevant_background_input: INACTIVE,
