@@ -260,10 +260,10 @@ def configure_logging(args: argparse.Namespace, environ: Mapping[str, str]) -> N
 
 def _password(url: str | None) -> str | None:
     """The password in a ``scheme://user:password@host`` URL (so no log line carries it)."""
-    if not url or "://" not in url:
+    try:
+        return urlsplit(url).password or None if url else None
+    except ValueError:  # not a URL at all: ClusterConfig refuses it, naming it
         return None
-    credentials, at, _ = url.partition("://")[2].rpartition("@")
-    return credentials.partition(":")[2] or None if at else None
 
 
 def cluster_config(parser: argparse.ArgumentParser, args: argparse.Namespace, environ: Mapping[str, str],

@@ -40,7 +40,7 @@ from quart_trio import QuartTrio
 from actors import Daemon, wire
 from actors.cluster.follow import remote_subscription
 from actors.cluster.node import ClusterNode, NodeDraining, SessionElsewhere
-from actors.session.images import ImageRefused, accepts_images, prompt_images
+from actors.session.images import ImageRefused
 
 from . import sse
 from .errors import HttpError, int_query, json_response
@@ -152,19 +152,15 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
         if not b.prompt:
             raise HttpError(400, "prompt must contain at least one content block", "empty_prompt", "$.prompt")
         try:
-            prompt_images(b, accepts_images(daemon.runtime.provider))
+            admitted = await node.admit_elsewhere(session_id, owner, b, request.headers.get("X-Qwen-Client-Id"))
         except ImageRefused as exc:
             raise HttpError(400, exc.message, exc.code, exc.path) from None
-        record = {"op": "admitted", "promptId": daemon.runtime.ids.new("prompt"), "body": wire.unstructure(b),
-                  "text": b.text, "queuedAt": daemon.runtime.clock_ms(),
-                  "clientId": request.headers.get("X-Qwen-Client-Id"), "waited": True}
-        try:
-            answer = await node.admit_elsewhere(session_id, owner, record)
         except KeyError:
             raise HttpError(404, f"unknown session {session_id!r}", "session_not_found", "url.sessionId") from None
         except OSError as exc:
             raise HttpError(503, f"the prompt was not admitted: {exc}", "storage_unavailable") from None
-        return json_response(answer, 202)
+        return json_response({"promptId": admitted.prompt_id, "lastEventId": admitted.last_event_id,
+                              "eventEpoch": admitted.event_epoch}, 202)
 
     async def remote_events(session_id: str) -> Response:
         cursor = sse.parse_cursor(request.headers.get("Last-Event-ID") or request.args.get("lastEventId"))

@@ -41,7 +41,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from .. import wire
 from ..daemon import NotStartedHere
+from ..session.fifo import Admitted
+from ..session.images import accepts_images, prompt_images
+from ..session.prompt_records import PendingPrompt, admitted_record
 from ..storage import DAEMON_RESTARTED, NODE_LOST
 from .database import DatabaseUnavailable
 from .events import EventPublisher, EventsUnavailable, FanOutReader, RedisEvents
@@ -446,12 +450,21 @@ class ClusterNode:
     async def owner(self, session_id: str) -> Owner | None:
         return await trio.to_thread.run_sync(self.leases.owner, session_id)
 
-    async def admit_elsewhere(self, session_id: str, owner: Owner, record: dict[str, Any]) -> dict[str, Any]:
+    async def admit_elsewhere(self, session_id: str, owner: Owner, body: wire.PromptBody,
+                              client_id: str | None) -> Admitted:
         """Admit a prompt for a session another node owns: into the inbox (durable), then wake the owner.
 
-        Returns the 202 body the owner would have given: the prompt id, the
-        session's last event id (the prompt's events come after it) and its epoch.
+        Returns what the owner would have: the prompt id, the session's last
+        event id (the prompt's events come after it) and its epoch. Raises
+        :class:`~actors.session.images.ImageRefused` for images the model cannot
+        take, ``KeyError`` for a session the cluster does not know, ``OSError``
+        when the inbox cannot be written (nothing is admitted then).
         """
+        assert self.daemon is not None
+        runtime = self.daemon.runtime
+        prompt_images(body, accepts_images(runtime.provider))
+        entry = PendingPrompt(runtime.ids.new("prompt"), body, body.text, runtime.clock_ms(), client_id, waited=True)
+        record = admitted_record(entry)
         stored = await trio.to_thread.run_sync(self.store.record_read, session_id) or {}
         last_id = await self.events.last_id(session_id)
         await trio.to_thread.run_sync(self.store.inbox_admit, session_id, record, self.node_id)
@@ -462,7 +475,7 @@ class ClusterNode:
                 await self._wake_placement()
         except (EventsUnavailable, DatabaseUnavailable) as exc:  # admitted all the same: the owner's next lease round takes it
             log.warning("node %s: owner %s of %s not woken: %s", self.node_id, owner.node_id, session_id, exc)
-        return {"promptId": record["promptId"], "lastEventId": last_id, "eventEpoch": stored.get("eventEpoch")}
+        return Admitted(entry.prompt_id, last_id, stored.get("eventEpoch"))
 
     async def event_epoch(self, session_id: str) -> str | None:
         stored = await trio.to_thread.run_sync(self.store.record_read, session_id) or {}

@@ -26,7 +26,7 @@ from ..storage import DAEMON_RESTARTED, RESTARTED_MESSAGE, Replayed
 from ..storage.writer import JournalWriter
 from ..ids import IdSource
 from ..model import Usage
-from .prompt_records import MidTurnItem, PendingPrompt, TurnRecord, TurnState
+from .prompt_records import MidTurnItem, PendingPrompt, TurnRecord, TurnState, admitted_record
 from .usage import UsageLedger
 
 log = logging.getLogger("trellis.fifo")
@@ -250,9 +250,7 @@ class PromptFifo:
         entry = PendingPrompt(self._ids.new("prompt"), body, body.text, self._now_ms(), client_id)
         entry.waited = self._active or bool(self._entries)
         try:  # durable before anything changes: the 202 is a promise
-            self._write({"op": "admitted", "promptId": entry.prompt_id, "body": wire.unstructure(body),
-                         "text": entry.text, "queuedAt": entry.queued_at, "clientId": client_id,
-                         "waited": entry.waited})
+            self._write(admitted_record(entry))
         except OSError as exc:
             log.warning("prompt refused session=%s reason=storage_unavailable: %s", self.session_id, exc,
                         extra={"session": self.session_id, "reason": "storage_unavailable"})
@@ -448,8 +446,7 @@ class PromptFifo:
         out: list[dict[str, Any]] = [{"op": "turn", "record": t.to_wire()} for t in self._turns.values()
                                      if t.prompt_id not in live]
         for e in self._entries:
-            out.append({"op": "admitted", "promptId": e.prompt_id, "body": wire.unstructure(e.body), "text": e.text,
-                        "queuedAt": e.queued_at, "clientId": e.client_id, "waited": e.waited})
+            out.append(admitted_record(e))
             if e.state == "running":
                 out.append({"op": "started", "promptId": e.prompt_id, "startedAt": e.started_at})
                 record = self._turns.get(e.prompt_id)

@@ -82,3 +82,9 @@ class MidTurnItem:
 
     def to_wire(self) -> dict[str, Any]:
         return {"messageId": self.message_id, "displayText": self.text, "content": [{"type": "text", "text": self.text}]}
+
+
+def admitted_record(entry: PendingPrompt) -> dict[str, Any]:
+    """The journal's ``admitted`` record of ``entry`` (:mod:`actors.storage.journal`)."""
+    return {"op": "admitted", "promptId": entry.prompt_id, "body": wire.unstructure(entry.body), "text": entry.text,
+            "queuedAt": entry.queued_at, "clientId": entry.client_id, "waited": entry.waited}

@@ -44,6 +44,11 @@ async def test_a_prompt_admitted_on_a_non_owner_runs_on_the_owner(tmp_path, post
         sid = created["sessionId"]
         owner = owner_of(postgres_url, sid)[0]
         a, b = nodes[owner], nodes["b" if owner == "a" else "a"]  # a: the owner; b: the other one
+        for bad, code in (({"prompt": "not blocks"}, "invalid_request"), ({"prompt": []}, "empty_prompt")):
+            refused = await b.client.post(f"/session/{sid}/prompt", json=bad)
+            assert refused.status_code == 400 and refused.json()["code"] == code, refused.text
+        with psycopg.connect(postgres_url) as conn:  # refused on b: nothing reached the inbox
+            assert conn.execute("SELECT count(*) FROM trellis_inbox").fetchone() == (0,)
         admitted = await b.client.post(f"/session/{sid}/prompt", json=text("hello from b's client"))
         assert admitted.status_code == 202, admitted.text
         body = admitted.json()
