@@ -28,73 +28,106 @@ class ActorGone(Exception):
     """The actor has stopped; its mailbox no longer accepts messages."""
 
 
+class _Slot:
+    """Where one answer waits: the state an ask's :class:`Reply` and :class:`PendingReply` share.
+
+    ``pending`` → ``answered`` (:meth:`Reply.send`) or ``closed`` (:meth:`Reply.close`);
+    neither changes again. A task parked in :meth:`PendingReply.wait` is woken by
+    either. A memory channel did the same job, but three objects and a channel
+    state a message cost more than the answer itself, several times a turn.
+    """
+
+    __slots__ = ("state", "value", "waiter")
+
+    def __init__(self) -> None:
+        self.state = _PENDING
+        self.value: Any = None
+        self.waiter: trio.lowlevel.Task | None = None
+
+    def settle(self, state: int, value: Any = None) -> None:
+        self.state = state
+        self.value = value
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None:
+            trio.lowlevel.reschedule(waiter)
+
+
+_PENDING, _ANSWERED, _CLOSED = range(3)
+
+
 class Reply(Generic[T]):
     """One-shot reply slot carried inside a message. Sending twice is a bug."""
 
-    __slots__ = ("_send", "_sent")
+    __slots__ = ("_slot", "_sent")
 
-    def __init__(self, send: trio.MemorySendChannel[T]) -> None:
-        self._send = send
+    def __init__(self, slot: _Slot) -> None:
+        self._slot = slot
         self._sent = False
 
     def close(self) -> None:
         """Answer nothing, on purpose: the asker gets :class:`ActorGone` at once."""
         if not self._sent:
             self._sent = True
-            self._send.close()
+            self._slot.settle(_CLOSED)
 
     def send(self, value: T) -> None:
+        """Answer; an asker that stopped waiting (a deadline) finds it with :meth:`PendingReply.poll`."""
         if self._sent:
             raise RuntimeError("reply already sent")
         self._sent = True
-        try:
-            self._send.send_nowait(value)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass  # the asker went away; nothing waits for this answer
+        self._slot.settle(_ANSWERED, value)
 
 
 class PendingReply(Generic[T]):
     """The receiving side of an ``ask``: wait with a deadline, or poll later."""
 
-    __slots__ = ("_receive", "_value", "_done")
+    __slots__ = ("_slot",)
 
-    def __init__(self, receive: trio.MemoryReceiveChannel[T]) -> None:
-        self._receive = receive
-        self._done = False
-        self._value: Any = None
+    def __init__(self, slot: _Slot) -> None:
+        self._slot = slot
 
     @property
     def done(self) -> bool:
-        return self._done
+        return self._slot.state == _ANSWERED
 
     def poll(self) -> tuple[bool, T | None]:
         """Return ``(True, value)`` if the answer has arrived, else ``(False, None)``."""
-        if not self._done:
-            try:
-                self._value = self._receive.receive_nowait()
-                self._done = True
-            except trio.WouldBlock:
-                return False, None
-            except trio.EndOfChannel:
-                raise ActorGone("the actor stopped without answering") from None
-        return True, self._value
+        state = self._slot.state
+        if state == _PENDING:
+            return False, None
+        if state == _CLOSED:
+            raise ActorGone("the actor stopped without answering")
+        return True, self._slot.value
 
     async def wait(self, timeout: float = math.inf) -> T:
-        """Wait for the answer; raises :class:`trio.TooSlowError` past ``timeout``."""
-        if not self._done:
-            if timeout == math.inf:  # no cancel scope to enter and leave when nothing can expire
-                self._value = await self._answer()
-            else:
-                with trio.fail_after(timeout):
-                    self._value = await self._answer()
-            self._done = True
-        return self._value
+        """Wait for the answer (a checkpoint even if it is there); :class:`trio.TooSlowError` past ``timeout``."""
+        if timeout == math.inf:  # no cancel scope to enter and leave when nothing can expire
+            await self._answer()
+        else:
+            with trio.fail_after(timeout):
+                await self._answer()
+        return self.poll()[1]  # type: ignore[return-value]
 
-    async def _answer(self) -> T:
-        try:
-            return await self._receive.receive()
-        except trio.EndOfChannel:
-            raise ActorGone("the actor stopped without answering") from None
+    async def _answer(self) -> None:
+        slot = self._slot
+        if slot.state != _PENDING:
+            await trio.lowlevel.checkpoint()
+            return
+        if slot.waiter is not None:
+            raise RuntimeError("another task is already waiting for this answer")
+        slot.waiter = trio.lowlevel.current_task()
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            slot.waiter = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+
+def reply_pair() -> tuple[Reply[Any], PendingReply[Any]]:
+    """A one-shot answer: the :class:`Reply` to put in a message and the :class:`PendingReply` to wait on."""
+    slot = _Slot()
+    return Reply(slot), PendingReply(slot)
 
 
 class ActorRef(Generic[M]):
@@ -122,16 +155,16 @@ class ActorRef(Generic[M]):
 
     def ask_nowait(self, make: Callable[[Reply[T]], M]) -> PendingReply[T]:
         """Send ``make(reply)`` without waiting for mailbox space; return the pending answer."""
-        send, receive = trio.open_memory_channel[T](1)
-        self.tell_nowait(make(Reply(send)))
-        return PendingReply(receive)
+        reply, pending = reply_pair()
+        self.tell_nowait(make(reply))
+        return pending
 
     async def ask(self, make: Callable[[Reply[T]], M], timeout: float = 10.0) -> T:
         """Send ``make(reply)`` and wait for the answer, at most ``timeout`` seconds in all."""
-        send, receive = trio.open_memory_channel[T](1)
+        reply, pending = reply_pair()
         with trio.fail_after(timeout):
-            await self.tell(make(Reply(send)))
-            return await PendingReply(receive).wait()
+            await self.tell(make(reply))
+            return await pending.wait()
 
     def close(self) -> None:
         """Close the mailbox: the actor finishes the messages it has, then stops."""

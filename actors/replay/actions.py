@@ -28,7 +28,7 @@ import attrs
 import trio
 
 from .. import wire
-from .._actor import ActorGone, MailboxFull, PendingReply
+from .._actor import ActorGone, MailboxFull, PendingReply, reply_pair
 from ..session.fifo import Admitted, Drain, DrainResult
 from ..settings import APPROVAL_MODES
 from ..subagents import status_text
@@ -375,7 +375,7 @@ async def bridge_drain(world: World, args: dict[str, Any]) -> Any:
         if (times and slow >= times) or (only_watching and not watch):
             return fifo_drain(watch)
         slow += 1
-        send, receive = trio.open_memory_channel[DrainResult](1)
+        answer_to, pending = reply_pair()
 
         async def reply() -> None:
             if answer is None:
@@ -387,10 +387,10 @@ async def bridge_drain(world: World, args: dict[str, Any]) -> Any:
                 result = DrainResult(tuple(answer["messages"]), (), answer["has_queued_prompt"])
             world.trace.bridge(label, "answered", n, messages=list(result.messages),
                                hasQueuedPrompt=result.has_queued_prompt)
-            send.send_nowait(result)
+            answer_to.send(result)
 
         world.later(trio.current_time() + delay, reply)
-        return PendingReply(receive)
+        return pending
 
     handle.set_drain_source(source)
     return {"installed": True}

@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from actors._actor import ActorGone, ActorRef, MailboxFull, PendingReply, Reply, open_mailbox
+from actors._actor import ActorGone, ActorRef, MailboxFull, PendingReply, open_mailbox, reply_pair
 
 
 @attrs.frozen
@@ -181,10 +181,9 @@ async def test_stopped_actor_gives_actor_gone() -> None:
         await ref.tell(Note("x"))
 
 
-async def test_pending_reply_raises_actor_gone_when_the_reply_channel_ends() -> None:
-    send, receive = trio.open_memory_channel[int](1)
-    pending = PendingReply(receive)
-    await send.aclose()
+async def test_pending_reply_raises_actor_gone_when_the_reply_is_closed() -> None:
+    reply, pending = reply_pair()
+    reply.close()
     with pytest.raises(ActorGone):
         pending.poll()
     with trio.fail_after(1), pytest.raises(ActorGone):
@@ -192,23 +191,53 @@ async def test_pending_reply_raises_actor_gone_when_the_reply_channel_ends() -> 
 
 
 async def test_reply_send_twice_raises() -> None:
-    send, receive = trio.open_memory_channel[int](1)
-    reply = Reply(send)
+    reply, pending = reply_pair()
     reply.send(1)
     with pytest.raises(RuntimeError):
         reply.send(2)
-    assert receive.receive_nowait() == 1
-    with pytest.raises(trio.WouldBlock):
-        receive.receive_nowait()
+    reply.close()  # closing after an answer changes nothing
+    assert pending.poll() == (True, 1)
 
 
-async def test_reply_to_an_asker_that_went_away_is_silent() -> None:
-    send, receive = trio.open_memory_channel[int](1)
-    await receive.aclose()
-    reply = Reply(send)
+async def test_reply_to_an_asker_that_went_away_is_silent(autojump_clock: trio.testing.MockClock) -> None:
+    reply, pending = reply_pair()
+    with trio.move_on_after(1):
+        await pending.wait()  # the asker gives up
     reply.send(7)  # nobody waits: no error
     with pytest.raises(RuntimeError):
         reply.send(8)  # but it is still one-shot
+    assert pending.poll() == (True, 7)
+
+
+async def test_a_waiting_asker_is_woken_by_the_answer_or_the_close() -> None:
+    async with trio.open_nursery() as nursery:
+        reply, pending = reply_pair()
+        got: list[object] = []
+
+        async def asker() -> None:
+            got.append(await pending.wait())
+
+        nursery.start_soon(asker)
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == [] and not pending.done
+        reply.send("answer")
+    assert got == ["answer"]
+    reply, pending = reply_pair()
+    with pytest.RaisesGroup(ActorGone):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pending.wait)
+            await trio.testing.wait_all_tasks_blocked()
+            reply.close()
+
+
+async def test_wait_is_a_checkpoint_even_when_the_answer_is_there() -> None:
+    reply, pending = reply_pair()
+    reply.send(3)
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await pending.wait()
+    assert scope.cancelled_caught
+    assert await pending.wait() == 3
 
 
 def test_actor_ref_is_the_send_side() -> None:

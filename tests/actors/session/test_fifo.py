@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from actors import wire
-from actors._actor import Reply
+from actors._actor import Reply, reply_pair
 from actors.events import EventBus
 from actors.ids import CountingIds
 from actors.session import fifo as f
@@ -44,9 +44,11 @@ class Harness:
         self.wakes += 1
 
     def ask(self, make: Callable[[Reply[Any]], Any]) -> Any:
-        send, receive = trio.open_memory_channel[Any](1)
-        self.fifo.handle(make(Reply(send)))
-        return receive.receive_nowait()
+        reply, pending = reply_pair()
+        self.fifo.handle(make(reply))
+        answered, value = pending.poll()
+        assert answered, "the FIFO answers every message at once"
+        return value
 
     def new_events(self) -> list[tuple[str, str | None, dict[str, Any]]]:
         """(type, promptId, data) of the events published since the last call."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import trio
 
-from actors._actor import PendingReply
+from actors._actor import PendingReply, reply_pair
 from actors.session.fifo import DrainResult
 
 from tests.actors.session.guard.harness import (
@@ -213,17 +213,17 @@ class SlowDrainSource:
         self.calls: list[bool] = []
 
     def __call__(self, watch: bool) -> PendingReply:
-        send, receive = trio.open_memory_channel(1)
+        reply, pending = reply_pair()
         self.calls.append(watch)
         if watch and self.calls.count(True) == 1:  # the first drain of the stop path
             async def answer_late() -> None:
                 await trio.sleep(self._after)
-                send.send_nowait(self._late)
+                reply.send(self._late)
 
             self._nursery.start_soon(answer_late)
         else:
-            send.send_nowait(DrainResult((), (), False))
-        return PendingReply(receive)
+            reply.send(DrainResult((), (), False))
+        return pending
 
 
 async def test_a_late_drain_answer_is_recovered_but_its_queued_prompt_snapshot_is_dropped(autojump_clock):
