@@ -7,7 +7,8 @@ descriptor instead:
 
 - opened on the first append (``O_APPEND``, mode 0600, its directory made);
   before each append a torn last line (a crash mid-write, by this process or
-  an earlier one) is cut — an ``fstat`` and a one-byte ``pread``;
+  an earlier one) is cut — an ``lseek`` to the end that finds the size this
+  descriptor last left, or else a one-byte ``pread`` of the last byte;
 - kept open until the session closes (:meth:`close`), the file is replaced or
   removed (:meth:`forget`, which a rewrite calls before its rename), or more
   than ``limit`` files are open: then the least recently used is closed (a
@@ -45,11 +46,15 @@ class AppendFiles:
         """
         handle = self._handle(path)
         try:
-            cut_torn_tail(handle.fd)
-            written = os.write(handle.fd, data)
+            fd = handle.fd
+            size = os.lseek(fd, 0, os.SEEK_END)
+            if size != handle.size:  # written by someone else since (or just opened): maybe torn
+                size = cut_torn_tail(fd)
+            written = os.write(fd, data)
             if written != len(data):
-                os.ftruncate(handle.fd, os.fstat(handle.fd).st_size - written)
+                os.ftruncate(fd, size)
                 raise OSError(28, "short write (is the disk full?)")
+            handle.size = size + written
             if fsync:
                 os.fsync(handle.fd)
                 if not handle.directory_synced:  # a new file's name is durable only once its directory is
@@ -90,27 +95,29 @@ class AppendFiles:
 
 
 class _Handle:
-    __slots__ = ("fd", "directory_synced")
+    __slots__ = ("fd", "directory_synced", "size")
 
     def __init__(self, fd: int, *, directory_synced: bool) -> None:
         self.fd = fd
         self.directory_synced = directory_synced
+        self.size = -1  # the file's size after this descriptor's last append; -1: not known yet
 
 
-def cut_torn_tail(fd: int) -> None:
-    """A crash mid-append left a partial last line: cut it, so the next record starts clean."""
+def cut_torn_tail(fd: int) -> int:
+    """A crash mid-append left a partial last line: cut it, so the next record starts clean; the new size."""
     size = os.fstat(fd).st_size
     if not size or os.pread(fd, 1, size - 1) == b"\n":
-        return
+        return size
     end = size
     while end > 0:  # back, a chunk at a time, to the last whole line (a prompt body may be megabytes)
         start = max(0, end - 65536)
         cut = os.pread(fd, end - start, start).rfind(b"\n")
         if cut >= 0:
             os.ftruncate(fd, start + cut + 1)
-            return
+            return start + cut + 1
         end = start
     os.ftruncate(fd, 0)
+    return 0
 
 
 def fsync_directory(directory: Path) -> None:
