@@ -157,12 +157,21 @@ def render(session: Session) -> str:
     overrides: PromptOverrides = session.prompt_overrides
     base = overrides.system_prompt if overrides.system_prompt is not None else settings.system_prompt
     if base is None:
-        base = default_prompt(
-            cwd=session.cwd, os=os_name(), today=session.runtime.now().date().isoformat(),
-            tools=[tool.name for tool in session.tools], sandboxed=session.runtime.sandbox.kind == "bwrap",
-            plan_mode=session.approval_mode == "plan",
-        )
-    return compose(base, (settings.append_system_prompt, overrides.append_system_prompt))
+        base = _default_prompt(session.cwd, os_name(), session.runtime.now().date().isoformat(),
+                               tuple(tool.name for tool in session.tools), session.runtime.sandbox.kind == "bwrap",
+                               session.approval_mode == "plan")
+    return _compose(base, settings.append_system_prompt, overrides.append_system_prompt)
+
+
+# Rendered for every request of every session, from a handful of distinct inputs: kept, not rebuilt.
+@functools.lru_cache(maxsize=256)
+def _default_prompt(cwd: str, os: str, today: str, tools: tuple[str, ...], sandboxed: bool, plan_mode: bool) -> str:
+    return default_prompt(cwd=cwd, os=os, today=today, tools=tools, sandboxed=sandboxed, plan_mode=plan_mode)
+
+
+@functools.lru_cache(maxsize=256)
+def _compose(base: str, *appended: str | None) -> str:
+    return compose(base, appended)
 
 
 def system_message(session: Session) -> ChatMessage | None:
