@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from actors._actor import ActorGone, ActorRef, MailboxFull, PendingReply, open_mailbox, reply_pair
+from actors._actor import ActorGone, ActorRef, MailboxFull, PendingReply, Reply, open_mailbox, reply_pair
 
 
 @attrs.frozen
