@@ -1,18 +1,21 @@
-"""A lean HTTP/1.1 transport for httpx: h11 over Trio sockets, with keep-alive.
+"""A lean HTTP/1.1 client over Trio sockets, with keep-alive: the openai provider's direct path.
 
 The openai provider sends one POST per model call and reads its SSE stream.
-Through httpx's default transport about a quarter of the daemon's CPU per
-turn went to httpcore: its connection pool's bookkeeping, its wrapper round
-h11's state machine, a ``fail_after`` scope round every socket read and
-write, several async-generator layers per body chunk. :class:`Transport`
-does the same work for about 170 µs less CPU a request (580 → 415 µs for a
-short stream from the loopback fake; 8.2 → 7.0 ms of daemon CPU per
-canonical guard turn of four calls). It is an :class:`httpx.AsyncBaseTransport`,
-so requests, responses and exception classes above it stay httpx's:
+Through httpx (even over our own transport) each call built an
+``httpx.Request`` (header normalisation, URL parsing, content encoding), an
+``h11.Request``, an ``httpx.Response``, and read every body chunk through
+``aiter_bytes`` → ``aiter_raw`` → a byte stream → h11's ``next_event``. Here a
+request is a :class:`Target` prepared once (its request line and headers
+encoded and validated when made) plus the body; the response's head and body
+are parsed by :class:`~.h1.ResponseParser` (a small state machine, no I/O), and
+:meth:`Response.receive` hands the caller every body byte that has arrived, at
+once, with no generator between. Exceptions are httpx's (``httpx.ReadTimeout``,
+``httpx.RemoteProtocolError`` …), so callers map errors as they did.
 
 - keep-alive: at most ``max_idle`` idle connections per (scheme, host, port),
   the least recently used closed first. A connection goes back to the pool only
-  when its response was read to the end and h11 can start another cycle on it;
+  when its response was read to the end and the parser says it can carry another
+  (HTTP/1.1, no ``Connection: close``, a framed body, nothing beyond it);
 - an idle connection that has become readable (the server closed it) is
   dropped before use; one found closed when reused (EOF or a reset before the
   response's first byte: the keep-alive race) is dropped and the request sent
@@ -20,29 +23,37 @@ so requests, responses and exception classes above it stay httpx's:
 - a request's head and body go out in one ``send_all``; a body over
   :data:`JOIN_LIMIT` goes right after its head instead, not copied into one
   buffer with it (a fresh allocation of the body's size, page faults and all);
-- timeouts from httpx's ``timeout`` extension (``connect`` round opening and
-  the TLS handshake, ``write``, ``read`` round each receive): one cancel scope
-  per await that can block, none while h11 already holds the next event;
-- a body the server leaves incomplete (a cut mid-chunk) is
-  :class:`httpx.RemoteProtocolError`, never a silent end;
+- timeouts ``connect`` (round opening and the TLS handshake), ``write`` (one
+  deadline for the whole request) and ``read`` (round each wait for bytes): one
+  cancel scope per await that can block, none while the parser already holds
+  what is asked for, and on plain TCP none when the bytes were already waiting
+  in the socket (or fit in its send buffer) — see :class:`_Connection`;
+- a body the server leaves incomplete (a cut mid-chunk, short of its
+  ``Content-Length``) is :class:`httpx.RemoteProtocolError`, never a silent end;
 - https through :class:`trio.SSLStream`, its context made on first use as httpx
-  makes it (``SSL_CERT_FILE``, ``SSL_CERT_DIR``, else certifi), ALPN
-  ``http/1.1``. Bodies pass through raw: httpx decodes a ``Content-Encoding``.
+  makes it (``SSL_CERT_FILE``, ``SSL_CERT_DIR``, else certifi), ALPN ``http/1.1``;
+- ``Content-Encoding`` ``gzip`` and ``deflate`` are decoded, as httpx decoded them
+  (other codings pass through raw, as with httpx without brotli or zstandard);
+  a body that does not decode is :class:`httpx.DecodingError`. No
+  ``Accept-Encoding`` is sent, so a server should not compress.
 
 No proxies (the provider sends through the full httpx client when the
-environment names one), no HTTP/2, no upgrades, and no cap on connections in
-use (httpcore's default was 100, then a wait of up to the ``pool`` timeout).
+environment names one), no HTTP/2, no upgrades, and no cap on connections in use.
 """
 
 from __future__ import annotations
 
 import math
+import select
+import socket
 import ssl
+import zlib
 from typing import Any
 
-import h11
 import httpx
 import trio
+
+from .h1 import DONE, Head, ProtocolError, ResponseParser, request_head
 
 DEFAULT_MAX_IDLE = 8
 READ_SIZE = 65536
@@ -65,84 +76,259 @@ def _reset(exc: BaseException | None) -> bool:
     return False
 
 
-class _Connection:
-    __slots__ = ("origin", "stream", "socket", "h11", "broken")
+class Target:
+    """Where a request goes and its head without ``Content-Length``, encoded once (see :func:`prepare`)."""
 
-    def __init__(self, origin: Origin, stream: trio.abc.Stream, socket: trio.socket.SocketType) -> None:
+    __slots__ = ("url", "origin", "head")
+
+    def __init__(self, url: httpx.URL, origin: Origin, head: bytes) -> None:
+        self.url = url
         self.origin = origin
+        self.head = head
+
+
+def prepare(method: str, url: httpx.URL | str, headers: list[tuple[str, str]] | dict[str, str] = ()) -> Target:
+    """A request to ``url`` with ``headers`` after ``Host`` (httpx's order); ``Content-Length`` is added per body.
+
+    Raises :class:`httpx.UnsupportedProtocol` for a scheme other than http(s) and
+    :class:`httpx.LocalProtocolError` for a header h11 would refuse to send.
+    """
+    url = httpx.URL(url)
+    scheme = url.raw_scheme
+    if scheme not in (b"http", b"https"):
+        raise httpx.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}")
+    origin = (scheme, url.raw_host, url.port or (443 if scheme == b"https" else 80))
+    items = list(headers.items() if isinstance(headers, dict) else headers)
+    for name, _ in items:
+        if name.lower() in ("content-length", "transfer-encoding"):
+            raise httpx.LocalProtocolError(f"{name} is set per request")
+    if not any(name.lower() == "host" for name, _ in items):
+        items.insert(0, ("Host", url.netloc.decode("ascii")))
+    try:
+        head = request_head(method, url.raw_path, [(n.encode("ascii"), v.encode("ascii")) for n, v in items])
+    except (ProtocolError, UnicodeEncodeError) as exc:
+        raise httpx.LocalProtocolError(str(exc) if isinstance(exc, ProtocolError) else "a header is not ASCII") \
+            from None
+    return Target(url, origin, head + b"Content-Length: ")
+
+
+class _Connection:
+    """One connection: plain TCP through its stdlib socket, TLS through a :class:`trio.SSLStream`.
+
+    Plain TCP skips Trio's socket and stream wrappers: a receive first tries the
+    (non-blocking) socket, and only when nothing has arrived waits, in a cancel
+    scope for the read timeout, for it to become readable; a send writes at once
+    and waits (in a scope for the write timeout) only while the kernel's buffer is
+    full. Each keeps Trio's checkpoints: a cancelled caller is told before any
+    I/O, and a receive yields to the scheduler even when data was waiting.
+    """
+
+    __slots__ = ("origin", "stream", "socket", "parser", "broken")
+
+    def __init__(self, origin: Origin, socket: Any, stream: trio.SSLStream[trio.SocketStream] | None) -> None:
+        self.origin = origin
+        self.socket = socket  # a stdlib socket (plain), else the TLS stream's Trio socket
         self.stream = stream
-        self.socket = socket
-        self.h11 = h11.Connection(h11.CLIENT)
+        self.parser = ResponseParser()
         self.broken = False
 
     def close(self) -> None:
         """Close the socket at once (no TLS close_notify: nothing waits for it)."""
         self.broken = True
-        self.socket.close()
+        sock = self.socket
+        if self.stream is None and sock.fileno() != -1:
+            trio.lowlevel.notify_closing(sock)  # a task waiting on it is woken (ClosedResourceError)
+        sock.close()
+
+    def idle_readable(self) -> bool:
+        """Whether the socket has something to read (while idle: EOF, or bytes nobody asked for)."""
+        return bool(select.select([self.socket], [], [], 0)[0])
+
+    async def send_all(self, chunks: list[bytes], timeout: float | None) -> None:
+        deadline = math.inf if timeout is None else trio.current_time() + timeout
+        stream = self.stream
+        if stream is not None:
+            with trio.CancelScope(deadline=deadline):
+                for chunk in chunks:
+                    await stream.send_all(chunk)
+                return
+            raise httpx.WriteTimeout(f"cannot send the request in {timeout:g}s")
+        sock = self.socket
+        await trio.lowlevel.checkpoint_if_cancelled()
+        for chunk in chunks:
+            with memoryview(chunk) as view:
+                sent = 0
+                while True:
+                    try:
+                        sent += sock.send(view[sent:] if sent else view)
+                    except BlockingIOError:
+                        pass
+                    if sent >= len(view):
+                        break
+                    with trio.CancelScope(deadline=deadline) as scope:
+                        await trio.lowlevel.wait_writable(sock)
+                    if scope.cancelled_caught:
+                        raise httpx.WriteTimeout(f"cannot send the request in {timeout:g}s")
+        # No yield here: the response's first receive, next, is the schedule point.
 
     async def receive(self, timeout: float | None) -> bytes:
-        if timeout is None:
-            return await self.stream.receive_some(READ_SIZE)
-        with trio.CancelScope(deadline=trio.current_time() + timeout):
-            return await self.stream.receive_some(READ_SIZE)
-        raise httpx.ReadTimeout(f"no data in {timeout:g}s")
+        stream = self.stream
+        if stream is not None:
+            if timeout is None:
+                return await stream.receive_some(READ_SIZE)
+            with trio.CancelScope(deadline=trio.current_time() + timeout):
+                return await stream.receive_some(READ_SIZE)
+            raise httpx.ReadTimeout(f"no data in {timeout:g}s")
+        sock = self.socket
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            data = sock.recv(READ_SIZE)
+        except BlockingIOError:
+            pass
+        else:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return data
+        while True:
+            if timeout is None:
+                await trio.lowlevel.wait_readable(sock)
+            else:
+                with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
+                    await trio.lowlevel.wait_readable(sock)
+                if scope.cancelled_caught:
+                    raise httpx.ReadTimeout(f"no data in {timeout:g}s")
+            try:
+                return sock.recv(READ_SIZE)
+            except BlockingIOError:  # woken with nothing to read after all: wait again
+                pass
 
-    async def next_event(self, timeout: float | None) -> Any:
-        """The next h11 event, reading the socket only when h11 needs data."""
-        conn = self.h11
-        while (event := conn.next_event()) is h11.NEED_DATA:
-            conn.receive_data(await self.receive(timeout))
-        return event
+
+class _Decoder:
+    """``Content-Encoding`` gzip / deflate, innermost last, as httpx decodes them."""
+
+    def __init__(self, codings: list[str]) -> None:
+        self._steps = [zlib.decompressobj(zlib.MAX_WBITS | 16) if c == "gzip" else _Deflate()
+                       for c in reversed(codings)]
+
+    def decode(self, data: bytes, end: bool) -> bytes:
+        try:
+            for step in self._steps:
+                data = step.decompress(data)
+                if end:
+                    data += step.flush()
+        except zlib.error as exc:
+            raise httpx.DecodingError(str(exc)) from exc
+        return data
 
 
-class _Body(httpx.AsyncByteStream):
-    """A response body as it arrives; :meth:`aclose` pools the connection if it was read to the end."""
+class _Deflate:
+    """zlib-wrapped deflate, or raw deflate when the first bytes say so (as httpx's DeflateDecoder)."""
 
-    def __init__(self, transport: Transport, conn: _Connection, timeout: float | None,
-                 request: httpx.Request) -> None:
+    def __init__(self) -> None:
+        self._first = True
+        self._inner = zlib.decompressobj()
+
+    def decompress(self, data: bytes) -> bytes:
+        first, self._first = self._first, False
+        try:
+            return self._inner.decompress(data)
+        except zlib.error:
+            if not first:
+                raise
+            self._inner = zlib.decompressobj(-zlib.MAX_WBITS)
+            return self._inner.decompress(data)
+
+    def flush(self) -> bytes:
+        return self._inner.flush()
+
+
+class Response:
+    """A response's status and headers, and its body as it arrives (:meth:`receive`)."""
+
+    __slots__ = ("status_code", "reason_phrase", "http_version", "headers", "_transport", "_conn", "_read",
+                 "_decoder", "_cut")
+
+    def __init__(self, transport: Transport, conn: _Connection, head: Head, read: float | None) -> None:
+        self.status_code = head.status_code
+        self.reason_phrase = head.reason_phrase
+        self.http_version = "HTTP/" + head.http_version
+        self.headers = head.headers  # lower-case names
         self._transport = transport
         self._conn: _Connection | None = conn
-        self._timeout = timeout
-        self._request = request
-        self._complete = False
+        self._read = read
+        self._cut = False  # closed (or failed) before the body's end
+        coding = self.headers.get("content-encoding")
+        codings = [c for c in (c.strip().lower() for c in coding.split(",")) if c in ("gzip", "deflate")] \
+            if coding else []
+        self._decoder = _Decoder(codings) if codings else None
+        if conn.parser.done:
+            self._finish(conn)
 
-    def __aiter__(self) -> _Body:
-        return self
+    def __repr__(self) -> str:
+        return f"<Response [{self.status_code} {self.reason_phrase}]>"
 
-    async def __anext__(self) -> bytes:
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
+
+    @property
+    def complete(self) -> bool:
+        """Whether the body was read to its end."""
+        return self._conn is None and not self._cut
+
+    async def receive(self) -> bytes:
+        """The body bytes that arrived since the last call (waiting for some); ``b""`` at its end."""
         conn = self._conn
-        if conn is None or self._complete:
-            raise StopAsyncIteration
+        if conn is None:
+            if self._cut:
+                raise httpx.StreamClosed()
+            return b""
+        parser = conn.parser
         try:
-            event = await conn.next_event(self._timeout)
-            if type(event) is h11.Data:
-                return bytes(event.data)
-            if type(event) is not h11.EndOfMessage:
-                raise httpx.RemoteProtocolError(f"unexpected {event!r} in the body", request=self._request)
-        except h11.RemoteProtocolError as exc:
+            while True:
+                data = parser.body()
+                if data is None:
+                    parser.receive(await conn.receive(self._read))
+                    continue
+                done = parser.state == DONE
+                if done:
+                    self._finish(conn)
+                if self._decoder is not None:
+                    data = self._decoder.decode(data, done)
+                if data or done:
+                    return data
+        except ProtocolError as exc:
             self._fail()
-            raise httpx.RemoteProtocolError(str(exc), request=self._request) from exc
+            raise httpx.RemoteProtocolError(str(exc)) from None
         except _STREAM_ERRORS as exc:
             self._fail()
-            raise httpx.ReadError(f"reading the response: {exc}", request=self._request) from exc
+            raise httpx.ReadError(f"reading the response: {exc}") from exc
         except BaseException:
             self._fail()
             raise
-        self._complete = True
-        raise StopAsyncIteration
+
+    async def aread(self) -> bytes:
+        """The rest of the body."""
+        parts = []
+        while data := await self.receive():
+            parts.append(data)
+        return b"".join(parts)
+
+    def _finish(self, conn: _Connection) -> None:
+        self._conn = None
+        self._transport._release(conn)
 
     def _fail(self) -> None:
         conn, self._conn = self._conn, None
+        self._cut = True
         if conn is not None:
             self._transport._discard(conn)
 
     async def aclose(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            (self._transport._release if self._complete else self._transport._discard)(conn)
+        if self._conn is not None:
+            self._fail()
 
 
-class Transport(httpx.AsyncBaseTransport):
+class Transport:
     """HTTP/1.1 to any origin, keeping up to ``max_idle`` idle connections to each (see the module doc)."""
 
     def __init__(self, *, max_idle: int = DEFAULT_MAX_IDLE, ssl_context: ssl.SSLContext | None = None) -> None:
@@ -163,75 +349,44 @@ class Transport(httpx.AsyncBaseTransport):
         self._idle.clear()
         self._active.clear()
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        scheme = url.raw_scheme
-        if scheme not in (b"http", b"https"):
-            raise httpx.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}", request=request)
-        origin = (scheme, url.raw_host, url.port or (443 if scheme == b"https" else 80))
-        timeouts = request.extensions.get("timeout") or {}
-        try:
-            body = request.content
-        except httpx.RequestNotRead:
-            body = b"".join([chunk async for chunk in request.stream])  # type: ignore[union-attr]
-        head = h11.Request(method=request.method, target=url.raw_path, headers=request.headers.raw)
+    async def send(self, target: Target, body: bytes, *, connect: float | None = None, write: float | None = None,
+                   read: float | None = None) -> Response:
+        """Send ``body`` to ``target``; returns once the response's head is read."""
+        head = target.head + b"%d\r\n\r\n" % len(body)
+        chunks = [head + body] if len(body) <= JOIN_LIMIT else [head, body]
+        origin = target.origin
         conn = self._pooled(origin)
         while True:
             reused = conn is not None
             if conn is None:
-                conn = await self._connect(origin, timeouts.get("connect"), request)
+                conn = await self._connect(origin, connect)
             self._active.add(conn)
             try:
-                event = await self._exchange(conn, head, body, timeouts, reused, request)
-                break
+                return Response(self, conn, await self._exchange(conn, chunks, write, read, reused), read)
             except _Gone:
                 self._discard(conn)
                 conn = None  # the keep-alive race: once more, on a new connection
             except BaseException:
                 self._discard(conn)
                 raise
-        return httpx.Response(
-            event.status_code, headers=event.headers.raw_items(), request=request,
-            stream=_Body(self, conn, timeouts.get("read"), request),
-            extensions={"http_version": b"HTTP/" + event.http_version, "reason_phrase": event.reason})
 
-    async def _exchange(self, conn: _Connection, head: h11.Request, body: bytes, timeouts: dict[str, Any],
-                        reused: bool, request: httpx.Request) -> h11.Response:
+    async def _exchange(self, conn: _Connection, chunks: list[bytes], write: float | None, read: float | None,
+                        reused: bool) -> Head:
         """Send the request and read the response's head; ``_Gone`` if ``reused`` and found closed."""
-        h = conn.h11
-        try:
-            parts = h.send_with_data_passthrough(head)
-            if body:
-                parts += h.send_with_data_passthrough(h11.Data(data=body))
-            parts += h.send_with_data_passthrough(h11.EndOfMessage())
-        except h11.LocalProtocolError as exc:
-            raise httpx.LocalProtocolError(str(exc), request=request) from exc
-        timeout = timeouts.get("write")
-        chunks = [b"".join(parts)] if len(body) <= JOIN_LIMIT else [part for part in parts if part]
         write_error: BaseException | None = None
         try:
-            if timeout is None:
-                for chunk in chunks:
-                    await conn.stream.send_all(chunk)
-            else:
-                with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
-                    for chunk in chunks:
-                        await conn.stream.send_all(chunk)
-                if scope.cancelled_caught:
-                    raise httpx.WriteTimeout(f"cannot send the request in {timeout:g}s", request=request)
+            await conn.send_all(chunks, write)
         except _STREAM_ERRORS as exc:
             # The server may have answered (a 413) and closed before reading it all: read what it said.
             conn.broken = True
             write_error = exc
-        timeout = timeouts.get("read")
+        parser = conn.parser
         received = False
         try:
-            while (event := h.next_event()) is h11.NEED_DATA or type(event) is h11.InformationalResponse:
-                if event is not h11.NEED_DATA:
-                    continue  # a 1xx: the response follows
+            while (head := parser.head()) is None:
                 try:
-                    data = await conn.receive(timeout)
-                except trio.BrokenResourceError as exc:
+                    data = await conn.receive(read)
+                except (trio.BrokenResourceError, OSError) as exc:
                     if received or not _reset(exc):
                         raise
                     data = b""
@@ -239,41 +394,33 @@ class Transport(httpx.AsyncBaseTransport):
                     if reused:
                         raise _Gone
                     if write_error is not None:
-                        raise httpx.WriteError(f"sending the request: {write_error}",
-                                               request=request) from write_error
-                    raise httpx.RemoteProtocolError("the server closed the connection without a response",
-                                                    request=request)
+                        raise httpx.WriteError(f"sending the request: {write_error}") from write_error
+                    raise httpx.RemoteProtocolError("the server closed the connection without a response")
                 received = True
-                h.receive_data(data)
-        except httpx.ReadTimeout as exc:
-            exc.request = request
-            raise
-        except h11.RemoteProtocolError as exc:
-            raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+                parser.receive(data)
+        except ProtocolError as exc:
+            raise httpx.RemoteProtocolError(str(exc)) from None
         except _STREAM_ERRORS as exc:
-            raise httpx.ReadError(f"reading the response: {exc}", request=request) from exc
-        if type(event) is not h11.Response:
-            raise httpx.RemoteProtocolError(f"unexpected {event!r} instead of a response", request=request)
-        return event
+            raise httpx.ReadError(f"reading the response: {exc}") from exc
+        return head
 
     def _pooled(self, origin: Origin) -> _Connection | None:
         """The most recently used idle connection to ``origin`` that the server has not closed."""
         conns = self._idle.get(origin)
         while conns:
             conn = conns.pop()
-            if not conn.socket.is_readable():  # readable while idle: EOF, or bytes nobody asked for
+            if not conn.idle_readable():
                 return conn
             conn.close()
         return None
 
     def _release(self, conn: _Connection) -> None:
-        """Pool ``conn`` if h11 can start another cycle on it; close it otherwise."""
+        """Pool ``conn`` if it can carry another request; close it otherwise."""
         self._active.discard(conn)
-        h = conn.h11
-        if conn.broken or h.our_state is not h11.DONE or h.their_state is not h11.DONE or not self.max_idle:
+        if conn.broken or not conn.parser.reusable or not self.max_idle:
             conn.close()
             return
-        h.start_next_cycle()
+        conn.parser.start_next_cycle()
         conns = self._idle.setdefault(conn.origin, [])
         conns.append(conn)
         if len(conns) > self.max_idle:
@@ -290,22 +437,27 @@ class Transport(httpx.AsyncBaseTransport):
             self._ssl_context = context
         return self._ssl_context
 
-    async def _connect(self, origin: Origin, timeout: float | None, request: httpx.Request) -> _Connection:
+    async def _connect(self, origin: Origin, timeout: float | None) -> _Connection:
         scheme, raw_host, port = origin
         host = raw_host.decode("ascii")
         tcp: trio.SocketStream | None = None
         try:
             with trio.CancelScope(deadline=math.inf if timeout is None else trio.current_time() + timeout):
-                stream = tcp = await trio.open_tcp_stream(host, port)
+                tcp = await trio.open_tcp_stream(host, port)
                 if scheme == b"https":
                     stream = trio.SSLStream(tcp, self._ssl(), server_hostname=host, https_compatible=True)
                     await stream.do_handshake()
-                return _Connection(origin, stream, tcp.socket)
-            raise httpx.ConnectTimeout(f"cannot connect to {host}:{port} in {timeout:g}s", request=request)
+                    return _Connection(origin, tcp.socket, stream)
+                # TCP_NODELAY (set by SocketStream) and non-blocking mode stay with the descriptor.
+                sock = socket.socket(fileno=tcp.socket.detach())
+                tcp = None
+                sock.setblocking(False)
+                return _Connection(origin, sock, None)
+            raise httpx.ConnectTimeout(f"cannot connect to {host}:{port} in {timeout:g}s")
         except BaseException as exc:
             if tcp is not None:
                 tcp.socket.close()
             if not isinstance(exc, (OSError, trio.BrokenResourceError)):
                 raise
             cause = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ else exc
-            raise httpx.ConnectError(f"cannot connect to {host}:{port}: {cause}", request=request) from exc
+            raise httpx.ConnectError(f"cannot connect to {host}:{port}: {cause}") from exc

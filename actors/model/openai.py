@@ -72,7 +72,8 @@ from ..wire.events import kept_json
 from .tool_calls import ToolCallAccumulator
 from .encoded import messages_json, messages_json_between
 from .estimate import estimate_request
-from .http import Transport
+from .http import Target, Transport, prepare
+from .sse import Body, Proxied as _Proxied, data_payloads as _data_payloads
 from .overflow import EmptyResponse, overflow_from_chunk, overflow_from_response
 from .text_tools import STYLES as TEXT_TOOL_STYLES
 from .text_tools import TextToolCalls
@@ -240,27 +241,6 @@ def _proxied(url: str) -> bool:
     return not urllib.request.proxy_bypass_environment(parts.hostname or "", proxies)
 
 
-async def _data_payloads(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The payload of each SSE ``data:`` line, split from the body's bytes (LF, CR LF or CR).
-
-    Blank lines, comments and the ``event:``/``id:``/``retry:`` fields are skipped.
-    Splitting bytes here, rather than through httpx's text and line decoders, saves
-    two generator layers per chunk; a chat-completions payload is JSON, so a CR
-    can only be a line end.
-    """
-    rest = b""
-    async for data in response.aiter_bytes():
-        if rest:
-            data = rest + data
-        lines = data.splitlines()
-        rest = b"" if data.endswith((b"\n", b"\r")) else lines.pop()
-        for line in lines:
-            if line.startswith(b"data:"):
-                yield line[5:].strip()
-    if rest.startswith(b"data:"):
-        yield rest[5:].strip()
-
-
 def _shown(payload: bytes) -> str:
     return repr(payload[:120].decode("utf-8", "replace"))
 
@@ -315,12 +295,16 @@ class OpenAIModel:
     closed by :meth:`aclose`.
 
     Without a shared client, and with no proxy named in the environment for the
-    base URL, requests go straight to our own :class:`~.http.Transport` (h11
-    over Trio sockets, with keep-alive): the client's URL and header merging,
-    cookie jar, auth and redirect layers cost a fifth of a call's CPU and do
-    nothing for this one POST, and httpcore, which the transport replaces,
-    cost about 170 µs a request more than it. With a proxy in the environment
-    the full client (and httpcore) handles it, as before.
+    base URL, requests go straight to our own :class:`~.http.Transport` (HTTP/1.1
+    over Trio sockets, with keep-alive), with no httpx object per call: the
+    request head is encoded once (:func:`~.http.prepare`, on the first call, from
+    that call's headers: they depend on the config alone) and the body's bytes
+    come from :meth:`~.http.Response.receive` straight to the SSE splitter. The
+    client's URL and header merging, cookie jar, auth and redirect layers, then
+    httpx's request and response models and body generators, did nothing for
+    this one POST but cost a third of a call's CPU. With a proxy in the
+    environment the full client (and httpcore) handles it, as before, its
+    response read through :class:`_Proxied`.
     """
 
     name = "openai"
@@ -336,8 +320,8 @@ class OpenAIModel:
         direct = client is None and not _proxied(self._url)
         self._transport = Transport() if direct else None
         self._client = client if client is not None else None if direct else httpx.AsyncClient()
-        self._target = httpx.URL(self._url)
-        self._extensions = {"timeout": self._timeout.as_dict()}
+        self._url_parsed = httpx.URL(self._url)  # a bad base URL fails here, as it always did
+        self._target: Target | None = None  # the direct path's request head, encoded on first use
 
     @property
     def supports_images(self) -> bool:
@@ -418,7 +402,7 @@ class OpenAIModel:
                 await items.aclose()
                 await response.aclose()
 
-    async def _open(self, content: bytes) -> httpx.Response:
+    async def _open(self, content: bytes) -> Body:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
@@ -436,7 +420,7 @@ class OpenAIModel:
                 log.warning("openai: %s; retry %d/%d in %.1fs", exc.code, attempt, self.config.max_retries, delay)
                 await trio.sleep(delay)
 
-    async def _attempt(self, content: bytes, headers: dict[str, str]) -> httpx.Response:
+    async def _attempt(self, content: bytes, headers: dict[str, str]) -> Body:
         log.debug("openai: POST %s model=%s", self._url, self.config.model)
         try:
             response = await self._send(content, headers)
@@ -463,16 +447,18 @@ class OpenAIModel:
             raise overflow
         raise self._error(_status_code(status), message, committed=False, retry_after=retry_after)
 
-    async def _send(self, content: bytes, headers: dict[str, str]) -> httpx.Response:
+    async def _send(self, content: bytes, headers: dict[str, str]) -> Body:
         if self._transport is None:
             assert self._client is not None
             request = self._client.build_request("POST", self._url, content=content, headers=headers,
                                                  timeout=self._timeout)
-            return await self._client.send(request, stream=True)
-        request = httpx.Request("POST", self._target, content=content, headers=headers, extensions=self._extensions)
-        response = await self._transport.handle_async_request(request)
-        response.request = request
-        return response
+            return _Proxied(await self._client.send(request, stream=True))
+        target = self._target
+        if target is None:  # the same headers on every call: encoded and validated once
+            target = self._target = prepare("POST", self._url_parsed, headers)
+        config = self.config
+        return await self._transport.send(target, content, connect=config.connect_timeout,
+                                          write=config.read_timeout, read=config.read_timeout)
 
     def _text_tool_calls(self, request: ChatRequest) -> TextToolCalls | None:
         """The text tool-call parser for this request, when the setting asks for one and tools are offered."""
@@ -482,7 +468,7 @@ class OpenAIModel:
         # Ids unique across a turn's streams: the turn loop refuses a repeated call id.
         return TextToolCalls(style, [t.name for t in request.tools], lambda: f"call_text_{secrets.token_hex(6)}")
 
-    async def _items(self, response: httpx.Response, text_calls: TextToolCalls | None = None) -> AsyncIterator[StreamItem]:
+    async def _items(self, response: Body, text_calls: TextToolCalls | None = None) -> AsyncIterator[StreamItem]:
         calls = ToolCallAccumulator()
         usage: Usage | None = None
         finish: str | None = None
@@ -493,9 +479,13 @@ class OpenAIModel:
             async for payload in lines:
                 if payload == b"[DONE]":
                     # Let the body end (it does right away) so the connection can be reused.
-                    with trio.move_on_after(1.0):
+                    if response.complete:  # it has: the rest is what the last read left
                         async for _ in lines:
                             pass
+                    else:
+                        with trio.move_on_after(1.0):
+                            async for _ in lines:
+                                pass
                     break
                 try:
                     chunk = orjson.loads(payload)

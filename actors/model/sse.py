@@ -1,0 +1,92 @@
+"""What the openai provider reads of a response, whichever client sent it, and the SSE ``data:`` splitter.
+
+:class:`Body` is the face both paths show: :class:`~.http.Response` (the direct
+path) and :class:`Proxied` round an :class:`httpx.Response` (the full client,
+when a proxy is named). :func:`data_payloads` splits either's bytes into the
+payloads of its ``data:`` lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Protocol
+
+import httpx
+
+
+async def data_payloads(response: Body) -> AsyncIterator[bytes]:
+    """The payload of each SSE ``data:`` line, split from the body's bytes (LF, CR LF or CR).
+
+    Blank lines, comments and the ``event:``/``id:``/``retry:`` fields are skipped.
+    ``response.receive()`` hands over every byte that has arrived at once (``b""`` at
+    the end), so a burst of events is split in one pass; a chat-completions payload
+    is JSON, so a CR can only be a line end.
+    """
+    rest = b""
+    receive = response.receive
+    while data := await receive():
+        if rest:
+            data = rest + data
+        lines = data.splitlines()
+        rest = b"" if data.endswith((b"\n", b"\r")) else lines.pop()
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].strip()
+    if rest.startswith(b"data:"):
+        yield rest[5:].strip()
+
+
+class Body(Protocol):
+    """What the provider reads of a response: :class:`~.http.Response`, or :class:`Proxied` round httpx's."""
+
+    status_code: int
+    reason_phrase: str
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...  # looked up by lower-case names
+
+    @property
+    def is_success(self) -> bool: ...
+
+    @property
+    def complete(self) -> bool: ...  # the body was read to its end: receive() can only give what is left
+
+    async def receive(self) -> bytes: ...
+
+    async def aread(self) -> bytes: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Proxied:
+    """An :class:`httpx.Response` (the proxied path, through the full client) as a :class:`Body`."""
+
+    __slots__ = ("response", "status_code", "reason_phrase", "headers", "_chunks")
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self.status_code = response.status_code
+        self.reason_phrase = response.reason_phrase
+        self.headers = response.headers
+        self._chunks = response.aiter_bytes()
+
+    @property
+    def is_success(self) -> bool:
+        return self.response.is_success
+
+    complete = False  # not known: httpx reads on
+
+    async def receive(self) -> bytes:
+        try:
+            while not (data := await self._chunks.__anext__()):
+                pass
+        except StopAsyncIteration:
+            return b""
+        return data
+
+    async def aread(self) -> bytes:
+        return await self.response.aread()
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()
+        await self.response.aclose()
