@@ -48,6 +48,8 @@ class LocalStore:
         self.directory = Path(state_dir) / "sessions"
         self.fsync = fsync == "always"
         self.files = AppendFiles()  # journals, transcripts and replays stay open between appends
+        # The journal paths appended to, built once (a Path joined and hashed per append cost more).
+        self._journals: dict[str, Path] = {}
 
     def transcript(self, session_id: str) -> Transcript:
         return Transcript(self.directory.parent, session_id, files=self.files)
@@ -56,6 +58,7 @@ class LocalStore:
         """The session closed: its files are closed too (they reopen if it is restored)."""
         self.files.close([self._journal(session_id), self._replay(session_id),
                           self.directory / f"{session_id}.jsonl"])
+        self._journals.pop(session_id, None)
 
     def _journal(self, session_id: str) -> Path:
         return self.directory / f"{session_id}.journal.jsonl"
@@ -66,7 +69,12 @@ class LocalStore:
     # ------------------------------------------------------------- journal
 
     def journal_append(self, session_id: str, record: dict[str, Any], *, durable: bool = True) -> None:
-        self._append(self._journal(session_id), orjson.dumps(record) + b"\n", fsync=durable and self.fsync)
+        path = self._journals.get(session_id)
+        if path is None:
+            if len(self._journals) >= self.files.limit:  # bounded as the open files are
+                self._journals.clear()
+            path = self._journals[session_id] = self._journal(session_id)
+        self._append(path, orjson.dumps(record) + b"\n", fsync=durable and self.fsync)
 
     def _append(self, path: Path, line: bytes, *, fsync: bool) -> None:
         try:
