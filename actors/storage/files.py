@@ -38,8 +38,9 @@ class AppendFiles:
     def __len__(self) -> int:
         return len(self._open)
 
-    def append(self, path: Path, data: bytes, *, fsync: bool) -> None:
-        """Write ``data`` at the end of ``path`` whole, then ``fsync`` it if asked; ``OSError`` if it cannot.
+    def append(self, path: Path, data: bytes, *, fsync: bool) -> int:
+        """Write ``data`` at the end of ``path`` whole, then ``fsync`` it if asked; the file's size after it.
+        ``OSError`` if it cannot.
 
         A short write (disk full) is cut off again before the error is raised: the
         file is left as it was.
@@ -63,6 +64,7 @@ class AppendFiles:
         except OSError:
             self.forget(path)
             raise
+        return handle.size
 
     def forget(self, path: Path) -> None:
         """Close ``path``'s descriptor if it is open (before the file is replaced or removed)."""

@@ -76,9 +76,9 @@ class LocalStore:
             path = self._journals[session_id] = self._journal(session_id)
         self._append(path, orjson.dumps(record) + b"\n", fsync=durable and self.fsync)
 
-    def _append(self, path: Path, line: bytes, *, fsync: bool) -> None:
+    def _append(self, path: Path, line: bytes, *, fsync: bool) -> int:
         try:
-            self.files.append(path, line, fsync=fsync)
+            return self.files.append(path, line, fsync=fsync)
         except OSError as exc:
             raise StorageError(f"cannot append to {path}: {exc.strerror or exc}") from None
 
@@ -95,12 +95,7 @@ class LocalStore:
         return self.directory / f"{session_id}.replay.jsonl"
 
     def replay_append(self, session_id: str, segment: list[dict[str, Any]]) -> int:
-        path = self._replay(session_id)
-        self._append(path, orjson.dumps(segment) + b"\n", fsync=False)
-        try:
-            return path.stat().st_size
-        except OSError:
-            return 0
+        return self._append(self._replay(session_id), orjson.dumps(segment) + b"\n", fsync=False)
 
     def replay_read(self, session_id: str) -> list[list[dict[str, Any]]] | None:
         path = self._replay(session_id)
