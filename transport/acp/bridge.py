@@ -19,7 +19,7 @@ from typing import Any
 import trio
 
 from actors import SessionHandle
-from actors._actor import PendingReply
+from actors._actor import PendingReply, Reply, reply_pair
 from actors.session.fifo import MAX_DRAIN_ITEMS, DrainResult, MidTurnItem
 
 from .jsonrpc import METHOD_NOT_FOUND, ConnectionClosed, Peer, RpcError
@@ -85,20 +85,20 @@ class BridgeDrain:
 
     def __call__(self, watch_queued_prompt: bool) -> PendingReply[DrainResult]:
         """Called by the session (synchronously): the answer arrives through the returned reply."""
-        send, receive = trio.open_memory_channel[DrainResult](1)
+        reply, pending = reply_pair()
         if not self.enabled:
-            send.send_nowait(EMPTY)
+            reply.send(EMPTY)
         else:
-            self._nursery.start_soon(self._ask, watch_queued_prompt, send)
-        return PendingReply(receive)
+            self._nursery.start_soon(self._ask, watch_queued_prompt, reply)
+        return pending
 
-    async def _ask(self, watch: bool, send: trio.MemorySendChannel[DrainResult]) -> None:
+    async def _ask(self, watch: bool, reply: Reply[DrainResult]) -> None:
         result = EMPTY
         try:
             result = await self._exchange(watch)
         finally:
-            # Always answer: the session polls this reply later, and a closed channel would fail its turn.
-            send.send_nowait(result)
+            # Always answer: the session polls this reply later, and a closed reply would fail its turn.
+            reply.send(result)
 
     async def _exchange(self, watch: bool) -> DrainResult:
         params: dict[str, Any] = {"sessionId": self._handle.session_id}
