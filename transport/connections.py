@@ -30,25 +30,40 @@ and an answer that says ``Connection: close`` really closes its socket
 (:class:`_TCPServer`). It also writes an answer of known length (a 202, any
 JSON answer) in one write, head and body together, where hypercorn writes the
 head first (:meth:`_TCPServer.protocol_send`).
+
+And it makes each write cheaper, since an event stream writes once per event
+chunk (see "per-write cost" below): a write goes straight to the socket when
+nothing else is writing on that connection (:meth:`_TCPServer._write`), and an
+event-stream chunk is framed here rather than by h11 (:class:`_H11Protocol`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
 
+import h11
 import orjson
 import trio
 from hypercorn.config import Config
-from hypercorn.events import Event, RawData
+from hypercorn.events import Closed, Event, RawData
+from hypercorn.protocol import ProtocolWrapper
+from hypercorn.protocol.events import Body
+from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.statsd import StatsdLogger
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
+
+try:  # h11's own writer class, to tell a chunked body (h11 0.14-0.16); without it, h11 frames every chunk
+    from h11._writers import ChunkedWriter
+except ImportError:  # pragma: no cover - a future h11
+    ChunkedWriter = None  # type: ignore[assignment,misc]
 
 if sys.version_info < (3, 11):  # pragma: no cover - the project needs 3.11
     from exceptiongroup import BaseExceptionGroup
@@ -75,6 +90,26 @@ class _TCPServer(TCPServer):
     """
 
     _held: bytes | None = None  # a response head waiting for its body (see protocol_send)
+    _protocol: ProtocolWrapper
+
+    @property
+    def protocol(self) -> ProtocolWrapper:  # type: ignore[override]
+        return self._protocol
+
+    @protocol.setter
+    def protocol(self, wrapper: ProtocolWrapper) -> None:
+        """Hypercorn's ``run`` builds the connection's protocol; an HTTP/1.1 one becomes :class:`_H11Protocol`.
+
+        The wrapper keeps everything its protocol was built from; the stock
+        :class:`H11Protocol` it made has seen no byte yet (this runs before
+        ``initiate``), so replacing it loses nothing. An h2c / prior-knowledge
+        HTTP/2 switch later replaces it with hypercorn's own H2 protocol, as now.
+        """
+        if type(wrapper.protocol) is H11Protocol:
+            wrapper.protocol = _H11Protocol(wrapper.app, wrapper.config, wrapper.context, wrapper.task_group,
+                                            wrapper.state, wrapper.ssl, wrapper.client, wrapper.server,
+                                            wrapper.send)
+        self._protocol = wrapper
 
     async def _close(self) -> None:
         with trio.CancelScope(shield=True, deadline=trio.current_time() + REFUSAL_SECONDS):
@@ -93,15 +128,101 @@ class _TCPServer(TCPServer):
         whose close follows hypercorn's own order) are written as they come.
         """
         held, self._held = self._held, None
-        if isinstance(event, RawData):
+        if type(event) is RawData:
+            data = event.data
             if held is not None:
-                event = RawData(data=held + event.data)
-            elif _sized_head(event.data):
-                self._held = event.data
+                data = held + data
+            elif _sized_head(data):
+                self._held = data
                 return
-        elif held is not None:
-            await super().protocol_send(RawData(data=held))
+            await self._write(data)
+            return
+        if held is not None:
+            await self._write(held)
         await super().protocol_send(event)
+
+    async def _write(self, data: bytes) -> None:
+        """Hypercorn's write of ``RawData`` (under the send lock, shielded, a broken socket handled as
+        ``Closed``), without its two trips through the scheduler when nothing else is writing.
+
+        Per-write cost: hypercorn takes the connection's send lock (a checkpoint
+        that yields to the scheduler) and calls ``send_all`` (another), for every
+        write — an event stream's every chunk. When the lock is free no write is
+        under way on this connection, and none can start before this returns
+        without an ``await``, so the bytes go to the non-blocking socket at once:
+        the same bytes, in the same order. Whatever the kernel does not take
+        (its buffer is full: a slow client) is written as hypercorn writes it,
+        under the lock, shielded, waiting for the socket — so a slow reader still
+        holds the sender back (backpressure unchanged; the subscription's own
+        bounded queue and eviction do the rest). A socket error on the direct
+        write is left to hypercorn's path, which meets it again and handles it as
+        now (``Closed`` to the protocol). As hypercorn's lock does, a cancelled
+        sender is stopped before anything is written.
+
+        Plain HTTP/1.1 only: a WebSocket upgrade (hypercorn's ``H11WSConnection``)
+        or HTTP/2 keeps hypercorn's write. Its rejection of an upgrade with a body
+        relies on the scheduling those checkpoints give (without them the app's
+        reply no longer fails, and hypercorn then never closes the connection).
+        """
+        lock = self.send_lock
+        stream = self.stream
+        if lock.locked() or type(stream) is not trio.SocketStream or not self._plain_http():
+            await super().protocol_send(RawData(data=data))
+            return
+        await trio.lowlevel.checkpoint_if_cancelled()  # no scheduling, unless cancelled (then it raises)
+        fd = stream.socket.fileno()
+        if fd < 0:  # closed: hypercorn's path raises ClosedResourceError and handles it
+            await super().protocol_send(RawData(data=data))
+            return
+        if not data:  # h11's end of a sized body: nothing to write
+            return
+        try:
+            sent = os.write(fd, data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:  # reset, broken pipe: nothing written; hypercorn's path meets the error and handles it
+            await super().protocol_send(RawData(data=data))
+            return
+        if sent == len(data):
+            return
+        lock.acquire_nowait()  # free (checked above, no await since): the rest is written as hypercorn writes
+        try:
+            with trio.CancelScope(shield=True):
+                await stream.send_all(memoryview(data)[sent:])
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            await self.protocol.handle(Closed())
+        finally:
+            lock.release()
+
+
+    def _plain_http(self) -> bool:
+        """Whether the connection speaks plain HTTP/1.1 through :class:`_H11Protocol` (not a WebSocket, not h2)."""
+        protocol = self._protocol.protocol
+        return type(protocol) is _H11Protocol and type(protocol.connection) is h11.Connection
+
+
+class _H11Protocol(H11Protocol):
+    """Hypercorn's HTTP/1.1 protocol, framing a chunked body's data itself.
+
+    Hypercorn hands every body chunk to h11 (``Connection.send(Data)``): an
+    event object, a state-machine step, three writes joined. For a chunked body
+    (an event stream), h11's writer only frames (``<hex size>\\r\\n<data>\\r\\n``)
+    and sending ``Data`` in ``SEND_BODY`` changes no state, so the frame is made
+    here, the same bytes. Anything else — the head, a sized body (h11 counts its
+    length), the end of a body, a refusal — goes through h11 as before, and h11
+    still ends the chunked body (``0\\r\\n\\r\\n``) and decides keep-alive.
+    """
+
+    async def stream_send(self, event: object) -> None:
+        if type(event) is Body:
+            connection = self.connection
+            if (type(connection) is h11.Connection and connection.our_state is h11.SEND_BODY
+                    and ChunkedWriter is not None and type(getattr(connection, "_writer", None)) is ChunkedWriter):
+                data = event.data
+                if data:  # an empty chunk would end the body: h11 writes nothing for it either
+                    await self.send(RawData(data=b"%x\r\n%b\r\n" % (len(data), data)))
+                return
+        await super().stream_send(event)  # type: ignore[arg-type]
 
 
 def _sized_head(data: bytes) -> bool:
