@@ -34,6 +34,7 @@ class Limits:
     client_grace_seconds: float = 10.0  # how long pending permissions outlive the last subscriber
     shutdown_seconds: float = 10.0  # how long a graceful shutdown may take before it is forced
     max_connections: int = 256  # open HTTP connections (idle keep-alive ones too); more get 503 (transport.connections)
+    keep_alive_seconds: float = 5.0  # an idle keep-alive connection is closed after this long (as node's http server)
 
 
 @attrs.frozen(kw_only=True)
@@ -127,6 +128,7 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "limits.clientGraceSeconds": ("limits.client_grace_seconds", float),
     "limits.shutdownSeconds": ("limits.shutdown_seconds", float),
     "limits.maxConnections": ("limits.max_connections", int),
+    "limits.keepAliveSeconds": ("limits.keep_alive_seconds", float),
 }
 APPROVAL_MODES = ("default", "auto-edit", "yolo", "plan")
 

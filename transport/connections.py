@@ -23,13 +23,15 @@ connections over the cap hold nothing for long.
 Trio runs one task at a time and the check and the increment happen without
 an ``await`` between them, so the count is exact.
 
-Owning the accept loop also lets this module fix two hypercorn-under-Trio
-faults the HTTP fuzz test (tests/e2e/test_http_fuzz.py) found: a connection
-whose handler raises no longer stops the server (:meth:`ConnectionCap.__call__`),
-and an answer that says ``Connection: close`` really closes its socket
-(:class:`_TCPServer`). It also writes an answer of known length (a 202, any
-JSON answer) in one write, head and body together, where hypercorn writes the
-head first (:meth:`_TCPServer.protocol_send`).
+Owning the accept loop also lets this module fix hypercorn-under-Trio faults.
+Two the HTTP fuzz test (tests/e2e/test_http_fuzz.py) found: a connection whose
+handler raises no longer stops the server (:meth:`ConnectionCap.__call__`), and
+an answer that says ``Connection: close`` really closes its socket
+(:class:`_TCPServer`). And an idle keep-alive connection is closed after
+hypercorn's ``keep_alive_timeout`` (its timer was restarted from a task
+quart-trio had cancelled, so it never ran: :class:`_IdleTimer`). It also writes
+an answer of known length (a 202, any JSON answer) in one write, head and body
+together, where hypercorn writes the head first (:meth:`_TCPServer.protocol_send`).
 
 And it makes each write cheaper, since an event stream writes once per event
 chunk (see "per-write cost" below): a write goes straight to the socket when
@@ -44,6 +46,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Any
 
 import h11
 import orjson
@@ -92,6 +95,10 @@ class _TCPServer(TCPServer):
     _held: bytes | None = None  # a response head waiting for its body (see protocol_send)
     _protocol: ProtocolWrapper
 
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.idle_task = _IdleTimer()  # type: ignore[assignment]
+
     @property
     def protocol(self) -> ProtocolWrapper:  # type: ignore[override]
         return self._protocol
@@ -114,6 +121,13 @@ class _TCPServer(TCPServer):
     async def _close(self) -> None:
         with trio.CancelScope(shield=True, deadline=trio.current_time() + REFUSAL_SECONDS):
             await super()._close()
+
+    async def _read_data(self) -> None:
+        try:
+            await super()._read_data()
+        finally:
+            # The connection is closed: its task group must not wait for the keep-alive timer to fire.
+            await self.idle_task.stop()
 
     async def protocol_send(self, event: Event) -> None:
         """Hypercorn's, but the head of an answer with a ``Content-Length`` goes out with its body.
@@ -223,6 +237,42 @@ class _H11Protocol(H11Protocol):
                     await self.send(RawData(data=b"%x\r\n%b\r\n" % (len(data), data)))
                 return
         await super().stream_send(event)  # type: ignore[arg-type]
+
+
+class _IdleTimer:
+    """Hypercorn's keep-alive timer (``TrioSingleTask``) without its lock and its ``nursery.start`` handshake.
+
+    Hypercorn stops the timer when a request arrives and starts a fresh one when
+    the connection is idle again: for every keep-alive request, two lock
+    acquisitions and a task started and waited for — several trips through the
+    scheduler. The same timer task is started here with ``start_soon`` in a
+    cancel scope made beforehand, and stopped by cancelling that scope; nothing
+    awaits, so no lock is needed. A timer stopped before its task first runs
+    never fires (its scope is already cancelled when the task enters it).
+    """
+
+    __slots__ = ("_scope",)
+
+    def __init__(self) -> None:
+        self._scope: trio.CancelScope | None = None
+
+    async def restart(self, task_group: Any, action: Callable[[], Awaitable[None]]) -> None:
+        self._cancel()
+        scope = self._scope = trio.CancelScope()
+        task_group._nursery.start_soon(_run_in, scope, action)
+
+    async def stop(self) -> None:
+        self._cancel()
+
+    def _cancel(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+            self._scope = None
+
+
+async def _run_in(scope: trio.CancelScope, action: Callable[[], Awaitable[None]]) -> None:
+    with scope:
+        await action()
 
 
 def _sized_head(data: bytes) -> bool:

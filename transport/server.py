@@ -122,6 +122,7 @@ async def serve(
     bind_host = f"[{host}]" if ":" in host and not host.startswith("[") else host
     config.bind = [f"{bind_host}:{port}"]
     config.graceful_timeout = 1.0
+    config.keep_alive_timeout = daemon.settings.limits.keep_alive_seconds  # then closed (transport.connections)
     config.accesslog = None  # ours instead, with tokens redacted (transport.access_log)
     config.errorlog = None
     if port:  # known before the bind; with port 0 only once hypercorn has one (until then, all refused)

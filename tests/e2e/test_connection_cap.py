@@ -52,12 +52,16 @@ def open_fds(pid: int) -> int:
 @pytest.mark.parametrize("configured_by", ["flag", "settings"])
 async def test_connections_over_the_cap_get_503_are_closed_and_freed_slots_serve_again(
         tmp_path: Path, configured_by: str) -> None:
+    # Idle connections hold their slots here for the whole test, however slow the machine: a long keep-alive.
+    limits: dict[str, object] = {"keepAliveSeconds": 600}
     if configured_by == "flag":
         args = ["--max-connections", str(CAP)]
     else:
-        settings = tmp_path / "settings.json"
-        settings.write_text(json.dumps({"limits": {"maxConnections": CAP}}))
-        args = ["--settings", str(settings)]
+        limits["maxConnections"] = CAP
+        args = []
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"limits": limits}))
+    args += ["--settings", str(settings)]
     with trio.fail_after(60):
         async with daemon_process(*args, state_dir=tmp_path / "state") as daemon:
             auth = [(b"Authorization", b"Bearer " + daemon.token().encode())]
@@ -111,3 +115,31 @@ async def test_connections_over_the_cap_get_503_are_closed_and_freed_slots_serve
             assert_refused(await extra.request(b"GET", b"/health"))
             for conn in [*lingering, extra, idle_b, streams[1], *again]:
                 await conn.aclose()
+
+
+async def test_an_idle_keep_alive_connection_is_closed_after_limits_keep_alive_seconds(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"limits": {"keepAliveSeconds": 0.5}}))
+    with trio.fail_after(60):
+        async with daemon_process("--settings", str(settings), state_dir=tmp_path / "state") as daemon:
+            conn = await served(daemon.url)
+            answered = trio.current_time()  # conn is idle from here
+            stream = await served(daemon.url)
+            auth = [(b"Authorization", b"Bearer " + daemon.token().encode())]
+            r = await stream.request(b"POST", b"/session", auth + [(b"Content-Type", b"application/json")], b"{}")
+            sid = r.json()["sessionId"]  # type: ignore[index]
+            r = await stream.request(b"GET", f"/session/{sid}/events".encode(), auth, head_only=True)
+            assert r.status == 200 and not r.complete
+            assert await conn.stream.receive_some(100) == b""  # closed by the daemon, once idle for 0.5 s
+            assert trio.current_time() - answered >= 0.45
+            await trio.sleep(1.5)  # the event stream, in flight all along, is still served
+            r = await (await served(daemon.url)).request(
+                b"POST", f"/session/{sid}/prompt".encode(), auth + [(b"Content-Type", b"application/json")],
+                json.dumps({"prompt": [{"type": "text", "text": "hi"}]}).encode())
+            assert r.status == 202, r.body
+            seen = bytearray()
+            with trio.fail_after(10):
+                while b"user_message_chunk" not in seen:
+                    data = await stream.stream.receive_some(1 << 16)
+                    assert data, "the event stream was closed"
+                    seen += data

@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 
 import h11
+import pytest
 import h11._writers
 import orjson
 import trio
@@ -236,3 +237,51 @@ async def test_the_h11_protocol_of_a_connection_is_the_lean_one():
     tcp.protocol = wrapper
     assert type(tcp.protocol.protocol) is connections._H11Protocol
     assert tcp.protocol.protocol.send is send and tcp.protocol is wrapper
+
+
+async def test_the_keep_alive_timer_closes_an_idle_connection_and_spares_a_busy_one(autojump_clock):
+    """The lean keep-alive timer (``_IdleTimer``): stopped by each request, started again when it ends.
+
+    Hypercorn's own timer is restarted from the request's task, which quart-trio
+    cancels once the answer is sent: its lock's checkpoint raised, and an idle
+    keep-alive connection was never closed (this test timed out with it).
+    """
+    gate = trio.Event()
+    application = app()
+
+    @application.get("/slow")
+    async def slow():
+        await gate.wait()
+        return "done", 200
+
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = config.errorlog = None
+    config.graceful_timeout = 1
+    config.keep_alive_timeout = 5
+    stop = trio.Event()
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(lambda task_status: connections.serve(
+                application, config, shutdown_trigger=stop.wait, task_status=task_status))
+            host, port = binds[0].removeprefix("http://").rsplit(":", 1)
+            idle = await trio.open_tcp_stream(host, int(port))
+            for n in range(3):  # requests at 4 s intervals keep it open: each one restarts the timer
+                await idle.send_all(b"POST /echo HTTP/1.1\r\nHost: x\r\ncontent-length: 1\r\n\r\n%d" % n)
+                raw = bytearray()
+                await read_until(idle, raw, b"%d" % n)
+                await trio.sleep(4)
+            busy = await trio.open_tcp_stream(host, int(port))
+            await busy.send_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            started = trio.current_time()
+            assert await idle.receive_some(100) == b""  # 5 s after its last answer: closed by the server
+            assert trio.current_time() - started == pytest.approx(1, abs=0.1)
+            await trio.sleep(20)  # far past the keep-alive time, but a request is in flight: not closed
+            gate.set()
+            raw = bytearray()
+            await read_until(busy, raw, b"done")
+            assert raw.startswith(b"HTTP/1.1 200")
+            started = trio.current_time()
+            assert await busy.receive_some(100) == b""  # idle again, then closed 5 s later
+            assert trio.current_time() - started == pytest.approx(5, abs=0.1)
+            stop.set()
