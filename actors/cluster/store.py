@@ -166,7 +166,9 @@ class PostgresStore:
             try:
                 return self._run(lambda conn: fn(conn, params), f"{doing} of session {session_id}")
             except _NotHeld:
-                pass
+                # Said here too: a woken paused owner can meet its lost lease at a write before its lease round.
+                log.warning("node %s: lease of session %s lost (epoch %s): its %s was refused", self.fence.node_id,
+                            session_id, epoch, doing)
         if self.fence.on_lost is not None:
             try:
                 self.fence.on_lost(session_id)
