@@ -79,7 +79,8 @@ class Reply(Generic[T]):
 
 
 class PendingReply(Generic[T]):
-    """The receiving side of an ``ask``: wait with a deadline, or poll later."""
+    """The receiving side of an ``ask``: wait with a deadline, or poll later. One task waits at a time
+    (a second is a ``RuntimeError``)."""
 
     __slots__ = ("_slot",)
 

@@ -42,6 +42,7 @@ HEAD, LENGTH, CHUNK_SIZE, CHUNK_DATA, CHUNK_END, TRAILERS, CLOSE, DONE, FAILED =
 _FIELD_NAME = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
 _FIELD_VALUE = re.compile(rb"(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
 _STATUS_LINE = re.compile(rb"HTTP/([0-9]\.[0-9]) ([0-9]{3})(?: ((?:[ \t]|[^\x00\s])*))?")
+_TARGET = re.compile(rb"[\x21-\x7e]+")  # as h11: visible ASCII, no space or control character
 _HEAD_END = re.compile(rb"\n\r?\n")
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\r\n]*)?[ \t]*")
 
@@ -57,7 +58,7 @@ def request_head(method: str, target: bytes, headers: list[tuple[bytes, bytes]])
     control character, leading or trailing whitespace (as h11 does); the message
     names the header, never its value (it may be a key).
     """
-    if not _FIELD_NAME.fullmatch(method.encode("ascii", "replace")) or not target or b" " in target:
+    if not _FIELD_NAME.fullmatch(method.encode("ascii", "replace")) or not _TARGET.fullmatch(target):
         raise ProtocolError(f"cannot send {method!r} {target!r}")
     lines = [b"%s %s HTTP/1.1\r\n" % (method.encode("ascii"), target)]
     for name, value in headers:
@@ -183,6 +184,8 @@ class ResponseParser:
         keep = head.http_version == "1.1" and "close" not in [t.strip() for t in connection.split(",")]
         coding = headers.get("transfer-encoding")
         length = headers.get("content-length")
+        if coding is not None and length is not None:
+            keep = False  # both: chunked wins, but the connection is not trusted again (RFC 9112 §6.3)
         if head.status_code in (204, 304):
             self.state = DONE
         elif coding is not None:

@@ -142,7 +142,9 @@ class _Connection:
 
     def idle_readable(self) -> bool:
         """Whether the socket has something to read (while idle: EOF, or bytes nobody asked for)."""
-        return bool(select.select([self.socket], [], [], 0)[0])
+        poller = select.poll()  # not select(): it fails on a descriptor numbered 1024 or more
+        poller.register(self.socket.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
 
     async def send_all(self, chunks: list[bytes], timeout: float | None) -> None:
         deadline = math.inf if timeout is None else trio.current_time() + timeout

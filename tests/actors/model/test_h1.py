@@ -111,7 +111,8 @@ def test_lf_line_ends_folded_values_and_repeated_headers() -> None:
     b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nz",
     b"HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\nContent-Length: 1\r\n\r\nz",
     b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nzHTTP/1.1 200 OK\r\n",  # bytes beyond the body
-], ids=["http-1.0", "connection-close", "bytes-beyond"])
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 9\r\n\r\n1\r\nz\r\n0\r\n\r\n",
+], ids=["http-1.0", "connection-close", "bytes-beyond", "chunked-and-length"])
 def test_what_cannot_carry_another_request(wire: bytes) -> None:
     _, body, parser = parse([wire])
     assert body == b"z" and parser.done and not parser.reusable
@@ -203,3 +204,9 @@ def test_request_head_encodes_in_order_and_refuses_what_h11_would() -> None:
         with pytest.raises(ProtocolError) as info:
             request_head("POST", b"/", [(name, value)])
         assert value not in str(info.value).encode()  # a value may be a key: never shown
+
+
+@pytest.mark.parametrize("target", [b"", b"/a b", b"/a\r\nX: 1", b"/\x00", b"/\xc3\xa9", b"/\t"])
+def test_a_request_target_h11_would_refuse_is_refused(target: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        request_head("GET", target, [(b"Host", b"h")])

@@ -485,3 +485,29 @@ async def test_https_trusts_ssl_cert_file_and_makes_its_context_only_when_first_
             monkeypatch.delenv("SSL_CERT_FILE")
             with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
                 await post(Transport(), f"https://127.0.0.1:{port}/")
+
+
+def test_an_idle_connection_is_checked_on_a_descriptor_numbered_over_1024() -> None:
+    import os
+    import resource
+
+    from actors.model.http import _Connection
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if max(soft, hard if hard != resource.RLIM_INFINITY else 4096) <= 1100:
+        pytest.skip("cannot open a descriptor numbered over 1024 here")
+    if soft <= 1100:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    ours, theirs = socket.socketpair()
+    high = os.dup2(ours.fileno(), 1100)  # a daemon with many sessions and streams gets there
+    ours.close()
+    sock = socket.socket(fileno=high)
+    try:
+        conn = _Connection((b"http", b"h", 80), sock, None)
+        assert conn.idle_readable() is False  # select() raised ValueError for this descriptor
+        theirs.close()  # the server closes the idle connection: EOF is readable
+        assert conn.idle_readable() is True
+    finally:
+        sock.close()
+        if soft <= 1100:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
