@@ -152,6 +152,7 @@ INVALID: list[Any] = [
     {"limits": {"maxSessions": True}}, {"limits": {"eventRingSize": 1.5}}, {"limits": {"replayBytes": None}},
     {"limits": {"shutdownSeconds": 0}}, {"limits": {"shutdownSeconds": -1}}, {"limits": {"shutdownSeconds": "10"}},
     {"limits": {"clientGraceSeconds": True}},
+    {"limits": {"keepAliveSeconds": 0}}, {"limits": {"keepAliveSeconds": -5}}, {"limits": {"keepAliveSeconds": "5"}},
     {"stopHookBlockingCap": 0}, {"loopProtection": {"maxToolCallsPerTurn": -3}},
     {"loopProtection": {"maxRepeatedFailures": "3"}},
     {"limits.maxSessions": 0}, {"experimental.todoStopGuard": "on"},
