@@ -1,10 +1,10 @@
 """A long conversation: daemon CPU per model call around turn 500 against around turn 10, in one run.
 
 The real daemon (``--model openai``) talks the real OpenAI wire to the
-loopback fake model (both subprocesses). One session is driven to turn 490
-(untimed); a second session gets five warm-up turns. Then ten rounds, each
-one turn of the short session (turns 6-15) and one of the long one (turns
-491-500): each sample is the daemon's on-CPU time (all its threads,
+loopback fake model (both subprocesses). One session is driven to turn 480
+(untimed); a second session gets five warm-up turns. Then twenty rounds
+(``--rounds``), each one turn of the short session (turns 6-25) and one of
+the long one (turns 481-500): each sample is the daemon's on-CPU time (all its threads,
 ``/proc/<pid>/task/*/schedstat``) from the POST until just after that turn's
 ``turn_complete``, divided by the turn's model calls; medians compared,
 target ratio <= 1.2 (a turn must not cost more as the history grows).
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Daemon, FakeModel, Figure, ainterleave, cpu_ns, emit, median, stall_args, stall_figures  # noqa: E402
 
 BENCH = "long_conversation"
-WINDOW = 10  # measured turns per session
+ROUNDS = 20  # measured turns per session (interleaved rounds; medians of 10 moved by 0.1 between runs)
 SHORT_START = 6  # the short session's measured turns: 6..15
 TOOL_EVERY = 5
 SETTLE = 0.03  # untimed, after turn_complete: what the turn leaves to do is charged to it
@@ -97,7 +97,7 @@ class Conversation:
         return (cpu_ns(pid) - before) / 1e6 / calls
 
 
-async def drive(daemon: Daemon, long_turns: int) -> dict[str, list[float]]:
+async def drive(daemon: Daemon, long_turns: int, rounds: int = ROUNDS) -> dict[str, list[float]]:
     async with httpx.AsyncClient(base_url=daemon.url, headers=daemon.headers, timeout=120) as client:
         conversations, streams = [], []
         for _ in range(2):
@@ -107,11 +107,11 @@ async def drive(daemon: Daemon, long_turns: int) -> dict[str, list[float]]:
             conversations.append(Conversation(client, sid, stream))
         long, short = conversations
         try:
-            for _ in range(long_turns - WINDOW):
+            for _ in range(long_turns - rounds):
                 await long.next_turn()
             for _ in range(SHORT_START - 1):
                 await short.next_turn()
-            samples = await ainterleave(WINDOW, {"short": lambda: short.timed_turn(daemon.pid),
+            samples = await ainterleave(rounds, {"short": lambda: short.timed_turn(daemon.pid),
                                                  "long": lambda: long.timed_turn(daemon.pid)})
         finally:
             for stream in streams:
@@ -119,29 +119,29 @@ async def drive(daemon: Daemon, long_turns: int) -> dict[str, list[float]]:
     return samples
 
 
-def script(long_turns: int) -> list:
+def script(long_turns: int, rounds: int = ROUNDS) -> list:
     """Every model call in the order the sessions make them."""
-    order = [*range(1, long_turns - WINDOW + 1)], [*range(1, SHORT_START)]
+    order = [*range(1, long_turns - rounds + 1)], [*range(1, SHORT_START)]
     calls = [c for t in order[0] for c in responses(t)] + [c for t in order[1] for c in responses(t)]
-    for i in range(WINDOW):
-        calls += responses(SHORT_START + i) + responses(long_turns - WINDOW + 1 + i)
+    for i in range(rounds):
+        calls += responses(SHORT_START + i) + responses(long_turns - rounds + 1 + i)
     return calls
 
 
-def measure(quick: bool = False, turns: int | None = None) -> list[Figure]:
+def measure(quick: bool = False, turns: int | None = None, rounds: int = ROUNDS) -> list[Figure]:
     turns = turns or 500
     started = time.perf_counter()
-    with FakeModel(script(turns)) as fake:
+    with FakeModel(script(turns, rounds)) as fake:
         daemon = Daemon("--model", "openai", "--openai-base-url", fake.url, "--openai-model", "fake", *stall_args(),
                         env={"OPENAI_API_KEY": "bench"})
         try:
-            samples = trio.run(drive, daemon, turns)
+            samples = trio.run(drive, daemon, turns, rounds)
         finally:
             err = daemon.stop()
     wall = time.perf_counter() - started
-    end = SHORT_START + WINDOW - 1
+    end = SHORT_START + rounds - 1
     return [
-        Figure(BENCH, f"daemon CPU per model call, turns {turns - WINDOW + 1}-{turns}", median(samples["long"]),
+        Figure(BENCH, f"daemon CPU per model call, turns {turns - rounds + 1}-{turns}", median(samples["long"]),
                median(samples["short"]), "ms", floor_name=f"turns {SHORT_START}-{end}", target=1.2),
         Figure(BENCH, f"wall time of the {turns + end}-turn run", wall, None, "s"),
         *stall_figures(BENCH, err),
@@ -151,10 +151,11 @@ def measure(quick: bool = False, turns: int | None = None) -> list[Figure]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=500, help="the long session's last turn")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="measured turns of each session")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true", help="one JSON object per figure")
     args = parser.parse_args()
-    emit(measure(args.quick, args.turns), title="long conversation: CPU per model call, late vs early",
+    emit(measure(args.quick, args.turns, args.rounds), title="long conversation: CPU per model call, late vs early",
          as_json=args.json)
 
 

@@ -9,7 +9,9 @@ large heap the messages of a long conversation lie far apart, and touching
 holds), the encoded array of the last request with the end offset of each
 message in it. The next request:
 
-1. finds how many of its leading messages equal the kept ones (a pointer
+1. finds how many of its leading messages equal the kept ones: what
+   :mod:`.prefix` vouches for (both built from the same session history
+   while it only grew) is taken as equal, the rest compared (a pointer
    comparison per message while they are the same objects);
 2. cuts the kept array after them and appends the rest, each encoded by
    ``encode``.
@@ -27,6 +29,8 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .prefix import shared_prefix
+
 MEMO_KEY = "encoded_conversation"
 
 
@@ -40,18 +44,9 @@ class _Kept:
 
 
 def common_prefix(kept: tuple[Any, ...], messages: tuple[Any, ...]) -> int:
-    """How many leading messages the two share (compared as tuples: identity first, then value)."""
-    n = min(len(kept), len(messages))
-    if messages[:n] == kept[:n]:
-        return n
-    low, high = 0, n - 1  # the answer is in [low, high]: kept[:n] differs somewhere
-    while low < high:
-        mid = (low + high + 1) // 2
-        if messages[:mid] == kept[:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
+    """How many leading messages the two share (compared as tuples: identity first, then value; what
+    :mod:`.prefix` vouches for is not compared again)."""
+    return shared_prefix(kept, messages)
 
 
 def messages_json(messages: Sequence[Any], encode: Callable[[Any], bytes], memo_key: str = MEMO_KEY) -> bytes:

@@ -41,6 +41,7 @@ from typing import Any
 import attrs
 
 from .base import ChatMessage, ChatRequest, ToolSpec
+from .prefix import shared_prefix
 
 MESSAGE_OVERHEAD = 4  # role markers around each message (<|im_start|>user ... <|im_end|>)
 CALL_OVERHEAD = 8  # a tool call's wrapping ({"name": ..., "arguments": ...} or the server's own tags)
@@ -144,7 +145,8 @@ def estimate_request(request: ChatRequest) -> int:
 def _extends(request: ChatRequest, counted: ChatRequest) -> bool:
     """``request`` sends what ``counted`` sent, and more after it (compared by identity first: cheap)."""
     n = len(counted.messages)
-    return len(request.messages) >= n and request.tools == counted.tools and request.messages[:n] == counted.messages
+    return len(request.messages) >= n and request.tools == counted.tools \
+        and shared_prefix(counted.messages, request.messages) == n
 
 
 @attrs.define

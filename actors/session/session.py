@@ -13,7 +13,7 @@ automatic queue that waited for it.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -36,6 +36,7 @@ from . import fifo as f
 from .chain import WorkChain
 from .client import ClientServices
 from .context import ContextKeeper
+from .history import History
 from .messages import (
     Cancel, ChangeCwd, GetStatus, Load, ReleaseQueuedPromptWait, Rewind, SessionMessage, SetApprovalMode, SetModel,
     Snapshot, Vote,
@@ -116,7 +117,7 @@ class Session:
                             replay_bytes=settings.limits.replay_bytes,
                             max_queued_bytes=settings.limits.subscriber_queue_bytes)
         self.bus.on_turn_compacted = lambda segment: save_turn_replay(self, segment)
-        self.history: list[ChatMessage] = list(history or [])
+        self.history = history or []  # a History (see the property)
         self.transcript = runtime.transcript(session_id)
         if history:
             self.transcript.rewrite(self.history)
@@ -560,6 +561,15 @@ class Session:
         return len(self.history)
 
     # ------------------------------------------------------------- conversation
+
+    @property
+    def history(self) -> History:
+        """The model-facing conversation; assigning a list (a compaction, a cut) makes a new :class:`History`."""
+        return self._history
+
+    @history.setter
+    def history(self, messages: Iterable[ChatMessage]) -> None:
+        self._history = History(messages)
 
     def append_message(self, message: ChatMessage) -> None:
         self.history.append(message)

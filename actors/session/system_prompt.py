@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..model import ChatMessage
+from ..model.prefix import note_build
+from .history import History
 
 if TYPE_CHECKING:
     from .session import Session
@@ -189,7 +191,11 @@ def with_system_prompt(session: Session, messages: Iterable[ChatMessage], pendin
                        ) -> tuple[ChatMessage, ...]:
     """``messages`` (then ``pending``) as a request sends them: the session's system message first."""
     message = system_message(session)
-    return (message, *messages, *pending) if message is not None else (*messages, *pending)
+    built = (message, *messages, *pending) if message is not None else (*messages, *pending)
+    if isinstance(messages, History) and messages is session.history:
+        # The history only grows while its rewrites hold: the next request is known to extend this one.
+        note_build(built, messages, messages.rewrites, 1 if message is not None else 0, len(messages))
+    return built
 
 
 __all__ = ["ORIGIN", "PromptOverrides", "compose", "default_prompt", "os_name", "render", "system_message",
