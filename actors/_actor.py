@@ -105,8 +105,10 @@ class PendingReply(Generic[T]):
         if timeout == math.inf:  # no cancel scope to enter and leave when nothing can expire
             await self._answer()
         else:
-            with trio.fail_after(timeout):
+            with trio.CancelScope(relative_deadline=timeout):  # trio.fail_after, without its generator
                 await self._answer()
+                return self.poll()[1]  # type: ignore[return-value]
+            raise trio.TooSlowError
         return self.poll()[1]  # type: ignore[return-value]
 
     async def _answer(self) -> None:
@@ -163,9 +165,12 @@ class ActorRef(Generic[M]):
     async def ask(self, make: Callable[[Reply[T]], M], timeout: float = 10.0) -> T:
         """Send ``make(reply)`` and wait for the answer, at most ``timeout`` seconds in all."""
         reply, pending = reply_pair()
-        with trio.fail_after(timeout):
+        # trio.fail_after without its generator (an ask is a few a turn): only our own deadline is caught
+        # here, so reaching the raise means it expired.
+        with trio.CancelScope(relative_deadline=timeout):
             await self.tell(make(reply))
             return await pending.wait()
+        raise trio.TooSlowError
 
     def close(self) -> None:
         """Close the mailbox: the actor finishes the messages it has, then stops."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,27 @@ def local_now() -> datetime:
     return datetime.now().astimezone()
 
 
+_today: tuple[float, str] = (0.0, "")  # (valid until, the local date): see local_today
+
+
+def local_today() -> str:
+    """Today's local date (ISO), as ``local_now()`` would give it.
+
+    Asked for every model request (the system prompt names the date), and the
+    local time costs a look at the time zone each time: the answer is kept for
+    a minute at most, and never past the next local midnight.
+    """
+    global _today
+    until, today = _today
+    now = time.time()
+    if now >= until:
+        local = datetime.fromtimestamp(now).astimezone()
+        midnight = (local.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)).timestamp()
+        today = local.date().isoformat()
+        _today = (min(midnight, now + 60.0), today)
+    return today
+
+
 @attrs.frozen(kw_only=True)
 class Runtime:
     settings: Settings
@@ -58,6 +80,10 @@ class Runtime:
     store: SessionStore | None = None
     # How model-run commands (shells, monitors, command subagents) are started.
     sandbox: Sandbox = NO_SANDBOX
+
+    def today(self) -> str:
+        """The local date (ISO) by :attr:`now`: kept briefly for the default clock (:func:`local_today`)."""
+        return local_today() if self.now is local_now else self.now().date().isoformat()
 
     def transcript(self, session_id: str) -> Any:
         """A session's transcript: from the store, or one that keeps nothing when there is none."""

@@ -159,7 +159,7 @@ def render(session: Session) -> str:
     overrides: PromptOverrides = session.prompt_overrides
     base = overrides.system_prompt if overrides.system_prompt is not None else settings.system_prompt
     if base is None:
-        base = _default_prompt(session.cwd, os_name(), session.runtime.now().date().isoformat(),
+        base = _default_prompt(session.cwd, os_name(), session.runtime.today(),
                                tuple(tool.name for tool in session.tools), session.runtime.sandbox.kind == "bwrap",
                                session.approval_mode == "plan")
     return _compose(base, settings.append_system_prompt, overrides.append_system_prompt)
