@@ -1,20 +1,23 @@
 """A long conversation: daemon CPU per model call around turn 500 against around turn 10, in one run.
 
 The real daemon (``--model openai``) talks the real OpenAI wire to the
-loopback fake model (both subprocesses). One session is driven to turn 480
-(untimed); a second session gets five warm-up turns. Then twenty rounds
-(``--rounds``), each one turn of the short session (turns 6-25) and one of
-the long one (turns 481-500): each sample is the daemon's on-CPU time (all its threads,
-``/proc/<pid>/task/*/schedstat``) from the POST until just after that turn's
-``turn_complete``, divided by the turn's model calls; medians compared,
-target ratio <= 1.2 (a turn must not cost more as the history grows).
+loopback fake model (both subprocesses). Two sessions are driven to turn 485
+(untimed); two more get five warm-up turns. Then fifteen rounds
+(``--rounds``), each one turn of every session, the short ones (turns 6-20)
+and the long ones (turns 486-500) in alternate order: each sample is the
+daemon's on-CPU time (all its threads, ``/proc/<pid>/task/*/schedstat``)
+from the POST until just after that turn's ``turn_complete``, divided by the
+turn's model calls; medians of the 30 samples of each kind compared, target
+ratio <= 1.2 (a turn must not cost more as the history grows). One session
+of each kind gave medians that moved the ratio by 0.1 from run to run on a
+busy two-core machine; two, alternated, halve that.
 
 Realistic turns: prompts and answers of 200-500 characters, answers streamed
 in ~25-character chunks with a usage chunk; every fifth turn calls
 ``todo_write`` (two model calls: the call, then the answer after its
 result), so the history carries assistant tool calls and tool results. Each
 prompt is posted once the previous turn's ``turn_complete`` arrived on the
-session's SSE stream. ``--quick`` runs the same 500 turns (about 15 s):
+session's SSE stream. ``--quick`` runs the same 500 turns (about 20 s):
 the figure is about turn 500.
 
     python bench/bench_long_conversation.py [--turns 500] [--json]
@@ -32,11 +35,12 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Daemon, FakeModel, Figure, ainterleave, cpu_ns, emit, median, stall_args, stall_figures  # noqa: E402
+from _common import Daemon, FakeModel, Figure, cpu_ns, emit, median, stall_args, stall_figures  # noqa: E402
 
 BENCH = "long_conversation"
-ROUNDS = 20  # measured turns per session (interleaved rounds; medians of 10 moved by 0.1 between runs)
-SHORT_START = 6  # the short session's measured turns: 6..15
+ROUNDS = 15  # measured turns of each session
+PAIRS = 2  # sessions of each length: twice the samples from the same turns (one pair's medians moved by 0.1)
+SHORT_START = 6  # the short sessions' measured turns: 6..20
 TOOL_EVERY = 5
 SETTLE = 0.03  # untimed, after turn_complete: what the turn leaves to do is charged to it
 WORDS = ("the build of the billing service failed in the migration step because the schema check "
@@ -97,22 +101,48 @@ class Conversation:
         return (cpu_ns(pid) - before) / 1e6 / calls
 
 
+Step = tuple[str, int, int, bool]  # (kind, which session of that kind, turn, measured)
+
+
+def plan(long_turns: int, rounds: int = ROUNDS) -> list[Step]:
+    """Every turn in the order it runs: the untimed ones, then the measured rounds.
+
+    Each round runs one turn of every session, the short and the long ones in
+    alternate order (short first in even rounds, long first in odd ones), so
+    neither kind always runs right after the other.
+    """
+    steps: list[Step] = []
+    for pair in range(PAIRS):
+        steps += [("long", pair, t, False) for t in range(1, long_turns - rounds + 1)]
+    for pair in range(PAIRS):
+        steps += [("short", pair, t, False) for t in range(1, SHORT_START)]
+    for i in range(rounds):
+        order = ("short", "long") if i % 2 == 0 else ("long", "short")
+        for pair in range(PAIRS):
+            for kind in order:
+                steps.append((kind, pair, SHORT_START + i if kind == "short" else long_turns - rounds + 1 + i, True))
+    return steps
+
+
 async def drive(daemon: Daemon, long_turns: int, rounds: int = ROUNDS) -> dict[str, list[float]]:
     async with httpx.AsyncClient(base_url=daemon.url, headers=daemon.headers, timeout=120) as client:
-        conversations, streams = [], []
-        for _ in range(2):
-            sid = (await client.post("/session", json={})).json()["sessionId"]
-            stream = await client.send(client.build_request("GET", f"/session/{sid}/events"), stream=True)
-            streams.append(stream)
-            conversations.append(Conversation(client, sid, stream))
-        long, short = conversations
+        conversations: dict[tuple[str, int], Conversation] = {}
+        streams = []
         try:
-            for _ in range(long_turns - rounds):
-                await long.next_turn()
-            for _ in range(SHORT_START - 1):
-                await short.next_turn()
-            samples = await ainterleave(rounds, {"short": lambda: short.timed_turn(daemon.pid),
-                                                 "long": lambda: long.timed_turn(daemon.pid)})
+            for kind in ("long", "short"):
+                for pair in range(PAIRS):
+                    sid = (await client.post("/session", json={})).json()["sessionId"]
+                    stream = await client.send(client.build_request("GET", f"/session/{sid}/events"), stream=True)
+                    streams.append(stream)
+                    conversations[kind, pair] = Conversation(client, sid, stream)
+            samples: dict[str, list[float]] = {"short": [], "long": []}
+            for kind, pair, turn, measured in plan(long_turns, rounds):
+                conversation = conversations[kind, pair]
+                assert conversation.turn + 1 == turn, (kind, pair, conversation.turn, turn)
+                if measured:
+                    samples[kind].append(await conversation.timed_turn(daemon.pid))
+                else:
+                    await conversation.next_turn()
         finally:
             for stream in streams:
                 await stream.aclose()
@@ -121,11 +151,7 @@ async def drive(daemon: Daemon, long_turns: int, rounds: int = ROUNDS) -> dict[s
 
 def script(long_turns: int, rounds: int = ROUNDS) -> list:
     """Every model call in the order the sessions make them."""
-    order = [*range(1, long_turns - rounds + 1)], [*range(1, SHORT_START)]
-    calls = [c for t in order[0] for c in responses(t)] + [c for t in order[1] for c in responses(t)]
-    for i in range(rounds):
-        calls += responses(SHORT_START + i) + responses(long_turns - rounds + 1 + i)
-    return calls
+    return [call for _, _, turn, _ in plan(long_turns, rounds) for call in responses(turn)]
 
 
 def measure(quick: bool = False, turns: int | None = None, rounds: int = ROUNDS) -> list[Figure]:
@@ -143,7 +169,7 @@ def measure(quick: bool = False, turns: int | None = None, rounds: int = ROUNDS)
     return [
         Figure(BENCH, f"daemon CPU per model call, turns {turns - rounds + 1}-{turns}", median(samples["long"]),
                median(samples["short"]), "ms", floor_name=f"turns {SHORT_START}-{end}", target=1.2),
-        Figure(BENCH, f"wall time of the {turns + end}-turn run", wall, None, "s"),
+        Figure(BENCH, f"wall time of the {PAIRS * (turns + end)}-turn run", wall, None, "s"),
         *stall_figures(BENCH, err),
     ]
 
