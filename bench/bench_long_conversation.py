@@ -35,7 +35,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Daemon, FakeModel, Figure, cpu_ns, emit, median, stall_args, stall_figures  # noqa: E402
+from _common import (MIN_ROUNDS, Daemon, FakeModel, Figure, cpu_ns, emit, median, stall_args,  # noqa: E402
+                     stall_figures)
 
 BENCH = "long_conversation"
 ROUNDS = 15  # measured turns of each session
@@ -156,6 +157,7 @@ def script(long_turns: int, rounds: int = ROUNDS) -> list:
 
 def measure(quick: bool = False, turns: int | None = None, rounds: int = ROUNDS) -> list[Figure]:
     turns = turns or 500
+    rounds = max(rounds, MIN_ROUNDS)
     started = time.perf_counter()
     with FakeModel(script(turns, rounds)) as fake:
         daemon = Daemon("--model", "openai", "--openai-base-url", fake.url, "--openai-model", "fake", *stall_args(),
