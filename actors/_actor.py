@@ -11,7 +11,9 @@ deadline; an answer that arrives after the deadline stays in the returned
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
 
 import trio
@@ -65,17 +67,53 @@ class Reply(Generic[T]):
         self._sent = False
 
     def close(self) -> None:
-        """Answer nothing, on purpose: the asker gets :class:`ActorGone` at once."""
+        """Answer nothing, on purpose: the asker gets :class:`ActorGone` at once (or when held replies go)."""
         if not self._sent:
             self._sent = True
-            self._slot.settle(_CLOSED)
+            _settle_or_hold(self._slot, _CLOSED)
 
     def send(self, value: T) -> None:
-        """Answer; an asker that stopped waiting (a deadline) finds it with :meth:`PendingReply.poll`."""
+        """Answer; an asker that stopped waiting (a deadline) finds it with :meth:`PendingReply.poll`.
+        Inside :func:`holding_replies` the answer waits until the hold ends."""
         if self._sent:
             raise RuntimeError("reply already sent")
         self._sent = True
-        self._slot.settle(_ANSWERED, value)
+        _settle_or_hold(self._slot, _ANSWERED, value)
+
+
+# The replies a handler sends while its actor holds them (see holding_replies); None: sent at once.
+_held: ContextVar[list[tuple[_Slot, int, Any]] | None] = ContextVar("held_replies", default=None)
+
+
+def _settle_or_hold(slot: _Slot, state: int, value: Any = None) -> None:
+    held = _held.get()
+    if held is None:
+        slot.settle(state, value)
+    else:
+        held.append((slot, state, value))
+
+
+@contextmanager
+def holding_replies() -> Iterator[list[tuple[_Slot, int, Any]]]:
+    """Replies sent in the body (by this task) are kept, not delivered; :func:`release_replies` sends them.
+
+    What an actor answers after something it must finish first (a journal
+    record made durable off the event loop) is held so: the askers wake only
+    once it is done.
+    """
+    held: list[tuple[_Slot, int, Any]] = []
+    token = _held.set(held)
+    try:
+        yield held
+    finally:
+        _held.reset(token)
+
+
+def release_replies(held: list[tuple[_Slot, int, Any]]) -> None:
+    """Deliver replies kept by :func:`holding_replies`, in the order they were sent."""
+    for slot, state, value in held:
+        slot.settle(state, value)
+    held.clear()
 
 
 class PendingReply(Generic[T]):
@@ -195,14 +233,29 @@ def refuse_unhandled(inbox: trio.MemoryReceiveChannel[Any]) -> None:
             reply.close()
 
 
-async def serve_mailbox(inbox: trio.MemoryReceiveChannel[M], handle: Callable[[M], None]) -> None:
+async def serve_mailbox(inbox: trio.MemoryReceiveChannel[M], handle: Callable[[M], None],
+                        commit: Callable[[], Awaitable[None]] | None = None) -> None:
     """Hand each message to ``handle``, one at a time, until the mailbox closes or the actor is cancelled.
 
-    Whatever way it stops, messages it never handled get their replies closed.
+    With ``commit``, the replies ``handle`` sends are held until ``commit()``
+    (shielded: it finishes even if the actor is cancelled) has run after it,
+    and the next message waits for both; ``handle`` stays synchronous. Whatever
+    way it stops, messages it never handled get their replies closed.
     """
     try:
         async for message in inbox:
-            handle(message)
+            if commit is None:
+                handle(message)
+                continue
+            with holding_replies() as held:
+                try:
+                    handle(message)
+                finally:
+                    try:
+                        with trio.CancelScope(shield=True):
+                            await commit()
+                    finally:
+                        release_replies(held)
     finally:
         refuse_unhandled(inbox)
         inbox.close()

@@ -391,6 +391,7 @@ async def open_daemon(
     now: Any = None,
     hook_runner: Any = None,
     store: Any = None,
+    sync_in_thread: bool = False,
 ) -> AsyncIterator[Daemon]:
     """Run a daemon for the body of the ``async with``; its sessions end with it.
 
@@ -405,6 +406,8 @@ async def open_daemon(
         hook_runner: starts one hook command (replays script hooks instead of running processes).
         store: where sessions are kept (a :class:`~actors.storage.SessionStore`); by default files under
             ``state_dir`` (a cluster passes its PostgreSQL store, :mod:`actors.cluster`).
+        sync_in_thread: sync the default store's journals in a worker thread, off the event loop (the
+            daemon's command does; under virtual time a thread would let the clock jump while it runs).
 
     Model-run commands run in the sandbox ``settings.sandbox`` asks for (see
     :mod:`actors.process.sandbox`); a required one that cannot run here raises
@@ -435,7 +438,8 @@ async def open_daemon(
         hook_runner=hook_runner,
         sandbox=sandbox,
         store=store if store is not None else
-        LocalStore(state_dir, fsync=settings.journal_fsync) if state_dir is not None else None,
+        LocalStore(state_dir, fsync=settings.journal_fsync, sync_in_thread=sync_in_thread)
+        if state_dir is not None else None,
     )
     subagents: SubagentRegistry | None = None
     try:

@@ -543,7 +543,7 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None, prog:
                     node = await stack.enter_async_context(open_cluster(cluster))
                 daemon = await stack.enter_async_context(open_daemon(
                     settings, model=model, state_dir=state_dir, workspace=args.workspace,
-                    store=node.store if node is not None else None))
+                    store=node.store if node is not None else None, sync_in_thread=True))
                 shutdown.daemon = daemon
                 if node is not None:
                     node.attach(daemon)

@@ -193,13 +193,21 @@ class PromptFifo:
         ref, inbox = open_mailbox(f"fifo:{self.session_id}", 64)
         self.ref = ref
         task_status.started(ref)
-        await serve_mailbox(inbox, self.handle)
+        journal = self._journal
+        # Where the store syncs off the event loop, a message's records are synced after its handler, before
+        # its replies go (a 202 still waits for its admission to be durable); the loop runs on meanwhile.
+        await serve_mailbox(inbox, self.handle, journal.commit if journal is not None and journal.defers_syncs
+                            else None)
 
     # The handler is synchronous on purpose: one message at a time, no await mid-change.
     def handle(self, message: FifoMessage) -> None:
-        self._handle(message)
-        if self._journal is not None:
-            self._journal.compact_if_due(self._snapshot)  # after the change: the snapshot includes it
+        journal = self._journal
+        if journal is None:
+            self._handle(message)
+            return
+        with journal.deferring():
+            self._handle(message)
+            journal.compact_if_due(self._snapshot)  # after the change: the snapshot includes it
 
     def _handle(self, message: FifoMessage) -> None:
         match message:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 DEFAULT_LIMIT = 256
@@ -65,6 +66,27 @@ class AppendFiles:
             self.forget(path)
             raise
         return handle.size
+
+    def syncer(self, path: Path) -> Callable[[], None]:
+        """What makes ``path``'s appends durable, to run in a worker thread: an ``fsync`` (and its directory's,
+        for a new file) of a duplicate of its descriptor, closed after, as the event loop may close the
+        original meanwhile. ``OSError`` when ``path`` is not open here (then nothing was appended)."""
+        handle = self._open.get(path)
+        if handle is None:
+            raise OSError(9, f"{path} is not open for appending")
+        fd = os.dup(handle.fd)
+        directory = None if handle.directory_synced else path.parent
+        handle.directory_synced = True  # the sync below does it; a failure is logged by whoever runs it
+
+        def sync() -> None:
+            try:
+                os.fsync(fd)
+                if directory is not None:
+                    fsync_directory(directory)
+            finally:
+                os.close(fd)
+
+        return sync
 
     def forget(self, path: Path) -> None:
         """Close ``path``'s descriptor if it is open (before the file is replaced or removed)."""

@@ -16,9 +16,13 @@ with the session), then ``fsync`` when the policy is ``"always"`` (the
 default) and the record is one a promise rests on (admissions, starts, ends,
 aborts, waiting input; a model call's usage is written, not synced): a 202
 survives a machine crash. ``"never"`` skips the fsync: a 202 still survives
-the daemon being killed (the kernel has the bytes), not a power cut. The
-fsync runs on the actor's thread: each holds the event loop for its duration
-(0.15 ms to a few ms by the disk; ``bench/bench_journal.py`` measures it). A torn last line — a crash mid-write — is cut before the next append and
+the daemon being killed (the kernel has the bytes), not a power cut. An
+fsync takes 0.15 ms to a few ms by the disk (``bench/bench_journal.py``
+measures it), and a busy disk can hold one for 50-250 ms; on the event loop
+that stalls every session. So the daemon (``sync_in_thread``) lets a prompt
+FIFO write its records unsynced and sync them in a worker thread before it
+answers (:class:`~actors.storage.writer.JournalWriter`); an embedder or a
+test under virtual time keeps the sync on the loop. A torn last line — a crash mid-write — is cut before the next append and
 skipped on read; a torn line elsewhere is an error naming the file and line.
 The session record is replaced atomically (temporary file, fsync, rename).
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +47,14 @@ FSYNC_POLICIES = ("always", "never")
 class LocalStore:
     """:class:`~actors.storage.base.SessionStore` on local files."""
 
-    def __init__(self, state_dir: str | os.PathLike[str], *, fsync: str = "always") -> None:
+    def __init__(self, state_dir: str | os.PathLike[str], *, fsync: str = "always", sync_in_thread: bool = False
+                 ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"storage.fsync must be one of {list(FSYNC_POLICIES)}, got {fsync!r}")
         self.directory = Path(state_dir) / "sessions"
         self.fsync = fsync == "always"
+        # Whether a journal's writer may make its appends durable in a worker thread (journal_syncer).
+        self.sync_in_thread = sync_in_thread and self.fsync
         self.files = AppendFiles()  # journals, transcripts and replays stay open between appends
         # The journal paths appended to, built once (a Path joined and hashed per append cost more).
         self._journals: dict[str, Path] = {}
@@ -75,6 +83,16 @@ class LocalStore:
                 self._journals.clear()
             path = self._journals[session_id] = self._journal(session_id)
         self._append(path, orjson.dumps(record) + b"\n", fsync=durable and self.fsync)
+
+    def journal_syncer(self, session_id: str) -> Callable[[], None] | None:
+        """After appends with ``durable=False``: what makes them durable, to run in a worker thread (None when
+        this store does not sync off the event loop: its durable appends sync themselves)."""
+        if not self.sync_in_thread:
+            return None
+        try:
+            return self.files.syncer(self._journal(session_id))
+        except OSError as exc:
+            raise StorageError(f"cannot sync {self._journal(session_id)}: {exc.strerror or exc}") from None
 
     def _append(self, path: Path, line: bytes, *, fsync: bool) -> int:
         try:

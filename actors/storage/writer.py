@@ -1,10 +1,23 @@
-"""One session's journal in a store: appends, and compaction so it never grows without bound."""
+"""One session's journal in a store: appends, compaction so it never grows without bound, and deferred syncs.
+
+Inside :meth:`JournalWriter.deferring` (an actor's handler, see
+:func:`actors._actor.serve_mailbox`) a durable append is written without its
+sync, and :meth:`JournalWriter.commit` then makes everything written durable
+in a worker thread: the event loop runs on while the disk takes its time, and
+the actor's replies (a 202) wait for the sync as they waited for the inline
+one. A store that cannot sync so (``journal_syncer`` missing or ``None``:
+PostgreSQL, ``storage.fsync`` ``never``, a daemon under virtual time) syncs
+each durable append itself, as outside the block.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+import trio
 
 from .base import SessionStore
 
@@ -20,15 +33,52 @@ class JournalWriter:
         self._store = store
         self._session_id = session_id
         self._count = existing
+        self._deferring = False
+        self._unsynced = False  # a durable record was written in a deferring block and not synced yet
 
     def existing(self, count: int) -> None:
         self._count = count
 
+    @property
+    def defers_syncs(self) -> bool:
+        """Whether this journal's store syncs off the event loop (then an actor commits what it wrote)."""
+        return bool(getattr(self._store, "sync_in_thread", False)) and hasattr(self._store, "journal_syncer")
+
     def append(self, record: dict[str, Any], *, durable: bool = True) -> None:
-        """Append ``record`` (synced unless ``durable=False``); raises ``StorageError`` (an ``OSError``)
-        and changes nothing if it cannot."""
-        self._store.journal_append(self._session_id, record, durable=durable)
+        """Append ``record`` (synced unless ``durable=False``, or by the next :meth:`commit` inside
+        :meth:`deferring`); raises ``StorageError`` (an ``OSError``) and changes nothing if it cannot."""
+        if durable and self._deferring:
+            self._store.journal_append(self._session_id, record, durable=False)
+            self._unsynced = True
+        else:
+            self._store.journal_append(self._session_id, record, durable=durable)
         self._count += 1
+
+    @contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Durable appends in the block are written now and synced by the next :meth:`commit`."""
+        self._deferring = self.defers_syncs
+        try:
+            yield
+        finally:
+            self._deferring = False
+
+    async def commit(self) -> None:
+        """Sync what :meth:`deferring` wrote, in a worker thread; no checkpoint when there is nothing.
+
+        A failed sync is logged, not raised: the records are written (the kernel
+        has them, a killed daemon loses nothing) and what they describe has been
+        done; only a power cut could now lose them.
+        """
+        if not self._unsynced:
+            return
+        self._unsynced = False
+        try:
+            sync = self._store.journal_syncer(self._session_id)  # type: ignore[attr-defined]
+            if sync is not None:
+                await trio.to_thread.run_sync(sync)
+        except OSError as exc:
+            log.error("session %s: journal not synced: %s", self._session_id, exc)
 
     def compact_if_due(self, snapshot: Callable[[], list[dict[str, Any]]]) -> None:
         """Past the bound, replace the journal with ``snapshot()`` (taken after the last change was applied)."""
@@ -41,3 +91,4 @@ class JournalWriter:
             log.error("session %s: journal not compacted: %s", self._session_id, exc)
             return
         self._count = len(records)
+        self._unsynced = False  # the rewritten journal is durable, and holds what was waiting for a sync

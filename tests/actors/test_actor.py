@@ -268,3 +268,59 @@ async def test_an_ask_left_in_a_stopping_actors_mailbox_gets_actor_gone() -> Non
             nursery.start_soon(serve_mailbox, inbox, handle)
     with pytest.raises(ActorGone):
         pending.poll()
+
+
+async def test_held_replies_wake_their_askers_only_when_released() -> None:
+    from actors._actor import holding_replies, release_replies
+
+    first, first_pending = reply_pair()
+    second, second_pending = reply_pair()
+    with holding_replies() as held:
+        first.send(1)
+        second.close()
+    assert not first_pending.done and second_pending.poll() == (False, None)
+    release_replies(held)
+    assert first_pending.poll() == (True, 1)
+    with pytest.raises(ActorGone):
+        second_pending.poll()
+    third, third_pending = reply_pair()
+    third.send(3)  # outside a hold: at once
+    assert third_pending.poll() == (True, 3)
+
+
+async def test_with_a_commit_the_answer_waits_for_it_and_the_commit_runs_even_when_the_actor_is_cancelled(
+        autojump_clock: trio.testing.MockClock) -> None:
+    from actors._actor import serve_mailbox
+
+    order: list[str] = []
+    cancel_now = trio.Event()
+
+    async def commit() -> None:
+        order.append("commit started")
+        cancel_now.set()
+        await trio.sleep(1)  # a slow sync: the actor's cancellation must not cut it short
+        order.append("commit done")
+
+    def handle(message: Add) -> None:
+        order.append("handled")
+        message.reply.send(message.a + message.b)
+
+    ref, inbox = open_mailbox("adder", 4)
+    async with trio.open_nursery() as nursery:
+        actor_scope = trio.CancelScope()
+
+        async def actor() -> None:
+            with actor_scope:
+                await serve_mailbox(inbox, handle, commit)
+
+        nursery.start_soon(actor)
+
+        async def cancel_when_committing() -> None:
+            await cancel_now.wait()
+            actor_scope.cancel()
+
+        nursery.start_soon(cancel_when_committing)
+        with trio.fail_after(5):
+            assert await ref.ask(lambda reply: Add(2, 3, reply)) == 5
+        order.append("answered")
+    assert order == ["handled", "commit started", "commit done", "answered"]

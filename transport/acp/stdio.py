@@ -149,7 +149,8 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None, 
     async def main() -> None:
         receive, send = trio.lowlevel.FdStream(protocol_in), trio.lowlevel.FdStream(protocol_out)
         with trio.open_signal_receiver(*SHUTDOWN_SIGNALS) as signals, shutdown.root:
-            async with open_daemon(settings, model=model, state_dir=state_dir, workspace=args.workspace) as daemon:
+            async with open_daemon(settings, model=model, state_dir=state_dir, workspace=args.workspace,
+                                   sync_in_thread=True) as daemon:
                 shutdown.daemon = daemon
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(shutdown.watch, signals, nursery)

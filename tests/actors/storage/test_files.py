@@ -112,3 +112,36 @@ async def test_a_session_holds_its_files_open_while_it_lives_and_closes_them_wit
             assert {f"{sid}.jsonl", f"{sid}.journal.jsonl"} <= held()
             await daemon.close_session(sid)
             assert held() == set()
+
+
+def test_a_syncer_syncs_its_own_descriptor_and_a_new_files_directory_even_after_the_file_is_forgotten(
+        tmp_path, monkeypatch):
+    files = AppendFiles()
+    path = tmp_path / "new" / "a.journal.jsonl"
+    files.append(path, b"one\n", fsync=False)
+    synced: list[str] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    before = open_fds()
+    sync = files.syncer(path)
+    files.forget(path)  # the loop may close the original while a worker thread syncs
+    sync()
+    assert synced == [str(path), str(path.parent)]
+    assert open_fds() == before - 1  # the duplicate closed too, and the forgotten original
+    files.append(path, b"two\n", fsync=False)
+    synced.clear()
+    files.syncer(path)()
+    assert synced == [str(path)]  # the directory was synced once the file existed
+    files.forget(path)
+    with pytest.raises(OSError, match="not open"):
+        files.syncer(path)
+
+
+def test_a_store_syncs_in_a_thread_only_when_asked_and_when_it_syncs_at_all(tmp_path):
+    assert LocalStore(tmp_path).journal_syncer("s") is None
+    assert LocalStore(tmp_path, fsync="never", sync_in_thread=True).journal_syncer("s") is None
+    store = LocalStore(tmp_path, sync_in_thread=True)
+    store.journal_append("s", {"op": "x"}, durable=False)
+    sync = store.journal_syncer("s")
+    assert sync is not None
+    sync()

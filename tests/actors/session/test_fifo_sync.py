@@ -1,0 +1,81 @@
+"""A FIFO's journal syncs in a worker thread where the store allows it: the event loop runs on meanwhile, and
+the 202 still waits for the sync (actors/storage/writer.py, actors/_actor.py serve_mailbox's commit).
+
+A slow disk is stood in for by an ``os.fsync`` that takes 50 ms; the real clock runs (a worker thread under
+virtual time would let the clock jump while it works).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+import trio
+
+from actors import CountingIds, Settings, load_script, open_daemon
+
+LIMIT = 30
+
+
+class SlowDisk:
+    """``os.fsync`` taking 50 ms, noting for each journal's sync which thread ran it and when it ended."""
+
+    def __init__(self) -> None:
+        self.real = os.fsync
+        self.syncing = 0
+        self.journal_syncs: list[tuple[bool, float]] = []  # (on the main thread, when it ended)
+
+    def __call__(self, fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        self.syncing += 1
+        try:
+            time.sleep(0.05)
+            self.real(fd)
+        finally:
+            self.syncing -= 1
+        if path.endswith(".journal.jsonl"):
+            self.journal_syncs.append((threading.current_thread() is threading.main_thread(), time.monotonic()))
+
+
+async def admit_one(tmp_path, monkeypatch: pytest.MonkeyPatch, *, sync_in_thread: bool) -> tuple[SlowDisk, int,
+                                                                                                 float]:
+    """Admit one prompt; returns the disk, how often the loop ran during its syncs, and when the 202 came."""
+    disk = SlowDisk()
+    model = load_script({"responses": [[{"text": "done"}]], "then": "demo"})
+    async with open_daemon(Settings(), model=model, ids=CountingIds(), state_dir=tmp_path / "state",
+                           workspace=str(tmp_path), sync_in_thread=sync_in_thread) as daemon:
+        handle, _ = await daemon.create_session(str(tmp_path))
+        monkeypatch.setattr(os, "fsync", disk)
+        ran_while_syncing = 0
+        admitted_at = 0.0
+        async with trio.open_nursery() as nursery:
+            async def tick() -> None:
+                nonlocal ran_while_syncing
+                while True:
+                    ran_while_syncing += bool(disk.syncing)
+                    await trio.sleep(0.001)
+
+            nursery.start_soon(tick)
+            with trio.fail_after(LIMIT):
+                await handle.prompt("go")
+                admitted_at = time.monotonic()
+            nursery.cancel_scope.cancel()
+        monkeypatch.setattr(os, "fsync", disk.real)
+    return disk, ran_while_syncing, admitted_at
+
+
+async def test_the_admission_syncs_off_the_event_loop_and_its_202_waits_for_the_sync(tmp_path, monkeypatch):
+    disk, ran_while_syncing, admitted_at = await admit_one(tmp_path, monkeypatch, sync_in_thread=True)
+    assert disk.journal_syncs, "the admission was not synced"
+    on_main, synced_at = disk.journal_syncs[0]
+    assert not on_main
+    assert synced_at <= admitted_at  # durable before the answer
+    assert ran_while_syncing > 0  # the loop went on while the disk worked
+
+
+async def test_without_it_the_sync_holds_the_event_loop(tmp_path, monkeypatch):
+    disk, ran_while_syncing, _ = await admit_one(tmp_path, monkeypatch, sync_in_thread=False)
+    assert disk.journal_syncs and all(on_main for on_main, _ in disk.journal_syncs)
+    assert ran_while_syncing == 0
