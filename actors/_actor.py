@@ -81,16 +81,17 @@ class Reply(Generic[T]):
         _settle_or_hold(self._slot, _ANSWERED, value)
 
 
-# The replies a handler sends while its actor holds them (see holding_replies); None: sent at once.
-_held: ContextVar[list[tuple[_Slot, int, Any]] | None] = ContextVar("held_replies", default=None)
+# The replies a handler sends while its actor holds them (see holding_replies), with the task holding them:
+# a task started meanwhile copies the context, and must not have its own replies held (and never released).
+_held: ContextVar[tuple[Any, list[tuple[_Slot, int, Any]]] | None] = ContextVar("held_replies", default=None)
 
 
 def _settle_or_hold(slot: _Slot, state: int, value: Any = None) -> None:
     held = _held.get()
-    if held is None:
+    if held is None or held[0] is not trio.lowlevel.current_task():
         slot.settle(state, value)
     else:
-        held.append((slot, state, value))
+        held[1].append((slot, state, value))
 
 
 @contextmanager
@@ -102,7 +103,7 @@ def holding_replies() -> Iterator[list[tuple[_Slot, int, Any]]]:
     once it is done.
     """
     held: list[tuple[_Slot, int, Any]] = []
-    token = _held.set(held)
+    token = _held.set((trio.lowlevel.current_task(), held))
     try:
         yield held
     finally:

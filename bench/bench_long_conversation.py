@@ -183,6 +183,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true", help="one JSON object per figure")
     args = parser.parse_args()
+    if args.turns <= max(args.rounds, MIN_ROUNDS) + SHORT_START:
+        parser.error(f"--turns must exceed --rounds + {SHORT_START} (the long sessions run untimed first)")
     emit(measure(args.quick, args.turns, args.rounds), title="long conversation: CPU per model call, late vs early",
          as_json=args.json)
 

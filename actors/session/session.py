@@ -13,6 +13,7 @@ automatic queue that waited for it.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -272,7 +273,8 @@ class Session:
         while True:
             if self.shutdown_reason is not None:
                 await trio.sleep_forever()  # the daemon is shutting down: nothing new starts
-            entry = await self.fifo_ref.ask(f.TakeNext)
+            # No deadline: its own FIFO answers once the start is durable, however long the disk takes.
+            entry = await self.fifo_ref.ask(f.TakeNext, math.inf)
             if entry is not None:
                 await self.run_prompt(entry)
                 continue

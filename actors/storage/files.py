@@ -70,19 +70,26 @@ class AppendFiles:
     def syncer(self, path: Path) -> Callable[[], None]:
         """What makes ``path``'s appends durable, to run in a worker thread: an ``fsync`` (and its directory's,
         for a new file) of a duplicate of its descriptor, closed after, as the event loop may close the
-        original meanwhile. ``OSError`` when ``path`` is not open here (then nothing was appended)."""
+        original meanwhile; of the file opened afresh when it is not open here. ``OSError`` when it cannot."""
         handle = self._open.get(path)
-        if handle is None:
-            raise OSError(9, f"{path} is not open for appending")
-        fd = os.dup(handle.fd)
-        directory = None if handle.directory_synced else path.parent
-        handle.directory_synced = True  # the sync below does it; a failure is logged by whoever runs it
+        if handle is not None:
+            fd = os.dup(handle.fd)
+            directory = None if handle.directory_synced else path.parent
+            handle.directory_synced = True  # the sync below does it (and says so again if it cannot)
+        else:  # closed since the append (a failed one after it, a rewrite that failed): synced by name
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            directory = path.parent
 
         def sync() -> None:
             try:
                 os.fsync(fd)
                 if directory is not None:
-                    fsync_directory(directory)
+                    try:
+                        fsync_directory(directory)
+                    except OSError:
+                        if handle is not None:
+                            handle.directory_synced = False  # the next durable append tries again
+                        raise
             finally:
                 os.close(fd)
 

@@ -35,6 +35,7 @@ class JournalWriter:
         self._count = existing
         self._deferring = False
         self._unsynced = False  # a durable record was written in a deferring block and not synced yet
+        self._sync_failed = False  # the last deferred sync failed: durable appends sync inline until one works
 
     def existing(self, count: int) -> None:
         self._count = count
@@ -47,11 +48,13 @@ class JournalWriter:
     def append(self, record: dict[str, Any], *, durable: bool = True) -> None:
         """Append ``record`` (synced unless ``durable=False``, or by the next :meth:`commit` inside
         :meth:`deferring`); raises ``StorageError`` (an ``OSError``) and changes nothing if it cannot."""
-        if durable and self._deferring:
+        if durable and self._deferring and not self._sync_failed:
             self._store.journal_append(self._session_id, record, durable=False)
             self._unsynced = True
         else:
             self._store.journal_append(self._session_id, record, durable=durable)
+            if durable:
+                self._sync_failed = False
         self._count += 1
 
     @contextmanager
@@ -66,9 +69,10 @@ class JournalWriter:
     async def commit(self) -> None:
         """Sync what :meth:`deferring` wrote, in a worker thread; no checkpoint when there is nothing.
 
-        A failed sync is logged, not raised: the records are written (the kernel
-        has them, a killed daemon loses nothing) and what they describe has been
-        done; only a power cut could now lose them.
+        A failed sync is logged, not raised: what the records describe has been
+        done and answered. The durable appends after it then sync on the event
+        loop, as without this writer's deferral, so the next one that cannot be
+        made durable is refused (the FIFO fails closed again) until one is.
         """
         if not self._unsynced:
             return
@@ -78,7 +82,9 @@ class JournalWriter:
             if sync is not None:
                 await trio.to_thread.run_sync(sync)
         except OSError as exc:
-            log.error("session %s: journal not synced: %s", self._session_id, exc)
+            self._sync_failed = True
+            log.error("session %s: journal not synced (the next records sync before they are answered): %s",
+                      self._session_id, exc)
 
     def compact_if_due(self, snapshot: Callable[[], list[dict[str, Any]]]) -> None:
         """Past the bound, replace the journal with ``snapshot()`` (taken after the last change was applied)."""

@@ -324,3 +324,19 @@ async def test_with_a_commit_the_answer_waits_for_it_and_the_commit_runs_even_wh
             assert await ref.ask(lambda reply: Add(2, 3, reply)) == 5
         order.append("answered")
     assert order == ["handled", "commit started", "commit done", "answered"]
+
+
+async def test_a_task_started_while_replies_are_held_sends_its_own_at_once() -> None:
+    from actors._actor import holding_replies, release_replies
+
+    reply, pending = reply_pair()
+
+    async def answer() -> None:
+        reply.send(7)
+
+    async with trio.open_nursery() as nursery:
+        with holding_replies() as held:
+            nursery.start_soon(answer)  # copies the context, hold and all
+        await trio.testing.wait_all_tasks_blocked()
+        assert pending.poll() == (True, 7)
+        release_replies(held)

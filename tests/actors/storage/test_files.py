@@ -133,8 +133,11 @@ def test_a_syncer_syncs_its_own_descriptor_and_a_new_files_directory_even_after_
     files.syncer(path)()
     assert synced == [str(path)]  # the directory was synced once the file existed
     files.forget(path)
-    with pytest.raises(OSError, match="not open"):
-        files.syncer(path)
+    synced.clear()
+    files.syncer(path)()  # closed since (a failed append, a failed rewrite): synced by name, directory too
+    assert synced == [str(path), str(path.parent)]
+    with pytest.raises(FileNotFoundError):
+        files.syncer(tmp_path / "never-written.jsonl")
 
 
 def test_a_store_syncs_in_a_thread_only_when_asked_and_when_it_syncs_at_all(tmp_path):
