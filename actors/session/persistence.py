@@ -9,7 +9,9 @@ writes each folded turn of the compacted replay (:mod:`actors.events.compaction`
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import trio
 
 from .. import wire
 from ..model import ChatMessage
@@ -72,16 +74,31 @@ def end_interrupted(session: Session, prompt_id: str, code: str = DAEMON_RESTART
         log.error("session %s: %s not written to the transcript: %s", session.session_id, code, exc)
 
 
-def save_record(session: Session) -> None:
-    """Write the session record; ``StorageError`` (an ``OSError``) when the store refuses it."""
-    store = session.runtime.store
-    if store is None:
-        return
-    store.record_write(session.session_id, {
+def _record(session: Session) -> dict[str, Any]:
+    return {
         "sessionId": session.session_id, "cwd": session.cwd, "approvalMode": session.approval_mode,
         "model": session.model_name, "createdAt": session.created_at, "updatedAt": session.runtime.clock_ms(),
         "eventEpoch": session.bus.epoch,  # a cluster's next owner keeps it (a single daemon starts a new one)
-        **session.prompt_overrides.to_record()})
+        **session.prompt_overrides.to_record()}
+
+
+def save_record(session: Session) -> None:
+    """Write the session record; ``StorageError`` (an ``OSError``) when the store refuses it."""
+    store = session.runtime.store
+    if store is not None:
+        store.record_write(session.session_id, _record(session))
+
+
+async def save_record_off_loop(session: Session) -> None:
+    """:func:`save_record`, its write and fsyncs in a worker thread where the store syncs off the event loop
+    (a new session's record: a slow disk must not hold every other session while it is created)."""
+    store = session.runtime.store
+    if store is None:
+        return
+    if getattr(store, "sync_in_thread", False):
+        await trio.to_thread.run_sync(store.record_write, session.session_id, _record(session))
+    else:
+        store.record_write(session.session_id, _record(session))
 
 
 def save_record_quietly(session: Session) -> None:

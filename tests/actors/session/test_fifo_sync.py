@@ -26,6 +26,7 @@ class SlowDisk:
         self.real = os.fsync
         self.syncing = 0
         self.journal_syncs: list[tuple[bool, float]] = []  # (on the main thread, when it ended)
+        self.record_syncs: list[bool] = []  # a session record's (its temporary file): on the main thread
 
     def __call__(self, fd: int) -> None:
         path = os.readlink(f"/proc/self/fd/{fd}")
@@ -35,8 +36,11 @@ class SlowDisk:
             self.real(fd)
         finally:
             self.syncing -= 1
+        on_main = threading.current_thread() is threading.main_thread()
         if path.endswith(".journal.jsonl"):
-            self.journal_syncs.append((threading.current_thread() is threading.main_thread(), time.monotonic()))
+            self.journal_syncs.append((on_main, time.monotonic()))
+        elif ".session.json." in path:
+            self.record_syncs.append(on_main)
 
 
 async def admit_one(tmp_path, monkeypatch: pytest.MonkeyPatch, *, sync_in_thread: bool) -> tuple[SlowDisk, int,
@@ -79,3 +83,17 @@ async def test_without_it_the_sync_holds_the_event_loop(tmp_path, monkeypatch):
     disk, ran_while_syncing, _ = await admit_one(tmp_path, monkeypatch, sync_in_thread=False)
     assert disk.journal_syncs and all(on_main for on_main, _ in disk.journal_syncs)
     assert ran_while_syncing == 0
+
+
+async def test_a_new_sessions_record_is_written_off_the_event_loop(tmp_path, monkeypatch):
+    disk = SlowDisk()
+    monkeypatch.setattr(os, "fsync", disk)
+    with trio.fail_after(LIMIT):
+        async with open_daemon(Settings(), ids=CountingIds(), state_dir=tmp_path / "state", workspace=str(tmp_path),
+                               sync_in_thread=True) as daemon:
+            await daemon.create_session(str(tmp_path))
+            assert disk.record_syncs == [False]
+        async with open_daemon(Settings(), ids=CountingIds(), state_dir=tmp_path / "inline",
+                               workspace=str(tmp_path)) as daemon:
+            await daemon.create_session(str(tmp_path))
+            assert disk.record_syncs == [False, True]
