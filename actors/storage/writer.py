@@ -1,13 +1,14 @@
 """One session's journal in a store: appends, compaction so it never grows without bound, and deferred syncs.
 
 Inside :meth:`JournalWriter.deferring` (an actor's handler, see
-:func:`actors._actor.serve_mailbox`) a durable append is written without its
-sync, and :meth:`JournalWriter.commit` then makes everything written durable
-in a worker thread: the event loop runs on while the disk takes its time, and
-the actor's replies (a 202) wait for the sync as they waited for the inline
-one. A store that cannot sync so (``journal_syncer`` missing or ``None``:
-PostgreSQL, ``storage.fsync`` ``never``, a daemon under virtual time) syncs
-each durable append itself, as outside the block.
+:func:`actors._actor.serve_mailbox`), while the store sends syncs to a thread
+(its disk was found slow: ``LocalStore.sync_in_thread``), a durable append is
+written without its sync, and :meth:`JournalWriter.commit` then makes
+everything written durable in a worker thread: the event loop runs on while
+the disk takes its time, and the actor's replies (a 202) wait for the sync as
+they waited for the inline one. Otherwise (a fast disk, PostgreSQL,
+``storage.fsync`` ``never``, a daemon under virtual time) each durable append
+syncs itself, as outside the block.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ class JournalWriter:
 
     @property
     def defers_syncs(self) -> bool:
-        """Whether this journal's store syncs off the event loop (then an actor commits what it wrote)."""
-        return bool(getattr(self._store, "sync_in_thread", False)) and hasattr(self._store, "journal_syncer")
+        """Whether this journal's store may sync off the event loop (then an actor commits what it wrote)."""
+        return bool(getattr(self._store, "threads_allowed", False)) and hasattr(self._store, "journal_syncer")
 
     def append(self, record: dict[str, Any], *, durable: bool = True) -> None:
         """Append ``record`` (synced unless ``durable=False``, or by the next :meth:`commit` inside
@@ -60,7 +61,7 @@ class JournalWriter:
     @contextmanager
     def deferring(self) -> Iterator[None]:
         """Durable appends in the block are written now and synced by the next :meth:`commit`."""
-        self._deferring = self.defers_syncs
+        self._deferring = self.defers_syncs and self._store.sync_in_thread  # type: ignore[attr-defined]
         try:
             yield
         finally:

@@ -1,8 +1,8 @@
-"""A FIFO's journal syncs in a worker thread where the store allows it: the event loop runs on meanwhile, and
-the 202 still waits for the sync (actors/storage/writer.py, actors/_actor.py serve_mailbox's commit).
+"""Once the disk is found slow, a FIFO's journal syncs in a worker thread: the event loop runs on meanwhile,
+and the 202 still waits for the sync (actors/storage/writer.py, actors/_actor.py serve_mailbox's commit).
 
-A slow disk is stood in for by an ``os.fsync`` that takes 50 ms; the real clock runs (a worker thread under
-virtual time would let the clock jump while it works).
+A slow disk is stood in for by an ``os.fsync`` that takes 50 ms, a fast one by one that returns at once;
+the real clock runs (a worker thread under virtual time would let the clock jump while it works).
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ async def admit_one(tmp_path, monkeypatch: pytest.MonkeyPatch, *, sync_in_thread
     model = load_script({"responses": [[{"text": "done"}]], "then": "demo"})
     async with open_daemon(Settings(), model=model, ids=CountingIds(), state_dir=tmp_path / "state",
                            workspace=str(tmp_path), sync_in_thread=sync_in_thread) as daemon:
-        handle, _ = await daemon.create_session(str(tmp_path))
         monkeypatch.setattr(os, "fsync", disk)
+        handle, _ = await daemon.create_session(str(tmp_path))  # its record's sync finds the disk slow
         ran_while_syncing = 0
         admitted_at = 0.0
         async with trio.open_nursery() as nursery:
@@ -85,15 +85,25 @@ async def test_without_it_the_sync_holds_the_event_loop(tmp_path, monkeypatch):
     assert ran_while_syncing == 0
 
 
-async def test_a_new_sessions_record_is_written_off_the_event_loop(tmp_path, monkeypatch):
+async def test_once_a_sync_was_slow_a_new_sessions_record_is_written_off_the_event_loop(tmp_path, monkeypatch):
     disk = SlowDisk()
     monkeypatch.setattr(os, "fsync", disk)
     with trio.fail_after(LIMIT):
         async with open_daemon(Settings(), ids=CountingIds(), state_dir=tmp_path / "state", workspace=str(tmp_path),
                                sync_in_thread=True) as daemon:
             await daemon.create_session(str(tmp_path))
-            assert disk.record_syncs == [False]
-        async with open_daemon(Settings(), ids=CountingIds(), state_dir=tmp_path / "inline",
-                               workspace=str(tmp_path)) as daemon:
             await daemon.create_session(str(tmp_path))
-            assert disk.record_syncs == [False, True]
+    assert disk.record_syncs == [True, False]  # the first found the disk slow; the second went to a thread
+
+
+async def test_on_a_fast_disk_every_sync_stays_on_the_event_loop(tmp_path, monkeypatch):
+    on_main: list[bool] = []
+    monkeypatch.setattr(os, "fsync", lambda fd: on_main.append(threading.current_thread() is threading.main_thread()))
+    model = load_script({"responses": [[{"text": "done"}]], "then": "demo"})
+    with trio.fail_after(LIMIT):
+        async with open_daemon(Settings(), model=model, ids=CountingIds(), state_dir=tmp_path / "state",
+                               workspace=str(tmp_path), sync_in_thread=True) as daemon:
+            handle, _ = await daemon.create_session(str(tmp_path))
+            await handle.prompt("go")
+            await daemon.create_session(str(tmp_path))
+    assert len(on_main) >= 4 and all(on_main)  # records, journal: no thread's hand-off for a fast fsync

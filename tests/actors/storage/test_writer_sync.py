@@ -1,5 +1,6 @@
-"""JournalWriter's deferred syncs: written in the handler, synced by commit in a worker thread; after a failed
-sync, durable appends sync inline again, so the next that cannot be made durable is refused."""
+"""JournalWriter's deferred syncs: while the store finds its disk slow, written in the handler and synced by
+commit in a worker thread; after a failed sync, durable appends sync inline again, so the next that cannot be
+made durable is refused."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from actors.storage.writer import JournalWriter
 class Fsyncs:
     """``os.fsync`` noting the thread of each call; failing while ``failing`` is set."""
 
-    def __init__(self) -> None:
-        self.real = os.fsync
+    def __init__(self, *, instant: bool = False) -> None:
+        self.real = None if instant else os.fsync  # instant: a disk that is never slow
         self.on_main: list[bool] = []
         self.failing = False
 
@@ -25,11 +26,20 @@ class Fsyncs:
         self.on_main.append(threading.current_thread() is threading.main_thread())
         if self.failing:
             raise OSError(5, "Input/output error")
-        self.real(fd)
+        if self.real is not None:
+            self.real(fd)
+
+
+def slow_store(tmp_path) -> LocalStore:
+    store = LocalStore(tmp_path, sync_in_thread=True)
+    assert not store.sync_in_thread  # until a sync is seen to be slow
+    store.note_sync(1.0)
+    assert store.sync_in_thread
+    return store
 
 
 async def test_a_deferred_record_is_synced_by_commit_off_the_main_thread(tmp_path, monkeypatch):
-    writer = JournalWriter(LocalStore(tmp_path, sync_in_thread=True), "s")
+    writer = JournalWriter(slow_store(tmp_path), "s")
     assert writer.defers_syncs
     fsyncs = Fsyncs()
     monkeypatch.setattr(os, "fsync", fsyncs)
@@ -45,7 +55,7 @@ async def test_a_deferred_record_is_synced_by_commit_off_the_main_thread(tmp_pat
 
 
 async def test_after_a_failed_sync_durable_appends_sync_inline_until_one_works(tmp_path, monkeypatch, caplog):
-    writer = JournalWriter(LocalStore(tmp_path, sync_in_thread=True), "s")
+    writer = JournalWriter(slow_store(tmp_path), "s")
     fsyncs = Fsyncs()
     monkeypatch.setattr(os, "fsync", fsyncs)
     with writer.deferring():
@@ -76,3 +86,14 @@ async def test_a_store_without_thread_syncs_keeps_every_durable_append_inline(tm
     assert fsyncs.on_main == [True, True]  # the file, then its new name in the directory
     await writer.commit()
     assert fsyncs.on_main == [True, True]
+
+
+async def test_a_store_that_found_its_disk_fast_keeps_syncs_inline(tmp_path, monkeypatch):
+    store = LocalStore(tmp_path, sync_in_thread=True)
+    writer = JournalWriter(store, "s")
+    fsyncs = Fsyncs(instant=True)
+    monkeypatch.setattr(os, "fsync", fsyncs)
+    with writer.deferring():
+        writer.append({"op": "admitted"})
+    store.note_sync(0.001)
+    assert fsyncs.on_main == [True, True] and not store.sync_in_thread
