@@ -225,7 +225,10 @@ class ClusterNode:
         # Unable to renew for a whole lease: another node may own these sessions by now.
         started = self._renewed_at
         if started is not None and trio.current_time() - started >= self.config.lease_seconds:
-            for session_id in list(self.fence.epochs):
+            for session_id, epoch in list(self.fence.epochs.items()):
+                # Said as the other two ways of losing a lease say it (a renewal, a refused write).
+                log.warning("node %s: lease of session %s lost (epoch %s; not renewed for %.1f s)", self.node_id,
+                            session_id, epoch, trio.current_time() - started)
                 self._lost_nowait(session_id)
 
     async def _claim_orphans(self) -> None:

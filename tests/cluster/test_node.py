@@ -74,3 +74,23 @@ async def test_a_node_whose_redis_is_gone_still_starts_and_stops(tmp_path, postg
                     nursery.cancel_scope.cancel()  # what a SIGTERM's shutdown does in the end
     finally:
         redis.stop()
+
+
+async def test_a_lease_not_renewed_for_a_whole_lease_is_given_up_and_said_so(tmp_path, postgres_url, redis_url, db,
+                                                                              caplog):
+    seed_lost_session(db, "s-stale")
+    config = ClusterConfig(postgres_url, redis_url, "n1", "http://127.0.0.1:9", lease_seconds=5)
+    with trio.fail_after(30):
+        async with open_cluster(config) as node, \
+                open_daemon(Settings(), state_dir=tmp_path / "state", store=node.store) as daemon:
+            node.attach(daemon)
+            await trio.to_thread.run_sync(node.leases.register)
+            await node.take_over("s-stale")
+            epoch = node.fence.epoch("s-stale")
+            assert epoch is not None
+            # The lease rounds failed (PostgreSQL unreachable, the node paused) for longer than a lease.
+            node._renewed_at = trio.current_time() - config.lease_seconds - 1
+            node._give_up_if_stale()
+            assert node.fence.epoch("s-stale") is None
+    said = [r.getMessage() for r in caplog.records if "lease of session s-stale lost" in r.getMessage()]
+    assert said and f"epoch {epoch}" in said[0] and "not renewed for" in said[0]
