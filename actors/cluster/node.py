@@ -122,7 +122,7 @@ class ClusterNode:
         self.fence = fence
         self.leases = leases
         self.events = events
-        self.publisher = EventPublisher(events, on_stale=self._lost_nowait)
+        self.publisher = EventPublisher(events, on_stale=self._stale_events)
         self.reader = FanOutReader(events, config.node_id)
         self.draining = False
         self.daemon: Daemon | None = None
@@ -404,6 +404,14 @@ class ClusterNode:
             await self.events.wake(node.node_id, {"op": "claim"})
 
     # ------------------------------------------------------------- losing a session
+
+    def _stale_events(self, session_id: str) -> None:
+        """Redis refused this node's events of ``session_id``: a newer owner writes its stream now."""
+        epoch = self.fence.epoch(session_id)
+        if epoch is not None:  # said as a failed renewal and a refused write say it
+            log.warning("node %s: lease of session %s lost (epoch %s): Redis holds a newer owner's events",
+                        self.node_id, session_id, epoch)
+        self._lost_nowait(session_id)
 
     def _lost_nowait(self, session_id: str) -> None:
         """Another node owns ``session_id`` now: stop it here at once, writing nothing more."""

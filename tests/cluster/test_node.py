@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 import trio
 
 from actors import Settings, open_daemon
@@ -76,21 +77,27 @@ async def test_a_node_whose_redis_is_gone_still_starts_and_stops(tmp_path, postg
         redis.stop()
 
 
-async def test_a_lease_not_renewed_for_a_whole_lease_is_given_up_and_said_so(tmp_path, postgres_url, redis_url, db,
-                                                                              caplog):
-    seed_lost_session(db, "s-stale")
+@pytest.mark.parametrize("way", ["not renewed", "events refused"])
+async def test_every_way_a_node_loses_a_lease_stops_the_session_and_says_so(tmp_path, postgres_url, redis_url, db,
+                                                                           caplog, way):
+    seed_lost_session(db, "s-lost")
     config = ClusterConfig(postgres_url, redis_url, "n1", "http://127.0.0.1:9", lease_seconds=5)
     with trio.fail_after(30):
         async with open_cluster(config) as node, \
                 open_daemon(Settings(), state_dir=tmp_path / "state", store=node.store) as daemon:
             node.attach(daemon)
             await trio.to_thread.run_sync(node.leases.register)
-            await node.take_over("s-stale")
-            epoch = node.fence.epoch("s-stale")
+            await node.take_over("s-lost")
+            epoch = node.fence.epoch("s-lost")
             assert epoch is not None
-            # The lease rounds failed (PostgreSQL unreachable, the node paused) for longer than a lease.
-            node._renewed_at = trio.current_time() - config.lease_seconds - 1
-            node._give_up_if_stale()
-            assert node.fence.epoch("s-stale") is None
-    said = [r.getMessage() for r in caplog.records if "lease of session s-stale lost" in r.getMessage()]
-    assert said and f"epoch {epoch}" in said[0] and "not renewed for" in said[0]
+            if way == "not renewed":  # the lease rounds failed (PostgreSQL away, the node paused) past a lease
+                node._renewed_at = trio.current_time() - config.lease_seconds - 1
+                node._give_up_if_stale()
+            else:  # Redis refused its events: a newer owner writes the stream (what the publisher calls)
+                node.publisher.on_stale("s-lost")
+            assert node.fence.epoch("s-lost") is None
+            with trio.fail_after(10):
+                while any(h.session_id == "s-lost" for h in daemon.sessions()):  # stopped here
+                    await trio.sleep(0.01)
+    said = [r.getMessage() for r in caplog.records if "lease of session s-lost lost" in r.getMessage()]
+    assert len(said) == 1 and f"epoch {epoch}" in said[0]
