@@ -62,5 +62,15 @@ class History(list[ChatMessage]):
         self.rewrites += 1
         super().reverse()
 
+    def dangling_answers(self) -> list[ChatMessage]:
+        """Error answers to the tool calls of the last assistant message that have none yet (a cancelled
+        turn's); only that message can have them, so a long history is not scanned."""
+        last = next((i for i in range(len(self) - 1, -1, -1) if self[i].role == "assistant"), None)
+        if last is None:
+            return []
+        answered = {m.tool_call_id for m in self[last + 1:] if m.role == "tool"}
+        return [ChatMessage("tool", "Error: not executed (the turn ended first)", tool_call_id=call.id, name=call.name)
+                for call in self[last].tool_calls if call.id not in answered]
+
 
 __all__ = ["History"]

@@ -579,16 +579,8 @@ class Session:
 
     def close_dangling_tool_calls(self) -> None:
         """Answer tool calls that a cancellation left unanswered, so the conversation stays valid."""
-        history = self.history
-        last = next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "assistant"), None)
-        if last is None:
-            return
-        # Only the last assistant message can be unanswered; its answers follow it (a long history is not scanned).
-        answered = {m.tool_call_id for m in history[last + 1:] if m.role == "tool"}
-        for call in history[last].tool_calls:
-            if call.id not in answered:
-                self.append_message(ChatMessage("tool", "Error: not executed (the turn ended first)",
-                                                tool_call_id=call.id, name=call.name))
+        for answer in self.history.dangling_answers():
+            self.append_message(answer)
 
     def publish_update(self, update: dict[str, Any], prompt_id: str | None = None,
                        originator: str | None = None) -> None:
