@@ -43,12 +43,6 @@ class _Kept:
         self.ends = array("Q")  # ends[i]: the offset just after message i in data
 
 
-def common_prefix(kept: tuple[Any, ...], messages: tuple[Any, ...]) -> int:
-    """How many leading messages the two share (compared as tuples: identity first, then value; what
-    :mod:`.prefix` vouches for is not compared again)."""
-    return shared_prefix(kept, messages)
-
-
 def messages_json(messages: Sequence[Any], encode: Callable[[Any], bytes], memo_key: str = MEMO_KEY) -> bytes:
     """The JSON array of ``messages`` (each encoded by ``encode``), reusing what the last request encoded."""
     messages = tuple(messages)
@@ -84,7 +78,7 @@ def _extended(messages: tuple[Any, ...], encode: Callable[[Any], bytes], memo_ke
     kept = memo.get(memo_key)
     if kept is None:
         kept = memo[memo_key] = _Kept()
-    shared = common_prefix(kept.messages, messages)
+    shared = shared_prefix(kept.messages, messages)
     if shared < len(kept.ends):  # cut back to what is shared
         del kept.data[kept.ends[shared - 1] if shared else 1:]
         del kept.ends[shared:]
@@ -98,4 +92,4 @@ def _extended(messages: tuple[Any, ...], encode: Callable[[Any], bytes], memo_ke
     return data
 
 
-__all__ = ["common_prefix", "messages_json", "messages_json_between"]
+__all__ = ["messages_json", "messages_json_between"]

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.model.base import ChatMessage
-from actors.model.encoded import common_prefix, messages_json, messages_json_between
+from actors.model.encoded import messages_json, messages_json_between
 
 
 def encode(m: ChatMessage) -> bytes:
@@ -37,15 +37,6 @@ def test_a_request_that_extends_the_last_encodes_only_its_new_messages():
     history.append(ChatMessage("assistant", "four"))
     assert messages_json(history, counting) == fresh(history)
     assert encoded[4:] == ["suggest the next prompt", "four"]
-
-
-def test_common_prefix_counts_leading_equal_messages():
-    a, b, c, d = (ChatMessage("user", t) for t in "abcd")
-    assert common_prefix((a, b, c), (a, b, c, d)) == 3
-    assert common_prefix((a, b, c), (a, b, d)) == 2
-    assert common_prefix((a, b), (c,)) == 0
-    assert common_prefix((), (a,)) == 0
-    assert common_prefix((a, b, c), (a, ChatMessage("user", "b"), c)) == 3  # equal by value counts
 
 
 texts = st.lists(st.sampled_from(["x", "y", "z", "üñí", "a\nb"]), max_size=12)

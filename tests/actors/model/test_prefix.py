@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors.model.base import ChatMessage
 from actors.model.prefix import KEPT, note_build, shared_prefix, vouched
 
 
@@ -125,3 +126,12 @@ def test_any_history_of_appends_and_rewrites_gives_the_brute_force_answer(steps)
     for old in built:
         for new in built:
             assert shared_prefix(old, new) == brute(old, new)
+
+
+def test_without_records_leading_messages_are_compared_identity_first_then_by_value():
+    a, b, c, d = (ChatMessage("user", t) for t in "abcd")
+    assert shared_prefix((a, b, c), (a, b, c, d)) == 3
+    assert shared_prefix((a, b, c), (a, b, d)) == 2
+    assert shared_prefix((a, b), (c,)) == 0
+    assert shared_prefix((), (a,)) == 0
+    assert shared_prefix((a, b, c), (a, ChatMessage("user", "b"), c)) == 3  # equal by value counts
