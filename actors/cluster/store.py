@@ -144,6 +144,12 @@ class PostgresStore:
     def close(self, session_id: str) -> None:
         """Nothing to release: the store keeps nothing open per session (connections are pooled)."""
 
+    # A durable write here is its transaction's commit: nothing to sync apart from it.
+    sync_in_thread = False
+
+    def journal_syncer(self, session_id: str) -> None:
+        return None
+
     # ------------------------------------------------------------- the database, fenced
 
     def _run(self, fn: Callable[[Any], T], doing: str) -> T:

@@ -95,7 +95,7 @@ async def save_record_off_loop(session: Session) -> None:
     store = session.runtime.store
     if store is None:
         return
-    if getattr(store, "sync_in_thread", False):
+    if store.sync_in_thread:
         await trio.to_thread.run_sync(store.record_write, session.session_id, _record(session))
     else:
         store.record_write(session.session_id, _record(session))

@@ -20,6 +20,7 @@ done that a reader would take for a record.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -83,3 +84,12 @@ class SessionStore(Protocol):
 
     def close(self, session_id: str) -> None:
         """The session closed: release what the store holds open for it."""
+
+    @property
+    def sync_in_thread(self) -> bool:
+        """Whether a durable write should be synced in a worker thread now (its disk was found slow):
+        then a journal's writer appends with ``durable=False`` and syncs by :meth:`journal_syncer`."""
+
+    def journal_syncer(self, session_id: str) -> Callable[[], None] | None:
+        """What makes the journal's appends durable, to run in a worker thread; ``None`` when there is nothing
+        this store syncs apart from its appends."""

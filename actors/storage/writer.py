@@ -41,11 +41,6 @@ class JournalWriter:
     def existing(self, count: int) -> None:
         self._count = count
 
-    @property
-    def defers_syncs(self) -> bool:
-        """Whether this journal's store may sync off the event loop (then an actor commits what it wrote)."""
-        return bool(getattr(self._store, "threads_allowed", False)) and hasattr(self._store, "journal_syncer")
-
     def append(self, record: dict[str, Any], *, durable: bool = True) -> None:
         """Append ``record`` (synced unless ``durable=False``, or by the next :meth:`commit` inside
         :meth:`deferring`); raises ``StorageError`` (an ``OSError``) and changes nothing if it cannot."""
@@ -61,7 +56,7 @@ class JournalWriter:
     @contextmanager
     def deferring(self) -> Iterator[None]:
         """Durable appends in the block are written now and synced by the next :meth:`commit`."""
-        self._deferring = self.defers_syncs and self._store.sync_in_thread  # type: ignore[attr-defined]
+        self._deferring = self._store.sync_in_thread
         try:
             yield
         finally:
@@ -79,7 +74,7 @@ class JournalWriter:
             return
         self._unsynced = False
         try:
-            sync = self._store.journal_syncer(self._session_id)  # type: ignore[attr-defined]
+            sync = self._store.journal_syncer(self._session_id)
             if sync is not None:
                 await trio.to_thread.run_sync(sync)
         except OSError as exc:

@@ -40,7 +40,6 @@ def slow_store(tmp_path) -> LocalStore:
 
 async def test_a_deferred_record_is_synced_by_commit_off_the_main_thread(tmp_path, monkeypatch):
     writer = JournalWriter(slow_store(tmp_path), "s")
-    assert writer.defers_syncs
     fsyncs = Fsyncs()
     monkeypatch.setattr(os, "fsync", fsyncs)
     with writer.deferring():
@@ -78,7 +77,6 @@ async def test_after_a_failed_sync_durable_appends_sync_inline_until_one_works(t
 
 async def test_a_store_without_thread_syncs_keeps_every_durable_append_inline(tmp_path, monkeypatch):
     writer = JournalWriter(LocalStore(tmp_path), "s")
-    assert not writer.defers_syncs
     fsyncs = Fsyncs()
     monkeypatch.setattr(os, "fsync", fsyncs)
     with writer.deferring():
