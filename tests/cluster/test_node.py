@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
 import orjson
 import pytest
 import trio
@@ -9,6 +13,17 @@ import trio
 from actors import Settings, open_daemon
 from actors.cluster.node import ClusterConfig
 from actors.cluster.open import open_cluster
+
+
+@asynccontextmanager
+async def node_and_daemon(tmp_path, postgres_url: str, redis_url: str) -> AsyncIterator[tuple[Any, Any]]:
+    """A registered node "n1" (5 s leases) and a daemon storing through it."""
+    config = ClusterConfig(postgres_url, redis_url, "n1", "http://127.0.0.1:9", lease_seconds=5)
+    async with open_cluster(config) as node, \
+            open_daemon(Settings(), state_dir=tmp_path / "state", store=node.store) as daemon:
+        node.attach(daemon)
+        await trio.to_thread.run_sync(node.leases.register)
+        yield node, daemon
 
 
 def seed_lost_session(db, session_id: str) -> None:
@@ -36,12 +51,8 @@ def seed_lost_session(db, session_id: str) -> None:
 async def test_a_lease_round_and_a_request_taking_one_session_over_together_restore_it_once(
         tmp_path, postgres_url, redis_url, db):
     seed_lost_session(db, "s-raced")
-    config = ClusterConfig(postgres_url, redis_url, "n1", "http://127.0.0.1:9", lease_seconds=5)
     with trio.fail_after(30):
-        async with open_cluster(config) as node, \
-                open_daemon(Settings(), state_dir=tmp_path / "state", store=node.store) as daemon:
-            node.attach(daemon)
-            await trio.to_thread.run_sync(node.leases.register)
+        async with node_and_daemon(tmp_path, postgres_url, redis_url) as (node, daemon):
             claimed = await trio.to_thread.run_sync(node.leases.claim, "s-raced")  # the lease round's claim
             assert claimed is not None and claimed.epoch == 2
             async with trio.open_nursery() as nursery:
@@ -81,17 +92,13 @@ async def test_a_node_whose_redis_is_gone_still_starts_and_stops(tmp_path, postg
 async def test_every_way_a_node_loses_a_lease_stops_the_session_and_says_so(tmp_path, postgres_url, redis_url, db,
                                                                            caplog, way):
     seed_lost_session(db, "s-lost")
-    config = ClusterConfig(postgres_url, redis_url, "n1", "http://127.0.0.1:9", lease_seconds=5)
     with trio.fail_after(30):
-        async with open_cluster(config) as node, \
-                open_daemon(Settings(), state_dir=tmp_path / "state", store=node.store) as daemon:
-            node.attach(daemon)
-            await trio.to_thread.run_sync(node.leases.register)
+        async with node_and_daemon(tmp_path, postgres_url, redis_url) as (node, daemon):
             await node.take_over("s-lost")
             epoch = node.fence.epoch("s-lost")
             assert epoch is not None
             if way == "not renewed":  # the lease rounds failed (PostgreSQL away, the node paused) past a lease
-                node._renewed_at = trio.current_time() - config.lease_seconds - 1
+                node._renewed_at = trio.current_time() - node.config.lease_seconds - 1
                 node._give_up_if_stale()
             else:  # Redis refused its events: a newer owner writes the stream (what the publisher calls)
                 node.publisher.on_stale("s-lost")
