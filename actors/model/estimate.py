@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
+import trio
 
 from .base import ChatMessage, ChatRequest, ToolSpec
 from .prefix import shared_prefix
@@ -86,17 +87,107 @@ _CACHE_LIMIT = 65536
 _CACHE_FROM = 64  # shorter texts are estimated afresh (cheaper than the key)
 
 
+def runs_tokens(text: str) -> int:
+    """The estimate run by run, as the module doc says it (the definition :func:`text_tokens` keeps)."""
+    return sum(_cost(run) for run in _RUNS.findall(text))
+
+
+_ALNUM = re.compile(r"[A-Za-z0-9]+")
+_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]+")
+_SPACE_THAT_COSTS = re.compile(r"[ \t\r\n\f\v]{2,}|[\t\r\n\f\v]")  # every whitespace run but a lone space
+_OTHER = re.compile(r"[^\x00-\x7f]+")
+# A control character's run takes in the whitespace after it (the run regex's classes overlap there).
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
+def _class_tokens(text: str) -> int:
+    """:func:`runs_tokens` of a text without control characters, a character class at a time.
+
+    Run by run a long text costs a Python call per word (a 120 KB answer held
+    the event loop for 25 ms); here each class is found by one regex pass, and
+    only whitespace other than single spaces, punctuation runs and words over
+    eight letters are visited one by one.
+    """
+    alnum = _ALNUM.findall(text)
+    letters = list(filter(str.isalpha, alnum))
+    tokens = sum(map(len, alnum)) - sum(map(len, letters))  # a run with a digit: one a character
+    words = list(map(len, _CASE_WORDS.findall(" ".join(letters))))
+    tokens += len(words) + sum(1 + (n - 9) // 4 for n in words if n > 8)
+    tokens += sum(-(-n // 2) for n in map(len, _PUNCTUATION.findall(text)))
+    for run in _SPACE_THAT_COSTS.findall(text):
+        newlines = run.count("\n")
+        tokens += newlines + -(-(len(run) - newlines) // 4)
+    if not text.isascii():
+        tokens += sum(-(-len(run.encode()) // 2) for run in _OTHER.findall(text))
+    return tokens
+
+
+def _tokens(text: str) -> int:
+    return runs_tokens(text) if _CONTROL.search(text) else _class_tokens(text)
+
+
 def text_tokens(text: str) -> int:
     """The estimated tokens of ``text``."""
     if len(text) < _CACHE_FROM:
-        return sum(_cost(run) for run in _RUNS.findall(text))
+        return runs_tokens(text)
     key = (len(text), hash(text))
     tokens = _CACHE.get(key)
     if tokens is None:
         if len(_CACHE) >= _CACHE_LIMIT:
             _CACHE.clear()
-        tokens = _CACHE[key] = sum(_cost(run) for run in _RUNS.findall(text))
+        tokens = _CACHE[key] = _tokens(text)
     return tokens
+
+
+SLICE = 16 * 1024  # what one task step estimates of a long text (about 2 ms here)
+_LONE_COST = {" ": 0, "\n": 1}  # a whitespace run of one character between two others: what it costs
+_SPACE = frozenset(" \t\r\n\f\v")
+
+
+def slices(text: str, size: int = SLICE) -> Iterator[tuple[str, int]]:
+    """``text`` in pieces of about ``size`` characters, cut at single whitespace characters between two
+    others, each with the cost of the character it was cut at after it: the pieces' estimates and those
+    costs add up to the text's (a lone character is a run of its own). A text without such a character
+    after ``size`` is one piece."""
+    start, n = 0, len(text)
+    while n - start > size:
+        cut = _lone_space_at_or_after(text, start + size)
+        if cut < 0:
+            break
+        yield text[start:cut], _LONE_COST.get(text[cut], 1)
+        start = cut + 1
+    yield text[start:], 0
+
+
+def _lone_space_at_or_after(text: str, at: int) -> int:
+    for mark in (" ", "\n"):  # a space nearly always comes soon; a newline where no space does
+        i = text.find(mark, at)
+        while 0 <= i < len(text) - 1:
+            if text[i - 1] not in _SPACE and text[i + 1] not in _SPACE:
+                return i
+            i = text.find(mark, i + 1)
+    return -1
+
+
+async def estimate_long_texts(messages: Sequence[ChatMessage]) -> None:
+    """Estimate the long texts of the messages at the end of ``messages`` that have no estimate yet, a
+    :data:`SLICE` a task step, so the synchronous estimate of the request that holds them finds them known.
+
+    A 120 KB answer estimated at once held the event loop for 17-25 ms; it is
+    the next request that first needs its estimate.
+    """
+    for message in reversed(messages):
+        if "tokens" in message.memo:
+            break  # estimated for an earlier request, and everything before it too
+        for text in (message.content, *(_arguments_text(c.arguments) for c in message.tool_calls)):
+            if len(text) > SLICE and (len(text), hash(text)) not in _CACHE:
+                tokens = 0
+                for piece, cut in slices(text):
+                    tokens += _tokens(piece) + cut
+                    await trio.lowlevel.checkpoint()
+                if len(_CACHE) >= _CACHE_LIMIT:
+                    _CACHE.clear()
+                _CACHE[len(text), hash(text)] = tokens
 
 
 def _arguments_text(arguments: Any) -> str:

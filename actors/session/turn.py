@@ -21,6 +21,7 @@ from ..guard import Continue, Exhausted, continuation_prompt, continuation_updat
 from ..model import (
     ChatMessage, ContextWindowExceeded, Finish, ModelError, TextDelta, ThoughtDelta, ToolCall, Usage,
 )
+from ..model.estimate import estimate_long_texts
 from ..model.overflow import ContextOverflow
 from .context import CUT_REASONS, pending_messages, primary_request
 from . import commands, hook_events
@@ -95,6 +96,7 @@ class Turn:
         ``None`` when a pre-send check ended the turn instead (FIFO priority, a dropped guard send).
         """
         session = self.session
+        await estimate_long_texts(session.history)  # a long new answer or tool result: a slice a task step
         fitted = await self.fit_context(send)  # compaction first: the re-checks must see what it let happen
         if fitted is None:
             return None
