@@ -341,8 +341,11 @@ class PromptFifo:
 
     def _settle(self, prompt_id: str, state: TurnState, stop_reason: str | None, error: str | None) -> None:
         ended = self._now_ms()  # one reading: the journal and the live record must agree after a restart
+        # Written, not fsynced: it survives the daemon being killed, and the journal's next sync (the next
+        # admission or start) makes it durable. A power cut before that only makes a restart report the turn
+        # interrupted (daemon_restarted), as its transcript, never fsynced, may have lost its end too.
         self._write_after({"op": "ended", "promptId": prompt_id, "state": state, "stopReason": stop_reason,
-                           "error": error, "endedAt": ended})
+                           "error": error, "endedAt": ended}, durable=False)
         entry = next((e for e in self._entries if e.prompt_id == prompt_id), None)
         if entry is not None:
             self._entries.remove(entry)

@@ -7,6 +7,7 @@ the real clock runs (a worker thread under virtual time would let the clock jump
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -107,3 +108,33 @@ async def test_on_a_fast_disk_every_sync_stays_on_the_event_loop(tmp_path, monke
             await handle.prompt("go")
             await daemon.create_session(str(tmp_path))
     assert len(on_main) >= 4 and all(on_main)  # records, journal: no thread's hand-off for a fast fsync
+
+
+async def test_a_turns_end_is_written_unsynced_and_made_durable_by_the_next_admission(tmp_path, monkeypatch):
+    synced: list[list[str]] = []  # at each journal fsync: the ops the journal held
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.endswith(".journal.jsonl"):
+            with open(path) as f:
+                synced.append([json.loads(line)["op"] for line in f if line.strip()])
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    model = load_script({"responses": [[{"text": "done"}], [{"text": "again"}]]})
+    with trio.fail_after(LIMIT):
+        async with open_daemon(Settings(), model=model, ids=CountingIds(), state_dir=tmp_path / "state",
+                               workspace=str(tmp_path)) as daemon:
+            handle, _ = await daemon.create_session(str(tmp_path))
+            events = handle.subscribe()
+            await handle.prompt("go")
+            async for event in events:
+                if event.type == "turn_complete":
+                    break
+            after_first_turn = list(synced)
+            await handle.prompt("again")
+    ops = [[op for op in s if op != "usage"] for s in synced]
+    first = [[op for op in s if op != "usage"] for s in after_first_turn]
+    assert first == [["admitted"], ["admitted", "started"]]  # the end: no fsync of its own
+    assert ops[2] == ["admitted", "started", "ended", "admitted"]  # durable with the next admission
