@@ -16,8 +16,10 @@ graceful timeout, no access or error log) and app limits, served by stock
   streaming response, an async generator yielding each frame.
 
 It prints ``listening on http://127.0.0.1:PORT`` like the daemon. With
-``--report-loop-stalls MS`` it times every Trio task step and, at SIGTERM,
-writes ``longest step <X> ms in task <name>`` on stderr (the floor of that figure).
+``--report-loop-stalls MS`` it times every Trio task step with the daemon's own
+instrument (``actors/loop_stalls.py``: wall time less run-queue delay) and, at
+SIGTERM, writes its ``longest step <X> ms in task <name> ...`` line on stderr (the
+floor of that figure).
 
     python bench/_bare_server.py [--port 0] [--report-loop-stalls 20]
 """
@@ -27,8 +29,8 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import time
 from functools import lru_cache
+from pathlib import Path
 
 import orjson
 import trio
@@ -36,6 +38,10 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 from quart import Response, make_response, request
 from quart_trio import QuartTrio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the measuring instrument, not our server
+
+from actors.loop_stalls import StallWatch  # noqa: E402
 
 EPOCH = "c2c31bea54f7540edef006cf4172db48"
 
@@ -94,24 +100,7 @@ def create_app() -> QuartTrio:
     return app
 
 
-class StepTimer(trio.abc.Instrument):
-    """The longest Trio task step (what the daemon's ``--report-loop-stalls`` reports)."""
-
-    def __init__(self) -> None:
-        self.longest = 0.0
-        self.task = "-"
-        self._start = 0.0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        self._start = time.perf_counter()
-
-    def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        took = time.perf_counter() - self._start
-        if took > self.longest:
-            self.longest, self.task = took, task.name
-
-
-async def main(port: int) -> None:
+async def main(port: int, watch: StallWatch | None) -> None:
     config = Config()  # as transport/server.py
     config.bind = [f"127.0.0.1:{port}"]
     config.graceful_timeout = 1.0
@@ -121,6 +110,8 @@ async def main(port: int) -> None:
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(lambda task_status: serve(create_app(), config, task_status=task_status))
             print(f"listening on {binds[0]}", flush=True)
+            if watch is not None:
+                watch.arm()  # as the daemon: steps count from here
             async for _ in signals:
                 nursery.cancel_scope.cancel()
                 break
@@ -131,7 +122,7 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--report-loop-stalls", type=float, default=None, metavar="MS")
     args = parser.parse_args()
-    timer = StepTimer() if args.report_loop_stalls is not None else None
-    trio.run(main, args.port, instruments=[timer] if timer else [])
-    if timer is not None:
-        print(f"longest step {timer.longest * 1000:.2f} ms in task {timer.task}", file=sys.stderr, flush=True)
+    watch = StallWatch(args.report_loop_stalls, armed=False) if args.report_loop_stalls is not None else None
+    trio.run(main, args.port, watch, instruments=[watch] if watch else [])
+    if watch is not None:
+        print(watch.report(), file=sys.stderr, flush=True)

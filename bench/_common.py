@@ -410,6 +410,10 @@ def stall_figures(bench: str, daemon_stderr: str, floor_stderr: str = "", floor_
         why = "the daemon has no --report-loop-stalls" if not loop_stalls_supported() else "no 'longest step' line"
         print(f"{bench}: longest event-loop step skipped ({why})", file=sys.stderr)
         return []
+    for who, stderr in (("ours", daemon_stderr), (floor_name, floor_stderr)):
+        lines = re.findall(r"longest step [^\n]*", stderr)
+        if lines:
+            print(f"{bench}: {who}: {lines[-1]}", file=sys.stderr)
     task = re.search(r"longest step [^\n]*? in task ([^\s;]+)", daemon_stderr)
     where = task.group(1) if task and task.group(1) != "-" else ""
     name = "longest event-loop step" + (f" (in {'…' + where[-35:] if len(where) > 36 else where})" if where else "")

@@ -555,6 +555,8 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None, prog:
                     if auth and token is None:  # serve minted one; name the file, never print the token
                         say(f"token: {token_path(state_dir)} (send it as Authorization: Bearer)")
                     print(f"listening on {url}", flush=True)
+                    if watch is not None:
+                        watch.arm()  # start-up (the app's routes compiled in one step) is not a stall
                     # What start-up made lives as long as the daemon: out of the collector's way, a full
                     # collection walks only what sessions made (a 30-40 ms loop stall becomes under 10 ms);
                     # and young collections come every 10,000 allocations, not 700, so fewer short-lived
@@ -565,7 +567,7 @@ def main(argv: list[str] | None = None, *, secrets: Secrets | None = None, prog:
 
     if args.report_loop_stalls is not None and args.report_loop_stalls < 0:
         parser.error("--report-loop-stalls must be a non-negative number of milliseconds")
-    watch = StallWatch(args.report_loop_stalls) if args.report_loop_stalls is not None else None
+    watch = StallWatch(args.report_loop_stalls, armed=False) if args.report_loop_stalls is not None else None
     try:
         trio.run(run, instruments=[watch] if watch else [])
     except KeyboardInterrupt:  # a SIGINT before the signals were ours

@@ -1,4 +1,5 @@
-"""StallWatch: the longest task step, by name, and rate-limited warnings of steps over the threshold."""
+"""StallWatch: the longest task step, by name, less its run-queue delay, and rate-limited warnings of steps
+over the threshold; counted once armed."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 import pytest
 import trio
 
-from actors.loop_stalls import StallWatch
+from actors.loop_stalls import RunDelay, StallWatch, parse_run_delay
 
 
 class SteppedClock:
@@ -21,14 +22,19 @@ class SteppedClock:
 
 
 class Watched(StallWatch):
-    """A StallWatch whose steps take what the test says they take (a task named slow-*: 30 ms)."""
+    """A StallWatch whose steps take what the test says they take (a task named slow-*: 30 ms, of which
+    ``delayed`` seconds waiting for a CPU)."""
 
-    def __init__(self, clock: SteppedClock, threshold_ms: float) -> None:
-        super().__init__(threshold_ms, clock=clock)
+    def __init__(self, clock: SteppedClock, threshold_ms: float, delayed: float = 0.0, armed: bool = True) -> None:
+        self.run_delay = 0.0
+        super().__init__(threshold_ms, clock=clock, run_delay=lambda: self.run_delay, armed=armed)
         self.fake = clock
+        self.delayed = delayed
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        self.fake.now += 0.030 if task.name.startswith("slow") else 0.0001
+        slow = task.name.startswith("slow")
+        self.fake.now += 0.030 if slow else 0.0001
+        self.run_delay += self.delayed if slow else 0.0
         super().after_task_step(task)
 
 
@@ -54,7 +60,8 @@ def test_the_longest_step_is_kept_with_its_task_and_each_stall_is_counted(caplog
     # The clock moved 30 ms a slow step: less than a second, so one warning, the rest counted.
     warnings = [r.getMessage() for r in caplog.records]
     assert warnings == ["event loop stalled 30.0 ms in task slow-worker"]
-    assert watch.report() == "event loop: longest step 30.00 ms in task slow-worker; 4 step(s) over 20 ms"
+    assert watch.report() == ("event loop: longest step 30.00 ms in task slow-worker (30.00 ms wall; longest wall "
+                              "step 30.00 ms); 4 step(s) over 20 ms")
 
 
 def test_steps_under_the_threshold_are_not_stalls(caplog):
@@ -68,3 +75,51 @@ def test_steps_under_the_threshold_are_not_stalls(caplog):
 def test_a_negative_threshold_is_refused():
     with pytest.raises(ValueError, match="threshold_ms must be non-negative, got -1"):
         StallWatch(-1)
+
+
+def test_time_spent_waiting_for_a_cpu_is_not_held(caplog):
+    watch = Watched(SteppedClock(), threshold_ms=20, delayed=0.025)  # 25 of each slow step's 30 ms: preempted
+    with caplog.at_level(logging.WARNING, logger="trellis.loop"):
+        run_with(watch, slow_steps=3)
+    assert watch.stalls == 0 and not caplog.records
+    assert watch.longest_ms == pytest.approx(5.0)
+    assert watch.longest_wall_ms == pytest.approx(30.0) and watch.longest_any_wall_ms == pytest.approx(30.0)
+    assert watch.report() == ("event loop: longest step 5.00 ms in task slow-worker (30.00 ms wall; longest wall "
+                              "step 30.00 ms); 0 step(s) over 20 ms")
+
+
+def test_steps_before_it_is_armed_are_not_counted():
+    watch = Watched(SteppedClock(), threshold_ms=20, armed=False)
+    run_with(watch, slow_steps=3)
+    assert watch.stalls == 0 and watch.longest_ms == 0.0 and watch.longest_any_wall_ms == 0.0
+    watch.arm()
+    run_with(watch, slow_steps=1)
+    assert watch.stalls == 2 and watch.longest_ms == pytest.approx(30.0)
+
+
+def test_a_schedstat_line_gives_its_run_queue_delay_and_anything_else_is_refused():
+    assert parse_run_delay(b"139918 2500000000 2\n") == pytest.approx(2.5)
+    with pytest.raises(ValueError, match="not a schedstat line"):
+        parse_run_delay(b"139918 -1 2")
+    with pytest.raises(ValueError, match="not a schedstat line"):
+        parse_run_delay(b"")
+
+
+@pytest.mark.skipif(not RunDelay().available, reason="no /proc/thread-self/schedstat here")
+def test_the_threads_run_queue_delay_is_read_from_schedstat_and_never_goes_back():
+    delay = RunDelay()
+    try:
+        readings = [delay() for _ in range(100)]
+    finally:
+        delay.close()
+    assert readings == sorted(readings) and readings[0] >= 0.0
+    assert delay() == 0.0  # closed: nothing more to read
+
+
+def test_without_schedstat_held_is_wall_time(tmp_path):
+    missing = RunDelay(str(tmp_path / "no-such-file"))
+    assert not missing.available and missing() == 0.0
+    watch = StallWatch(20, clock=SteppedClock(), run_delay=missing)
+    assert not watch.measures_run_delay
+    assert watch.report() == ("event loop: longest step 0.00 ms in task - (run-queue delay unknown: wall time); "
+                              "0 step(s) over 20 ms")
