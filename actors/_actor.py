@@ -14,7 +14,7 @@ import math
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import trio
 
@@ -222,6 +222,16 @@ def open_mailbox(name: str, capacity: int) -> tuple[ActorRef[Any], trio.MemoryRe
     return ActorRef(name, send), receive
 
 
+def _handle_arrived(inbox: trio.MemoryReceiveChannel[M], handle: Callable[[M], None]) -> None:
+    """Handle the messages waiting in ``inbox`` now, without waiting for more (at most :data:`GROUP_LIMIT`)."""
+    for _ in range(GROUP_LIMIT):
+        try:
+            message = inbox.receive_nowait()
+        except (trio.WouldBlock, trio.EndOfChannel):
+            return
+        handle(message)
+
+
 def refuse_unhandled(inbox: trio.MemoryReceiveChannel[Any]) -> None:
     """Close the replies of messages still in a stopping actor's mailbox (their askers get ActorGone)."""
     while True:
@@ -234,27 +244,50 @@ def refuse_unhandled(inbox: trio.MemoryReceiveChannel[Any]) -> None:
             reply.close()
 
 
+class Commits(Protocol):
+    """What an actor's handler writes and :func:`serve_mailbox` makes durable after it (a journal)."""
+
+    @property
+    def unsynced(self) -> bool:
+        """Something written since the last commit waits for it."""
+
+    async def commit(self) -> None:
+        """Make what was written durable; returns without a checkpoint when nothing is unsynced."""
+
+
+GROUP_CHECKPOINTS = 2  # a task woken by the handler (a session told of a prompt) runs within two
+GROUP_LIMIT = 64  # messages handled into one commit, at most (a mailbox's capacity)
+
+
 async def serve_mailbox(inbox: trio.MemoryReceiveChannel[M], handle: Callable[[M], None],
-                        commit: Callable[[], Awaitable[None]] | None = None) -> None:
+                        commits: Commits | None = None) -> None:
     """Hand each message to ``handle``, one at a time, until the mailbox closes or the actor is cancelled.
 
-    With ``commit``, the replies ``handle`` sends are held until ``commit()``
-    (shielded: it finishes even if the actor is cancelled) has run after it,
-    and the next message waits for both; ``handle`` stays synchronous. Whatever
-    way it stops, messages it never handled get their replies closed.
+    With ``commits``, the replies ``handle`` sends are held until
+    ``commits.commit()`` (shielded: it finishes even if the actor is cancelled)
+    has run after it, and the next message waits for both; ``handle`` stays
+    synchronous. When a handler left something unsynced, the actor first
+    yields twice and handles what arrived meanwhile (a group commit: the
+    session an admission woke asks for its start before the admission's sync,
+    and one sync makes both durable). Whatever way it stops, messages it never
+    handled get their replies closed.
     """
     try:
         async for message in inbox:
-            if commit is None:
+            if commits is None:
                 handle(message)
                 continue
             with holding_replies() as held:
                 try:
                     handle(message)
+                    if commits.unsynced:
+                        for _ in range(GROUP_CHECKPOINTS):
+                            await trio.lowlevel.cancel_shielded_checkpoint()
+                        _handle_arrived(inbox, handle)
                 finally:
                     try:
                         with trio.CancelScope(shield=True):
-                            await commit()
+                            await commits.commit()
                     finally:
                         release_replies(held)
     finally:

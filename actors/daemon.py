@@ -406,8 +406,8 @@ async def open_daemon(
         hook_runner: starts one hook command (replays script hooks instead of running processes).
         store: where sessions are kept (a :class:`~actors.storage.SessionStore`); by default files under
             ``state_dir`` (a cluster passes its PostgreSQL store, :mod:`actors.cluster`).
-        sync_in_thread: let the default store sync in a worker thread, off the event loop, while its disk
-            is slow (a sync over 5 ms sends the next 30 s of them there; see ``LocalStore.sync_in_thread``).
+        sync_in_thread: let the default store sync in a worker thread, off the event loop (a busy disk held
+            single fsyncs for up to 1.27 s; see ``LocalStore.sync_in_thread``).
             The daemon's command does; under virtual time a thread would let the clock jump while it runs.
 
     Model-run commands run in the sandbox ``settings.sandbox`` asks for (see

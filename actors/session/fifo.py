@@ -193,10 +193,11 @@ class PromptFifo:
         ref, inbox = open_mailbox(f"fifo:{self.session_id}", 64)
         self.ref = ref
         task_status.started(ref)
-        # Where the store syncs off the event loop, a message's records are synced after its handler, before
-        # its replies go (a 202 still waits for its admission to be durable); the loop runs on meanwhile.
-        # Nothing to sync (most messages, any fast disk): the commit returns without a checkpoint.
-        await serve_mailbox(inbox, self.handle, self._journal.commit if self._journal is not None else None)
+        # Where the store syncs off the event loop, a message's records are synced after its handler (and the
+        # messages that arrived meanwhile: an admission's sync takes the start it woke the session to ask for),
+        # before its replies go (a 202 still waits for its admission to be durable); the loop runs on meanwhile.
+        # Nothing to sync (most messages; a store that syncs inline): the commit returns without a checkpoint.
+        await serve_mailbox(inbox, self.handle, self._journal)
 
     # The handler is synchronous on purpose: one message at a time, no await mid-change.
     def handle(self, message: FifoMessage) -> None:

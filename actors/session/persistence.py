@@ -90,7 +90,7 @@ def save_record(session: Session) -> None:
 
 
 async def save_record_off_loop(session: Session) -> None:
-    """:func:`save_record`, its write and fsyncs in a worker thread while the store sends syncs there
+    """:func:`save_record`, its write and fsyncs in a worker thread where the store syncs there
     (a new session's record: a slow disk must not hold every other session while it is created)."""
     store = session.runtime.store
     if store is None:

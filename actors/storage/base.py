@@ -87,8 +87,8 @@ class SessionStore(Protocol):
 
     @property
     def sync_in_thread(self) -> bool:
-        """Whether a durable write should be synced in a worker thread now (its disk was found slow):
-        then a journal's writer appends with ``durable=False`` and syncs by :meth:`journal_syncer`."""
+        """Whether durable writes are synced in a worker thread, off the event loop: then a journal's writer
+        appends with ``durable=False`` and syncs by :meth:`journal_syncer`."""
 
     def journal_syncer(self, session_id: str) -> Callable[[], None] | None:
         """What makes the journal's appends durable, to run in a worker thread; ``None`` when there is nothing

@@ -18,14 +18,16 @@ aborts, waiting input; a model call's usage is written, not synced): a 202
 survives a machine crash. ``"never"`` skips the fsync: a 202 still survives
 the daemon being killed (the kernel has the bytes), not a power cut. An
 fsync takes 0.15 ms to a few ms by the disk (``bench/bench_journal.py``
-measures it), and a busy disk can hold one for 50-250 ms; on the event loop
-that stalls every session. So the daemon (``sync_in_thread``), once a sync
-took over 5 ms, for 30 s after it lets a prompt FIFO write its records
-unsynced and sync them in a worker thread before it answers
+measures it), and a busy disk can hold one for 50-250 ms, once here 1.27 s;
+on the event loop that stalls every session. So the daemon
+(``sync_in_thread``) lets a prompt FIFO write its records unsynced and sync
+them in a worker thread before it answers
 (:class:`~actors.storage.writer.JournalWriter`), and writes a new session's
-record there; on a fast disk the fsync stays on the loop, cheaper than a
-thread's hand-off (0.1 ms of CPU here). An embedder or a test under virtual
-time keeps every sync on the loop. A torn last line — a crash mid-write — is cut before the next append and
+record there. A hand-off costs about 0.1 ms of CPU here, two a turn; an
+earlier version kept fast syncs on the loop and went to a thread for 30 s
+after a slow one, and the first slow one of each spell held the loop (48 ms,
+1.27 s). An embedder or a test under virtual time keeps every sync on the
+loop. A torn last line — a crash mid-write — is cut before the next append and
 skipped on read; a torn line elsewhere is an error naming the file and line.
 The session record is replaced atomically (temporary file, fsync, rename).
 """
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,6 @@ from .base import StorageError
 from .files import AppendFiles, fsync_directory
 
 FSYNC_POLICIES = ("always", "never")
-SLOW_SYNC = 0.005  # seconds: a sync slower than this sends the next ones to a worker thread...
-SLOW_SPELL = 30.0  # ...for this long after it (a busy disk stays busy for a while)
 
 
 class LocalStore:
@@ -59,10 +58,7 @@ class LocalStore:
             raise ValueError(f"storage.fsync must be one of {list(FSYNC_POLICIES)}, got {fsync!r}")
         self.directory = Path(state_dir) / "sessions"
         self.fsync = fsync == "always"
-        # Whether syncs may go to a worker thread at all (journal_syncer, save_record_off_loop); they do
-        # while the disk is slow (see sync_in_thread).
-        self.threads_allowed = sync_in_thread and self.fsync
-        self._slow_until = 0.0  # time.monotonic() until which syncs go to a thread: a slow one was seen
+        self._sync_in_thread = sync_in_thread and self.fsync  # nothing to sync without fsync
         self.files = AppendFiles()  # journals, transcripts and replays stay open between appends
         # The journal paths appended to, built once (a Path joined and hashed per append cost more).
         self._journals: dict[str, Path] = {}
@@ -94,44 +90,24 @@ class LocalStore:
 
     @property
     def sync_in_thread(self) -> bool:
-        """Whether a sync goes to a worker thread now: allowed, and a sync took over :data:`SLOW_SYNC` in the
-        last :data:`SLOW_SPELL`. A hand-off costs a thread's wake-up both ways (0.1 ms of CPU here), more
-        than a fast disk's fsync; a slow one holds every session, so a disk found slow is not waited on."""
-        return self.threads_allowed and time.monotonic() < self._slow_until
-
-    def note_sync(self, seconds: float) -> None:
-        """A sync took ``seconds`` (on the loop or in a thread): a slow one sends the next ones to a thread."""
-        if seconds > SLOW_SYNC and self.threads_allowed:
-            self._slow_until = time.monotonic() + SLOW_SPELL
+        """Whether durable writes sync in a worker thread (asked for, and ``storage.fsync`` ``always``)."""
+        return self._sync_in_thread
 
     def journal_syncer(self, session_id: str) -> Callable[[], None] | None:
         """After appends with ``durable=False``: what makes them durable, to run in a worker thread (None when
         this store does not sync off the event loop: its durable appends sync themselves)."""
-        if not self.threads_allowed:
+        if not self._sync_in_thread:
             return None
         try:
-            sync = self.files.syncer(self._journal(session_id))
+            return self.files.syncer(self._journal(session_id))
         except OSError as exc:
             raise StorageError(f"cannot sync {self._journal(session_id)}: {exc.strerror or exc}") from None
 
-        def timed() -> None:
-            started = time.monotonic()
-            try:
-                sync()
-            finally:
-                self.note_sync(time.monotonic() - started)
-
-        return timed
-
     def _append(self, path: Path, line: bytes, *, fsync: bool) -> int:
-        started = time.monotonic() if fsync else 0.0
         try:
             return self.files.append(path, line, fsync=fsync)
         except OSError as exc:
             raise StorageError(f"cannot append to {path}: {exc.strerror or exc}") from None
-        finally:
-            if fsync:
-                self.note_sync(time.monotonic() - started)
 
     def journal_read(self, session_id: str) -> list[dict[str, Any]]:
         return [r for r in _read_lines(self._journal(session_id)) if isinstance(r, dict)]
@@ -161,11 +137,7 @@ class LocalStore:
     # ------------------------------------------------------------- session record
 
     def record_write(self, session_id: str, record: dict[str, Any]) -> None:
-        started = time.monotonic()
-        try:
-            replace_private(self._record(session_id), orjson.dumps(record) + b"\n")
-        finally:
-            self.note_sync(time.monotonic() - started)
+        replace_private(self._record(session_id), orjson.dumps(record) + b"\n")
 
     def record_read(self, session_id: str) -> dict[str, Any] | None:
         try:

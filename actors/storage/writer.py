@@ -1,13 +1,13 @@
 """One session's journal in a store: appends, compaction so it never grows without bound, and deferred syncs.
 
 Inside :meth:`JournalWriter.deferring` (an actor's handler, see
-:func:`actors._actor.serve_mailbox`), while the store sends syncs to a thread
-(its disk was found slow: ``LocalStore.sync_in_thread``), a durable append is
+:func:`actors._actor.serve_mailbox`), where the store syncs in a thread
+(``LocalStore.sync_in_thread``: the daemon's), a durable append is
 written without its sync, and :meth:`JournalWriter.commit` then makes
 everything written durable in a worker thread: the event loop runs on while
 the disk takes its time, and the actor's replies (a 202) wait for the sync as
-they waited for the inline one. Otherwise (a fast disk, PostgreSQL,
-``storage.fsync`` ``never``, a daemon under virtual time) each durable append
+they waited for the inline one. Otherwise (PostgreSQL, ``storage.fsync``
+``never``, an embedder, a daemon under virtual time) each durable append
 syncs itself, as outside the block.
 """
 
@@ -52,6 +52,11 @@ class JournalWriter:
             if durable:
                 self._sync_failed = False
         self._count += 1
+
+    @property
+    def unsynced(self) -> bool:
+        """A durable record was written in a :meth:`deferring` block and waits for :meth:`commit`."""
+        return self._unsynced
 
     @contextmanager
     def deferring(self) -> Iterator[None]:

@@ -295,11 +295,16 @@ async def test_with_a_commit_the_answer_waits_for_it_and_the_commit_runs_even_wh
     order: list[str] = []
     cancel_now = trio.Event()
 
-    async def commit() -> None:
-        order.append("commit started")
-        cancel_now.set()
-        await trio.sleep(1)  # a slow sync: the actor's cancellation must not cut it short
-        order.append("commit done")
+    class Journal:
+        unsynced = False
+
+        async def commit(self) -> None:
+            order.append("commit started")
+            cancel_now.set()
+            await trio.sleep(1)  # a slow sync: the actor's cancellation must not cut it short
+            order.append("commit done")
+
+    commit = Journal()
 
     def handle(message: Add) -> None:
         order.append("handled")
@@ -340,3 +345,49 @@ async def test_a_task_started_while_replies_are_held_sends_its_own_at_once() -> 
         await trio.testing.wait_all_tasks_blocked()
         assert pending.poll() == (True, 7)
         release_replies(held)
+
+
+async def test_what_arrives_while_a_commit_is_due_is_handled_into_the_same_commit() -> None:
+    from actors._actor import serve_mailbox
+
+    commits: list[list[int]] = []  # what each commit made durable
+
+    class Journal:
+        def __init__(self) -> None:
+            self.written: list[int] = []
+
+        @property
+        def unsynced(self) -> bool:
+            return bool(self.written)
+
+        async def commit(self) -> None:
+            if self.written:
+                commits.append(self.written)
+                self.written = []
+                await trio.sleep(0)
+
+    journal = Journal()
+    woken = trio.Event()
+
+    def handle(message: Add) -> None:
+        journal.written.append(message.a)
+        message.reply.send(message.a + message.b)
+        woken.set()  # as an admission wakes its session
+
+    ref, inbox = open_mailbox("adder", 4)
+    answers: list[int] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve_mailbox, inbox, handle, journal)
+
+        async def woken_asker() -> None:  # runs when woken, and asks at once (the session's start)
+            await woken.wait()
+            answers.append(await ref.ask(lambda reply: Add(2, 0, reply)))
+
+        nursery.start_soon(woken_asker)
+        with trio.fail_after(5):
+            answers.append(await ref.ask(lambda reply: Add(1, 0, reply)))
+            while len(answers) < 2:
+                await trio.sleep(0)
+        nursery.cancel_scope.cancel()
+    assert sorted(answers) == [1, 2]
+    assert commits == [[1, 2]]  # one commit for both messages

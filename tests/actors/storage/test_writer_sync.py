@@ -1,5 +1,5 @@
-"""JournalWriter's deferred syncs: while the store finds its disk slow, written in the handler and synced by
-commit in a worker thread; after a failed sync, durable appends sync inline again, so the next that cannot be
+"""JournalWriter's deferred syncs: where the store syncs in a thread (the daemon's), written in the handler and
+synced by commit in a worker thread; after a failed sync, durable appends sync inline again, so the next that cannot be
 made durable is refused."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from actors.storage.writer import JournalWriter
 class Fsyncs:
     """``os.fsync`` noting the thread of each call; failing while ``failing`` is set."""
 
-    def __init__(self, *, instant: bool = False) -> None:
-        self.real = None if instant else os.fsync  # instant: a disk that is never slow
+    def __init__(self) -> None:
+        self.real = os.fsync
         self.on_main: list[bool] = []
         self.failing = False
 
@@ -26,14 +26,11 @@ class Fsyncs:
         self.on_main.append(threading.current_thread() is threading.main_thread())
         if self.failing:
             raise OSError(5, "Input/output error")
-        if self.real is not None:
-            self.real(fd)
+        self.real(fd)
 
 
 def slow_store(tmp_path) -> LocalStore:
     store = LocalStore(tmp_path, sync_in_thread=True)
-    assert not store.sync_in_thread  # until a sync is seen to be slow
-    store.note_sync(1.0)
     assert store.sync_in_thread
     return store
 
@@ -84,14 +81,3 @@ async def test_a_store_without_thread_syncs_keeps_every_durable_append_inline(tm
     assert fsyncs.on_main == [True, True]  # the file, then its new name in the directory
     await writer.commit()
     assert fsyncs.on_main == [True, True]
-
-
-async def test_a_store_that_found_its_disk_fast_keeps_syncs_inline(tmp_path, monkeypatch):
-    store = LocalStore(tmp_path, sync_in_thread=True)
-    writer = JournalWriter(store, "s")
-    fsyncs = Fsyncs(instant=True)
-    monkeypatch.setattr(os, "fsync", fsyncs)
-    with writer.deferring():
-        writer.append({"op": "admitted"})
-    store.note_sync(0.001)
-    assert fsyncs.on_main == [True, True] and not store.sync_in_thread
