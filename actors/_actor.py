@@ -11,7 +11,7 @@ deadline; an answer that arrives after the deadline stays in the returned
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Generic, Protocol, TypeVar
@@ -269,8 +269,10 @@ async def serve_mailbox(inbox: trio.MemoryReceiveChannel[M], handle: Callable[[M
     synchronous. When a handler left something unsynced, the actor first
     yields twice and handles what arrived meanwhile (a group commit: the
     session an admission woke asks for its start before the admission's sync,
-    and one sync makes both durable). Whatever way it stops, messages it never
-    handled get their replies closed.
+    and one sync makes both durable). A commit that fails is the committer's to
+    report (a journal logs it): the replies it held still go, as the changes
+    they answer were made. Whatever way it stops, messages it never handled
+    get their replies closed.
     """
     try:
         async for message in inbox:

@@ -130,7 +130,7 @@ class StallWatch(trio.abc.Instrument):
         return self._measures_run_delay
 
     def before_run(self) -> None:
-        if self._run_delay is None:
+        if self._run_delay is None or self._own_run_delay is not None:  # (re)opened by each run's thread
             self._own_run_delay = RunDelay()
             self._run_delay = self._own_run_delay
             self._measures_run_delay = self._own_run_delay.available

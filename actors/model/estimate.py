@@ -140,33 +140,24 @@ def text_tokens(text: str) -> int:
 
 
 SLICE = 16 * 1024  # what one task step estimates of a long text (about 2 ms here)
-_LONE_COST = {" ": 0, "\n": 1}  # a whitespace run of one character between two others: what it costs
-_SPACE = frozenset(" \t\r\n\f\v")
+# A whole whitespace run between two printable characters: a run of its own, whatever is cut around it (a
+# control character before it would take it into its own run).
+_CUT = re.compile(r"(?<=[^\x00-\x20\x7f])[ \t\r\n\f\v]+(?=[^\x00-\x20\x7f])")
 
 
-def slices(text: str, size: int = SLICE) -> Iterator[tuple[str, int]]:
-    """``text`` in pieces of about ``size`` characters, cut at single whitespace characters between two
-    others, each with the cost of the character it was cut at after it: the pieces' estimates and those
-    costs add up to the text's (a lone character is a run of its own). A text without such a character
-    after ``size`` is one piece."""
+def slices(text: str, size: int = SLICE) -> Iterator[tuple[str, str]]:
+    """``text`` as pieces of at least ``size`` characters (the last may be shorter), each with the whitespace
+    run it was cut at after it (the last with ``""``): pieces and runs joined are the text, and their estimates
+    add up to its estimate. A piece ends at the first whitespace run between two printable characters past
+    ``size``; a text with none there (base64, one long token) is one piece."""
     start, n = 0, len(text)
     while n - start > size:
-        cut = _lone_space_at_or_after(text, start + size)
-        if cut < 0:
+        cut = _CUT.search(text, start + size)  # C-speed, and never the same characters twice
+        if cut is None:
             break
-        yield text[start:cut], _LONE_COST.get(text[cut], 1)
-        start = cut + 1
-    yield text[start:], 0
-
-
-def _lone_space_at_or_after(text: str, at: int) -> int:
-    for mark in (" ", "\n"):  # a space nearly always comes soon; a newline where no space does
-        i = text.find(mark, at)
-        while 0 <= i < len(text) - 1:
-            if text[i - 1] not in _SPACE and text[i + 1] not in _SPACE:
-                return i
-            i = text.find(mark, i + 1)
-    return -1
+        yield text[start:cut.start()], cut.group()
+        start = cut.end()
+    yield text[start:], ""
 
 
 async def estimate_long_texts(messages: Sequence[ChatMessage]) -> None:
@@ -183,7 +174,7 @@ async def estimate_long_texts(messages: Sequence[ChatMessage]) -> None:
             if len(text) > SLICE and (len(text), hash(text)) not in _CACHE:
                 tokens = 0
                 for piece, cut in slices(text):
-                    tokens += _tokens(piece) + cut
+                    tokens += _tokens(piece) + (_cost(cut) if cut else 0)
                     await trio.lowlevel.checkpoint()
                 if len(_CACHE) >= _CACHE_LIMIT:
                     _CACHE.clear()

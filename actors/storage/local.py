@@ -13,8 +13,9 @@ and a session whose replay was lost is replayed from its transcript instead.
 Journal appends are ``write(2)`` on a file opened with ``O_APPEND`` and kept
 open between appends (:class:`~actors.storage.files.AppendFiles`, closed
 with the session), then ``fsync`` when the policy is ``"always"`` (the
-default) and the record is one a promise rests on (admissions, starts, ends,
-aborts, waiting input; a model call's usage is written, not synced): a 202
+default) and the record is one a promise rests on (admissions, starts,
+aborts, waiting input; a model call's usage and a turn's normal end are
+written, not synced, and the next synced record makes them durable): a 202
 survives a machine crash. ``"never"`` skips the fsync: a 202 still survives
 the daemon being killed (the kernel has the bytes), not a power cut. An
 fsync takes 0.15 ms to a few ms by the disk (``bench/bench_journal.py``
@@ -23,7 +24,9 @@ on the event loop that stalls every session. So the daemon
 (``sync_in_thread``) lets a prompt FIFO write its records unsynced and sync
 them in a worker thread before it answers
 (:class:`~actors.storage.writer.JournalWriter`), and writes a new session's
-record there. A hand-off costs about 0.1 ms of CPU here, two a turn; an
+record there. A hand-off costs about 0.1 ms of CPU here: one a turn for a
+prompt to an idle session (its admission and start share a sync, see
+:func:`~actors._actor.serve_mailbox`), two for one queued behind a turn; an
 earlier version kept fast syncs on the loop and went to a thread for 30 s
 after a slow one, and the first slow one of each spell held the loop (48 ms,
 1.27 s). An embedder or a test under virtual time keeps every sync on the

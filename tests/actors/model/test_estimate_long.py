@@ -28,14 +28,26 @@ def test_a_class_at_a_time_is_the_same_estimate_as_run_by_run(text: str) -> None
 
 @settings(max_examples=400, deadline=None)
 @given(TEXTS, st.integers(min_value=1, max_value=50))
-def test_slices_and_the_characters_cut_at_add_up_to_the_whole(text: str, size: int) -> None:
+def test_slices_and_the_runs_cut_at_add_up_to_the_whole(text: str, size: int) -> None:
     pieces = list(slices(text, size))
-    assert sum(estimate._tokens(piece) + cut for piece, cut in pieces) == runs_tokens(text)
-    assert sum(len(piece) for piece, _ in pieces) + len(pieces) - 1 == len(text)  # one character per cut
+    assert "".join(piece + cut for piece, cut in pieces) == text
+    assert sum(estimate._tokens(piece) + (runs_tokens(cut) if cut else 0) for piece, cut in pieces) == \
+        runs_tokens(text)
+    assert all(len(piece) >= size for piece, _ in pieces[:-1])
 
 
 def test_a_text_with_nowhere_to_cut_is_one_slice() -> None:
-    assert list(slices("x" * 100, 10)) == [("x" * 100, 0)]
+    assert list(slices("x" * 100, 10)) == [("x" * 100, "")]
+
+
+def test_text_without_single_spaces_is_cut_at_its_newlines_and_wider_whitespace() -> None:
+    paths = "\n".join(f"/srv/data/file-{i:05d}.json" for i in range(20_000))  # ls output: no space at all
+    cjk = "\n\n".join("中文段落" * 50 for _ in range(400))  # paragraphs without spaces
+    columns = "ab  " * 250_000  # fixed-width columns: no single space between two words
+    for text in (paths, cjk, columns):
+        pieces = list(slices(text))
+        assert len(pieces) > len(text) // (2 * estimate.SLICE)
+        assert max(len(piece) for piece, _ in pieces) < 2 * estimate.SLICE
 
 
 async def test_a_long_answer_is_estimated_a_slice_a_task_step_and_then_known() -> None:
