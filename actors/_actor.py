@@ -252,7 +252,7 @@ class Commits(Protocol):
         """Something written since the last commit waits for it."""
 
     async def commit(self) -> None:
-        """Make what was written durable; returns without a checkpoint when nothing is unsynced."""
+        """Make what was written durable (called only while something is unsynced)."""
 
 
 GROUP_CHECKPOINTS = 2  # a task woken by the handler (a session told of a prompt) runs within two
@@ -288,8 +288,9 @@ async def serve_mailbox(inbox: trio.MemoryReceiveChannel[M], handle: Callable[[M
                         _handle_arrived(inbox, handle)
                 finally:
                     try:
-                        with trio.CancelScope(shield=True):
-                            await commits.commit()
+                        if commits.unsynced:  # most messages write nothing to sync: no scope to enter and leave
+                            with trio.CancelScope(shield=True):
+                                await commits.commit()
                     finally:
                         release_replies(held)
     finally:

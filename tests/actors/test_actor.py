@@ -296,7 +296,7 @@ async def test_with_a_commit_the_answer_waits_for_it_and_the_commit_runs_even_wh
     cancel_now = trio.Event()
 
     class Journal:
-        unsynced = False
+        unsynced = True
 
         async def commit(self) -> None:
             order.append("commit started")
