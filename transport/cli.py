@@ -119,8 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where model-run commands run (default: settings sandbox, else auto = bubblewrap when "
                             "it works here; bwrap = refuse to start without it; off = with your rights)")
     p.add_argument("--report-loop-stalls", type=float, default=None, metavar="MS",
-                   help="time every event-loop task step: warn of each over MS milliseconds and report the "
-                        "longest at exit (off by default)")
+                   help="time every event-loop task step once listening: warn of each that held the loop over MS "
+                        "milliseconds (wall time less run-queue delay) and report the longest at exit (off by default)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                    help="log verbosity on stderr (default warning; info adds a line per request and per turn)")
     p.add_argument("--log-format", default="text", choices=["text", "json"],
