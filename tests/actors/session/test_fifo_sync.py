@@ -97,58 +97,57 @@ async def test_a_new_sessions_record_is_written_off_the_event_loop(tmp_path, mon
     assert disk.record_syncs == [False, False]
 
 
-async def test_an_admission_and_the_start_it_wakes_are_synced_together_in_a_thread(tmp_path, monkeypatch):
-    # Keeping fast syncs on the loop left the first slow one of a spell there: once 1.27 s.
-    syncs: list[tuple[bool, list[str]]] = []  # at each journal fsync: on the main thread, the ops it held
-    real = os.fsync
+class JournalSyncs:
+    """``os.fsync`` noting, at each sync of a journal, whether the main thread ran it and the ops the file held."""
 
-    def fsync(fd: int) -> None:
+    def __init__(self) -> None:
+        self.real = os.fsync
+        self.syncs: list[tuple[bool, list[str]]] = []
+
+    def __call__(self, fd: int) -> None:
         path = os.readlink(f"/proc/self/fd/{fd}")
         if path.endswith(".journal.jsonl"):
             with open(path) as f:
                 ops = [json.loads(line)["op"] for line in f if line.strip()]
-            syncs.append((threading.current_thread() is threading.main_thread(), ops))
-        real(fd)
+            self.syncs.append((threading.current_thread() is threading.main_thread(), ops))
+        self.real(fd)
 
-    monkeypatch.setattr(os, "fsync", fsync)
+    def ops(self) -> list[list[str]]:
+        """Each sync's ops, a model call's usage records left out."""
+        return [[op for op in ops if op != "usage"] for _, ops in self.syncs]
+
+
+async def run_one_turn(handle, text: str) -> None:
+    events = handle.subscribe()
+    await handle.prompt(text)
+    async for event in events:
+        if event.type == "turn_complete":
+            return
+
+
+async def test_an_admission_and_the_start_it_wakes_are_synced_together_in_a_thread(tmp_path, monkeypatch):
+    # Keeping fast syncs on the loop left the first slow one of a spell there: once 1.27 s.
+    disk = JournalSyncs()
+    monkeypatch.setattr(os, "fsync", disk)
     model = load_script({"responses": [[{"text": "done"}]], "then": "demo"})
     with trio.fail_after(LIMIT):
         async with open_daemon(Settings(), model=model, ids=CountingIds(), state_dir=tmp_path / "state",
                                workspace=str(tmp_path), sync_in_thread=True) as daemon:
             handle, _ = await daemon.create_session(str(tmp_path))
-            events = handle.subscribe()
-            await handle.prompt("go")
-            async for event in events:
-                if event.type == "turn_complete":
-                    break
-    assert syncs == [(False, ["admitted", "started"])]  # one sync, off the loop, for both (a group commit)
+            await run_one_turn(handle, "go")
+    assert disk.syncs == [(False, ["admitted", "started"])]  # one sync, off the loop, for both (a group commit)
 
 
 async def test_a_turns_end_is_written_unsynced_and_made_durable_by_the_next_admission(tmp_path, monkeypatch):
-    synced: list[list[str]] = []  # at each journal fsync: the ops the journal held
-    real = os.fsync
-
-    def fsync(fd: int) -> None:
-        path = os.readlink(f"/proc/self/fd/{fd}")
-        if path.endswith(".journal.jsonl"):
-            with open(path) as f:
-                synced.append([json.loads(line)["op"] for line in f if line.strip()])
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    disk = JournalSyncs()
+    monkeypatch.setattr(os, "fsync", disk)
     model = load_script({"responses": [[{"text": "done"}], [{"text": "again"}]]})
     with trio.fail_after(LIMIT):
         async with open_daemon(Settings(), model=model, ids=CountingIds(), state_dir=tmp_path / "state",
                                workspace=str(tmp_path)) as daemon:
             handle, _ = await daemon.create_session(str(tmp_path))
-            events = handle.subscribe()
-            await handle.prompt("go")
-            async for event in events:
-                if event.type == "turn_complete":
-                    break
-            after_first_turn = list(synced)
+            await run_one_turn(handle, "go")
+            after_first_turn = disk.ops()
             await handle.prompt("again")
-    ops = [[op for op in s if op != "usage"] for s in synced]
-    first = [[op for op in s if op != "usage"] for s in after_first_turn]
-    assert first == [["admitted"], ["admitted", "started"]]  # the end: no fsync of its own
-    assert ops[2] == ["admitted", "started", "ended", "admitted"]  # durable with the next admission
+    assert after_first_turn == [["admitted"], ["admitted", "started"]]  # the end: no fsync of its own
+    assert disk.ops()[2] == ["admitted", "started", "ended", "admitted"]  # durable with the next admission
