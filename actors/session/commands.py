@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .. import wire
-from .persistence import save_record_quietly
 
 if TYPE_CHECKING:
     from .turn import Turn
@@ -80,7 +79,7 @@ async def run(turn: Turn, command: SlashCommand) -> None:
     elif command.name == "compact":
         text = await _compact(turn, command)
     else:
-        text = _model(turn, command)
+        text = await _model(turn, command)
     session.publish_update(wire.text_update("agent_message_chunk", text, {"command": command.name}),
                            turn.prompt_id)
 
@@ -109,12 +108,12 @@ async def _compact(turn: Turn, command: SlashCommand) -> str:
     return f"Compacted the conversation: {before} messages are now {len(session.history)}."
 
 
-def _model(turn: Turn, command: SlashCommand) -> str:
+async def _model(turn: Turn, command: SlashCommand) -> str:
     name = command.argument
     if not name or len(name) > MAX_MODEL_CHARS or any(c.isspace() for c in name):
         return f"Usage: /model <name> (one word, at most {MAX_MODEL_CHARS} characters); the model is unchanged."
     session = turn.session
     session.model_name = name  # as SetModel: no new work chain
     session.context.model_changed()
-    save_record_quietly(session)
+    await session.records.save()
     return f"Model set to {name}."

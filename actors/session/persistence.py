@@ -109,6 +109,56 @@ def save_record_quietly(session: Session) -> None:
         log.error("session %s: session record not written: %s", session.session_id, exc)
 
 
+class RecordSaver:
+    """A live session's record writes after a change (approval mode, model, cwd), off the event loop where the
+    store syncs there: a record is replaced with three fsyncs (its file, the rename, the directory).
+
+    In the session actor's handler :meth:`mark` only notes the change; the actor's mailbox then commits it
+    (:func:`~actors._actor.serve_mailbox`) in a worker thread before the handler's replies go, so a client
+    is answered once its change is on disk, as before. Writes go one at a time, each of the state when it
+    starts (a later one never lands under an earlier). Where the store syncs on the event loop (an embedder,
+    tests, replays) :meth:`mark` writes at once, as :func:`save_record_quietly` does. Failures are logged.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._dirty = False
+        self._one_at_a_time = trio.Lock()
+
+    def _in_thread(self) -> bool:
+        store = self._session.runtime.store
+        return store is not None and store.sync_in_thread
+
+    @property
+    def unsynced(self) -> bool:
+        """A change was marked and waits for :meth:`commit`."""
+        return self._dirty
+
+    def mark(self) -> None:
+        """The record changed (in the actor's handler)."""
+        if self._in_thread():
+            self._dirty = True
+        else:
+            save_record_quietly(self._session)
+
+    async def commit(self) -> None:
+        self._dirty = False
+        await self.save()
+
+    async def save(self) -> None:
+        """Write the record now (outside the handler: a slash command's change); in a thread where it syncs."""
+        if not self._in_thread():
+            save_record_quietly(self._session)
+            return
+        session = self._session
+        async with self._one_at_a_time:
+            record = _record(session)  # taken once the write before it is done: the newest state lands last
+            try:
+                await trio.to_thread.run_sync(session.runtime.store.record_write, session.session_id, record)
+            except OSError as exc:
+                log.error("session %s: session record not written: %s", session.session_id, exc)
+
+
 def save_turn_replay(session: Session, segment: list[Event]) -> None:
     """Write one folded turn to the compacted replay on disk; rewrite it once it is twice its bound.
 

@@ -44,7 +44,7 @@ from .messages import (
 )
 from .status import status_of
 from . import persistence
-from .persistence import save_record_quietly, save_turn_replay
+from .persistence import RecordSaver, save_turn_replay
 from . import hook_events, turn_log
 from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
@@ -152,6 +152,7 @@ class Session:
         )
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
         self.usage = UsageMeter(self.fifo, self.publish_update, runtime.clock_ms)
+        self.records = RecordSaver(self)  # the session record after a change, off the loop in the daemon
         self.context = ContextKeeper(self)  # its window, estimates, compaction and overflow handling
         self.ref: ActorRef[SessionMessage] | None = None
         self.permissions = PermissionBroker(session_id, self.bus, runtime.ids)
@@ -203,7 +204,7 @@ class Session:
                 self.mcp.start(nursery)
                 nursery.start_soon(self._work_loop, name=f"work:{self.session_id}")
                 task_status.started(self)
-                await serve_mailbox(inbox, self._handle)
+                await serve_mailbox(inbox, self._handle, self.records)  # a marked record: written after
                 nursery.cancel_scope.cancel()
         except BaseException as exc:
             close_reason = "daemon_shutdown" if _only_cancelled(exc) else "crashed"
@@ -238,12 +239,12 @@ class Session:
             case SetModel(model, reply):
                 self.model_name = model  # no new work chain
                 self.context.model_changed()
-                save_record_quietly(self)
+                self.records.mark()
                 reply.send(model)
             case ChangeCwd(cwd, reply):
                 self.cwd = cwd
                 self._invalidate()
-                save_record_quietly(self)
+                self.records.mark()
                 reply.send(cwd)
             case Rewind(turn, reply):
                 try:
@@ -540,7 +541,7 @@ class Session:
         if mode not in APPROVAL_MODES:  # the handle validates; a bad message must not crash the actor
             return self.approval_mode
         self.approval_mode = mode
-        save_record_quietly(self)
+        self.records.mark()
         if mode == "plan":
             self._invalidate()  # the guard is forced off in Plan; leaving Plan does not revive it
         self.publish_update(wire.mode_update(mode))

@@ -23,8 +23,8 @@ measures it), and a busy disk can hold one for 50-250 ms, once here 1.27 s;
 on the event loop that stalls every session. So the daemon
 (``sync_in_thread``) lets a prompt FIFO write its records unsynced and sync
 them in a worker thread before it answers
-(:class:`~actors.storage.writer.JournalWriter`), and writes a new session's
-record there. A hand-off costs about 0.1 ms of CPU here: one a turn for a
+(:class:`~actors.storage.writer.JournalWriter`), and writes a session's
+record there, new or changed. A hand-off costs about 0.1 ms of CPU here: one a turn for a
 prompt to an idle session (its admission and start share a sync, see
 :func:`~actors._actor.serve_mailbox`), two for one queued behind a turn; an
 earlier version kept fast syncs on the loop and went to a thread for 30 s

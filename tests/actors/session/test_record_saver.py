@@ -1,0 +1,98 @@
+"""A live session's record after a change is written off the event loop in the daemon, before the change is
+answered, one write at a time (actors/session/persistence.py ``RecordSaver``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import trio
+
+from actors import CountingIds, Settings, open_daemon
+
+LIMIT = 30
+
+
+class SlowRecordDisk:
+    """``os.fsync`` taking 50 ms for a session record's files (``first`` for the first temporary file
+    synced), noting which thread ran each."""
+
+    def __init__(self, first: float = 0.05) -> None:
+        self.real = os.fsync
+        self.on_main: list[bool] = []
+        self.syncing = 0
+        self.first = first
+        self.first_path: str | None = None
+
+    def __call__(self, fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if ".session.json" in path or path.endswith("/sessions"):
+            if self.first_path is None and path.endswith(".tmp"):
+                self.first_path = path
+            self.syncing += 1
+            try:
+                time.sleep(self.first if path == self.first_path else 0.05)
+            finally:
+                self.syncing -= 1
+            self.on_main.append(threading.current_thread() is threading.main_thread())
+        self.real(fd)
+
+
+def record_of(state, session_id: str) -> dict:
+    return json.loads((state / "sessions" / f"{session_id}.session.json").read_text())
+
+
+async def change_mode(tmp_path, monkeypatch, *, sync_in_thread: bool) -> tuple[SlowRecordDisk, int]:
+    disk = SlowRecordDisk()
+    state = tmp_path / "state"
+    async with open_daemon(Settings(), ids=CountingIds(), state_dir=state, workspace=str(tmp_path),
+                           sync_in_thread=sync_in_thread) as daemon:
+        handle, _ = await daemon.create_session(str(tmp_path))
+        monkeypatch.setattr(os, "fsync", disk)
+        ticks = 0
+        async with trio.open_nursery() as nursery:
+            async def tick() -> None:
+                nonlocal ticks
+                while True:
+                    ticks += bool(disk.syncing)
+                    await trio.sleep(0.001)
+
+            nursery.start_soon(tick)
+            with trio.fail_after(LIMIT):
+                assert await handle.set_approval_mode("plan") == "plan"
+            assert record_of(state, handle.session_id)["approvalMode"] == "plan"  # on disk when answered
+            nursery.cancel_scope.cancel()
+        monkeypatch.setattr(os, "fsync", disk.real)
+    return disk, ticks
+
+
+async def test_in_the_daemon_a_changed_record_is_written_in_a_thread_before_the_answer(tmp_path, monkeypatch):
+    disk, ticks = await change_mode(tmp_path, monkeypatch, sync_in_thread=True)
+    assert disk.on_main and not any(disk.on_main)
+    assert ticks > 0  # the loop ran on while the disk worked
+
+
+async def test_an_embedders_daemon_writes_it_on_the_loop_as_before(tmp_path, monkeypatch):
+    disk, ticks = await change_mode(tmp_path, monkeypatch, sync_in_thread=False)
+    assert disk.on_main and all(disk.on_main)
+    assert ticks == 0
+
+
+async def test_writes_go_one_at_a_time_and_the_newest_state_lands_last(tmp_path, monkeypatch):
+    disk = SlowRecordDisk(first=0.3)  # the first write is slow: a second one at the same time would finish first
+    state = tmp_path / "state"
+    with trio.fail_after(LIMIT):
+        async with open_daemon(Settings(), ids=CountingIds(), state_dir=state, workspace=str(tmp_path),
+                               sync_in_thread=True) as daemon:
+            handle, _ = await daemon.create_session(str(tmp_path))
+            monkeypatch.setattr(os, "fsync", disk)
+            session = handle._session
+            async with trio.open_nursery() as nursery:
+                session.model_name = "first"
+                nursery.start_soon(session.records.save)  # as a slash command's /model does
+                await trio.sleep(0.01)  # that write is under way in its thread
+                assert await handle.set_model("second") == "second"
+            monkeypatch.setattr(os, "fsync", disk.real)
+            assert record_of(state, handle.session_id)["model"] == "second"
