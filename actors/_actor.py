@@ -245,7 +245,8 @@ def refuse_unhandled(inbox: trio.MemoryReceiveChannel[Any]) -> None:
 
 
 class Commits(Protocol):
-    """What an actor's handler writes and :func:`serve_mailbox` makes durable after it (a journal)."""
+    """What an actor's handler writes and :func:`serve_mailbox` makes durable after it (a FIFO's journal, a
+    session's record)."""
 
     @property
     def unsynced(self) -> bool:

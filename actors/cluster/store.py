@@ -269,6 +269,9 @@ class PostgresStore:
         self._replace(session_id, "trellis_replays", "segment, bytes", [(t, _size(t)) for t in texts] or [(EMPTY, 0)],
                       "rewriting the compacted replay")
 
+    def replay_rewriter(self, session_id: str) -> Callable[[list[list[dict[str, Any]]]], None]:
+        return lambda segments: self.replay_rewrite(session_id, segments)  # nothing held open here
+
     # ------------------------------------------------------------- session record
 
     def record_write(self, session_id: str, record: dict[str, Any]) -> None:

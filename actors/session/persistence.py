@@ -9,6 +9,7 @@ writes each folded turn of the compacted replay (:mod:`actors.events.compaction`
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -116,8 +117,10 @@ class RecordSaver:
     In the session actor's handler :meth:`mark` only notes the change; the actor's mailbox then commits it
     (:func:`~actors._actor.serve_mailbox`) in a worker thread before the handler's replies go, so a client
     is answered once its change is on disk, as before. Writes go one at a time, each of the state when it
-    starts (a later one never lands under an earlier). Where the store syncs on the event loop (an embedder,
-    tests, replays) :meth:`mark` writes at once, as :func:`save_record_quietly` does. Failures are logged.
+    starts (a later one never lands under an earlier). Events the change publishes (``current_mode_update``)
+    may go out before the write; the reply does not. Where the store syncs on the event loop (an embedder,
+    tests, replays, PostgreSQL, ``storage.fsync: never``) :meth:`mark` writes at once, as
+    :func:`save_record_quietly` does. Failures are logged.
     """
 
     def __init__(self, session: Session) -> None:
@@ -151,30 +154,78 @@ class RecordSaver:
             save_record_quietly(self._session)
             return
         session = self._session
-        async with self._one_at_a_time:
-            record = _record(session)  # taken once the write before it is done: the newest state lands last
-            try:
-                await trio.to_thread.run_sync(session.runtime.store.record_write, session.session_id, record)
-            except OSError as exc:
-                log.error("session %s: session record not written: %s", session.session_id, exc)
+        # Shielded: the change is live already, so a cancelled turn (a /model cut short) must not leave its
+        # record unwritten while it waits for the write before it.
+        with trio.CancelScope(shield=True):
+            async with self._one_at_a_time:
+                record = _record(session)  # taken once the write before it is done: the newest state lands last
+                try:
+                    await trio.to_thread.run_sync(session.runtime.store.record_write, session.session_id, record)
+                except OSError as exc:
+                    log.error("session %s: session record not written: %s", session.session_id, exc)
 
 
-def save_turn_replay(session: Session, segment: list[Event]) -> None:
-    """Write one folded turn to the compacted replay on disk; rewrite it once it is twice its bound.
+class ReplayWriter:
+    """A session's compacted replay on disk: each folded turn appended as it is folded (written, not fsynced:
+    a view, not a promise), and the whole file rewritten from what the compactor keeps once it is twice its
+    bound.
 
-    A failure is logged, not raised: the replay is a view of the conversation,
-    and the turn it folds has already ended.
+    The rewrite (up to 8 MB and three fsyncs) runs in a worker thread where the store syncs there and the
+    session is running; turns folded meanwhile are not appended (they would go to the file being replaced),
+    and the rewrite is done again after it from what is kept then, which holds them. Elsewhere (an
+    embedder, tests, replays) it runs at once, on the loop. A failure is logged, not raised: the replay is
+    a view of the conversation, and the turn it folds has already ended.
     """
-    store = session.runtime.store
-    if store is None:
-        return
-    compactor = session.bus.compactor
-    try:
-        size = store.replay_append(session.session_id, [e.to_dict() for e in segment])
-        if size > 2 * compactor.max_bytes:
-            store.replay_rewrite(session.session_id, [[e.to_dict() for e in s] for s in compactor.kept()])
-    except OSError as exc:
-        log.error("session %s: compacted replay not written: %s", session.session_id, exc)
+
+    def __init__(self, session: Session, nursery: Callable[[], trio.Nursery | None]) -> None:
+        self._session = session
+        self._nursery = nursery  # the session's, while it runs
+        self._rewriting = False
+        self._again = False
+
+    def turn_folded(self, segment: list[Event]) -> None:
+        session = self._session
+        store = session.runtime.store
+        if store is None:
+            return
+        if self._rewriting:
+            self._again = True
+            return
+        compactor = session.bus.compactor
+        try:
+            size = store.replay_append(session.session_id, [e.to_dict() for e in segment])
+            if size <= 2 * compactor.max_bytes:
+                return
+            nursery = self._nursery() if store.sync_in_thread else None
+            if nursery is not None:
+                try:
+                    nursery.start_soon(self._rewrite_off_loop)
+                    self._rewriting = True
+                    return
+                except RuntimeError:  # the session's nursery has closed: it is going away
+                    pass
+            store.replay_rewrite(session.session_id, self._kept())
+        except OSError as exc:
+            log.error("session %s: compacted replay not written: %s", session.session_id, exc)
+
+    def _kept(self) -> list[list[dict[str, Any]]]:
+        return [[e.to_dict() for e in s] for s in self._session.bus.compactor.kept()]
+
+    async def _rewrite_off_loop(self) -> None:
+        session = self._session
+        store = session.runtime.store
+        assert store is not None
+        try:
+            while True:
+                self._again = False
+                try:
+                    await trio.to_thread.run_sync(store.replay_rewriter(session.session_id), self._kept())
+                except OSError as exc:
+                    log.error("session %s: compacted replay not rewritten: %s", session.session_id, exc)
+                if not self._again:
+                    return
+        finally:
+            self._rewriting = False
 
 
 def replay_segments(session: Session, messages: list[ChatMessage]) -> list[list[Event]]:

@@ -44,7 +44,7 @@ from .messages import (
 )
 from .status import status_of
 from . import persistence
-from .persistence import RecordSaver, save_turn_replay
+from .persistence import RecordSaver, ReplayWriter
 from . import hook_events, turn_log
 from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
@@ -117,7 +117,7 @@ class Session:
         self.bus = EventBus(settings.limits.event_ring_size, clock_ms=runtime.clock_ms,
                             replay_bytes=settings.limits.replay_bytes,
                             max_queued_bytes=settings.limits.subscriber_queue_bytes)
-        self.bus.on_turn_compacted = lambda segment: save_turn_replay(self, segment)
+        self.bus.on_turn_compacted = ReplayWriter(self, lambda: self._nursery).turn_folded  # a folded turn: on disk
         self.history = history or []  # a History (see the property)
         self.transcript = runtime.transcript(session_id)
         if history:

@@ -70,6 +70,10 @@ class SessionStore(Protocol):
     def replay_rewrite(self, session_id: str, segments: list[list[dict[str, Any]]]) -> None:
         """Replace the compacted replay atomically (with the turns still kept)."""
 
+    def replay_rewriter(self, session_id: str) -> Callable[[list[list[dict[str, Any]]]], None]:
+        """:meth:`replay_rewrite` for a worker thread: what the store keeps of the replay on this thread (an
+        open descriptor) is let go now, and the returned function does the rest there."""
+
     def record_write(self, session_id: str, record: dict[str, Any]) -> None:
         """Replace the session record atomically."""
 

@@ -117,7 +117,8 @@ class LocalStore:
 
     def journal_rewrite(self, session_id: str, records: list[dict[str, Any]]) -> None:
         self.files.forget(self._journal(session_id))
-        replace_private(self._journal(session_id), b"".join(orjson.dumps(r) + b"\n" for r in records))
+        replace_private(self._journal(session_id), b"".join(orjson.dumps(r) + b"\n" for r in records),
+                        sync=self.fsync)
 
     # ------------------------------------------------------------- compacted replay
 
@@ -134,13 +135,21 @@ class LocalStore:
         return [s for s in _read_lines(path) if isinstance(s, list)]
 
     def replay_rewrite(self, session_id: str, segments: list[list[dict[str, Any]]]) -> None:
-        self.files.forget(self._replay(session_id))
-        replace_private(self._replay(session_id), b"".join(orjson.dumps(s) + b"\n" for s in segments))
+        self.replay_rewriter(session_id)(segments)
+
+    def replay_rewriter(self, session_id: str) -> Callable[[list[list[dict[str, Any]]]], None]:
+        path = self._replay(session_id)
+        self.files.forget(path)  # here: the open descriptors are the event loop's
+
+        def rewrite(segments: list[list[dict[str, Any]]]) -> None:
+            replace_private(path, b"".join(orjson.dumps(s) + b"\n" for s in segments), sync=self.fsync)
+
+        return rewrite
 
     # ------------------------------------------------------------- session record
 
     def record_write(self, session_id: str, record: dict[str, Any]) -> None:
-        replace_private(self._record(session_id), orjson.dumps(record) + b"\n")
+        replace_private(self._record(session_id), orjson.dumps(record) + b"\n", sync=self.fsync)
 
     def record_read(self, session_id: str) -> dict[str, Any] | None:
         try:
@@ -188,12 +197,14 @@ def _read_lines(path: Path) -> list[Any]:
     return out
 
 
-def replace_private(path: Path, data: bytes) -> None:
+def replace_private(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically, mode exactly 0600; ``StorageError`` naming it on failure.
 
     Written under a fresh temporary name (``O_EXCL``, never readable by others),
     fsynced, renamed over the old file, the directory fsynced: a reader sees the
-    old content or the new, never a part.
+    old content or the new, never a part. ``sync=False`` (``storage.fsync:
+    never``) leaves out both fsyncs: the replacement is as atomic to a reader, and
+    survives the daemon being killed, not a power cut.
     """
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
@@ -204,11 +215,13 @@ def replace_private(path: Path, data: bytes) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(temporary, path)
-        fsync_directory(path.parent)
+        if sync:
+            fsync_directory(path.parent)
     except OSError as exc:
         try:
             temporary.unlink()

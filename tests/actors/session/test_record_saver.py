@@ -96,3 +96,35 @@ async def test_writes_go_one_at_a_time_and_the_newest_state_lands_last(tmp_path,
                 assert await handle.set_model("second") == "second"
             monkeypatch.setattr(os, "fsync", disk.real)
             assert record_of(state, handle.session_id)["model"] == "second"
+
+
+async def test_a_save_whose_task_is_cancelled_still_writes_the_change(tmp_path):
+    # A /model cut short (a cancel, a close) while the write before it holds the record: the change is live.
+    state = tmp_path / "state"
+    with trio.fail_after(LIMIT):
+        async with open_daemon(Settings(), ids=CountingIds(), state_dir=state, workspace=str(tmp_path),
+                               sync_in_thread=True) as daemon:
+            handle, _ = await daemon.create_session(str(tmp_path))
+            session = handle._session
+            release = trio.Event()
+
+            async def write_before_it(task_status=trio.TASK_STATUS_IGNORED) -> None:
+                async with session.records._one_at_a_time:
+                    task_status.started()
+                    await release.wait()
+
+            cut = trio.CancelScope()
+
+            async def cut_short() -> None:
+                with cut:
+                    await session.records.save()
+
+            async with trio.open_nursery() as nursery:
+                await nursery.start(write_before_it)
+                session.model_name = "changed"
+                nursery.start_soon(cut_short)
+                await trio.sleep(0.05)
+                cut.cancel()
+                await trio.sleep(0.05)
+                release.set()
+            assert record_of(state, handle.session_id)["model"] == "changed"

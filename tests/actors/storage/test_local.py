@@ -51,6 +51,19 @@ def test_records_rewrites_and_listing(tmp_path):
     assert not [n for n in os.listdir(tmp_path / "sessions") if n.endswith(".tmp")]
 
 
+@pytest.mark.parametrize(("policy", "synced"), [("always", True), ("never", False)])
+def test_replaced_files_are_fsynced_only_under_fsync_always(tmp_path, monkeypatch, policy, synced):
+    calls: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd)))
+    store = LocalStore(tmp_path, fsync=policy)
+    store.record_write("s", {"cwd": "/w"})
+    store.journal_rewrite("s", [{"op": "b"}])
+    store.replay_rewrite("s", [[{"type": "x"}]])
+    assert bool(calls) is synced
+    assert store.record_read("s") == {"cwd": "/w"} and store.journal_read("s") == [{"op": "b"}]
+
+
 def test_an_unknown_fsync_policy_is_refused():
     with pytest.raises(ValueError, match="storage.fsync must be one of"):
         LocalStore("/nonexistent", fsync="sometimes")
