@@ -112,7 +112,7 @@ def save_record_quietly(session: Session) -> None:
 
 class RecordSaver:
     """A live session's record writes after a change (approval mode, model, cwd), off the event loop where the
-    store syncs there: a record is replaced with three fsyncs (its file, the rename, the directory).
+    store syncs there: a record is replaced with two fsyncs (its file, then its directory after the rename).
 
     In the session actor's handler :meth:`mark` only notes the change; the actor's mailbox then commits it
     (:func:`~actors._actor.serve_mailbox`) in a worker thread before the handler's replies go, so a client
@@ -170,37 +170,42 @@ class ReplayWriter:
     a view, not a promise), and the whole file rewritten from what the compactor keeps once it is twice its
     bound.
 
-    The rewrite (up to 8 MB and three fsyncs) runs in a worker thread where the store syncs there and the
-    session is running; turns folded meanwhile are not appended (they would go to the file being replaced),
-    and the rewrite is done again after it from what is kept then, which holds them. Elsewhere (an
-    embedder, tests, replays) it runs at once, on the loop. A failure is logged, not raised: the replay is
-    a view of the conversation, and the turn it folds has already ended.
+    The rewrite (what is kept, up to ``limits.replay_bytes``, and two fsyncs) runs in a worker thread where
+    the store syncs there and the session is running. Turns folded meanwhile wait in memory (appended now,
+    they would go to the file being replaced) and are appended once the rewrite is over, whether it worked
+    (the new file is what was kept before them) or not (the old one holds everything before them), a
+    session closing meanwhile included. A daemon killed during a
+    rewrite loses them from the replay (the transcript keeps the conversation). Elsewhere (an embedder,
+    tests, replays, PostgreSQL, ``storage.fsync: never``) the rewrite runs at once, on the loop. A failure
+    is logged, not raised: the replay is a view of the conversation, and the turn it folds has already ended.
     """
 
     def __init__(self, session: Session, nursery: Callable[[], trio.Nursery | None]) -> None:
         self._session = session
         self._nursery = nursery  # the session's, while it runs
-        self._rewriting = False
-        self._again = False
+        self._waiting: list[list[dict[str, Any]]] | None = None  # folded during a rewrite (None: none under way)
+
+    @property
+    def rewriting(self) -> bool:
+        return self._waiting is not None
 
     def turn_folded(self, segment: list[Event]) -> None:
         session = self._session
         store = session.runtime.store
         if store is None:
             return
-        if self._rewriting:
-            self._again = True
+        if self._waiting is not None:
+            self._waiting.append([e.to_dict() for e in segment])
             return
-        compactor = session.bus.compactor
         try:
             size = store.replay_append(session.session_id, [e.to_dict() for e in segment])
-            if size <= 2 * compactor.max_bytes:
+            if size <= 2 * session.bus.compactor.max_bytes:
                 return
             nursery = self._nursery() if store.sync_in_thread else None
             if nursery is not None:
                 try:
                     nursery.start_soon(self._rewrite_off_loop)
-                    self._rewriting = True
+                    self._waiting = []
                     return
                 except RuntimeError:  # the session's nursery has closed: it is going away
                     pass
@@ -215,17 +220,18 @@ class ReplayWriter:
         session = self._session
         store = session.runtime.store
         assert store is not None
-        try:
-            while True:
-                self._again = False
+        with trio.CancelScope(shield=True):  # a session closing meanwhile: the rewrite is done all the same
+            try:
+                await trio.to_thread.run_sync(store.replay_rewriter(session.session_id), self._kept())
+            except OSError as exc:
+                log.error("session %s: compacted replay not rewritten: %s", session.session_id, exc)
+            finally:
+                waiting, self._waiting = self._waiting or [], None
                 try:
-                    await trio.to_thread.run_sync(store.replay_rewriter(session.session_id), self._kept())
+                    for segment in waiting:
+                        store.replay_append(session.session_id, segment)
                 except OSError as exc:
-                    log.error("session %s: compacted replay not rewritten: %s", session.session_id, exc)
-                if not self._again:
-                    return
-        finally:
-            self._rewriting = False
+                    log.error("session %s: compacted replay not written: %s", session.session_id, exc)
 
 
 def replay_segments(session: Session, messages: list[ChatMessage]) -> list[list[Event]]:

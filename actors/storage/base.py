@@ -72,7 +72,8 @@ class SessionStore(Protocol):
 
     def replay_rewriter(self, session_id: str) -> Callable[[list[list[dict[str, Any]]]], None]:
         """:meth:`replay_rewrite` for a worker thread: what the store keeps of the replay on this thread (an
-        open descriptor) is let go now, and the returned function does the rest there."""
+        open descriptor) is let go now, and the returned function does the rest there. Used only where
+        :attr:`sync_in_thread`; nothing is appended to the replay until the function has run."""
 
     def record_write(self, session_id: str, record: dict[str, Any]) -> None:
         """Replace the session record atomically."""

@@ -32,7 +32,7 @@ after a slow one, and the first slow one of each spell held the loop (48 ms,
 1.27 s). An embedder or a test under virtual time keeps every sync on the
 loop. A torn last line — a crash mid-write — is cut before the next append and
 skipped on read; a torn line elsewhere is an error naming the file and line.
-The session record is replaced atomically (temporary file, fsync, rename).
+The session record is replaced atomically (temporary file, fsync, rename; no fsync under ``never``).
 """
 
 from __future__ import annotations
@@ -204,7 +204,8 @@ def replace_private(path: Path, data: bytes, *, sync: bool = True) -> None:
     fsynced, renamed over the old file, the directory fsynced: a reader sees the
     old content or the new, never a part. ``sync=False`` (``storage.fsync:
     never``) leaves out both fsyncs: the replacement is as atomic to a reader, and
-    survives the daemon being killed, not a power cut.
+    survives the daemon being killed; after a power cut the file may be the old
+    one, or on some filesystems empty.
     """
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:

@@ -123,8 +123,9 @@ async def test_a_save_whose_task_is_cancelled_still_writes_the_change(tmp_path):
                 await nursery.start(write_before_it)
                 session.model_name = "changed"
                 nursery.start_soon(cut_short)
-                await trio.sleep(0.05)
+                while session.records._one_at_a_time.statistics().tasks_waiting < 1:  # it waits for that write
+                    await trio.sleep(0)
                 cut.cancel()
-                await trio.sleep(0.05)
+                await trio.sleep(0)
                 release.set()
             assert record_of(state, handle.session_id)["model"] == "changed"
