@@ -32,13 +32,16 @@ after a slow one, and the first slow one of each spell held the loop (48 ms,
 1.27 s). An embedder or a test under virtual time keeps every sync on the
 loop. A torn last line — a crash mid-write — is cut before the next append and
 skipped on read; a torn line elsewhere is an error naming the file and line.
-The session record is replaced atomically (temporary file, fsync, rename; no fsync under ``never``).
+The session record is replaced atomically (temporary file, fsync, rename; no fsync under ``never``);
+the temporary files of replacements a crash cut short are removed when the store opens, once ten
+minutes old (:func:`sweep_leftovers`).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,6 +68,7 @@ class LocalStore:
         self.files = AppendFiles()  # journals, transcripts and replays stay open between appends
         # The journal paths appended to, built once (a Path joined and hashed per append cost more).
         self._journals: dict[str, Path] = {}
+        self.swept = sweep_leftovers(self.directory)  # what crashed rewrites left
 
     def transcript(self, session_id: str) -> Transcript:
         return Transcript(self.directory.parent, session_id, files=self.files)
@@ -229,3 +233,29 @@ def replace_private(path: Path, data: bytes, *, sync: bool = True) -> None:
         except OSError:
             pass
         raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+LEFTOVER_AGE = 600.0  # seconds: a temporary file older than this is a rewrite a killed daemon left
+
+
+def sweep_leftovers(directory: Path, *, older_than: float = LEFTOVER_AGE) -> int:
+    """Remove the temporary files (``.<name>.<hex>.tmp``) of replacements cut short by a crash, old enough
+    not to be another process's write under way; how many. Nothing reads them (restores open the real
+    names), but a replay's rewrite leaves megabytes."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return 0
+    removed = 0
+    now = time.time()
+    for name in names:
+        if not (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        path = directory / name
+        try:
+            if now - path.lstat().st_mtime > older_than:
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue  # gone already, or not ours to remove: left as it is
+    return removed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -62,6 +63,19 @@ def test_replaced_files_are_fsynced_only_under_fsync_always(tmp_path, monkeypatc
     store.replay_rewrite("s", [[{"type": "x"}]])
     assert bool(calls) is synced
     assert store.record_read("s") == {"cwd": "/w"} and store.journal_read("s") == [{"op": "b"}]
+
+
+def test_old_leftovers_of_cut_short_rewrites_are_swept_when_the_store_opens(tmp_path):
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    old = sessions / ".s.replay.jsonl.0a1b2c3d.tmp"
+    fresh = sessions / ".t.session.json.4e5f6a7b.tmp"  # perhaps another process's write under way
+    kept = [sessions / "s.replay.jsonl", sessions / "s.tmp", fresh]
+    for path in (old, *kept):
+        path.write_text("x")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    store = LocalStore(tmp_path)
+    assert store.swept == 1 and not old.exists() and all(p.exists() for p in kept)
 
 
 def test_an_unknown_fsync_policy_is_refused():
