@@ -236,7 +236,7 @@ class Daemon:
                 observe(session)
             if restore:
                 persistence.restore(session)
-            await persistence.save_record_off_loop(session)  # StorageError when the state directory refuses it
+            await session.records.write()  # StorageError when the state directory refuses it
             closed = trio.Event()
             await self._nursery.start(self._supervise, session, closed)
             handle = SessionHandle(session)

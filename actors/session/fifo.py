@@ -196,7 +196,7 @@ class PromptFifo:
         # Where the store syncs off the event loop, a message's records are synced after its handler (and the
         # messages that arrived meanwhile: an admission's sync takes the start it woke the session to ask for),
         # before its replies go (a 202 still waits for its admission to be durable); the loop runs on meanwhile.
-        # Nothing to sync (most messages; a store that syncs inline): the commit returns without a checkpoint.
+        # Nothing to sync (most messages; a store that syncs inline): no commit, no checkpoint.
         await serve_mailbox(inbox, self.handle, self._journal)
 
     # The handler is synchronous on purpose: one message at a time, no await mid-change.

@@ -90,18 +90,6 @@ def save_record(session: Session) -> None:
         store.record_write(session.session_id, _record(session))
 
 
-async def save_record_off_loop(session: Session) -> None:
-    """:func:`save_record`, its write and fsyncs in a worker thread where the store syncs there
-    (a new session's record: a slow disk must not hold every other session while it is created)."""
-    store = session.runtime.store
-    if store is None:
-        return
-    if store.sync_in_thread:
-        await trio.to_thread.run_sync(store.record_write, session.session_id, _record(session))
-    else:
-        store.record_write(session.session_id, _record(session))
-
-
 def save_record_quietly(session: Session) -> None:
     """Save the record after a change that goes ahead anyway (a failure is logged)."""
     try:
@@ -149,9 +137,17 @@ class RecordSaver:
         await self.save()
 
     async def save(self) -> None:
-        """Write the record now (outside the handler: a slash command's change); in a thread where it syncs."""
+        """Write the record now (outside the handler: a slash command's change); a failure is logged."""
+        try:
+            await self.write()
+        except OSError as exc:
+            log.error("session %s: session record not written: %s", self._session.session_id, exc)
+
+    async def write(self) -> None:
+        """Write the record now, in a thread where the store syncs there; ``StorageError`` (an ``OSError``)
+        when the store refuses it (a new session's first record: then the session is not created)."""
         if not self._in_thread():
-            save_record_quietly(self._session)
+            save_record(self._session)
             return
         session = self._session
         # Shielded: the change is live already, so a cancelled turn (a /model cut short) must not leave its
@@ -159,10 +155,7 @@ class RecordSaver:
         with trio.CancelScope(shield=True):
             async with self._one_at_a_time:
                 record = _record(session)  # taken once the write before it is done: the newest state lands last
-                try:
-                    await trio.to_thread.run_sync(session.runtime.store.record_write, session.session_id, record)
-                except OSError as exc:
-                    log.error("session %s: session record not written: %s", session.session_id, exc)
+                await trio.to_thread.run_sync(session.runtime.store.record_write, session.session_id, record)
 
 
 class ReplayWriter:
@@ -174,20 +167,16 @@ class ReplayWriter:
     the store syncs there and the session is running. Turns folded meanwhile wait in memory (appended now,
     they would go to the file being replaced) and are appended once the rewrite is over, whether it worked
     (the new file is what was kept before them) or not (the old one holds everything before them), a
-    session closing meanwhile included. A daemon killed during a
-    rewrite loses them from the replay (the transcript keeps the conversation). Elsewhere (an embedder,
-    tests, replays, PostgreSQL, ``storage.fsync: never``) the rewrite runs at once, on the loop. A failure
-    is logged, not raised: the replay is a view of the conversation, and the turn it folds has already ended.
+    session closing meanwhile included. A daemon killed during a rewrite loses them from the replay (the
+    transcript keeps the conversation). Elsewhere (an embedder, tests, replays, PostgreSQL,
+    ``storage.fsync: never``) the rewrite runs at once, on the loop. A failure is logged, not raised: the
+    replay is a view of the conversation, and the turn it folds has already ended.
     """
 
     def __init__(self, session: Session, nursery: Callable[[], trio.Nursery | None]) -> None:
         self._session = session
         self._nursery = nursery  # the session's, while it runs
         self._waiting: list[list[dict[str, Any]]] | None = None  # folded during a rewrite (None: none under way)
-
-    @property
-    def rewriting(self) -> bool:
-        return self._waiting is not None
 
     def turn_folded(self, segment: list[Event]) -> None:
         session = self._session

@@ -24,16 +24,17 @@ on the event loop that stalls every session. So the daemon
 (``sync_in_thread``) lets a prompt FIFO write its records unsynced and sync
 them in a worker thread before it answers
 (:class:`~actors.storage.writer.JournalWriter`), and writes a session's
-record there, new or changed. A hand-off costs about 0.1 ms of CPU here: one a turn for a
-prompt to an idle session (its admission and start share a sync, see
-:func:`~actors._actor.serve_mailbox`), two for one queued behind a turn; an
-earlier version kept fast syncs on the loop and went to a thread for 30 s
-after a slow one, and the first slow one of each spell held the loop (48 ms,
-1.27 s). An embedder or a test under virtual time keeps every sync on the
-loop. A torn last line — a crash mid-write — is cut before the next append and
-skipped on read; a torn line elsewhere is an error naming the file and line.
-The session record is replaced atomically (temporary file, fsync, rename; no fsync under ``never``);
-the temporary files of replacements a crash cut short are removed when the store opens, once ten
+record there, new or changed. A hand-off costs about 0.1 ms of CPU here:
+one a turn for a prompt to an idle session (its admission and start share a
+sync, see :func:`~actors._actor.serve_mailbox`), two for one queued behind a
+turn; an earlier version kept fast syncs on the loop and went to a thread for
+30 s after a slow one, and the first slow one of each spell held the loop
+(48 ms, 1.27 s). An embedder or a test under virtual time keeps every sync
+on the loop. A torn last line — a crash mid-write — is cut before the next
+append and skipped on read; a torn line elsewhere is an error naming the
+file and line. The session record is replaced atomically (temporary file,
+fsync, rename; no fsync under ``never``); the temporary files of
+replacements a crash cut short are removed when the store opens, once ten
 minutes old (:func:`sweep_leftovers`).
 """
 
