@@ -114,7 +114,7 @@ class StallWatch(trio.abc.Instrument):
         self._own_run_delay: RunDelay | None = None
         self._measures_run_delay = run_delay is not None and not (isinstance(run_delay, RunDelay)
                                                                   and not run_delay.available)
-        self._started = 0.0
+        self._started: float | None = None  # the current step's start (None: not timed)
         self._delay_at_start = 0.0
         self._logged_at = float("-inf")
         self._unlogged = 0
@@ -140,14 +140,17 @@ class StallWatch(trio.abc.Instrument):
             self._own_run_delay.close()
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if not self.armed:
+            return  # start-up: nothing to read
         self._delay_at_start = self._run_delay() if self._run_delay is not None else 0.0
         self._started = self._clock()
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        now = self._clock()
-        if not self.armed:
+        started = self._started
+        if not self.armed or started is None:  # start-up, or armed within this step
             return
-        wall = now - self._started
+        now = self._clock()
+        wall = now - started
         if wall * 1000 > self.longest_any_wall_ms:
             self.longest_any_wall_ms = wall * 1000
         if wall <= self.threshold and wall * 1000 <= self.longest_ms:

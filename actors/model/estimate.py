@@ -149,7 +149,10 @@ def slices(text: str, size: int = SLICE) -> Iterator[tuple[str, str]]:
     """``text`` as pieces of at least ``size`` characters (the last may be shorter), each with the whitespace
     run it was cut at after it (the last with ``""``): pieces and runs joined are the text, and their estimates
     add up to its estimate. A piece ends at the first whitespace run between two printable characters past
-    ``size``; a text with none there (base64, one long token) is one piece."""
+    ``size``; a text with none there (base64, one long token) is one piece. ``ValueError`` for a ``size``
+    under 1."""
+    if size < 1:
+        raise ValueError(f"size must be at least 1, got {size}")
     start, n = 0, len(text)
     while n - start > size:
         cut = _CUT.search(text, start + size)  # C-speed, and never the same characters twice

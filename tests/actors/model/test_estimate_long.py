@@ -4,6 +4,7 @@ first needs them, a slice per task step (actors/model/estimate.py ``_class_token
 
 from __future__ import annotations
 
+import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,6 +39,11 @@ def test_slices_and_the_runs_cut_at_add_up_to_the_whole(text: str, size: int) ->
 
 def test_a_text_with_nowhere_to_cut_is_one_slice() -> None:
     assert list(slices("x" * 100, 10)) == [("x" * 100, "")]
+
+
+def test_a_slice_size_under_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="size must be at least 1, got 0"):
+        next(slices("a b c", 0))
 
 
 def test_text_without_single_spaces_is_cut_at_its_newlines_and_wider_whitespace() -> None:
