@@ -115,6 +115,30 @@ async def daemon_process(*args: str, state_dir: Path, env: Mapping[str, str] | N
             await stop()
 
 
+class LoopTicks:
+    """How often the event loop ran a ticking task (every millisecond) while ``busy()`` held."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+@asynccontextmanager
+async def loop_ticks_while(busy: Callable[[], bool]) -> AsyncIterator[LoopTicks]:
+    """Tick every millisecond for the body, counting the ticks that found ``busy()`` (a slow write under way):
+    none means the write held the event loop."""
+    ticks = LoopTicks()
+
+    async def tick() -> None:
+        while True:
+            ticks.count += bool(busy())
+            await trio.sleep(0.001)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(tick)
+        yield ticks
+        nursery.cancel_scope.cancel()
+
+
 @pytest.fixture
 def scripted() -> Callable[..., ScriptedModel]:
     from actors import load_script

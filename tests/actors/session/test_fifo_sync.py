@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from actors import CountingIds, Settings, load_script, open_daemon
+from tests.conftest import loop_ticks_while
 
 LIMIT = 30
 
@@ -53,22 +54,12 @@ async def admit_one(tmp_path, monkeypatch: pytest.MonkeyPatch, *, sync_in_thread
                            workspace=str(tmp_path), sync_in_thread=sync_in_thread) as daemon:
         monkeypatch.setattr(os, "fsync", disk)
         handle, _ = await daemon.create_session(str(tmp_path))  # its record's sync finds the disk slow
-        ran_while_syncing = 0
-        admitted_at = 0.0
-        async with trio.open_nursery() as nursery:
-            async def tick() -> None:
-                nonlocal ran_while_syncing
-                while True:
-                    ran_while_syncing += bool(disk.syncing)
-                    await trio.sleep(0.001)
-
-            nursery.start_soon(tick)
+        async with loop_ticks_while(lambda: disk.syncing) as ticks:
             with trio.fail_after(LIMIT):
                 await handle.prompt("go")
                 admitted_at = time.monotonic()
-            nursery.cancel_scope.cancel()
         monkeypatch.setattr(os, "fsync", disk.real)
-    return disk, ran_while_syncing, admitted_at
+    return disk, ticks.count, admitted_at
 
 
 async def test_the_admission_syncs_off_the_event_loop_and_its_202_waits_for_the_sync(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ import time
 import trio
 
 from actors import CountingIds, Settings, open_daemon
+from tests.conftest import loop_ticks_while
 
 LIMIT = 30
 
@@ -51,21 +52,12 @@ async def change_mode(tmp_path, monkeypatch, *, sync_in_thread: bool) -> tuple[S
                            sync_in_thread=sync_in_thread) as daemon:
         handle, _ = await daemon.create_session(str(tmp_path))
         monkeypatch.setattr(os, "fsync", disk)
-        ticks = 0
-        async with trio.open_nursery() as nursery:
-            async def tick() -> None:
-                nonlocal ticks
-                while True:
-                    ticks += bool(disk.syncing)
-                    await trio.sleep(0.001)
-
-            nursery.start_soon(tick)
+        async with loop_ticks_while(lambda: disk.syncing) as ticks:
             with trio.fail_after(LIMIT):
                 assert await handle.set_approval_mode("plan") == "plan"
             assert record_of(state, handle.session_id)["approvalMode"] == "plan"  # on disk when answered
-            nursery.cancel_scope.cancel()
         monkeypatch.setattr(os, "fsync", disk.real)
-    return disk, ticks
+    return disk, ticks.count
 
 
 async def test_in_the_daemon_a_changed_record_is_written_in_a_thread_before_the_answer(tmp_path, monkeypatch):

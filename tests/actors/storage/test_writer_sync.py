@@ -35,10 +35,15 @@ def slow_store(tmp_path) -> LocalStore:
     return store
 
 
-async def test_a_deferred_record_is_synced_by_commit_off_the_main_thread(tmp_path, monkeypatch):
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> Fsyncs:
+    patched = Fsyncs()
+    monkeypatch.setattr(os, "fsync", patched)
+    return patched
+
+
+async def test_a_deferred_record_is_synced_by_commit_off_the_main_thread(tmp_path, fsyncs):
     writer = JournalWriter(slow_store(tmp_path), "s")
-    fsyncs = Fsyncs()
-    monkeypatch.setattr(os, "fsync", fsyncs)
     with writer.deferring():
         writer.append({"op": "admitted"})
     assert fsyncs.on_main == []  # written, not synced yet
@@ -50,10 +55,8 @@ async def test_a_deferred_record_is_synced_by_commit_off_the_main_thread(tmp_pat
     assert fsyncs.on_main == [True]
 
 
-async def test_after_a_failed_sync_durable_appends_sync_inline_until_one_works(tmp_path, monkeypatch, caplog):
+async def test_after_a_failed_sync_durable_appends_sync_inline_until_one_works(tmp_path, fsyncs, caplog):
     writer = JournalWriter(slow_store(tmp_path), "s")
-    fsyncs = Fsyncs()
-    monkeypatch.setattr(os, "fsync", fsyncs)
     with writer.deferring():
         writer.append({"op": "admitted"})
     fsyncs.failing = True
@@ -72,10 +75,8 @@ async def test_after_a_failed_sync_durable_appends_sync_inline_until_one_works(t
     assert fsyncs.on_main == [False]
 
 
-async def test_a_store_without_thread_syncs_keeps_every_durable_append_inline(tmp_path, monkeypatch):
+async def test_a_store_without_thread_syncs_keeps_every_durable_append_inline(tmp_path, fsyncs):
     writer = JournalWriter(LocalStore(tmp_path), "s")
-    fsyncs = Fsyncs()
-    monkeypatch.setattr(os, "fsync", fsyncs)
     with writer.deferring():
         writer.append({"op": "admitted"})
     assert fsyncs.on_main == [True, True]  # the file, then its new name in the directory
