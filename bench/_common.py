@@ -9,10 +9,12 @@ medians, so a noisy machine moves both alike and only the ratio is read.
 - :class:`Figure` is one row (ours, floor, ratio, target) and :func:`print_figures`
   the table; every benchmark's ``measure(quick)`` returns its figures so
   ``bench/run_all.py`` can print one table of all of them;
-- :func:`start_daemon` and :func:`start_fake_model` start the real daemon and the
+- :class:`Daemon` and :class:`FakeModel` start the real daemon and the
   loopback fake OpenAI server as subprocesses, so neither's CPU time is charged
   to the other or to the client; :func:`cpu_seconds` and :func:`peak_rss_kib`
-  read a process's own counters from ``/proc``.
+  read a process's own counters from ``/proc``;
+- :func:`cpu_layout` keeps the process under test (the daemon, a floor, the
+  peer) on one CPU and its load (the fake model, the client) on the others.
 """
 
 from __future__ import annotations
@@ -158,6 +160,7 @@ def emit(figures: Sequence[Figure], *, title: str, as_json: bool = False) -> Non
             print(json.dumps(f.as_json()))
     else:
         print_figures(figures, title=title)
+        print(layout_note())
 
 
 # ----------------------------------------------------------------- processes
@@ -179,6 +182,96 @@ def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
+# ----------------------------------------------------------------- CPUs
+
+PIN_ENV = "TRELLIS_BENCH_PIN"  # "0": every process runs wherever the scheduler puts it
+
+
+def _initial_layout() -> tuple[frozenset[int], frozenset[int]] | None:
+    if os.environ.get(PIN_ENV, "1") == "0" or not hasattr(os, "sched_getaffinity"):
+        return None
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except OSError:
+        return None
+    if len(allowed) < 2:
+        return None
+    return frozenset(allowed[:1]), frozenset(allowed[1:])
+
+
+_LAYOUT = _initial_layout()  # read once: the client pins itself later, which narrows its own affinity
+
+
+def cpu_layout() -> tuple[frozenset[int], frozenset[int]] | None:
+    """The CPU of the process under test and the CPUs of its load, or ``None`` (one CPU, or ``TRELLIS_BENCH_PIN=0``).
+
+    The process under test — the daemon, a bare floor, the peer — runs on the
+    first CPU this benchmark may use; the load — the fake model, subscriber
+    processes, this client — on the rest. Left to the scheduler, three busy
+    processes on this two-core machine moved the daemon between the cores,
+    and a process that moves runs on a cold cache, most often when the load
+    had the most to do. A 500-turn conversation's calls (440 KB requests the
+    fake model parses) then measured 1.08-1.27x the CPU of turn 10's across
+    runs; with this layout, 1.03-1.04x, run after run: the daemon's own work
+    per call hardly grows (it executes no more bytecode at turn 500). Floors
+    and peers get the same layout as ours, so ratios compare like with like.
+    Cluster nodes (``bench_cluster.py``: several daemons, PostgreSQL, Redis)
+    are left to the scheduler.
+    """
+    return _LAYOUT
+
+
+def _pin_self(cpus: frozenset[int]) -> None:
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError:  # a CPU set the container forbids: measured unpinned, as before
+        pass
+
+
+def server_child() -> None:
+    """``preexec_fn`` of a process under test: :func:`die_with_parent`, on the server CPU (threads and execs inherit it)."""
+    die_with_parent()
+    if _LAYOUT is not None:
+        _pin_self(_LAYOUT[0])
+
+
+def load_child() -> None:
+    """``preexec_fn`` of a load process (the fake model, a subscriber): :func:`die_with_parent`, on the load CPUs."""
+    die_with_parent()
+    if _LAYOUT is not None:
+        _pin_self(_LAYOUT[1])
+
+
+def pin_client() -> None:
+    """This process, the benchmark's client, onto the load CPUs (done when a process under test starts)."""
+    if _LAYOUT is not None:
+        _pin_self(_LAYOUT[1])
+
+
+def pin_load(pid: int) -> None:
+    """A load process started without :func:`load_child` (every thread it has) onto the load CPUs."""
+    if _LAYOUT is None:
+        return
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return
+    for tid in tids:
+        try:
+            os.sched_setaffinity(int(tid), _LAYOUT[1])
+        except OSError:
+            pass
+
+
+def layout_note() -> str:
+    """One line saying where the processes ran, for a table's footer."""
+    if _LAYOUT is None:
+        return "CPUs: not pinned (one CPU, or TRELLIS_BENCH_PIN=0)"
+    cpus = lambda s: ",".join(str(c) for c in sorted(s))  # noqa: E731
+    return (f"CPUs: processes under test (daemon, floors, peer) on {cpus(_LAYOUT[0])}; fake model and clients "
+            f"on {cpus(_LAYOUT[1])} (TRELLIS_BENCH_PIN=0 to not pin)")
+
+
 class Daemon:
     """The real daemon in a subprocess: ``python -m transport --port 0`` and what it printed."""
 
@@ -194,8 +287,9 @@ class Daemon:
             argv += ["--settings", str(path)]
         # stderr to a file, not a pipe nobody reads while it runs (a chatty daemon would block on it)
         self._stderr = tempfile.TemporaryFile("w+")
+        pin_client()
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
-                                     env=_clean_env(env), cwd=str(ROOT), preexec_fn=die_with_parent)
+                                     env=_clean_env(env), cwd=str(ROOT), preexec_fn=server_child)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.startswith("listening on "):
@@ -253,7 +347,7 @@ class FakeModel:
         self._file.close()
         self.proc = subprocess.Popen([sys.executable, "-m", "transport.fake_openai", "--port", "0",
                                       "--script", self._file.name],
-                                     stdout=subprocess.PIPE, text=True, cwd=str(ROOT), preexec_fn=die_with_parent)
+                                     stdout=subprocess.PIPE, text=True, cwd=str(ROOT), preexec_fn=load_child)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.startswith("listening on "):
@@ -329,9 +423,10 @@ class BareServer:
     """``bench/_bare_server.py`` in a subprocess: a bare quart-trio app on hypercorn, the HTTP floor."""
 
     def __init__(self, *args: str) -> None:
+        pin_client()
         self.proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_bare_server.py"), "--port", "0", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT),
-                                     preexec_fn=die_with_parent)  # stderr: one line, at exit
+                                     preexec_fn=server_child)  # stderr: one line, at exit
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.startswith("listening on "):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Figure, die_with_parent, emit, interleave, median  # noqa: E402
+from _common import Figure, emit, interleave, median, pin_client, server_child  # noqa: E402
 
 BENCH = "acp"
 
@@ -33,8 +33,9 @@ class Peer:
     """A JSON-RPC peer on a pipe: requests out, lines back until the answer."""
 
     def __init__(self, argv: list[str]) -> None:
+        pin_client()
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-                                     preexec_fn=die_with_parent)
+                                     preexec_fn=server_child)
         self.next_id = 0
 
     def request(self, method: str, params: dict) -> tuple[dict, int, int]:

@@ -29,7 +29,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (ROOT, BareServer, Daemon, Figure, die_with_parent, emit, interleave, median,  # noqa: E402
+from _common import (ROOT, BareServer, Daemon, Figure, emit, interleave, load_child, median,  # noqa: E402
                      stall_args, stall_figures)
 
 BENCH = "sse_http"
@@ -45,7 +45,7 @@ class Subscribers:
         self.k = k
         self.proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_sse_client.py")], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, cwd=str(ROOT),
-                                     preexec_fn=die_with_parent)
+                                     preexec_fn=load_child)
 
     def round(self, url: str, path: str, headers: dict[str, str], post) -> dict:
         """Connect, post, and return the client's report plus ``elapsed`` from the POST to the last turn_complete."""

@@ -77,7 +77,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (CANONICAL_TODOS, GUARD_SETTINGS, ROOT, Daemon, Figure, ainterleave,  # noqa: E402
-                     canonical_turn, emit, median)
+                     canonical_turn, cpu_layout, emit, median, pin_client, pin_load)
 
 BENCH = "peer_qwen"
 QWEN_PACKAGE = "@qwen-code/qwen-code"
@@ -292,6 +292,7 @@ class TimedFake:
         self.proc = await trio.lowlevel.open_process(
             [sys.executable, str(Path(__file__).resolve()), "--serve-fake"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, cwd=str(ROOT))
+        pin_load(self.proc.pid)  # load, as bench/_common.py's FakeModel (its threads start later, and inherit it)
         listening = trio.Event()
         nursery.start_soon(self._read, listening)
         with trio.fail_after(20):
@@ -432,6 +433,7 @@ class QwenSide:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home), "LANG": "C.UTF-8",
                "TMPDIR": str(Path(self._tmp.name)), "NO_COLOR": "1",
                "OPENAI_BASE_URL": self.fake.url, "OPENAI_API_KEY": "bench", "OPENAI_MODEL": "fake"}
+        pin_client()
         start = _now()
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
@@ -484,13 +486,22 @@ except (OSError, AttributeError):
     _PRCTL = None
 
 
+_SERVER_CPUS = (cpu_layout() or (None,))[0]  # qwen serve runs where our daemon does
+
+
 def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the benchmark dies, so qwen serve (and then its child) stops.
+    """In the child before exec: SIGTERM when the benchmark dies, so qwen serve (and then its child) stops;
+    and the CPU of the process under test, as our daemon gets (``bench/_common.py`` ``cpu_layout``).
 
     The death signal follows the *thread* that forked, so qwen serve is started from the main thread.
     """
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if _SERVER_CPUS is not None:  # one syscall, like the prctl
+        try:
+            os.sched_setaffinity(0, _SERVER_CPUS)
+        except OSError:
+            pass
 
 
 def _drain(stream: Any, path: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Figure, print_figures  # noqa: E402
+from _common import Figure, layout_note, print_figures  # noqa: E402
 
 BENCHMARKS = ("admission", "sse_http", "long_conversation", "turn_cpu", "stream", "idle_sessions", "openai_client",
               "turn_end", "journal", "background_shells", "replay", "sandbox", "acp", "cluster", "peer_qwen")
@@ -58,6 +58,7 @@ def main() -> int:
             print(json.dumps(f.as_json()))
     else:
         print_figures(figures, title=f"all benchmarks{' (quick)' if args.quick else ''}")
+        print(layout_note())
     judged = [f for f in figures if f.met is not None]
     print(f"\ntargets met: {sum(1 for f in judged if f.met)} of {len(judged)}", file=sys.stderr if args.json else sys.stdout)
     print("runtimes: " + ", ".join(f"{name} {s:.1f} s" for name, s in took.items()) + f"; total {sum(took.values()):.1f} s",
