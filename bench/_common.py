@@ -160,7 +160,9 @@ def emit(figures: Sequence[Figure], *, title: str, as_json: bool = False) -> Non
             print(json.dumps(f.as_json()))
     else:
         print_figures(figures, title=title)
-        print(layout_note())
+        note = layout_note()
+        if note:
+            print(note)
 
 
 # ----------------------------------------------------------------- processes
@@ -187,19 +189,24 @@ def die_with_parent() -> None:
 PIN_ENV = "TRELLIS_BENCH_PIN"  # "0": every process runs wherever the scheduler puts it
 
 
-def _initial_layout() -> tuple[frozenset[int], frozenset[int]] | None:
-    if os.environ.get(PIN_ENV, "1") == "0" or not hasattr(os, "sched_getaffinity"):
-        return None
+def _allowed() -> frozenset[int] | None:
     try:
-        allowed = sorted(os.sched_getaffinity(0))
-    except OSError:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
         return None
-    if len(allowed) < 2:
-        return None
-    return frozenset(allowed[:1]), frozenset(allowed[1:])
 
 
-_LAYOUT = _initial_layout()  # read once: the client pins itself later, which narrows its own affinity
+def _initial_layout(allowed: frozenset[int] | None) -> tuple[frozenset[int], frozenset[int]] | None:
+    if os.environ.get(PIN_ENV, "1") == "0" or allowed is None or len(allowed) < 2:
+        return None
+    ordered = sorted(allowed)
+    return frozenset(ordered[:1]), frozenset(ordered[1:])
+
+
+# Read once, at import: the client pins itself later, which narrows its own affinity.
+_ALLOWED = _allowed()
+_LAYOUT = _initial_layout(_ALLOWED)
+_client_pinned = False  # this process moved itself onto the load CPUs (and the table's note says so)
 
 
 def cpu_layout() -> tuple[frozenset[int], frozenset[int]] | None:
@@ -211,12 +218,17 @@ def cpu_layout() -> tuple[frozenset[int], frozenset[int]] | None:
     processes on this two-core machine moved the daemon between the cores,
     and a process that moves runs on a cold cache, most often when the load
     had the most to do. A 500-turn conversation's calls (440 KB requests the
-    fake model parses) then measured 1.08-1.27x the CPU of turn 10's across
-    runs; with this layout, 1.03-1.04x, run after run: the daemon's own work
+    fake model parses) then measured 1.04-1.27x the CPU of turn 10's across
+    runs; with this layout, 1.07-1.09x, run after run: the daemon's own work
     per call hardly grows (it executes no more bytecode at turn 500). Floors
     and peers get the same layout as ours, so ratios compare like with like.
-    Cluster nodes (``bench_cluster.py``: several daemons, PostgreSQL, Redis)
-    are left to the scheduler.
+    In-process benchmarks (``bench_stream.py``, ``bench_replay.py``, …) and
+    cluster nodes (``bench_cluster.py``: several daemons, PostgreSQL, Redis)
+    are left to the scheduler; ``bench/run_all.py`` gives the client its
+    original CPUs back (:func:`unpin_client`) before each benchmark. On two
+    CPUs the fake model shares its CPU with the client, so
+    ``bench_turn_cpu.py``'s floor (the fake's CPU) runs on a shared core and
+    the daemon on one of its own.
     """
     return _LAYOUT
 
@@ -244,8 +256,29 @@ def load_child() -> None:
 
 def pin_client() -> None:
     """This process, the benchmark's client, onto the load CPUs (done when a process under test starts)."""
+    global _client_pinned
     if _LAYOUT is not None:
-        _pin_self(_LAYOUT[1])
+        try:
+            os.sched_setaffinity(0, _LAYOUT[1])
+            _client_pinned = True
+        except OSError:  # a CPU set the container forbids: measured unpinned, as before
+            pass
+
+
+def unpin_client() -> None:
+    """This process back on every CPU it had at start (``run_all.py``, between benchmarks)."""
+    global _client_pinned
+    if _ALLOWED is not None:
+        try:
+            os.sched_setaffinity(0, _ALLOWED)
+        except OSError:
+            pass
+    _client_pinned = False
+
+
+def client_pinned() -> bool:
+    """Whether this process is on the load CPUs (a process under test was started since the last unpin)."""
+    return _client_pinned
 
 
 def pin_load(pid: int) -> None:
@@ -263,13 +296,17 @@ def pin_load(pid: int) -> None:
             pass
 
 
-def layout_note() -> str:
-    """One line saying where the processes ran, for a table's footer."""
-    if _LAYOUT is None:
-        return "CPUs: not pinned (one CPU, or TRELLIS_BENCH_PIN=0)"
+def layout_note(*, pinned: bool | None = None) -> str:
+    """One line saying where the processes ran, for a table's footer ("" when nothing was pinned here).
+
+    ``pinned``: whether any benchmark pinned (``run_all.py``); by default, whether this process is pinned now.
+    """
+    if not (_client_pinned if pinned is None else pinned):
+        return "" if _LAYOUT is not None else "CPUs: not pinned (one CPU, or TRELLIS_BENCH_PIN=0)"
+    assert _LAYOUT is not None
     cpus = lambda s: ",".join(str(c) for c in sorted(s))  # noqa: E731
     return (f"CPUs: processes under test (daemon, floors, peer) on {cpus(_LAYOUT[0])}; fake model and clients "
-            f"on {cpus(_LAYOUT[1])} (TRELLIS_BENCH_PIN=0 to not pin)")
+            f"on {cpus(_LAYOUT[1])}; in-process benchmarks and cluster nodes unpinned (TRELLIS_BENCH_PIN=0: none)")
 
 
 class Daemon:

@@ -26,7 +26,7 @@ import trio.testing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Daemon, Figure, emit, interleave, median, rss_kib  # noqa: E402
+from _common import Daemon, Figure, emit, interleave, median, rss_kib, server_child  # noqa: E402
 
 BENCH = "idle_sessions"
 SETTLE = 0.2  # seconds for a new session's tasks to reach their first wait
@@ -67,7 +67,8 @@ async def _bare_tasks(n: int) -> float:
 
 def bare(n: int) -> float:
     """KiB of RSS per bare task + memory channel, in a fresh process."""
-    out = subprocess.run([sys.executable, __file__, "--bare", str(n)], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, __file__, "--bare", str(n)], capture_output=True, text=True, check=True,
+                         preexec_fn=server_child)  # where the daemon runs (bench/_common.py cpu_layout)
     return float(out.stdout)
 
 

@@ -440,7 +440,7 @@ class QwenSide:
                 ["node", str(self.cli), "serve", "--port", "0", "--hostname", "127.0.0.1",
                  "--workspace", self.workspace, "--no-web"],
                 stdout=subprocess.PIPE, stderr=log, env=env, cwd=self.workspace,
-                preexec_fn=_die_with_parent)  # noqa: PLW1509 (it calls one libc function, takes no lock)
+                preexec_fn=_die_with_parent)  # noqa: PLW1509 (it calls two libc functions, takes no lock)
         assert self.proc.stdout is not None
         deadline = start + TIMEOUT
         while _now() < deadline:
@@ -481,12 +481,28 @@ class QwenSide:
 
 
 try:
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child between fork and exec only calls it
+    _LIBC = ctypes.CDLL(None, use_errno=True)
+    _PRCTL = _LIBC.prctl  # looked up here: the child between fork and exec only calls it
 except (OSError, AttributeError):
-    _PRCTL = None
+    _LIBC = _PRCTL = None
 
 
-_SERVER_CPUS = (cpu_layout() or (None,))[0]  # qwen serve runs where our daemon does
+def _affinity_call() -> Any:
+    """``sched_setaffinity(0, size, mask)`` for the CPU our daemon runs on, built here (bench/_common.py
+    ``cpu_layout``): in the child it is one libc call on a mask made before the fork."""
+    layout = cpu_layout()
+    if layout is None or _LIBC is None or not hasattr(_LIBC, "sched_setaffinity"):
+        return None
+    words = (max(layout[0]) // 64) + 1
+    mask = (ctypes.c_uint64 * words)()
+    for cpu in layout[0]:
+        mask[cpu // 64] |= 1 << (cpu % 64)
+    setaffinity = _LIBC.sched_setaffinity
+    size = ctypes.sizeof(mask)
+    return lambda: setaffinity(0, size, mask)
+
+
+_PIN_TO_SERVER_CPU = _affinity_call()  # qwen serve runs where our daemon does
 
 
 def _die_with_parent() -> None:
@@ -497,11 +513,8 @@ def _die_with_parent() -> None:
     """
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    if _SERVER_CPUS is not None:  # one syscall, like the prctl
-        try:
-            os.sched_setaffinity(0, _SERVER_CPUS)
-        except OSError:
-            pass
+    if _PIN_TO_SERVER_CPU is not None:
+        _PIN_TO_SERVER_CPU()  # a failure (a CPU set the container forbids) leaves it unpinned
 
 
 def _drain(stream: Any, path: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Figure, layout_note, print_figures  # noqa: E402
+from _common import Figure, client_pinned, layout_note, print_figures, unpin_client  # noqa: E402
 
 BENCHMARKS = ("admission", "sse_http", "long_conversation", "turn_cpu", "stream", "idle_sessions", "openai_client",
               "turn_end", "journal", "background_shells", "replay", "sandbox", "acp", "cluster", "peer_qwen")
@@ -41,11 +41,14 @@ def main() -> int:
     figures: list[Figure] = []
     failed: list[str] = []
     took: dict[str, float] = {}
+    pinned = False
     for name in args.only or BENCHMARKS:
         print(f"running {module_name(name)} ...", file=sys.stderr, flush=True)
+        unpin_client()  # each starts where it would alone, not where the last one (or bench_replay) left it
         start = time.perf_counter()
         try:
             figures += importlib.import_module(module_name(name)).measure(quick=args.quick)
+            pinned = pinned or client_pinned()
         except BaseException as exc:  # SystemExit too: a benchmark that gives up is a failed benchmark
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -58,7 +61,9 @@ def main() -> int:
             print(json.dumps(f.as_json()))
     else:
         print_figures(figures, title=f"all benchmarks{' (quick)' if args.quick else ''}")
-        print(layout_note())
+        note = layout_note(pinned=pinned)
+        if note:
+            print(note)
     judged = [f for f in figures if f.met is not None]
     print(f"\ntargets met: {sum(1 for f in judged if f.met)} of {len(judged)}", file=sys.stderr if args.json else sys.stdout)
     print("runtimes: " + ", ".join(f"{name} {s:.1f} s" for name, s in took.items()) + f"; total {sum(took.values()):.1f} s",
