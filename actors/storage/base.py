@@ -48,6 +48,27 @@ class TranscriptLog(Protocol):
     def rewrite(self, messages: list[ChatMessage]) -> None: ...
 
 
+class JournalCompaction(Protocol):
+    """A journal rewritten with its slow steps in worker threads (:class:`~actors.storage.writer.JournalWriter`
+    calls them in this order; ``actors.storage.local.FileJournalCompaction`` says what each guarantees)."""
+
+    def write(self, data: bytes) -> None:
+        """In a worker thread: the snapshot's lines written and made durable beside the journal."""
+
+    def install(self, tail: bytes, *, sync: bool) -> None:
+        """On the event loop, without a checkpoint: ``tail`` (appended since the snapshot) carried over, made
+        durable if ``sync``, and the new journal put in place of the old."""
+
+    def sync_directory(self) -> None:
+        """In a worker thread: the new journal's place made durable."""
+
+    def directory_synced(self) -> None:
+        """On the event loop, after :meth:`sync_directory` worked."""
+
+    def abandon(self) -> None:
+        """What :meth:`write` left, removed (a compaction that stops before :meth:`install`)."""
+
+
 class SessionStore(Protocol):
     def transcript(self, session_id: str) -> TranscriptLog:
         """The session's transcript (it need not exist yet)."""
@@ -98,3 +119,7 @@ class SessionStore(Protocol):
     def journal_syncer(self, session_id: str) -> Callable[[], None] | None:
         """What makes the journal's appends durable, to run in a worker thread; ``None`` when there is nothing
         this store syncs apart from its appends."""
+
+    def journal_compaction(self, session_id: str) -> JournalCompaction | None:
+        """A journal rewrite whose fsyncs run in worker threads, or ``None``: :meth:`journal_rewrite` then
+        rewrites it on the loop."""

@@ -15,6 +15,12 @@ descriptor instead:
   thousand idle sessions do not hold three thousand descriptors);
 - on any error the descriptor is closed and dropped, so the next append opens
   the file afresh.
+
+A file's name is durable once its directory is fsynced: a new file's first
+durable append (or sync) does that too. A file renamed into place (a
+journal's compaction, :meth:`mark_directory_unsynced`) is treated the same
+until its directory sync is done; a descriptor closed before that passes the
+debt on to the next one opened for the path.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ class AppendFiles:
             raise ValueError(f"limit must be at least 1, got {limit}")
         self.limit = limit
         self._open: OrderedDict[Path, _Handle] = OrderedDict()
+        # Paths whose name may not be durable yet and that have no descriptor open here (dropped with a
+        # session's close: at most its few files each).
+        self._directory_unsynced: set[Path] = set()
 
     def __len__(self) -> int:
         return len(self._open)
@@ -99,12 +108,29 @@ class AppendFiles:
         """Close ``path``'s descriptor if it is open (before the file is replaced or removed)."""
         handle = self._open.pop(path, None)
         if handle is not None:
-            os.close(handle.fd)
+            self._closed(path, handle)
+
+    def mark_directory_unsynced(self, path: Path) -> None:
+        """``path`` was just renamed into place: its next durable append or sync fsyncs its directory too,
+        unless :meth:`directory_synced` says that was done first."""
+        handle = self._open.get(path)
+        if handle is not None:
+            handle.directory_synced = False
+        else:
+            self._directory_unsynced.add(path)
+
+    def directory_synced(self, path: Path) -> None:
+        """``path``'s directory was fsynced (by a worker thread) since it was renamed into place."""
+        self._directory_unsynced.discard(path)
+        handle = self._open.get(path)
+        if handle is not None:
+            handle.directory_synced = True
 
     def close(self, paths: list[Path]) -> None:
         """Close the descriptors of ``paths`` (a session's files, when it closes)."""
         for path in paths:
             self.forget(path)
+            self._directory_unsynced.discard(path)
 
     def close_all(self) -> None:
         for path in list(self._open):
@@ -118,11 +144,17 @@ class AppendFiles:
         path.parent.mkdir(parents=True, exist_ok=True)
         existed = path.exists()
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        handle = self._open[path] = _Handle(fd, directory_synced=existed)
+        unsynced = path in self._directory_unsynced
+        self._directory_unsynced.discard(path)  # the handle carries it from here
+        handle = self._open[path] = _Handle(fd, directory_synced=existed and not unsynced)
         while len(self._open) > self.limit:
-            _, oldest = self._open.popitem(last=False)
-            os.close(oldest.fd)
+            self._closed(*self._open.popitem(last=False))
         return handle
+
+    def _closed(self, path: Path, handle: _Handle) -> None:
+        os.close(handle.fd)
+        if not handle.directory_synced:
+            self._directory_unsynced.add(path)
 
 
 class _Handle:

@@ -30,9 +30,10 @@ sync, see :func:`~actors._actor.serve_mailbox`), two for one queued behind a
 turn; an earlier version kept fast syncs on the loop and went to a thread for
 30 s after a slow one, and the first slow one of each spell held the loop
 (48 ms, 1.27 s). An embedder or a test under virtual time keeps every sync
-on the loop. A torn last line — a crash mid-write — is cut before the next
-append and skipped on read; a torn line elsewhere is an error naming the
-file and line. The session record is replaced atomically (temporary file,
+on the loop. The journal's compaction is split the same way
+(:class:`FileJournalCompaction`). A torn last line — a crash mid-write — is
+cut before the next append and skipped on read; a torn line elsewhere is an
+error naming the file and line. The session record is replaced atomically (temporary file,
 fsync, rename; no fsync under ``never``); the temporary files of
 replacements a crash cut short are removed when the store opens, once ten
 minutes old (:func:`sweep_leftovers`).
@@ -125,6 +126,13 @@ class LocalStore:
         replace_private(self._journal(session_id), b"".join(orjson.dumps(r) + b"\n" for r in records),
                         sync=self.fsync)
 
+    def journal_compaction(self, session_id: str) -> FileJournalCompaction | None:
+        """A rewrite of the journal whose fsyncs run in worker threads (``None`` unless this store syncs in
+        threads: then :meth:`journal_rewrite` on the loop)."""
+        if not self._sync_in_thread:
+            return None
+        return FileJournalCompaction(self.files, self._journal(session_id))
+
     # ------------------------------------------------------------- compacted replay
 
     def _replay(self, session_id: str) -> Path:
@@ -202,6 +210,89 @@ def _read_lines(path: Path) -> list[Any]:
     return out
 
 
+class FileJournalCompaction:
+    """One journal rewritten with its fsyncs off the event loop, every record appended meanwhile kept.
+
+    1. :meth:`write` (a worker thread): the snapshot to a fresh temporary file
+       (``O_EXCL``, 0600), fsynced. The journal itself is untouched: records
+       appended meanwhile go to it as before, durable ones synced as before.
+    2. :meth:`install` (the event loop, no checkpoint): those records appended
+       to the temporary file (fsynced there if one of them is durable: a
+       timer's record, rarely), which is then renamed over the journal. A
+       crash before the rename leaves the old journal, which holds everything;
+       after it, the new one, which does too.
+    3. :meth:`sync_directory` (a worker thread): the rename made durable.
+       Until it is done the journal's next durable append or sync fsyncs the
+       directory as well (:meth:`AppendFiles.mark_directory_unsynced`), so a
+       power cut can take the journal back to the old file only with nothing
+       promised since.
+
+    :meth:`abandon` removes the temporary file of a compaction that stops
+    before step 2.
+    """
+
+    def __init__(self, files: AppendFiles, path: Path) -> None:
+        self._files = files
+        self.path = path
+        self.temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+
+    def write(self, data: bytes) -> None:
+        """Step 1, in a worker thread: ``StorageError`` naming the file if it cannot."""
+        try:
+            fd = os.open(self.temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                os.fchmod(fd, 0o600)  # whatever the umask
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self.abandon()
+            raise StorageError(f"cannot compact {self.path}: {exc.strerror or exc}") from None
+
+    def install(self, tail: bytes, *, sync: bool) -> None:
+        """Step 2, on the event loop: ``tail`` (what was appended since the snapshot) carried over, fsynced if
+        ``sync``, and the file renamed into place. ``StorageError`` (the old journal kept) if it cannot."""
+        try:
+            if tail:
+                fd = os.open(self.temporary, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+                try:
+                    _write_all(fd, tail)
+                    if sync:
+                        os.fsync(fd)
+                finally:
+                    os.close(fd)
+            self._files.forget(self.path)  # the old file's descriptor: appends after this open the new one
+            os.replace(self.temporary, self.path)
+        except OSError as exc:
+            self.abandon()
+            raise StorageError(f"cannot compact {self.path}: {exc.strerror or exc}") from None
+        self._files.mark_directory_unsynced(self.path)
+
+    def sync_directory(self) -> None:
+        """Step 3, in a worker thread; ``StorageError`` if it cannot (the next durable write tries again)."""
+        try:
+            fsync_directory(self.path.parent)
+        except OSError as exc:
+            raise StorageError(f"cannot sync {self.path.parent}: {exc.strerror or exc}") from None
+
+    def directory_synced(self) -> None:
+        """After step 3, on the event loop: nothing left to make durable."""
+        self._files.directory_synced(self.path)
+
+    def abandon(self) -> None:
+        try:
+            self.temporary.unlink()
+        except OSError:
+            pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def replace_private(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically, mode exactly 0600; ``StorageError`` naming it on failure.
 
@@ -218,9 +309,7 @@ def replace_private(path: Path, data: bytes, *, sync: bool = True) -> None:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             os.fchmod(fd, 0o600)  # whatever the umask
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            _write_all(fd, data)
             if sync:
                 os.fsync(fd)
         finally:

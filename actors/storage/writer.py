@@ -9,6 +9,17 @@ the disk takes its time, and the actor's replies (a 202) wait for the sync as
 they waited for the inline one. Otherwise (PostgreSQL, ``storage.fsync``
 ``never``, an embedder, a daemon under virtual time) each durable append
 syncs itself, as outside the block.
+
+Compaction, every :data:`COMPACT_AFTER` records, is the same split where the
+store can do it in threads (``LocalStore.journal_compaction``): past the
+bound :meth:`JournalWriter.compact_if_due` only notes the snapshot to take,
+and the next :meth:`JournalWriter.commit` takes it, has it written and
+fsynced in a worker thread, carries over what was appended meanwhile (a
+session's timers, a model call's usage: their appends go on to the old
+journal too, so it holds everything until the new one replaces it), renames
+it into place and syncs the directory in a worker thread again. The actor's
+replies wait for that as for a sync. Elsewhere the journal is rewritten in
+place on the loop, as before.
 """
 
 from __future__ import annotations
@@ -18,9 +29,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
 import trio
 
-from .base import SessionStore
+from .base import SessionStore, StorageError
 
 COMPACT_AFTER = 2048  # records appended since the last compaction
 
@@ -37,6 +49,8 @@ class JournalWriter:
         self._deferring = False
         self._unsynced = False  # a durable record was written in a deferring block and not synced yet
         self._sync_failed = False  # the last deferred sync failed: durable appends sync inline until one works
+        self._snapshot: Callable[[], list[dict[str, Any]]] | None = None  # a compaction due at the next commit
+        self._carried: list[tuple[dict[str, Any], bool]] | None = None  # appended while one is written
 
     def existing(self, count: int) -> None:
         self._count = count
@@ -52,11 +66,13 @@ class JournalWriter:
             if durable:
                 self._sync_failed = False
         self._count += 1
+        if self._carried is not None:  # a compaction is being written: the new journal gets this too
+            self._carried.append((record, durable))
 
     @property
     def unsynced(self) -> bool:
-        """A durable record was written in a :meth:`deferring` block and waits for :meth:`commit`."""
-        return self._unsynced
+        """A durable record written in a :meth:`deferring` block, or a compaction, waits for :meth:`commit`."""
+        return self._unsynced or (self._snapshot is not None and self._carried is None)
 
     @contextmanager
     def deferring(self) -> Iterator[None]:
@@ -69,12 +85,15 @@ class JournalWriter:
 
     async def commit(self) -> None:
         """Sync what :meth:`deferring` wrote, in a worker thread; no checkpoint when there is nothing.
+        A compaction that is due is made here instead (see the module's docstring), off the loop.
 
         A failed sync is logged, not raised: what the records describe has been
         done and answered. The durable appends after it then sync on the event
         loop, as without this writer's deferral, so the next one that cannot be
         made durable is refused (the FIFO fails closed again) until one is.
         """
+        if self._snapshot is not None and self._carried is None and await self._compact():
+            return
         if not self._unsynced:
             return
         self._unsynced = False
@@ -88,9 +107,16 @@ class JournalWriter:
                       self._session_id, exc)
 
     def compact_if_due(self, snapshot: Callable[[], list[dict[str, Any]]]) -> None:
-        """Past the bound, replace the journal with ``snapshot()`` (taken after the last change was applied)."""
-        if self._count < COMPACT_AFTER:
+        """Past the bound, replace the journal with ``snapshot()`` (taken after the last change was applied):
+        at the next :meth:`commit` where the store compacts in threads, here otherwise."""
+        if self._count < COMPACT_AFTER or self._carried is not None:  # not due, or being written
             return
+        if self._store.sync_in_thread:
+            self._snapshot = snapshot
+            return
+        self._rewrite(snapshot)
+
+    def _rewrite(self, snapshot: Callable[[], list[dict[str, Any]]]) -> None:
         records = snapshot()
         try:
             self._store.journal_rewrite(self._session_id, records)
@@ -99,3 +125,40 @@ class JournalWriter:
             return
         self._count = len(records)
         self._unsynced = False  # the rewritten journal is durable, and holds what was waiting for a sync
+
+    async def _compact(self) -> bool:
+        """The compaction :meth:`compact_if_due` noted, its fsyncs in worker threads; whether the new journal
+        is in place (it then holds every record, the unsynced ones among them, written and fsynced)."""
+        snapshot, self._snapshot = self._snapshot, None
+        assert snapshot is not None
+        compaction = self._store.journal_compaction(self._session_id)
+        if compaction is None:  # a store that syncs in threads but cannot compact in them: in place
+            self._rewrite(snapshot)
+            return not self._unsynced
+        records = snapshot()
+        data = b"".join(orjson.dumps(r) + b"\n" for r in records)
+        carried = self._carried = []
+        try:
+            await trio.to_thread.run_sync(compaction.write, data)
+            tail = b"".join(orjson.dumps(r) + b"\n" for r, _ in carried)
+            compaction.install(tail, sync=any(durable for _, durable in carried))
+        except StorageError as exc:  # the old journal is kept, and holds everything: synced as it would be
+            log.error("session %s: journal not compacted: %s", self._session_id, exc)
+            return False
+        except BaseException:
+            compaction.abandon()
+            raise
+        finally:
+            self._carried = None
+        self._count = len(records) + len(carried)
+        self._unsynced = False  # written and fsynced in the new journal; its name is synced next
+        try:
+            await trio.to_thread.run_sync(compaction.sync_directory)
+        except StorageError as exc:
+            # The next durable append or sync fsyncs the directory itself (mark_directory_unsynced).
+            self._sync_failed = True
+            log.error("session %s: compacted journal not synced (the next records sync before they are answered): "
+                      "%s", self._session_id, exc)
+            return True
+        compaction.directory_synced()
+        return True

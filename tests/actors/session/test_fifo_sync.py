@@ -142,3 +142,46 @@ async def test_a_turns_end_is_written_unsynced_and_made_durable_by_the_next_admi
             await handle.prompt("again")
     assert after_first_turn == [["admitted"], ["admitted", "started"]]  # the end: no fsync of its own
     assert disk.ops()[2] == ["admitted", "started", "ended", "admitted"]  # durable with the next admission
+
+
+async def test_a_journals_compaction_syncs_off_the_event_loop_and_a_restart_finds_every_turn(tmp_path, monkeypatch):
+    from actors.storage import writer
+
+    monkeypatch.setattr(writer, "COMPACT_AFTER", 6)  # a few times in three turns
+    syncs: list[tuple[bool, str]] = []
+    real = os.fsync
+
+    def noting(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if ".journal.jsonl" in path or os.path.isdir(path):
+            syncs.append((threading.current_thread() is threading.main_thread(), path))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", noting)
+    model = load_script({"responses": [[{"text": f"answer {i}"}] for i in range(3)], "then": "demo"})
+    state = tmp_path / "state"
+    with trio.fail_after(LIMIT):
+        async with open_daemon(Settings(), model=model, ids=CountingIds(), state_dir=state,
+                               workspace=str(tmp_path), sync_in_thread=True) as daemon:
+            handle, _ = await daemon.create_session(str(tmp_path))
+            prompt_ids = []
+            for i in range(3):
+                events = handle.subscribe()
+                prompt_ids.append((await handle.prompt(f"prompt {i}")).prompt_id)
+                async for event in events:
+                    if event.type == "turn_complete":
+                        break
+            session_id = handle.session_id
+            turns = [await handle.turn(p) for p in prompt_ids]
+    journal = state / "sessions" / f"{session_id}.journal.jsonl"
+    assert "session_usage" in journal.read_text()  # compacted (the snapshot's last record)
+    assert any(".tmp" in path for _, path in syncs)  # a compaction's new file, fsynced ...
+    assert not any(on_main for on_main, _ in syncs)  # ... as every journal and directory sync: off the loop
+    assert not list((state / "sessions").glob(".*.tmp"))
+    monkeypatch.setattr(os, "fsync", real)
+    with trio.fail_after(LIMIT):
+        async with open_daemon(Settings(), model=load_script({"responses": []}), ids=CountingIds(), state_dir=state,
+                               workspace=str(tmp_path)) as daemon:
+            restored = await daemon.load_session(session_id)
+            assert [await restored.turn(p) for p in prompt_ids] == turns
+            assert [t["state"] for t in turns] == ["completed"] * 3

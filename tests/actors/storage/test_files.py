@@ -148,3 +148,49 @@ def test_a_store_syncs_in_a_thread_only_when_asked_and_when_it_syncs_at_all(tmp_
     sync = store.journal_syncer("s")
     assert sync is not None
     sync()
+
+
+def directory_syncs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each ``os.fsync`` from here on, as whether it synced a directory."""
+    import stat
+
+    calls: list[bool] = []
+    real = os.fsync
+
+    def noting(fd: int) -> None:
+        calls.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", noting)
+    return calls
+
+
+def test_a_file_renamed_into_place_syncs_its_directory_with_its_next_durable_append(tmp_path, monkeypatch):
+    files = AppendFiles()
+    path = tmp_path / "a.jsonl"
+    files.append(path, b"old\n", fsync=True)  # a new file: its directory synced then
+    files.forget(path)
+    (tmp_path / ".a.tmp").write_bytes(b"new\n")
+    os.replace(tmp_path / ".a.tmp", path)
+    files.mark_directory_unsynced(path)
+    calls = directory_syncs(monkeypatch)
+    files.append(path, b"1\n", fsync=True)
+    files.append(path, b"2\n", fsync=True)
+    assert calls == [False, True, False]  # the directory once, with the first
+    files.mark_directory_unsynced(path)  # open this time
+    files.directory_synced(path)  # ... and a worker thread synced the directory meanwhile
+    calls.clear()
+    files.append(path, b"3\n", fsync=True)
+    assert calls == [False]
+    files.close_all()
+
+
+def test_a_descriptor_closed_while_its_directory_owes_a_sync_hands_the_debt_to_the_next(tmp_path, monkeypatch):
+    files = AppendFiles(limit=1)
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    files.append(first, b"x\n", fsync=False)  # a new file, its name not durable yet
+    files.append(second, b"y\n", fsync=False)  # the first's descriptor closed (the limit)
+    calls = directory_syncs(monkeypatch)
+    files.append(first, b"z\n", fsync=True)  # reopened: it existed, but its directory was never synced
+    assert calls == [False, True]
+    files.close_all()
