@@ -20,7 +20,9 @@ A file's name is durable once its directory is fsynced: a new file's first
 durable append (or sync) does that too. A file renamed into place (a
 journal's compaction, :meth:`mark_directory_unsynced`) is treated the same
 until its directory sync is done; a descriptor closed before that passes the
-debt on to the next one opened for the path.
+debt on to the next one opened for the path. A renamed file's debt outlives
+its session's close (a journal reloaded in the same daemon still pays it);
+a new file's dies with it, as its first durable write would have paid it.
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ class AppendFiles:
         self.limit = limit
         self._open: OrderedDict[Path, _Handle] = OrderedDict()
         # Paths whose name may not be durable yet and that have no descriptor open here (dropped with a
-        # session's close: at most its few files each).
+        # session's close: at most its few files each) ...
         self._directory_unsynced: set[Path] = set()
+        # ... and those renamed into place whose directory sync has not been seen to work (kept past a close:
+        # only a failed sync leaves one for long).
+        self._renamed_unsynced: set[Path] = set()
 
     def __len__(self) -> int:
         return len(self._open)
@@ -71,6 +76,7 @@ class AppendFiles:
                 if not handle.directory_synced:  # a new file's name is durable only once its directory is
                     fsync_directory(path.parent)
                     handle.directory_synced = True
+                    self._renamed_unsynced.discard(path)
         except OSError:
             self.forget(path)
             raise
@@ -113,6 +119,7 @@ class AppendFiles:
     def mark_directory_unsynced(self, path: Path) -> None:
         """``path`` was just renamed into place: its next durable append or sync fsyncs its directory too,
         unless :meth:`directory_synced` says that was done first."""
+        self._renamed_unsynced.add(path)
         handle = self._open.get(path)
         if handle is not None:
             handle.directory_synced = False
@@ -122,6 +129,7 @@ class AppendFiles:
     def directory_synced(self, path: Path) -> None:
         """``path``'s directory was fsynced (by a worker thread) since it was renamed into place."""
         self._directory_unsynced.discard(path)
+        self._renamed_unsynced.discard(path)
         handle = self._open.get(path)
         if handle is not None:
             handle.directory_synced = True
@@ -144,7 +152,7 @@ class AppendFiles:
         path.parent.mkdir(parents=True, exist_ok=True)
         existed = path.exists()
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        unsynced = path in self._directory_unsynced
+        unsynced = path in self._directory_unsynced or path in self._renamed_unsynced
         self._directory_unsynced.discard(path)  # the handle carries it from here
         handle = self._open[path] = _Handle(fd, directory_synced=existed and not unsynced)
         while len(self._open) > self.limit:

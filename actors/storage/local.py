@@ -221,11 +221,13 @@ class FileJournalCompaction:
        timer's record, rarely), which is then renamed over the journal. A
        crash before the rename leaves the old journal, which holds everything;
        after it, the new one, which does too.
-    3. :meth:`sync_directory` (a worker thread): the rename made durable.
-       Until it is done the journal's next durable append or sync fsyncs the
-       directory as well (:meth:`AppendFiles.mark_directory_unsynced`), so a
-       power cut can take the journal back to the old file only with nothing
-       promised since.
+    3. :meth:`sync_directory` (a worker thread): the rename made durable,
+       before the FIFO answers (if it fails, the journal is synced again by
+       name, directory included, as a plain commit does). Until it is done
+       the journal's next durable append or sync fsyncs the directory as well
+       (:meth:`AppendFiles.mark_directory_unsynced`, kept past the session's
+       close), so a power cut can take the journal back to the old file only
+       with nothing promised since.
 
     :meth:`abandon` removes the temporary file of a compaction that stops
     before step 2.

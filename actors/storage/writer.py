@@ -151,14 +151,15 @@ class JournalWriter:
         finally:
             self._carried = None
         self._count = len(records) + len(carried)
-        self._unsynced = False  # written and fsynced in the new journal; its name is synced next
         try:
             await trio.to_thread.run_sync(compaction.sync_directory)
         except StorageError as exc:
-            # The next durable append or sync fsyncs the directory itself (mark_directory_unsynced).
-            self._sync_failed = True
-            log.error("session %s: compacted journal not synced (the next records sync before they are answered): "
-                      "%s", self._session_id, exc)
-            return True
+            # Its name may not be durable: the records are synced again, as without a compaction (the journal
+            # reopened by name, its directory with it), before the replies go.
+            log.error("session %s: compacted journal's directory not synced: %s", self._session_id, exc)
+            self._unsynced = True
+            return False
         compaction.directory_synced()
+        self._unsynced = False  # written and fsynced in the new journal, its name durable
+        self._sync_failed = False
         return True

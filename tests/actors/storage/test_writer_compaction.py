@@ -151,7 +151,9 @@ async def test_until_the_renamed_journals_directory_is_synced_the_next_durable_a
     disk.failing_directories = True
     with trio.fail_after(LIMIT):
         await writer.commit()
-    assert "compacted journal not synced" in caplog.text
+    # Retried as a plain commit (the file by name, its directory with it) before the replies go; failed too.
+    assert "directory not synced" in caplog.text and "journal not synced" in caplog.text
+    assert disk.calls[-2:] == [(False, False), (False, True)]
     assert ops(store) == ["snapshot"]  # in place, its name not yet durable
     disk.failing_directories = False
     disk.calls.clear()
@@ -174,3 +176,17 @@ async def test_a_store_that_syncs_on_the_loop_compacts_in_the_handler_as_before(
     writer.compact_if_due(snapshot)
     assert ops(store) == ["snapshot"] and all(disk.on_main()) and disk.calls
     assert not writer.unsynced
+
+
+async def test_a_directory_sync_owed_by_a_compacted_journal_is_paid_after_its_session_closes(tmp_path, disk):
+    store, writer = filled(tmp_path)
+    writer.compact_if_due(snapshot)
+    disk.failing_directories = True
+    with trio.fail_after(LIMIT):
+        await writer.commit()
+    disk.failing_directories = False
+    store.close("s")  # the session closes, and is loaded again in the same daemon
+    again = JournalWriter(store, "s", existing=1)
+    disk.calls.clear()
+    again.append({"op": "admitted"})  # synced inline (outside a handler): the directory with it
+    assert disk.calls == [(True, False), (True, True)]
