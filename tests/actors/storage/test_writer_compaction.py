@@ -73,6 +73,17 @@ def snapshot() -> list[dict]:
     return [{"op": "snapshot"}]
 
 
+async def compacted_while(tmp_path, disk: Disk, failing: str) -> tuple[LocalStore, JournalWriter]:
+    """A filled journal's compaction committed while ``disk.<failing>`` is set (then cleared)."""
+    store, writer = filled(tmp_path)
+    writer.compact_if_due(snapshot)
+    setattr(disk, failing, True)
+    with trio.fail_after(LIMIT):
+        await writer.commit()
+    setattr(disk, failing, False)
+    return store, writer
+
+
 def leftovers(tmp_path) -> list[str]:
     return sorted(p.name for p in (tmp_path / "sessions").glob(".*.tmp"))
 
@@ -128,14 +139,9 @@ async def test_records_appended_while_the_snapshot_is_written_are_carried_over_i
 
 async def test_a_compaction_that_cannot_be_written_keeps_the_old_journal_and_syncs_it_as_usual(tmp_path, disk,
                                                                                                caplog):
-    store, writer = filled(tmp_path)
-    writer.compact_if_due(snapshot)
-    disk.failing = True
-    with trio.fail_after(LIMIT):
-        await writer.commit()
+    store, writer = await compacted_while(tmp_path, disk, "failing")
     assert "journal not compacted" in caplog.text and "journal not synced" in caplog.text
     assert ops(store) == ["r0", "r1", "r2", "r3"] and leftovers(tmp_path) == []
-    disk.failing = False
     with writer.deferring():
         writer.append({"op": "r4"})  # the failed sync: synced inline now (and it works)
         writer.compact_if_due(snapshot)  # still due
@@ -146,16 +152,11 @@ async def test_a_compaction_that_cannot_be_written_keeps_the_old_journal_and_syn
 
 async def test_until_the_renamed_journals_directory_is_synced_the_next_durable_append_syncs_it(tmp_path, disk,
                                                                                               caplog):
-    store, writer = filled(tmp_path)
-    writer.compact_if_due(snapshot)
-    disk.failing_directories = True
-    with trio.fail_after(LIMIT):
-        await writer.commit()
+    store, writer = await compacted_while(tmp_path, disk, "failing_directories")
     # Retried as a plain commit (the file by name, its directory with it) before the replies go; failed too.
     assert "directory not synced" in caplog.text and "journal not synced" in caplog.text
     assert disk.calls[-2:] == [(False, False), (False, True)]
     assert ops(store) == ["snapshot"]  # in place, its name not yet durable
-    disk.failing_directories = False
     disk.calls.clear()
     with writer.deferring():
         writer.append({"op": "admitted"})  # synced inline (after a failed sync), the directory with it
@@ -179,12 +180,7 @@ async def test_a_store_that_syncs_on_the_loop_compacts_in_the_handler_as_before(
 
 
 async def test_a_directory_sync_owed_by_a_compacted_journal_is_paid_after_its_session_closes(tmp_path, disk):
-    store, writer = filled(tmp_path)
-    writer.compact_if_due(snapshot)
-    disk.failing_directories = True
-    with trio.fail_after(LIMIT):
-        await writer.commit()
-    disk.failing_directories = False
+    store, _ = await compacted_while(tmp_path, disk, "failing_directories")
     store.close("s")  # the session closes, and is loaded again in the same daemon
     again = JournalWriter(store, "s", existing=1)
     disk.calls.clear()
