@@ -15,17 +15,24 @@ of ``/proc/thread-self/schedstat``). A step that computes, or blocks in a
 system call (an ``fsync``), holds the loop; a step that was runnable but
 preempted, because other processes wanted the machine's CPUs, held nothing
 the daemon could have done otherwise — on a busy 2-core machine that alone
-came to 13 ms for a bare quart-trio server. Both are reported; the stall
-threshold and the longest step are the held time. Where the run-queue delay
-cannot be read (not Linux, no schedstat), held is wall time.
+came to 13 ms for a bare quart-trio server. A step the thread ran through
+without once leaving its CPU (the schedstat's third field, its count of
+timeslices, unchanged: it neither blocked nor was preempted) held no more
+than the CPU time it used (``time.thread_time``): in a virtual machine the
+host can stop the whole virtual CPU mid-step, and that time (steal, which
+the kernel keeps out of a thread's CPU time) is the host's, not the
+daemon's. A step that blocked is held for its wall time less its run-queue
+delay, as before. Both are reported; the stall threshold and the longest
+step are the held time. Where the schedstat cannot be read (not Linux),
+held is wall time.
 
 Steps are counted from :meth:`StallWatch.arm` on (the daemon arms it when it
 listens): start-up before it — imports done, but the HTTP app's routes
 compiled, about 30 ms in one step — is before any client can be waiting.
 
-Per step this costs two ``perf_counter`` calls and one ``pread`` of the
-schedstat file; a second ``pread`` only for a step longer than the threshold
-or than the longest so far.
+Per step this costs two ``perf_counter`` calls, a ``thread_time`` and one
+``pread`` of the schedstat file; a second ``pread`` and ``thread_time`` only
+for a step longer than the threshold or than the longest so far.
 """
 
 from __future__ import annotations
@@ -43,13 +50,18 @@ LOG_EVERY_SECONDS = 1.0
 SCHEDSTAT = "/proc/thread-self/schedstat"
 
 
-def parse_run_delay(schedstat: bytes) -> float:
-    """Seconds spent waiting on a run queue, from a schedstat line (``<on cpu ns> <waiting ns> <slices>``).
-    ``ValueError`` naming the line if it is not one."""
+def parse_schedstat(schedstat: bytes) -> tuple[float, int]:
+    """Seconds spent waiting on a run queue and timeslices run, from a schedstat line (``<on cpu ns>
+    <waiting ns> <slices>``). ``ValueError`` naming the line if it is not one."""
     fields = schedstat.split()
     if len(fields) != 3 or not all(f.isdigit() for f in fields):
         raise ValueError(f"not a schedstat line (three counts): {schedstat!r}")
-    return int(fields[1]) / 1e9
+    return int(fields[1]) / 1e9, int(fields[2])
+
+
+def parse_run_delay(schedstat: bytes) -> float:
+    """Seconds spent waiting on a run queue, from a schedstat line (see :func:`parse_schedstat`)."""
+    return parse_schedstat(schedstat)[0]
 
 
 class RunDelay:
@@ -57,11 +69,13 @@ class RunDelay:
 
     Opened by the thread it measures (``/proc/thread-self`` is whichever thread
     opens it); :attr:`available` is false where the file cannot be read, and
-    then every reading is 0.
+    then every reading is 0. :meth:`slices` is the timeslice count of the last
+    reading.
     """
 
     def __init__(self, path: str = SCHEDSTAT) -> None:
         self._fd: int | None = None
+        self._slices = 0
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
@@ -81,9 +95,14 @@ class RunDelay:
         if self._fd is None:
             return 0.0
         try:
-            return parse_run_delay(os.pread(self._fd, 128, 0))
+            delay, self._slices = parse_schedstat(os.pread(self._fd, 128, 0))
         except (OSError, ValueError):
             return 0.0
+        return delay
+
+    def slices(self) -> int:
+        """The timeslices the thread had run at the last reading (-1 where none could be read)."""
+        return self._slices if self._fd is not None else -1
 
     def close(self) -> None:
         if self._fd is not None:
@@ -96,11 +115,15 @@ class StallWatch(trio.abc.Instrument):
 
     ``clock`` is the wall clock; ``run_delay`` the loop thread's run-queue delay so
     far in seconds (by default read from schedstat, opened at the run's start, on
-    the loop's thread); ``armed=False`` leaves steps uncounted until :meth:`arm`.
+    the loop's thread); ``slices`` its timeslice count as of the last ``run_delay``
+    reading and ``on_cpu`` its CPU time (by default the same schedstat's and
+    ``time.thread_time``; without ``slices`` a step is never held for its CPU
+    time alone); ``armed=False`` leaves steps uncounted until :meth:`arm`.
     """
 
     def __init__(self, threshold_ms: float, *, clock: Callable[[], float] = time.perf_counter,
-                 run_delay: Callable[[], float] | None = None, armed: bool = True) -> None:
+                 run_delay: Callable[[], float] | None = None, slices: Callable[[], int] | None = None,
+                 on_cpu: Callable[[], float] = time.thread_time, armed: bool = True) -> None:
         if threshold_ms < 0:
             raise ValueError(f"threshold_ms must be non-negative, got {threshold_ms}")
         self.threshold = threshold_ms / 1000
@@ -111,11 +134,15 @@ class StallWatch(trio.abc.Instrument):
         self.stalls = 0  # steps that held the loop over the threshold
         self._clock = clock
         self._run_delay = run_delay
+        self._slices = slices
+        self._on_cpu = on_cpu
         self._own_run_delay: RunDelay | None = None
         self._measures_run_delay = run_delay is not None and not (isinstance(run_delay, RunDelay)
                                                                   and not run_delay.available)
         self._started: float | None = None  # the current step's start (None: not timed)
         self._delay_at_start = 0.0
+        self._slices_at_start = -1
+        self._cpu_at_start = 0.0
         self._logged_at = float("-inf")
         self._unlogged = 0
         self.armed = armed
@@ -133,6 +160,7 @@ class StallWatch(trio.abc.Instrument):
         if self._run_delay is None or self._own_run_delay is not None:  # (re)opened by each run's thread
             self._own_run_delay = RunDelay()
             self._run_delay = self._own_run_delay
+            self._slices = self._own_run_delay.slices if self._own_run_delay.available else None
             self._measures_run_delay = self._own_run_delay.available
 
     def after_run(self) -> None:
@@ -143,6 +171,9 @@ class StallWatch(trio.abc.Instrument):
         if not self.armed:
             return  # start-up: nothing to read
         self._delay_at_start = self._run_delay() if self._run_delay is not None else 0.0
+        if self._slices is not None:
+            self._slices_at_start = self._slices()
+            self._cpu_at_start = self._on_cpu()
         self._started = self._clock()
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
@@ -157,6 +188,9 @@ class StallWatch(trio.abc.Instrument):
             return  # held no longer than its wall time: neither a stall nor the longest
         delayed = self._run_delay() - self._delay_at_start if self._run_delay is not None else 0.0
         held = max(0.0, wall - max(0.0, delayed))
+        if self._slices is not None and self._slices() == self._slices_at_start >= 0:
+            # Ran through on its CPU: what it held is what it used (the host's steal is not in it).
+            held = min(held, max(0.0, self._on_cpu() - self._cpu_at_start))
         if held * 1000 > self.longest_ms:
             self.longest_ms, self.longest_task, self.longest_wall_ms = held * 1000, task.name, wall * 1000
         if held > self.threshold:
@@ -176,4 +210,4 @@ class StallWatch(trio.abc.Instrument):
                 f"{self.stalls} step(s) over {self.threshold * 1000:g} ms")
 
 
-__all__ = ["RunDelay", "StallWatch", "parse_run_delay"]
+__all__ = ["RunDelay", "StallWatch", "parse_run_delay", "parse_schedstat"]

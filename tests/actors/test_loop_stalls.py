@@ -4,11 +4,12 @@ over the threshold; counted once armed."""
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 import trio
 
-from actors.loop_stalls import RunDelay, StallWatch, parse_run_delay
+from actors.loop_stalls import RunDelay, StallWatch, parse_run_delay, parse_schedstat
 
 
 class SteppedClock:
@@ -25,16 +26,27 @@ class Watched(StallWatch):
     """A StallWatch whose steps take what the test says they take (a task named slow-*: 30 ms, of which
     ``delayed`` seconds waiting for a CPU)."""
 
-    def __init__(self, clock: SteppedClock, threshold_ms: float, delayed: float = 0.0, armed: bool = True) -> None:
+    def __init__(self, clock: SteppedClock, threshold_ms: float, delayed: float = 0.0, armed: bool = True,
+                 on_cpu: float | None = None, blocks: bool = False) -> None:
+        """``on_cpu``: seconds of CPU time a slow step uses, its slices counted (without it, none are);
+        ``blocks``: each slow step leaves its CPU once (its timeslice count moves on)."""
         self.run_delay = 0.0
-        super().__init__(threshold_ms, clock=clock, run_delay=lambda: self.run_delay, armed=armed)
+        self.cpu = 0.0
+        self.slices = 0
+        counted = on_cpu is not None
+        super().__init__(threshold_ms, clock=clock, run_delay=lambda: self.run_delay, armed=armed,
+                         slices=(lambda: self.slices) if counted else None, on_cpu=lambda: self.cpu)
         self.fake = clock
         self.delayed = delayed
+        self.step_cpu = on_cpu or 0.0
+        self.blocks = blocks
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
         slow = task.name.startswith("slow")
         self.fake.now += 0.030 if slow else 0.0001
         self.run_delay += self.delayed if slow else 0.0
+        self.cpu += self.step_cpu if slow else 0.0001
+        self.slices += 1 if slow and self.blocks else 0
         super().after_task_step(task)
 
 
@@ -88,6 +100,21 @@ def test_time_spent_waiting_for_a_cpu_is_not_held(caplog):
                               "step 30.00 ms); 0 step(s) over 20 ms")
 
 
+def test_a_step_that_never_left_its_cpu_held_only_the_cpu_time_it_used():
+    # 30 ms of wall time, 2 ms of it on the CPU, the thread never descheduled: the host took the rest (steal).
+    watch = Watched(SteppedClock(), threshold_ms=20, on_cpu=0.002)
+    run_with(watch, slow_steps=3)
+    assert watch.stalls == 0 and watch.longest_ms == pytest.approx(2.0)
+    assert watch.longest_wall_ms == pytest.approx(30.0)
+
+
+def test_a_step_that_blocked_held_its_wall_time_whatever_cpu_it_used():
+    # The same 2 ms of CPU, but the thread left its CPU (an fsync, a read from disk): the loop waited on it.
+    watch = Watched(SteppedClock(), threshold_ms=20, on_cpu=0.002, blocks=True)
+    run_with(watch, slow_steps=3)
+    assert watch.stalls == 4 and watch.longest_ms == pytest.approx(30.0)
+
+
 def test_steps_before_it_is_armed_are_not_counted():
     watch = Watched(SteppedClock(), threshold_ms=20, armed=False)
     run_with(watch, slow_steps=3)
@@ -99,6 +126,7 @@ def test_steps_before_it_is_armed_are_not_counted():
 
 def test_a_schedstat_line_gives_its_run_queue_delay_and_anything_else_is_refused():
     assert parse_run_delay(b"139918 2500000000 2\n") == pytest.approx(2.5)
+    assert parse_schedstat(b"139918 2500000000 7\n") == (pytest.approx(2.5), 7)
     with pytest.raises(ValueError, match="not a schedstat line"):
         parse_run_delay(b"139918 -1 2")
     with pytest.raises(ValueError, match="not a schedstat line"):
@@ -114,6 +142,33 @@ def test_the_threads_run_queue_delay_is_read_from_schedstat_and_never_goes_back(
         delay.close()
     assert readings == sorted(readings) and readings[0] >= 0.0
     assert delay() == 0.0  # closed: nothing more to read
+
+
+@pytest.mark.skipif(not RunDelay().available, reason="no /proc/thread-self/schedstat here")
+def test_a_thread_that_sleeps_runs_a_new_timeslice_when_it_wakes():
+    delay = RunDelay()
+    try:
+        delay()
+        before = delay.slices()
+        time.sleep(0.01)
+        delay()
+        assert delay.slices() > before >= 0
+    finally:
+        delay.close()
+    assert delay.slices() == -1  # closed: nothing known
+
+
+@pytest.mark.skipif(not RunDelay().available, reason="no /proc/thread-self/schedstat here")
+def test_a_step_that_computes_is_held_for_its_computing_on_the_real_clocks():
+    watch = StallWatch(5)
+
+    async def main() -> None:
+        end = time.perf_counter() + 0.030
+        while time.perf_counter() < end:  # 30 ms of work in one step, no system call that blocks
+            pass
+
+    trio.run(main, instruments=[watch])
+    assert watch.longest_ms >= 5.0 and watch.stalls >= 1
 
 
 def test_without_schedstat_held_is_wall_time(tmp_path):
