@@ -10,7 +10,7 @@ session starts automatic turns.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -50,11 +50,12 @@ class BackgroundManager:
         now: Callable[[], datetime],
         related: Callable[[AutomaticItem], bool] = lambda _: False,
         sandbox: Sandbox = NO_SANDBOX,
-        journal: Callable[[dict[str, Any]], None] | None = None,
+        journal: Callable[[dict[str, Any]], Awaitable[None] | None] | None = None,
     ) -> None:
         self.session_id = session_id
-        # Appends one journal record durably, OSError when it cannot: @wakeups and cron jobs are written
-        # down, so a restart (or another node of a cluster) brings them back (None: nothing is kept).
+        # Appends one journal record, OSError when it cannot, and returns what makes it durable (to await;
+        # None: it is): @wakeups and cron jobs are written down, so a restart (or another node of a
+        # cluster) brings them back (None: nothing is kept). See JournalWriter.append_then_sync.
         self._journal = journal
         self._timers: dict[str, dict[str, Any]] = {}  # live timers' "timer" records (for compaction)
         self.sandbox = sandbox  # where shells and monitor commands run
@@ -143,7 +144,7 @@ class BackgroundManager:
             self.queue.remove_task(task_id)
             self._event(item, "finished")
             if self._timers.pop(task_id, None) is not None:
-                self._write_quietly({"op": "timer_ended", "taskId": task_id})
+                await self._write_quietly({"op": "timer_ended", "taskId": task_id})
         return True
 
     # ------------------------------------------------------------- work run elsewhere
@@ -285,22 +286,37 @@ class BackgroundManager:
             after = datetime.fromisoformat(counted_from) if written and counted_from else None
         if not written:
             try:  # durable before it is announced: a restart, or a cluster's next owner, brings it back
-                self._write(record)
+                durable = self._append(record)
             except OSError as exc:
+                raise sch.ScheduleError(f"cannot be kept: {exc}") from None
+            self._timers[task_id] = record  # with its record (a compaction meanwhile snapshots it)
+            try:
+                if durable is not None:
+                    await durable
+            except OSError as exc:
+                self._timers.pop(task_id, None)
                 raise sch.ScheduleError(f"cannot be kept: {exc}") from None
         self._timers[task_id] = record
         item = self.registry.add(BackgroundItem(task_id, kind, label, state="scheduled",  # type: ignore[arg-type]
                                                 started_at=trio.current_time()))
 
-        def fire() -> None:
+        async def fire() -> None:
             one_shot = kind == "wakeup" or not recurring
-            try:  # written before it is queued, so a takeover does not fire it a second time
-                self._write({"op": "timer_fired", "taskId": task_id, "at": self._now().isoformat()})
+            try:  # durable before it is queued, so a takeover does not fire it a second time
+                durable = self._append({"op": "timer_fired", "taskId": task_id, "at": self._now().isoformat()})
             except OSError as exc:  # this node lost the session (or its storage): the next owner fires it
                 log.error("session %s: %s %s not fired: %s", self.session_id, kind, task_id, exc)
                 return
-            if one_shot:
-                self._timers.pop(task_id, None)
+            # Gone with its record, in the same step (a compaction meanwhile snapshots the live timers).
+            kept = self._timers.pop(task_id, None) if one_shot else None
+            try:
+                if durable is not None:
+                    await durable
+            except OSError as exc:
+                if kept is not None:
+                    self._timers[task_id] = kept  # not fired: still due, as when its record cannot be written
+                log.error("session %s: %s %s not fired: %s", self.session_id, kind, task_id, exc)
+                return
             if kind == "wakeup":
                 item.state = "fired"
                 item.ended_at = trio.current_time()
@@ -327,15 +343,19 @@ class BackgroundManager:
         """The live timers' records, for a compacted journal (last fires kept)."""
         return [dict(r) for r in self._timers.values()]
 
-    def _write(self, record: dict[str, Any]) -> None:
-        if self._journal is not None:
-            self._journal(record)
+    def _append(self, record: dict[str, Any]) -> Awaitable[None] | None:
+        """Journal ``record`` now and note it in the live timers' records in the same step (a compaction's
+        snapshot taken while its sync runs must see it); what makes it durable is returned, to await."""
+        durable = self._journal(record) if self._journal is not None else None
         if record["op"] == "timer_fired" and record["taskId"] in self._timers:
             self._timers[record["taskId"]] = {**self._timers[record["taskId"]], "lastFired": record["at"]}
+        return durable
 
-    def _write_quietly(self, record: dict[str, Any]) -> None:
+    async def _write_quietly(self, record: dict[str, Any]) -> None:
         try:
-            self._write(record)
+            durable = self._append(record)
+            if durable is not None:
+                await durable
         except OSError as exc:
             log.error("session %s: %s", self.session_id, exc)
 

@@ -7,7 +7,7 @@ Cron schedules are parsed by croniter, never by hand.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import attrs
@@ -39,10 +39,11 @@ class Cancel:
 
 
 class Timer:
-    """An actor that fires ``fire()`` at each time ``next_time`` gives, until it returns ``None``."""
+    """An actor that fires ``fire()`` at each time ``next_time`` gives, until it returns ``None``; a ``fire``
+    that returns an awaitable (it writes its record durably first) is awaited before the next time is taken."""
 
     def __init__(self, task_id: str, now: Callable[[], datetime], next_time: Callable[[datetime], datetime | None],
-                 fire: Callable[[], None], *, after: datetime | None = None) -> None:
+                 fire: Callable[[], Awaitable[None] | None], *, after: datetime | None = None) -> None:
         self.task_id = task_id
         self._after = after  # a restored timer counts from its last fire (or creation), not from now
         self._now = now
@@ -60,7 +61,9 @@ class Timer:
                 after = self._after or self._now()
                 while (when := self._next_time(after)) is not None:
                     await trio.sleep(max(0.0, (when - self._now()).total_seconds()))
-                    self._fire()
+                    fired = self._fire()
+                    if fired is not None:
+                        await fired
                     # From now, not from ``when``: times missed while no daemon ran (a restored timer) fire
                     # once, not once each.
                     after = max(when, self._now())

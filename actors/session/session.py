@@ -161,7 +161,7 @@ class Session:
         self.always_denied: set[str] = set()  # ... or rejected for the rest of the session
         self.background = BackgroundManager(
             session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
-            sandbox=runtime.sandbox, journal=journal.append if journal is not None else None,
+            sandbox=runtime.sandbox, journal=journal.append_then_sync if journal is not None else None,
         )
         self.fifo.snapshot_extra = self.background.timer_records  # a compacted journal keeps the timers
         self.timers_to_restore: list[dict[str, Any]] = []  # set by persistence.restore, started by run()

@@ -25,7 +25,7 @@ place on the loop, as before.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -65,6 +65,30 @@ class JournalWriter:
             self._store.journal_append(self._session_id, record, durable=durable)
             if durable:
                 self._sync_failed = False
+        self._appended(record, durable)
+
+    def append_then_sync(self, record: dict[str, Any]) -> Awaitable[None] | None:
+        """Append ``record`` now (``StorageError`` if it cannot) and return what makes it durable, to await
+        before anything rests on it: its sync in a worker thread where the store syncs in threads (a
+        session's timers, outside any handler); ``None`` where it was synced here, as :meth:`append` does
+        (tests and replays under virtual time: no checkpoint, the same schedule)."""
+        if not self._store.sync_in_thread or self._sync_failed:
+            self.append(record)
+            return None
+        self._store.journal_append(self._session_id, record, durable=False)
+        self._appended(record, True)  # durable, for a compaction that carries it over
+        return self._sync_now()
+
+    async def _sync_now(self) -> None:
+        sync = self._store.journal_syncer(self._session_id)
+        if sync is None:
+            return
+        try:
+            await trio.to_thread.run_sync(sync)
+        except OSError as exc:
+            raise StorageError(f"cannot sync the journal of {self._session_id}: {exc.strerror or exc}") from None
+
+    def _appended(self, record: dict[str, Any], durable: bool) -> None:
         self._count += 1
         if self._carried is not None:  # a compaction is being written: the new journal gets this too
             self._carried.append((record, durable))

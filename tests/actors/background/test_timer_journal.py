@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
@@ -12,6 +14,8 @@ import trio
 from actors.background.manager import BackgroundManager
 from actors.ids import CountingIds
 from actors.storage import replay
+from actors.storage.local import LocalStore
+from actors.storage.writer import JournalWriter
 
 BASE = datetime(2025, 3, 1, 0, 0, 30, tzinfo=timezone.utc)
 
@@ -135,3 +139,55 @@ async def test_a_timer_that_cannot_be_written_is_refused(autojump_clock: trio.ab
         with pytest.raises(ScheduleError, match="cannot be kept: session sess-1"):
             await h.manager.create_cron("* * * * *", "tick", recurring=True)
         assert list(h.manager.registry) == []  # nothing scheduled that a restart would not know of
+
+
+class ThreadSyncs:
+    """``os.fsync`` noting whether the main thread ran each journal sync; holding the first one a worker thread
+    runs while ``hold`` is set, until released."""
+
+    def __init__(self) -> None:
+        self.real = os.fsync
+        self.on_main: list[bool] = []
+        self.hold = False
+        self.held = threading.Event()
+        self.released = threading.Event()
+
+    def __call__(self, fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".journal.jsonl"):
+            on_main = threading.current_thread() is threading.main_thread()
+            self.on_main.append(on_main)
+            if self.hold and not on_main and not self.held.is_set():
+                self.held.set()
+                assert self.released.wait(10), "never released"
+        self.real(fd)
+
+
+async def test_in_the_daemon_a_timers_records_sync_off_the_loop_and_count_in_a_snapshot_taken_meanwhile(
+        tmp_path, monkeypatch) -> None:
+    syncs = ThreadSyncs()
+    monkeypatch.setattr(os, "fsync", syncs)
+    store = LocalStore(tmp_path, sync_in_thread=True)  # the daemon's store
+    journal = JournalWriter(store, "sess-1")
+    manager = BackgroundManager("sess-1", CountingIds(), publish=lambda *_: None, wake=lambda: None,
+                                now=lambda: datetime.now(timezone.utc), journal=journal.append_then_sync)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(manager.run)
+            syncs.hold = True
+            scheduled: list[Any] = []
+
+            async def schedule() -> None:
+                scheduled.append(await manager.schedule_wakeup(delay=0.05, at=None, note="soon"))
+
+            nursery.start_soon(schedule)
+            while not syncs.held.is_set():
+                await trio.sleep(0.001)  # the loop runs on while the worker thread syncs
+            assert scheduled == []  # not announced before it is durable ...
+            assert [r["op"] for r in manager.timer_records()] == ["timer"]  # ... but a snapshot now keeps it
+            syncs.released.set()
+            while not manager.queue.items:
+                await trio.sleep(0.01)  # it fires: its record synced before it is queued
+            nursery.cancel_scope.cancel()
+    assert scheduled and syncs.on_main == [False, False]  # the timer's record and its fire, both in threads
+    assert [r["op"] for r in store.journal_read("sess-1")] == ["timer", "timer_fired"]
+    assert manager.timer_records() == []  # fired: gone
