@@ -143,8 +143,9 @@ class BackgroundManager:
             item.ended_at = trio.current_time()
             self.queue.remove_task(task_id)
             self._event(item, "finished")
-            if self._timers.pop(task_id, None) is not None:
-                await self._write_quietly({"op": "timer_ended", "taskId": task_id})
+            self._timers.pop(task_id, None)
+            # Even when a fire under way took it out already: its record may not be durable yet.
+            await self._write_quietly({"op": "timer_ended", "taskId": task_id})
         return True
 
     # ------------------------------------------------------------- work run elsewhere
@@ -294,7 +295,9 @@ class BackgroundManager:
                 if durable is not None:
                     await durable
             except OSError as exc:
+                # Refused, though its record may be on disk (or in a compaction taken meanwhile): ended too.
                 self._timers.pop(task_id, None)
+                await self._write_quietly({"op": "timer_ended", "taskId": task_id})
                 raise sch.ScheduleError(f"cannot be kept: {exc}") from None
         self._timers[task_id] = record
         item = self.registry.add(BackgroundItem(task_id, kind, label, state="scheduled",  # type: ignore[arg-type]
@@ -302,20 +305,26 @@ class BackgroundManager:
 
         async def fire() -> None:
             one_shot = kind == "wakeup" or not recurring
+            before = self._timers.get(task_id)
             try:  # durable before it is queued, so a takeover does not fire it a second time
                 durable = self._append({"op": "timer_fired", "taskId": task_id, "at": self._now().isoformat()})
             except OSError as exc:  # this node lost the session (or its storage): the next owner fires it
                 log.error("session %s: %s %s not fired: %s", self.session_id, kind, task_id, exc)
                 return
-            # Gone with its record, in the same step (a compaction meanwhile snapshots the live timers).
-            kept = self._timers.pop(task_id, None) if one_shot else None
+            if one_shot:  # gone with its record, in the same step (a compaction meanwhile snapshots the timers)
+                self._timers.pop(task_id, None)
             try:
                 if durable is not None:
                     await durable
             except OSError as exc:
-                if kept is not None:
-                    self._timers[task_id] = kept  # not fired: still due, as when its record cannot be written
                 log.error("session %s: %s %s not fired: %s", self.session_id, kind, task_id, exc)
+                if before is not None and item.state != "cancelled":
+                    # Not fired, though its record may be on disk: the journal is told it is still due, as
+                    # it was (last fire included), and so is a restart.
+                    self._timers[task_id] = before
+                    await self._write_quietly(before)
+                return
+            if item.state == "cancelled":  # killed while its record was being synced: not queued
                 return
             if kind == "wakeup":
                 item.state = "fired"

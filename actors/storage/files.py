@@ -99,12 +99,11 @@ class AppendFiles:
             try:
                 os.fsync(fd)
                 if directory is not None:
-                    try:
-                        fsync_directory(directory)
-                    except OSError:
-                        if handle is not None:
-                            handle.directory_synced = False  # the next durable append tries again
-                        raise
+                    fsync_directory(directory)
+            except OSError:
+                if directory is not None and handle is not None:
+                    handle.directory_synced = False  # the file's sync or its directory's: the next tries again
+                raise
             finally:
                 os.close(fd)
 

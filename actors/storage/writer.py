@@ -86,6 +86,7 @@ class JournalWriter:
         try:
             await trio.to_thread.run_sync(sync)
         except OSError as exc:
+            self._sync_failed = True  # as after a failed commit: durable appends sync inline until one works
             raise StorageError(f"cannot sync the journal of {self._session_id}: {exc.strerror or exc}") from None
 
     def _appended(self, record: dict[str, Any], durable: bool) -> None:

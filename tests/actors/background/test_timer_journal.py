@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 import trio
 
 from actors.background.manager import BackgroundManager
@@ -151,6 +152,7 @@ class ThreadSyncs:
         self.hold = False
         self.held = threading.Event()
         self.released = threading.Event()
+        self.failing = False  # a worker thread's journal syncs fail
 
     def __call__(self, fd: int) -> None:
         if os.readlink(f"/proc/self/fd/{fd}").endswith(".journal.jsonl"):
@@ -159,35 +161,84 @@ class ThreadSyncs:
             if self.hold and not on_main and not self.held.is_set():
                 self.held.set()
                 assert self.released.wait(10), "never released"
+            if self.failing and not on_main:
+                raise OSError(5, "Input/output error")
         self.real(fd)
 
 
-async def test_in_the_daemon_a_timers_records_sync_off_the_loop_and_count_in_a_snapshot_taken_meanwhile(
-        tmp_path, monkeypatch) -> None:
+@asynccontextmanager
+async def daemon_style(tmp_path, monkeypatch) -> AsyncIterator[tuple[BackgroundManager, ThreadSyncs, LocalStore]]:
+    """A manager journalling to a store that syncs in threads (the daemon's), on the real clock."""
     syncs = ThreadSyncs()
     monkeypatch.setattr(os, "fsync", syncs)
-    store = LocalStore(tmp_path, sync_in_thread=True)  # the daemon's store
+    store = LocalStore(tmp_path, sync_in_thread=True)
     journal = JournalWriter(store, "sess-1")
     manager = BackgroundManager("sess-1", CountingIds(), publish=lambda *_: None, wake=lambda: None,
                                 now=lambda: datetime.now(timezone.utc), journal=journal.append_then_sync)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             await nursery.start(manager.run)
-            syncs.hold = True
-            scheduled: list[Any] = []
+            yield manager, syncs, store
+            nursery.cancel_scope.cancel()
 
-            async def schedule() -> None:
-                scheduled.append(await manager.schedule_wakeup(delay=0.05, at=None, note="soon"))
 
+async def wait_for(condition) -> None:
+    while not condition():
+        await trio.sleep(0.001)
+
+
+async def test_in_the_daemon_a_timers_records_sync_off_the_loop_and_count_in_a_snapshot_taken_meanwhile(
+        tmp_path, monkeypatch) -> None:
+    async with daemon_style(tmp_path, monkeypatch) as (manager, syncs, store):
+        syncs.hold = True
+        scheduled: list[Any] = []
+
+        async def schedule() -> None:
+            scheduled.append(await manager.schedule_wakeup(delay=0.05, at=None, note="soon"))
+
+        async with trio.open_nursery() as nursery:
             nursery.start_soon(schedule)
-            while not syncs.held.is_set():
-                await trio.sleep(0.001)  # the loop runs on while the worker thread syncs
+            await wait_for(syncs.held.is_set)  # the loop runs on while the worker thread syncs
             assert scheduled == []  # not announced before it is durable ...
             assert [r["op"] for r in manager.timer_records()] == ["timer"]  # ... but a snapshot now keeps it
             syncs.released.set()
-            while not manager.queue.items:
-                await trio.sleep(0.01)  # it fires: its record synced before it is queued
-            nursery.cancel_scope.cancel()
+        await wait_for(lambda: manager.queue.items)  # it fires: its record synced before it is queued
     assert scheduled and syncs.on_main == [False, False]  # the timer's record and its fire, both in threads
     assert [r["op"] for r in store.journal_read("sess-1")] == ["timer", "timer_fired"]
     assert manager.timer_records() == []  # fired: gone
+
+
+async def test_a_wakeup_killed_while_its_fire_is_synced_is_not_queued_and_stays_ended(tmp_path, monkeypatch):
+    async with daemon_style(tmp_path, monkeypatch) as (manager, syncs, store):
+        item = await manager.schedule_wakeup(delay=0.05, at=None, note="soon")
+        syncs.hold = True  # the fire's sync
+        await wait_for(syncs.held.is_set)
+        assert await manager.kill(item.task_id)
+        syncs.released.set()
+        await trio.sleep(0.05)
+        assert item.state == "cancelled" and not manager.queue.items
+    ops = [r["op"] for r in store.journal_read("sess-1")]
+    assert ops == ["timer", "timer_fired", "timer_ended"] and replay(store.journal_read("sess-1")).timers == []
+
+
+async def test_a_fire_whose_record_cannot_be_synced_is_not_queued_and_stays_due(tmp_path, monkeypatch, caplog):
+    async with daemon_style(tmp_path, monkeypatch) as (manager, syncs, store):
+        item = await manager.schedule_wakeup(delay=0.05, at=None, note="soon")
+        [record] = manager.timer_records()
+        syncs.failing = True
+        await wait_for(lambda: "not fired" in caplog.text)
+        await trio.sleep(0.01)
+        assert not manager.queue.items and manager.timer_records() == [record]
+    # Whatever of it reached the disk, the journal says it is still due, as it was.
+    assert [t["taskId"] for t in replay(store.journal_read("sess-1")).timers] == [item.task_id]
+
+
+async def test_a_timer_whose_record_cannot_be_synced_is_refused_and_ended(tmp_path, monkeypatch):
+    from actors.background.scheduler import ScheduleError
+
+    async with daemon_style(tmp_path, monkeypatch) as (manager, syncs, store):
+        syncs.failing = True
+        with pytest.raises(ScheduleError, match="cannot be kept"):
+            await manager.schedule_wakeup(delay=60, at=None, note="later")
+        assert manager.timer_records() == []
+    assert replay(store.journal_read("sess-1")).timers == []
