@@ -299,7 +299,8 @@ class BackgroundManager:
                 self._timers.pop(task_id, None)
                 await self._write_quietly({"op": "timer_ended", "taskId": task_id})
                 raise sch.ScheduleError(f"cannot be kept: {exc}") from None
-        self._timers[task_id] = record
+        else:
+            self._timers[task_id] = record
         item = self.registry.add(BackgroundItem(task_id, kind, label, state="scheduled",  # type: ignore[arg-type]
                                                 started_at=trio.current_time()))
 

@@ -52,12 +52,12 @@ class JournalCompaction(Protocol):
     """A journal rewritten with its slow steps in worker threads (:class:`~actors.storage.writer.JournalWriter`
     calls them in this order; ``actors.storage.local.FileJournalCompaction`` says what each guarantees)."""
 
-    def write(self, data: bytes) -> None:
-        """In a worker thread: the snapshot's lines written and made durable beside the journal."""
+    def write(self, records: list[dict[str, Any]]) -> None:
+        """In a worker thread: the snapshot's records written and made durable beside the journal."""
 
-    def install(self, tail: bytes, *, sync: bool) -> None:
-        """On the event loop, without a checkpoint: ``tail`` (appended since the snapshot) carried over, made
-        durable if ``sync``, and the new journal put in place of the old."""
+    def install(self, tail: list[dict[str, Any]], *, sync: bool) -> None:
+        """On the event loop, without a checkpoint: ``tail`` (the records appended since the snapshot) carried
+        over, made durable if ``sync``, and the new journal put in place of the old."""
 
     def sync_directory(self) -> None:
         """In a worker thread: the new journal's place made durable."""

@@ -33,10 +33,10 @@ turn; an earlier version kept fast syncs on the loop and went to a thread for
 on the loop. The journal's compaction is split the same way
 (:class:`FileJournalCompaction`). A torn last line — a crash mid-write — is
 cut before the next append and skipped on read; a torn line elsewhere is an
-error naming the file and line. The session record is replaced atomically (temporary file,
-fsync, rename; no fsync under ``never``); the temporary files of
-replacements a crash cut short are removed when the store opens, once ten
-minutes old (:func:`sweep_leftovers`).
+error naming the file and line. The session record is replaced atomically
+(temporary file, fsync, rename; no fsync under ``never``); the temporary
+files of replacements a crash cut short are removed when the store opens,
+once ten minutes old (:func:`sweep_leftovers`).
 """
 
 from __future__ import annotations
@@ -123,8 +123,7 @@ class LocalStore:
 
     def journal_rewrite(self, session_id: str, records: list[dict[str, Any]]) -> None:
         self.files.forget(self._journal(session_id))
-        replace_private(self._journal(session_id), b"".join(orjson.dumps(r) + b"\n" for r in records),
-                        sync=self.fsync)
+        replace_private(self._journal(session_id), json_lines(records), sync=self.fsync)
 
     def journal_compaction(self, session_id: str) -> FileJournalCompaction | None:
         """A rewrite of the journal whose fsyncs run in worker threads (``None`` unless this store syncs in
@@ -155,7 +154,7 @@ class LocalStore:
         self.files.forget(path)  # here: the open descriptors are the event loop's
 
         def rewrite(segments: list[list[dict[str, Any]]]) -> None:
-            replace_private(path, b"".join(orjson.dumps(s) + b"\n" for s in segments), sync=self.fsync)
+            replace_private(path, json_lines(segments), sync=self.fsync)
 
         return rewrite
 
@@ -213,8 +212,8 @@ def _read_lines(path: Path) -> list[Any]:
 class FileJournalCompaction:
     """One journal rewritten with its fsyncs off the event loop, every record appended meanwhile kept.
 
-    1. :meth:`write` (a worker thread): the snapshot to a fresh temporary file
-       (``O_EXCL``, 0600), fsynced. The journal itself is untouched: records
+    1. :meth:`write` (a worker thread): the snapshot's records encoded to a
+       fresh temporary file (``O_EXCL``, 0600), fsynced. The journal itself is untouched: records
        appended meanwhile go to it as before, durable ones synced as before.
     2. :meth:`install` (the event loop, no checkpoint): those records appended
        to the temporary file (fsynced there if one of them is durable: a
@@ -236,30 +235,24 @@ class FileJournalCompaction:
     def __init__(self, files: AppendFiles, path: Path) -> None:
         self._files = files
         self.path = path
-        self.temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        self.temporary = _temporary_for(path)
 
-    def write(self, data: bytes) -> None:
+    def write(self, records: list[dict[str, Any]]) -> None:
         """Step 1, in a worker thread: ``StorageError`` naming the file if it cannot."""
         try:
-            fd = os.open(self.temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            try:
-                os.fchmod(fd, 0o600)  # whatever the umask
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _write_private(self.temporary, json_lines(records), sync=True)
         except OSError as exc:
             self.abandon()
             raise StorageError(f"cannot compact {self.path}: {exc.strerror or exc}") from None
 
-    def install(self, tail: bytes, *, sync: bool) -> None:
-        """Step 2, on the event loop: ``tail`` (what was appended since the snapshot) carried over, fsynced if
-        ``sync``, and the file renamed into place. ``StorageError`` (the old journal kept) if it cannot."""
+    def install(self, tail: list[dict[str, Any]], *, sync: bool) -> None:
+        """Step 2, on the event loop: ``tail`` (the records appended since the snapshot) carried over, fsynced
+        if ``sync``, and the file renamed into place. ``StorageError`` (the old journal kept) if it cannot."""
         try:
             if tail:
                 fd = os.open(self.temporary, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
                 try:
-                    _write_all(fd, tail)
+                    _write_all(fd, json_lines(tail))
                     if sync:
                         os.fsync(fd)
                 finally:
@@ -289,6 +282,28 @@ class FileJournalCompaction:
             pass
 
 
+def json_lines(items: list[Any]) -> bytes:
+    """One JSON document a line: a journal's records, a replay's segments."""
+    return b"".join(orjson.dumps(item) + b"\n" for item in items)
+
+
+def _temporary_for(path: Path) -> Path:
+    """A fresh temporary name beside ``path`` (the pattern :func:`sweep_leftovers` removes)."""
+    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+
+
+def _write_private(path: Path, data: bytes, *, sync: bool) -> None:
+    """``data`` to a new file ``path`` (``O_EXCL``, mode exactly 0600 whatever the umask), fsynced if ``sync``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        _write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -305,17 +320,10 @@ def replace_private(path: Path, data: bytes, *, sync: bool = True) -> None:
     survives the daemon being killed; after a power cut the file may be the old
     one, or on some filesystems empty.
     """
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    temporary = _temporary_for(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            os.fchmod(fd, 0o600)  # whatever the umask
-            _write_all(fd, data)
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_private(temporary, data, sync=sync)
         os.replace(temporary, path)
         if sync:
             fsync_directory(path.parent)

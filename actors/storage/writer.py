@@ -29,10 +29,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
 import trio
 
-from .base import SessionStore, StorageError
+from .base import JournalCompaction, SessionStore, StorageError
 
 COMPACT_AFTER = 2048  # records appended since the last compaction
 
@@ -49,7 +48,8 @@ class JournalWriter:
         self._deferring = False
         self._unsynced = False  # a durable record was written in a deferring block and not synced yet
         self._sync_failed = False  # the last deferred sync failed: durable appends sync inline until one works
-        self._snapshot: Callable[[], list[dict[str, Any]]] | None = None  # a compaction due at the next commit
+        # A compaction due at the next commit: the snapshot to take, and the store's rewrite in threads.
+        self._due: tuple[Callable[[], list[dict[str, Any]]], JournalCompaction] | None = None
         self._carried: list[tuple[dict[str, Any], bool]] | None = None  # appended while one is written
 
     def existing(self, count: int) -> None:
@@ -97,7 +97,7 @@ class JournalWriter:
     @property
     def unsynced(self) -> bool:
         """A durable record written in a :meth:`deferring` block, or a compaction, waits for :meth:`commit`."""
-        return self._unsynced or (self._snapshot is not None and self._carried is None)
+        return self._unsynced or (self._due is not None and self._carried is None)
 
     @contextmanager
     def deferring(self) -> Iterator[None]:
@@ -117,7 +117,7 @@ class JournalWriter:
         loop, as without this writer's deferral, so the next one that cannot be
         made durable is refused (the FIFO fails closed again) until one is.
         """
-        if self._snapshot is not None and self._carried is None and await self._compact():
+        if self._due is not None and self._carried is None and await self._compact():
             return
         if not self._unsynced:
             return
@@ -134,14 +134,12 @@ class JournalWriter:
     def compact_if_due(self, snapshot: Callable[[], list[dict[str, Any]]]) -> None:
         """Past the bound, replace the journal with ``snapshot()`` (taken after the last change was applied):
         at the next :meth:`commit` where the store compacts in threads, here otherwise."""
-        if self._count < COMPACT_AFTER or self._carried is not None:  # not due, or being written
+        if self._count < COMPACT_AFTER or self._carried is not None or self._due is not None:
+            return  # not due, being written, or noted already
+        compaction = self._store.journal_compaction(self._session_id) if self._store.sync_in_thread else None
+        if compaction is not None:
+            self._due = snapshot, compaction
             return
-        if self._store.sync_in_thread:
-            self._snapshot = snapshot
-            return
-        self._rewrite(snapshot)
-
-    def _rewrite(self, snapshot: Callable[[], list[dict[str, Any]]]) -> None:
         records = snapshot()
         try:
             self._store.journal_rewrite(self._session_id, records)
@@ -154,19 +152,13 @@ class JournalWriter:
     async def _compact(self) -> bool:
         """The compaction :meth:`compact_if_due` noted, its fsyncs in worker threads; whether the new journal
         is in place (it then holds every record, the unsynced ones among them, written and fsynced)."""
-        snapshot, self._snapshot = self._snapshot, None
-        assert snapshot is not None
-        compaction = self._store.journal_compaction(self._session_id)
-        if compaction is None:  # a store that syncs in threads but cannot compact in them: in place
-            self._rewrite(snapshot)
-            return not self._unsynced
-        records = snapshot()
-        data = b"".join(orjson.dumps(r) + b"\n" for r in records)
+        assert self._due is not None
+        (snapshot, compaction), self._due = self._due, None
+        records = snapshot()  # encoded in the worker thread: nothing changes these dicts meanwhile
         carried = self._carried = []
         try:
-            await trio.to_thread.run_sync(compaction.write, data)
-            tail = b"".join(orjson.dumps(r) + b"\n" for r, _ in carried)
-            compaction.install(tail, sync=any(durable for _, durable in carried))
+            await trio.to_thread.run_sync(compaction.write, records)
+            compaction.install([r for r, _ in carried], sync=any(durable for _, durable in carried))
         except StorageError as exc:  # the old journal is kept, and holds everything: synced as it would be
             log.error("session %s: journal not compacted: %s", self._session_id, exc)
             return False
