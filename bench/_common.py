@@ -233,46 +233,41 @@ def cpu_layout() -> tuple[frozenset[int], frozenset[int]] | None:
     return _LAYOUT
 
 
-def _pin_self(cpus: frozenset[int]) -> None:
+def _pin(cpus: frozenset[int], tid: int = 0) -> bool:
+    """Thread ``tid`` (0: the caller) onto ``cpus``; whether it worked."""
     try:
-        os.sched_setaffinity(0, cpus)
-    except OSError:  # a CPU set the container forbids: measured unpinned, as before
-        pass
+        os.sched_setaffinity(tid, cpus)
+    except OSError:  # a CPU set the container forbids (or a thread gone): measured unpinned, as before
+        return False
+    return True
 
 
 def server_child() -> None:
     """``preexec_fn`` of a process under test: :func:`die_with_parent`, on the server CPU (threads and execs inherit it)."""
     die_with_parent()
     if _LAYOUT is not None:
-        _pin_self(_LAYOUT[0])
+        _pin(_LAYOUT[0])
 
 
 def load_child() -> None:
     """``preexec_fn`` of a load process (the fake model, a subscriber): :func:`die_with_parent`, on the load CPUs."""
     die_with_parent()
     if _LAYOUT is not None:
-        _pin_self(_LAYOUT[1])
+        _pin(_LAYOUT[1])
 
 
 def pin_client() -> None:
     """This process, the benchmark's client, onto the load CPUs (done when a process under test starts)."""
     global _client_pinned
-    if _LAYOUT is not None:
-        try:
-            os.sched_setaffinity(0, _LAYOUT[1])
-            _client_pinned = True
-        except OSError:  # a CPU set the container forbids: measured unpinned, as before
-            pass
+    if _LAYOUT is not None and _pin(_LAYOUT[1]):
+        _client_pinned = True
 
 
 def unpin_client() -> None:
     """This process back on every CPU it had at start (``run_all.py``, between benchmarks)."""
     global _client_pinned
     if _ALLOWED is not None:
-        try:
-            os.sched_setaffinity(0, _ALLOWED)
-        except OSError:
-            pass
+        _pin(_ALLOWED)
     _client_pinned = False
 
 
@@ -290,10 +285,7 @@ def pin_load(pid: int) -> None:
     except OSError:
         return
     for tid in tids:
-        try:
-            os.sched_setaffinity(int(tid), _LAYOUT[1])
-        except OSError:
-            pass
+        _pin(_LAYOUT[1], int(tid))
 
 
 def layout_note(*, pinned: bool | None = None) -> str:
