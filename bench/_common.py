@@ -186,7 +186,14 @@ def die_with_parent() -> None:
 
 # ----------------------------------------------------------------- CPUs
 
-PIN_ENV = "TRELLIS_BENCH_PIN"  # "0": every process runs wherever the scheduler puts it
+PIN_ENV = "TRELLIS_BENCH_PIN"  # "0": every process runs wherever the scheduler puts it; "1" (the default): pinned
+
+
+def _pin_wanted() -> bool:
+    value = os.environ.get(PIN_ENV, "1")
+    if value not in ("0", "1"):
+        raise SystemExit(f"{PIN_ENV} must be 0 (leave processes to the scheduler) or 1 (pin them), got {value!r}")
+    return value == "1"
 
 
 def _allowed() -> frozenset[int] | None:
@@ -197,7 +204,7 @@ def _allowed() -> frozenset[int] | None:
 
 
 def _initial_layout(allowed: frozenset[int] | None) -> tuple[frozenset[int], frozenset[int]] | None:
-    if os.environ.get(PIN_ENV, "1") == "0" or allowed is None or len(allowed) < 2:
+    if not _pin_wanted() or allowed is None or len(allowed) < 2:
         return None
     ordered = sorted(allowed)
     return frozenset(ordered[:1]), frozenset(ordered[1:])
