@@ -73,9 +73,10 @@ class AppendFiles:
             handle.size = size + written
             if fsync:
                 os.fsync(handle.fd)
-                if not handle.directory_synced:  # a new file's name is durable only once its directory is
+                if handle.owes_directory:  # a new file's name is durable only once its directory is
+                    owed = handle.owed
                     fsync_directory(path.parent)
-                    handle.directory_synced = True
+                    handle.paid = owed
                     self._renamed_unsynced.discard(path)
         except OSError:
             self.forget(path)
@@ -89,8 +90,8 @@ class AppendFiles:
         handle = self._open.get(path)
         if handle is not None:
             fd = os.dup(handle.fd)
-            directory = None if handle.directory_synced else path.parent
-            handle.directory_synced = True  # the sync below does it (and says so again if it cannot)
+            directory = path.parent if handle.owes_directory else None
+            owed = handle.owed
         else:  # closed since the append (a failed one after it, a rewrite that failed): synced by name
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             directory = path.parent
@@ -100,10 +101,10 @@ class AppendFiles:
                 os.fsync(fd)
                 if directory is not None:
                     fsync_directory(directory)
-            except OSError:
-                if directory is not None and handle is not None:
-                    handle.directory_synced = False  # the file's sync or its directory's: the next tries again
-                raise
+                    if handle is not None:
+                        # Paid only once done, and only the debt seen at the start: a descriptor closed
+                        # meanwhile passed the debt on, and a rename since owes its own sync.
+                        handle.paid = max(handle.paid, owed)
             finally:
                 os.close(fd)
 
@@ -121,7 +122,7 @@ class AppendFiles:
         self._renamed_unsynced.add(path)
         handle = self._open.get(path)
         if handle is not None:
-            handle.directory_synced = False
+            handle.owed += 1
         else:
             self._directory_unsynced.add(path)
 
@@ -131,7 +132,7 @@ class AppendFiles:
         self._renamed_unsynced.discard(path)
         handle = self._open.get(path)
         if handle is not None:
-            handle.directory_synced = True
+            handle.paid = handle.owed
 
     def close(self, paths: list[Path]) -> None:
         """Close the descriptors of ``paths`` (a session's files, when it closes)."""
@@ -160,17 +161,26 @@ class AppendFiles:
 
     def _closed(self, path: Path, handle: _Handle) -> None:
         os.close(handle.fd)
-        if not handle.directory_synced:
+        if handle.owes_directory:  # a worker thread's directory sync still in flight counts as owed
             self._directory_unsynced.add(path)
 
 
 class _Handle:
-    __slots__ = ("fd", "directory_synced", "size")
+    """An open descriptor, its size after its last append, and its directory's debt: ``owed`` counts the
+    debts (a new file, each rename into place), ``paid`` the last of them a directory sync was seen to
+    finish for. A worker thread only ever raises ``paid`` to a debt it saw before its sync began, after it."""
+
+    __slots__ = ("fd", "size", "owed", "paid")
 
     def __init__(self, fd: int, *, directory_synced: bool) -> None:
         self.fd = fd
-        self.directory_synced = directory_synced
         self.size = -1  # the file's size after this descriptor's last append; -1: not known yet
+        self.owed = 0 if directory_synced else 1
+        self.paid = 0
+
+    @property
+    def owes_directory(self) -> bool:
+        return self.paid < self.owed
 
 
 def cut_torn_tail(fd: int) -> int:

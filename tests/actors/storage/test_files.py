@@ -131,7 +131,12 @@ def test_a_syncer_syncs_its_own_descriptor_and_a_new_files_directory_even_after_
     files.append(path, b"two\n", fsync=False)
     synced.clear()
     files.syncer(path)()
-    assert synced == [str(path)]  # the directory was synced once the file existed
+    # The descriptor was closed while its directory's sync was in flight, so the debt passed on and is paid
+    # again (it could have failed): once, then no more.
+    assert synced == [str(path), str(path.parent)]
+    synced.clear()
+    files.syncer(path)()
+    assert synced == [str(path)]
     files.forget(path)
     synced.clear()
     files.syncer(path)()  # closed since (a failed append, a failed rewrite): synced by name, directory too
@@ -192,5 +197,26 @@ def test_a_descriptor_closed_while_its_directory_owes_a_sync_hands_the_debt_to_t
     files.append(second, b"y\n", fsync=False)  # the first's descriptor closed (the limit)
     calls = directory_syncs(monkeypatch)
     files.append(first, b"z\n", fsync=True)  # reopened: it existed, but its directory was never synced
+    assert calls == [False, True]
+    files.close_all()
+
+
+def test_a_failed_sync_of_a_descriptor_closed_meanwhile_still_leaves_its_directory_owed(tmp_path, monkeypatch):
+    files = AppendFiles(limit=1)
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    files.append(first, b"x\n", fsync=False)  # a new file, its name not durable yet
+    sync = files.syncer(first)  # to run in a worker thread ...
+    files.append(second, b"y\n", fsync=False)  # ... while the loop closes the first's descriptor (the limit)
+    real = os.fsync
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "I/O error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(OSError):
+        sync()
+    monkeypatch.setattr(os, "fsync", real)
+    calls = directory_syncs(monkeypatch)
+    files.append(first, b"z\n", fsync=True)  # reopened: its directory was never synced, so it is now
     assert calls == [False, True]
     files.close_all()
