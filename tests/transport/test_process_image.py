@@ -274,3 +274,54 @@ def test_make_undumpable_clears_the_dumpable_flag():
             "before = libc.prctl(3, 0, 0, 0, 0); ok = make_undumpable(); print(before, ok, libc.prctl(3, 0, 0, 0, 0))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True)
     assert out.stdout.split() == ["1", "True", "0"]
+
+
+# ------------------------------------------------------------------ what the daemon imports, and when
+
+
+def test_the_secret_check_before_the_reexec_imports_no_http_stack():
+    # Whatever it imports it imports twice when it re-executes: the daemon's HTTP stack waits for after.
+    code = ("import sys, transport.process_image; "
+            "print(' '.join(m for m in ('actors', 'httpx', 'hypercorn', 'quart', 'transport.app') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_the_package_facade_imports_its_parts_on_first_use():
+    import transport
+    from transport import InsecureBind, auth, create_app, serve
+    from transport.app import create_app as app_create_app
+    from transport.server import InsecureBind as ServerInsecureBind, serve as server_serve
+
+    assert (serve, InsecureBind, create_app) == (server_serve, ServerInsecureBind, app_create_app)
+    assert auth is sys.modules["transport.auth"]
+    assert set(transport.__all__) <= set(dir(transport))
+    with pytest.raises(AttributeError, match="module 'transport' has no attribute 'servee'"):
+        transport.servee  # noqa: B018
+
+
+@pytest.mark.parametrize("command", [["-m", "transport"], ["-m", "trellis", "serve"]], ids=["python-m", "trellis"])
+def test_the_daemon_leaves_out_httpx_s_command_line_client(tmp_path, command):
+    # httpx's package imports its CLI, and click's, rich's and pygments' modules with it: memory and start
+    # time the daemon never uses. `-X importtime` lists every module the process imported, on stderr.
+    environ = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+    proc = subprocess.Popen([sys.executable, "-X", "importtime", *command, "--port", "0",
+                             "--state-dir", str(tmp_path / "state")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ)
+    try:
+        deadline = __import__("threading").Timer(60, proc.kill)
+        deadline.start()
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "listening on" in line:
+                break
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=30)
+        deadline.cancel()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    imported = {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+    assert {"transport.app", "httpx", "quart"} <= imported  # it started: the daemon's stack is there
+    assert not imported & {"rich", "pygments"}  # (httpx._main is listed: the attempt, refused at once)
