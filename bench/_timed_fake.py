@@ -171,6 +171,5 @@ class TimedFake:
 
 
 
-
 if __name__ == "__main__":
     serve()

@@ -209,7 +209,7 @@ def leave_out_unused_modules() -> None:
     """Keep out of the daemon's process what it imports and never runs, before anything imports it.
 
     httpx's package imports its command-line client (``httpx._main``), and with it
-    click's, rich's and pygments' modules when they are installed (rich is, for the
+    rich's and pygments' modules when they are installed (rich is, for the
     ``trellis`` terminal clients): about 3 MiB of the daemon's resident memory and
     70 ms of its start. Marked absent, httpx falls back to its stub ``main``.
     """

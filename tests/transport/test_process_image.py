@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import orjson
@@ -305,23 +306,28 @@ def test_the_daemon_leaves_out_httpx_s_command_line_client(tmp_path, command):
     # httpx's package imports its CLI, and click's, rich's and pygments' modules with it: memory and start
     # time the daemon never uses. `-X importtime` lists every module the process imported, on stderr.
     environ = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+    # stderr to a file: a pipe's 64 KiB would fill with import lines before the daemon listens.
+    importtime = open(tmp_path / "importtime.txt", "w+")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen([sys.executable, "-X", "importtime", *command, "--port", "0",
                              "--state-dir", str(tmp_path / "state")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ)
+                            stdout=subprocess.PIPE, stderr=importtime, text=True, env=environ)
+    deadline = threading.Timer(60, proc.kill)
+    deadline.start()
     try:
-        deadline = __import__("threading").Timer(60, proc.kill)
-        deadline.start()
         assert proc.stdout is not None
         for line in proc.stdout:
             if "listening on" in line:
                 break
         proc.terminate()
-        _, stderr = proc.communicate(timeout=30)
-        deadline.cancel()
+        proc.communicate(timeout=30)
     finally:
+        deadline.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        importtime.seek(0)
+        stderr = importtime.read()
+        importtime.close()
     imported = {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
     assert {"transport.app", "httpx", "quart"} <= imported  # it started: the daemon's stack is there
     assert not imported & {"rich", "pygments"}  # (httpx._main is listed: the attempt, refused at once)
