@@ -5,7 +5,7 @@ in any Trio nursery. :mod:`.auth` mints and reads the bearer token file.
 
 The facade is imported on first use (PEP 562): ``python -m transport`` re-executes
 itself when its environment holds a secret, and importing the whole HTTP stack
-before that (about 0.6 s and 45 MiB) would be paid twice for nothing.
+before that (about 0.6 s) would be paid twice for nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def __getattr__(name: str) -> Any:
     except KeyError:
         raise AttributeError(f"module 'transport' has no attribute {name!r}") from None
     found = importlib.import_module(module, __name__)
-    return found if attribute is None else getattr(found, attribute)
+    value = globals()[name] = found if attribute is None else getattr(found, attribute)  # asked once
+    return value
 
 
 def __dir__() -> list[str]:
