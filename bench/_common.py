@@ -312,10 +312,11 @@ class Daemon:
     """The real daemon in a subprocess: ``python -m transport --port 0`` and what it printed."""
 
     def __init__(self, *args: str, state_dir: str | None = None, env: dict[str, str] | None = None,
-                 settings: dict[str, Any] | None = None) -> None:
+                 settings: dict[str, Any] | None = None, wrapper: Sequence[str] = ()) -> None:
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="trellis-bench-")
         self.state_dir = state_dir or self._tmp.name  # type: ignore[union-attr]
-        argv = [sys.executable, "-m", "transport", "--port", "0", "--state-dir", self.state_dir, *args]
+        # wrapper: a command the interpreter runs under (bench_turn_instructions: valgrind)
+        argv = [*wrapper, sys.executable, "-m", "transport", "--port", "0", "--state-dir", self.state_dir, *args]
         if settings is not None:
             Path(self.state_dir).mkdir(parents=True, exist_ok=True)
             path = Path(self.state_dir) / "bench-settings.json"  # removed with the state directory
@@ -377,11 +378,11 @@ class Daemon:
 class FakeModel:
     """``python -m transport.fake_openai`` in a subprocess, playing ``responses`` in order."""
 
-    def __init__(self, responses: list[Any]) -> None:
+    def __init__(self, responses: list[Any], wrapper: Sequence[str] = ()) -> None:
         self._file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
         json.dump(responses, self._file)
         self._file.close()
-        self.proc = subprocess.Popen([sys.executable, "-m", "transport.fake_openai", "--port", "0",
+        self.proc = subprocess.Popen([*wrapper, sys.executable, "-m", "transport.fake_openai", "--port", "0",
                                       "--script", self._file.name],
                                      stdout=subprocess.PIPE, text=True, cwd=str(ROOT), preexec_fn=load_child)
         assert self.proc.stdout is not None
