@@ -207,7 +207,14 @@ class ActorRef(Generic[M]):
         # trio.fail_after without its generator (an ask is a few a turn): only our own deadline is caught
         # here, so reaching the raise means it expired.
         with trio.CancelScope(relative_deadline=timeout):
-            await self.tell(make(reply))
+            message = make(reply)
+            await trio.lowlevel.checkpoint_if_cancelled()  # as tell's send: a cancelled asker is told first
+            try:
+                # Room in the mailbox: no yield to the scheduler before waiting for the answer, which yields
+                # anyway (tell's send would reschedule us at once, only to park us in the wait).
+                self.tell_nowait(message)
+            except MailboxFull:
+                await self.tell(message)
             return await pending.wait()
         raise trio.TooSlowError
 

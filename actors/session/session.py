@@ -404,13 +404,24 @@ class Session:
         return error.message if isinstance(error, ModelError) else f"internal error: {type(error).__name__}"
 
     async def _tell_fifo(self, message: f.FifoMessage) -> None:
-        """Tell the FIFO something it must not miss, also from a cancelled exit path."""
+        """Tell the FIFO something it must not miss, also from a cancelled exit path.
+
+        Not a checkpoint while its mailbox has room (the usual case): the message is queued at once. Only a
+        full mailbox is waited on, shielded, for at most 5 seconds.
+        """
         assert self.fifo_ref is not None
+        try:
+            self.fifo_ref.tell_nowait(message)  # room in the mailbox (the usual case): no scope, no yield
+            return
+        except MailboxFull:
+            pass
+        except ActorGone:
+            return  # the session is closing; the FIFO went first
         with trio.CancelScope(shield=True), trio.move_on_after(5):
             try:
                 await self.fifo_ref.tell(message)
             except ActorGone:
-                pass  # the session is closing; the FIFO went first
+                pass
 
     def _awaiting_answer(self) -> bool:
         """The conversation ends with input the model has not answered yet."""

@@ -172,6 +172,45 @@ async def test_closed_mailbox_gives_actor_gone() -> None:
         ref.ask_nowait(lambda reply: Add(1, 1, reply))
 
 
+async def test_a_cancelled_asker_is_told_it_was_cancelled_before_it_meets_a_stopped_actor() -> None:
+    # A session cancelled as its FIFO closes (the daemon shutting down) must see Cancelled, as at any
+    # checkpoint, not ActorGone: the ask's send no longer yields, but still checks for cancellation first.
+    ref, _inbox = open_mailbox("closing", 2)
+    ref.close()
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await ref.ask(lambda reply: Add(1, 1, reply), timeout=1)
+    assert scope.cancelled_caught
+
+
+async def test_an_ask_with_room_in_the_mailbox_is_scheduled_once_for_its_answer() -> None:
+    ref, inbox = open_mailbox("adder", 2)
+    me = trio.lowlevel.current_task()
+    steps = 0
+
+    class Steps(trio.abc.Instrument):
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            nonlocal steps
+            steps += task is me
+
+    async def answer() -> None:
+        message = await inbox.receive()
+        message.reply.send(message.a + message.b)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(answer)
+            await trio.testing.wait_all_tasks_blocked()
+            instrument = Steps()
+            trio.lowlevel.add_instrument(instrument)
+            try:
+                assert await ref.ask(lambda reply: Add(2, 3, reply)) == 5
+            finally:
+                trio.lowlevel.remove_instrument(instrument)
+    # Parked until the answer came, then woken once: tell's send would have rescheduled it first as well.
+    assert steps == 1
+
+
 async def test_stopped_actor_gives_actor_gone() -> None:
     ref, inbox = open_mailbox("stopped", 2)
     await inbox.aclose()  # the actor's side went away
