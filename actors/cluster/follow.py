@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
+import trio
+
 from .. import wire
 from ..wire import Event
 from .events import FollowOverflow, StreamEvent
@@ -41,7 +43,8 @@ def _event(entry: StreamEvent) -> Event:
 
 
 class RemoteSubscription:
-    """The subscription interface :func:`transport.sse.frames` reads (``get_nowait``, ``get``, ``close``)."""
+    """The subscription interface :func:`transport.sse.frames` reads (``get_nowait``, ``get``,
+    ``get_or_nudged``, ``nudge``, ``close``)."""
 
     def __init__(self, replay: list[Event], follow: Follow, last_id: int, queued_limit: int = 0) -> None:
         self._queued_limit = queued_limit
@@ -50,6 +53,8 @@ class RemoteSubscription:
         self._last = last_id
         self._ended = False
         self._pending: Event | None = None
+        self._nudged = False
+        self._waiting: trio.CancelScope | None = None  # get_or_nudged's wait, which a nudge ends
 
     def _take(self, entry: StreamEvent) -> Event:
         event = _event(entry)
@@ -94,6 +99,26 @@ class RemoteSubscription:
             self._ended = True
             return wire.client_evicted("queue_overflow", self._queued_limit, self._queued_limit, 0, 0, self._last)
         return self._ended_after(self._take(entry))
+
+    async def get_or_nudged(self) -> Event | None:
+        """As :meth:`actors.events.bus.Subscription.get_or_nudged`: the next event, or ``None`` when
+        :meth:`nudge` came first (the follower's wait is a memory channel's: cancelling it loses nothing)."""
+        while True:
+            event = self.get_nowait()
+            if event is not None:
+                self._nudged = False
+                return event
+            if self._nudged:
+                self._nudged = False
+                return None
+            with trio.CancelScope() as self._waiting:
+                return await self.get()
+            self._waiting = None  # nudged while waiting: look again
+
+    def nudge(self) -> None:
+        self._nudged = True
+        if self._waiting is not None:
+            self._waiting.cancel()
 
     def close(self) -> None:
         self._follow.close()

@@ -61,6 +61,7 @@ class Subscription:
         self._rearm_bytes_at = (max_bytes * 3) // 8
         self._warned = False
         self._closed = False
+        self._nudged = False
         self._lot = trio.lowlevel.ParkingLot()
         self.evicted = False
 
@@ -131,6 +132,32 @@ class Subscription:
             if self._closed:
                 raise StopAsyncIteration
             await self._lot.park()
+
+    async def get_or_nudged(self) -> Event | None:
+        """The next event, or ``None`` if :meth:`nudge` came first while nothing was queued; raises
+        ``StopAsyncIteration`` once the stream has ended.
+
+        A reader's timeout without a cancel scope of its own: one task can time every reader out
+        (``transport/sse.py``'s keep-alive ticker), where a scope per wait with its deadline cost
+        about as much as the rest of sending the event.
+        """
+        while True:
+            event = self.get_nowait()
+            if event is not None:
+                self._nudged = False  # the reader is not idle: a nudge meant for idleness is void
+                return event
+            if self._closed:
+                raise StopAsyncIteration
+            if self._nudged:
+                self._nudged = False
+                return None
+            await self._lot.park()
+
+    def nudge(self) -> None:
+        """Wake the reader waiting in :meth:`get_or_nudged` with ``None`` (the next such call, if none waits)."""
+        self._nudged = True
+        if self._lot:
+            self._lot.unpark()
 
     def __aiter__(self) -> Subscription:
         return self

@@ -69,3 +69,57 @@ async def test_an_overflowing_subscriber_gets_what_was_queued_then_its_eviction_
     assert kinds.count("slow_client_warning") == 1
     assert kinds[-1] == "client_evicted" and body.endswith("\n\n")  # the stream ends after it
     assert '"reason":"queue_overflow"' in body
+
+
+async def _next_chunk(stream, *, at_most: float) -> tuple[bytes, float]:
+    """The stream's next chunk and the virtual time it came at."""
+    with trio.fail_after(at_most):
+        chunk = await stream.__anext__()
+    return chunk, trio.current_time()
+
+
+async def test_an_idle_stream_writes_a_comment_before_it_has_been_silent_for_keepalive_seconds(
+        autojump_clock: trio.testing.MockClock) -> None:
+    bus = EventBus()
+    stream = frames(bus.subscribe(), keepalive=10.0)
+    start = trio.current_time()
+    assert (await _next_chunk(stream, at_most=1))[0] == b"retry: 3000\n\n"
+    comments = []
+    for _ in range(3):
+        chunk, at = await _next_chunk(stream, at_most=20)
+        assert chunk == b": keepalive\n\n"
+        comments.append(at - start)
+    # silent at most 10 s at first (a whole 5 s tick with nothing written: 5-10 s), then a comment every 10 s
+    assert 5 <= comments[0] <= 10 and [round(b - a, 6) for a, b in zip(comments, comments[1:])] == [10.0, 10.0]
+    event = bus.publish("session_update", {"i": 1})
+    assert (await _next_chunk(stream, at_most=1))[0] == encode(event)
+    await stream.aclose()
+
+
+async def test_a_stream_that_sends_every_few_seconds_writes_no_comment(autojump_clock: trio.testing.MockClock) -> None:
+    bus = EventBus()
+    stream = frames(bus.subscribe(), keepalive=10.0)
+    assert await stream.__anext__() == b"retry: 3000\n\n"
+    for i in range(20):  # 80 s in all, never 5 s without an event
+        await trio.sleep(4)
+        event = bus.publish("session_update", {"i": i})
+        assert (await _next_chunk(stream, at_most=1))[0] == encode(event)
+    await stream.aclose()
+
+
+async def test_one_ticker_serves_every_stream_and_forgets_a_closed_one(autojump_clock: trio.testing.MockClock) -> None:
+    from transport.sse import _ticker
+
+    bus = EventBus()
+    streams = [frames(bus.subscribe(), keepalive=8.0) for _ in range(3)]
+    for stream in streams:
+        assert await stream.__anext__() == b"retry: 3000\n\n"
+    ticker = _ticker(8.0)
+    assert len(ticker.streams) == 3
+    for stream in streams:  # each idle stream gets its comment from the same tick
+        assert (await _next_chunk(stream, at_most=9))[0] == b": keepalive\n\n"
+    await streams[0].aclose()
+    assert len(ticker.streams) == 2
+    for stream in streams[1:]:
+        await stream.aclose()
+    assert not ticker.streams

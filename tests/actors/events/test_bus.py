@@ -438,3 +438,45 @@ def test_event_without_prompt_id_omits_it() -> None:
         "id": 1, "v": 1, "type": "session_closed", "data": {"sessionId": "S", "reason": "x"},
         "_meta": {"serverTimestamp": TS},
     }
+
+
+async def test_a_nudge_wakes_a_waiting_reader_with_none_and_is_used_once() -> None:
+    bus = EventBus()
+    sub = bus.subscribe()
+    got: list[object] = []
+
+    async def read() -> None:
+        got.append(await sub.get_or_nudged())
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            await trio.testing.wait_all_tasks_blocked()
+            sub.nudge()
+        assert got == [None]
+        event = bus.publish("session_update", {"i": 1})
+        assert await sub.get_or_nudged() is event  # the nudge was used: the next call waits for an event
+
+
+async def test_a_nudge_while_events_are_queued_is_void_and_an_ended_stream_still_ends() -> None:
+    bus = EventBus()
+    sub = bus.subscribe()
+    event = bus.publish("session_update", {"i": 1})
+    sub.nudge()
+    got: list[object] = []
+
+    async def read() -> None:
+        got.append(await sub.get_or_nudged())
+
+    with trio.fail_after(5):
+        assert await sub.get_or_nudged() is event
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            await trio.testing.wait_all_tasks_blocked()
+            assert got == []  # the reader was not idle when nudged: the nudge went with the event
+            later = bus.publish("session_update", {"i": 2})
+        assert got == [later]
+        sub.close()
+        sub.nudge()
+        with pytest.raises(StopAsyncIteration):
+            await sub.get_or_nudged()
