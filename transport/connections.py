@@ -29,7 +29,8 @@ handler raises no longer stops the server (:meth:`ConnectionCap.__call__`), and
 an answer that says ``Connection: close`` really closes its socket
 (:class:`_TCPServer`). And an idle keep-alive connection is closed after
 hypercorn's ``keep_alive_timeout`` (its timer was restarted from a task
-quart-trio had cancelled, so it never ran: :class:`_IdleTimer`). It also writes
+quart-trio had cancelled, so it never ran), by one sweep task for the whole
+server rather than a timer task per request (:mod:`transport.keep_alive`). It also writes
 an answer of known length (a 202, any JSON answer) in one write, head and body
 together, where hypercorn writes the head first (:meth:`_TCPServer.protocol_send`).
 
@@ -63,6 +64,8 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 
+from .keep_alive import IdleSweep, IdleTimer
+
 try:  # h11's own writer class, to tell a chunked body (h11 0.14-0.16); without it, h11 frames every chunk
     from h11._writers import ChunkedWriter
 except ImportError:  # pragma: no cover - a future h11
@@ -95,9 +98,9 @@ class _TCPServer(TCPServer):
     _held: bytes | None = None  # a response head waiting for its body (see protocol_send)
     _protocol: ProtocolWrapper
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(self, *args: Any, sweep: IdleSweep) -> None:
         super().__init__(*args)
-        self.idle_task = _IdleTimer()  # type: ignore[assignment]
+        self.idle_task = IdleTimer(sweep, self._initiate_server_close)  # type: ignore[assignment]
 
     @property
     def protocol(self) -> ProtocolWrapper:  # type: ignore[override]
@@ -239,42 +242,6 @@ class _H11Protocol(H11Protocol):
         await super().stream_send(event)  # type: ignore[arg-type]
 
 
-class _IdleTimer:
-    """Hypercorn's keep-alive timer (``TrioSingleTask``) without its lock and its ``nursery.start`` handshake.
-
-    Hypercorn stops the timer when a request arrives and starts a fresh one when
-    the connection is idle again: for every keep-alive request, two lock
-    acquisitions and a task started and waited for — several trips through the
-    scheduler. The same timer task is started here with ``start_soon`` in a
-    cancel scope made beforehand, and stopped by cancelling that scope; nothing
-    awaits, so no lock is needed. A timer stopped before its task first runs
-    never fires (its scope is already cancelled when the task enters it).
-    """
-
-    __slots__ = ("_scope",)
-
-    def __init__(self) -> None:
-        self._scope: trio.CancelScope | None = None
-
-    async def restart(self, task_group: Any, action: Callable[[], Awaitable[None]]) -> None:
-        self._cancel()
-        scope = self._scope = trio.CancelScope()
-        task_group._nursery.start_soon(_run_in, scope, action)
-
-    async def stop(self) -> None:
-        self._cancel()
-
-    def _cancel(self) -> None:
-        if self._scope is not None:
-            self._scope.cancel()
-            self._scope = None
-
-
-async def _run_in(scope: trio.CancelScope, action: Callable[[], Awaitable[None]]) -> None:
-    with scope:
-        await action()
-
-
 def _sized_head(data: bytes) -> bool:
     """Whether ``data`` is a whole HTTP/1.x response head (not 1xx) that announces a ``Content-Length`` and
     keeps its connection (a ``Connection: close`` answer — a refusal — is written as hypercorn writes it)."""
@@ -382,7 +349,9 @@ async def serve(
                 sock.listen(config.backlog)
                 listeners.append(trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
                 binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
-            handler = partial(_TCPServer, wrapped, config, context, ConnectionState(lifespan_state.copy()))
+            sweep = IdleSweep(config.keep_alive_timeout)
+            handler = partial(_TCPServer, wrapped, config, context, ConnectionState(lifespan_state.copy()),
+                              sweep=sweep)
             cap = ConnectionCap(max_connections, handler)  # type: ignore[arg-type]
             task_status.started(binds)
             try:
@@ -390,6 +359,7 @@ async def serve(
                     if shutdown_trigger is not None:
                         nursery.start_soon(raise_shutdown, shutdown_trigger)
                     nursery.start_soon(raise_shutdown, context.terminate.wait)
+                    nursery.start_soon(sweep.run)
                     nursery.start_soon(partial(trio.serve_listeners, cap, listeners, handler_nursery=server_nursery))
                     await trio.sleep_forever()
             except BaseExceptionGroup as error:
@@ -399,6 +369,7 @@ async def serve(
             finally:
                 # As hypercorn: stop accepting, tell open connections to finish, give them the graceful timeout.
                 await context.terminated.set()
+                sweep.close_all()  # idle connections close now, as hypercorn's timers do once terminated
                 server_nursery.cancel_scope.deadline = trio.current_time() + config.graceful_timeout
 
         await lifespan.wait_for_shutdown()

@@ -240,7 +240,7 @@ async def test_the_h11_protocol_of_a_connection_is_the_lean_one():
 
 
 async def test_the_keep_alive_timer_closes_an_idle_connection_and_spares_a_busy_one(autojump_clock):
-    """The lean keep-alive timer (``_IdleTimer``): stopped by each request, started again when it ends.
+    """The keep-alive timer (``transport.keep_alive``): stopped by each request, started again when it ends.
 
     Hypercorn's own timer is restarted from the request's task, which quart-trio
     cancels once the answer is sent: its lock's checkpoint raised, and an idle

@@ -1,0 +1,115 @@
+"""Closing idle keep-alive connections: one sweep task for a whole server, not a timer task per request.
+
+Hypercorn gives each connection a keep-alive timer (``TrioSingleTask``): it is
+stopped when a request arrives and started again, as a new task waiting in a
+cancel scope with a deadline, when the connection is idle again. That is a task
+started and cancelled, and a deadline registered and removed, for every
+request on a kept-alive connection.
+
+Here every connection of one server shares an :class:`IdleSweep`. A
+connection's :class:`IdleTimer` (what hypercorn's ``TCPServer`` calls
+``idle_task``) only records that it is idle, or busy again; the sweep's one
+task sleeps until the oldest idle connection's deadline. Every connection waits
+the same ``keep_alive_timeout``, so the order they became idle in is the order
+their deadlines come in: the oldest is the first entry of an insertion-ordered
+dict, and a connection that becomes idle later never needs the sweep woken
+sooner. A connection idle for the whole timeout is closed as hypercorn closes
+it (``_initiate_server_close``, shielded), at the same moment hypercorn would
+have. When the server shuts down, every idle connection is closed at once, as
+hypercorn's timers do when its worker context is terminated.
+
+States of one connection's timer::
+
+    busy  --restart-->  idle (in the sweep, deadline = now + timeout)
+    idle  --stop------> busy (out of the sweep)
+    idle  --deadline--> expired (out of the sweep; its close is started)
+    expired --stop----> busy (a request came before the close ran: the close does nothing)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+
+class IdleTimer:
+    """One connection's keep-alive timer, as hypercorn's ``TCPServer`` uses it (``restart``/``stop``)."""
+
+    __slots__ = ("_sweep", "_close", "_task_group", "expired")
+
+    def __init__(self, sweep: IdleSweep, close: Callable[[], Awaitable[None]]) -> None:
+        self._sweep = sweep
+        self._close = close  # the server's _initiate_server_close
+        self._task_group: Any = None
+        self.expired = False
+
+    async def restart(self, task_group: Any, action: object = None) -> None:
+        """The connection is idle from now (``action``, hypercorn's own timeout task, is not needed)."""
+        self._task_group = task_group
+        self.expired = False
+        self._sweep.idle(self)
+
+    async def stop(self) -> None:
+        """The connection is busy (or closed): it is not timed."""
+        self.expired = False
+        self._sweep.busy(self)
+
+    def expire(self) -> None:
+        """Idle for the whole timeout: close the connection from its own task group."""
+        self.expired = True
+        try:
+            self._task_group._nursery.start_soon(self._close_if_still_idle)
+        except RuntimeError:  # its task group has ended: the connection is closed already
+            pass
+
+    async def _close_if_still_idle(self) -> None:
+        if self.expired:  # else a request came between the expiry and this task's start
+            with trio.CancelScope(shield=True):
+                await self._close()
+
+
+class IdleSweep:
+    """The idle connections of one server, and the task that closes those idle for ``timeout`` seconds."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._idle: dict[IdleTimer, float] = {}  # insertion order is deadline order (each is then + timeout)
+        self._lot = trio.lowlevel.ParkingLot()
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self._idle)
+
+    def idle(self, timer: IdleTimer) -> None:
+        if self._closed:  # the server is shutting down: an idle connection is closed at once
+            timer.expire()
+            return
+        self._idle.pop(timer, None)  # to the end: its deadline is now the latest
+        self._idle[timer] = trio.current_time() + self.timeout
+        if self._lot:
+            self._lot.unpark()
+
+    def busy(self, timer: IdleTimer) -> None:
+        self._idle.pop(timer, None)
+
+    async def run(self) -> None:
+        """Close each connection once it has been idle for the timeout; run until cancelled."""
+        while True:
+            if not self._idle:
+                await self._lot.park()
+                continue
+            timer, deadline = next(iter(self._idle.items()))
+            if trio.current_time() < deadline:
+                await trio.sleep_until(deadline)  # the entry may be gone by then: the loop looks again
+                continue
+            del self._idle[timer]
+            timer.expire()
+
+    def close_all(self) -> None:
+        """The server is shutting down: close every idle connection now, and any that becomes idle later."""
+        self._closed = True
+        timers, self._idle = list(self._idle), {}
+        for timer in timers:
+            timer.expire()
