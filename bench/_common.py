@@ -316,6 +316,7 @@ class Daemon:
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="trellis-bench-")
         self.state_dir = state_dir or self._tmp.name  # type: ignore[union-attr]
         # wrapper: a command the interpreter runs under (bench_turn_instructions: valgrind)
+        self._stop_seconds = 120 if wrapper else 20
         argv = [*wrapper, sys.executable, "-m", "transport", "--port", "0", "--state-dir", self.state_dir, *args]
         if settings is not None:
             Path(self.state_dir).mkdir(parents=True, exist_ok=True)
@@ -351,7 +352,7 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.terminate()
         try:
-            self.proc.communicate(timeout=20)
+            self.proc.communicate(timeout=self._stop_seconds)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.communicate()
@@ -382,6 +383,7 @@ class FakeModel:
         self._file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
         json.dump(responses, self._file)
         self._file.close()
+        self._stop_seconds = 120 if wrapper else 10  # under valgrind, ~50x slower, it writes its count at exit
         self.proc = subprocess.Popen([*wrapper, sys.executable, "-m", "transport.fake_openai", "--port", "0",
                                       "--script", self._file.name],
                                      stdout=subprocess.PIPE, text=True, cwd=str(ROOT), preexec_fn=load_child)
@@ -394,7 +396,7 @@ class FakeModel:
 
     def stop(self) -> None:
         self.proc.terminate()
-        self.proc.wait(10)
+        self.proc.wait(self._stop_seconds)
         os.unlink(self._file.name)
 
     def __enter__(self) -> FakeModel:

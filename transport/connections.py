@@ -129,8 +129,9 @@ class _TCPServer(TCPServer):
         try:
             await super()._read_data()
         finally:
-            # The connection is closed: its task group must not wait for the keep-alive timer to fire.
-            await self.idle_task.stop()
+            # The connection is closed: out of the keep-alive sweep for good (a late "idle" from a request
+            # task still finishing, after a client's reset, must not put it back).
+            self.idle_task.close()
 
     async def protocol_send(self, event: Event) -> None:
         """Hypercorn's, but the head of an answer with a ``Content-Length`` goes out with its body.

@@ -20,49 +20,71 @@ hypercorn's timers do when its worker context is terminated.
 
 States of one connection's timer::
 
-    busy  --restart-->  idle (in the sweep, deadline = now + timeout)
-    idle  --stop------> busy (out of the sweep)
-    idle  --deadline--> expired (out of the sweep; its close is started)
-    expired --stop----> busy (a request came before the close ran: the close does nothing)
+    busy    --restart-->  idle (in the sweep, deadline = now + timeout)
+    idle    --stop------> busy (out of the sweep)
+    idle    --deadline--> expired (out of the sweep; its close is started)
+    expired --stop------> busy (a request came before the close ran: the close does nothing)
+    any     --close-----> closed (the connection ended: out of the sweep; restart and stop do nothing)
+
+A connection that has ended stays out: after a client's reset, a request task
+still finishing can report the connection idle again (hypercorn's
+``_maybe_recycle``), and its task group is gone by then. Whatever one
+connection's timer does, the sweep logs it and goes on: it serves the whole
+server.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
+log = logging.getLogger("trellis.connections")
+
 
 class IdleTimer:
     """One connection's keep-alive timer, as hypercorn's ``TCPServer`` uses it (``restart``/``stop``)."""
 
-    __slots__ = ("_sweep", "_close", "_task_group", "expired")
+    __slots__ = ("_sweep", "_close", "_task_group", "expired", "closed")
 
     def __init__(self, sweep: IdleSweep, close: Callable[[], Awaitable[None]]) -> None:
         self._sweep = sweep
         self._close = close  # the server's _initiate_server_close
         self._task_group: Any = None
         self.expired = False
+        self.closed = False
 
     async def restart(self, task_group: Any, action: object = None) -> None:
         """The connection is idle from now (``action``, hypercorn's own timeout task, is not needed)."""
+        if self.closed:
+            return
         self._task_group = task_group
         self.expired = False
         self._sweep.idle(self)
 
     async def stop(self) -> None:
-        """The connection is busy (or closed): it is not timed."""
+        """The connection is busy: it is not timed."""
+        self.expired = False
+        self._sweep.busy(self)
+
+    def close(self) -> None:
+        """The connection has ended: never timed again."""
+        self.closed = True
         self.expired = False
         self._sweep.busy(self)
 
     def expire(self) -> None:
         """Idle for the whole timeout: close the connection from its own task group."""
+        nursery = getattr(self._task_group, "_nursery", None)  # hypercorn's TaskGroup drops it when it ends
+        if self.closed or nursery is None:
+            return
         self.expired = True
         try:
-            self._task_group._nursery.start_soon(self._close_if_still_idle)
-        except RuntimeError:  # its task group has ended: the connection is closed already
-            pass
+            nursery.start_soon(self._close_if_still_idle)
+        except RuntimeError:  # the nursery is closing: so is the connection
+            self.expired = False
 
     async def _close_if_still_idle(self) -> None:
         if self.expired:  # else a request came between the expiry and this task's start
@@ -84,7 +106,7 @@ class IdleSweep:
 
     def idle(self, timer: IdleTimer) -> None:
         if self._closed:  # the server is shutting down: an idle connection is closed at once
-            timer.expire()
+            _expire(timer)
             return
         self._idle.pop(timer, None)  # to the end: its deadline is now the latest
         self._idle[timer] = trio.current_time() + self.timeout
@@ -105,11 +127,18 @@ class IdleSweep:
                 await trio.sleep_until(deadline)  # the entry may be gone by then: the loop looks again
                 continue
             del self._idle[timer]
-            timer.expire()
+            _expire(timer)
 
     def close_all(self) -> None:
         """The server is shutting down: close every idle connection now, and any that becomes idle later."""
         self._closed = True
         timers, self._idle = list(self._idle), {}
         for timer in timers:
-            timer.expire()
+            _expire(timer)
+
+
+def _expire(timer: IdleTimer) -> None:
+    try:
+        timer.expire()
+    except Exception:  # one connection's failure must not stop the sweep, nor the server it runs in
+        log.exception("closing an idle keep-alive connection failed")

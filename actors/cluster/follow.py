@@ -111,13 +111,17 @@ class RemoteSubscription:
             if self._nudged:
                 self._nudged = False
                 return None
-            with trio.CancelScope() as self._waiting:
-                return await self.get()
-            self._waiting = None  # nudged while waiting: look again
+            try:
+                with trio.CancelScope() as self._waiting:
+                    return await self.get()
+            finally:
+                self._waiting = None
+            # nudged while waiting: look again (an event that came with the nudge is returned first)
 
     def nudge(self) -> None:
-        self._nudged = True
+        """Wake a reader waiting in :meth:`get_or_nudged` with ``None``; nothing if none waits."""
         if self._waiting is not None:
+            self._nudged = True
             self._waiting.cancel()
 
     def close(self) -> None:

@@ -154,9 +154,10 @@ class Subscription:
             await self._lot.park()
 
     def nudge(self) -> None:
-        """Wake the reader waiting in :meth:`get_or_nudged` with ``None`` (the next such call, if none waits)."""
-        self._nudged = True
+        """Wake the reader waiting in :meth:`get_or_nudged` with ``None``; nothing if no reader waits (one
+        busy sending is not idle, and must not get a stale ``None`` when it next asks)."""
         if self._lot:
+            self._nudged = True
             self._lot.unpark()
 
     def __aiter__(self) -> Subscription:

@@ -91,3 +91,24 @@ async def test_the_sweep_sleeps_without_a_deadline_while_nothing_is_idle(autojum
         await trio.sleep(10)  # woken at 5 for nothing, then parked again
         assert trio.lowlevel.current_statistics().seconds_to_next_deadline == float("inf")
         nursery.cancel_scope.cancel()
+
+
+async def test_an_ended_connection_reported_idle_again_is_not_timed_and_the_sweep_survives(
+        autojump_clock: trio.testing.MockClock) -> None:
+    # After a client's reset, a request task still finishing reports its connection idle (hypercorn's
+    # _maybe_recycle) when the connection's task group is gone: hypercorn's TaskGroup drops its nursery.
+    sweep = IdleSweep(1.0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sweep.run)
+        conns = Connections(nursery, sweep)
+        ended, other = conns.timer("ended"), conns.timer("other")
+        await ended.restart(conns.group)
+        ended.close()  # _read_data's finally
+        await ended.restart(SimpleNamespace(_nursery=None))
+        assert len(sweep) == 0
+        gone = conns.timer("gone")  # one that reached the sweep before its group went: expiring it is a no-op
+        await gone.restart(SimpleNamespace(_nursery=None))
+        await other.restart(conns.group)
+        await trio.sleep(5)
+        assert conns.closed == {"other": 1.0}  # the sweep went on past the connection without a group
+        nursery.cancel_scope.cancel()
