@@ -179,7 +179,9 @@ class SessionBinding:
     async def cancel(self) -> None:
         """``session/cancel``: abort the prompts this binding admitted (else whatever runs)."""
         ours = list(self.waiters)
-        for prompt_id in ours:
+        # Latest first: aborting the running prompt first let the session's next TakeNext hand over a queued
+        # one of ours before its own abort arrived (the turn ends, settles and asks without yielding between).
+        for prompt_id in reversed(ours):
             await self.handle.abort_prompt(prompt_id)
         await self._cancel_if_running(ours)
 
@@ -268,7 +270,7 @@ class SessionBinding:
                     await self._vote(ask.request_id, "cancelled", None)
             if abort:
                 try:
-                    for prompt_id in waiters:
+                    for prompt_id in reversed(list(waiters)):  # latest first, as cancel() (see there)
                         await self.handle.abort_prompt(prompt_id)
                     if waiters:
                         await self._cancel_if_running(list(waiters))
