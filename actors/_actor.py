@@ -18,6 +18,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import trio
 
+from .timeouts import UniformDeadlines, Waiter, sweep_for
+
 T = TypeVar("T")
 M = TypeVar("M")
 
@@ -139,10 +141,16 @@ class PendingReply(Generic[T]):
             raise ActorGone("the actor stopped without answering")
         return True, self._slot.value
 
-    async def wait(self, timeout: float = math.inf) -> T:
-        """Wait for the answer (a checkpoint even if it is there); :class:`trio.TooSlowError` past ``timeout``."""
+    async def wait(self, timeout: float = math.inf, *, shared: bool = False) -> T:
+        """Wait for the answer (a checkpoint even if it is there); :class:`trio.TooSlowError` past ``timeout``.
+
+        ``shared``: ``timeout`` is a constant that many waits share (``DRAIN_DEADLINE``); a per-run sweep
+        task keeps it (:mod:`actors.timeouts`) instead of a cancel scope with a deadline for each wait.
+        """
         if timeout == math.inf:  # no cancel scope to enter and leave when nothing can expire
             await self._answer()
+        elif shared and timeout > 0:
+            await self._answer(sweep_for(timeout))
         else:
             with trio.CancelScope(relative_deadline=timeout):  # trio.fail_after, without its generator
                 await self._answer()
@@ -150,20 +158,28 @@ class PendingReply(Generic[T]):
             raise trio.TooSlowError
         return self.poll()[1]  # type: ignore[return-value]
 
-    async def _answer(self) -> None:
+    async def _answer(self, sweep: UniformDeadlines[Waiter] | None = None) -> None:
         slot = self._slot
         if slot.state != _PENDING:
             await trio.lowlevel.checkpoint()
             return
         if slot.waiter is not None:
             raise RuntimeError("another task is already waiting for this answer")
-        slot.waiter = trio.lowlevel.current_task()
+        task = slot.waiter = trio.lowlevel.current_task()
 
         def abort(_: object) -> trio.lowlevel.Abort:
             slot.waiter = None
             return trio.lowlevel.Abort.SUCCEEDED
 
-        await trio.lowlevel.wait_task_rescheduled(abort)
+        if sweep is None:
+            await trio.lowlevel.wait_task_rescheduled(abort)
+            return
+        waiter = Waiter(task, slot)
+        sweep.add(waiter)  # past its time, the sweep wakes us with TooSlowError
+        try:
+            await trio.lowlevel.wait_task_rescheduled(abort)
+        finally:
+            sweep.discard(waiter)
 
 
 def reply_pair() -> tuple[Reply[Any], PendingReply[Any]]:

@@ -59,7 +59,7 @@ from hypercorn.protocol.events import Body
 from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.statsd import StatsdLogger
-from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
 from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
@@ -126,8 +126,22 @@ class _TCPServer(TCPServer):
             await super()._close()
 
     async def _read_data(self) -> None:
+        """Hypercorn's read loop, without a cancel scope around each read when there is no ``read_timeout``
+        (hypercorn enters ``fail_after(inf)``: a scope that can never expire, about 28,000 instructions a
+        read)."""
         try:
-            await super()._read_data()
+            if self.config.read_timeout is not None:
+                await super()._read_data()
+                return
+            while True:
+                try:
+                    data = await self.stream.receive_some(MAX_RECV)
+                except (trio.ClosedResourceError, trio.BrokenResourceError):
+                    break
+                await self.protocol.handle(RawData(bytes(data)))
+                if data == b"":
+                    break
+            await self.protocol.handle(Closed())
         finally:
             # The connection is closed: out of the keep-alive sweep for good (a late "idle" from a request
             # task still finishing, after a client's reset, must not put it back).

@@ -9,11 +9,9 @@ request on a kept-alive connection.
 Here every connection of one server shares an :class:`IdleSweep`. A
 connection's :class:`IdleTimer` (what hypercorn's ``TCPServer`` calls
 ``idle_task``) only records that it is idle, or busy again; the sweep's one
-task sleeps until the oldest idle connection's deadline. Every connection waits
-the same ``keep_alive_timeout``, so the order they became idle in is the order
-their deadlines come in: the oldest is the first entry of an insertion-ordered
-dict, and a connection that becomes idle later never needs the sweep woken
-sooner. A connection idle for the whole timeout is closed as hypercorn closes
+task (:class:`actors.timeouts.UniformDeadlines`) sleeps until the oldest idle
+connection's deadline. Every connection waits the same ``keep_alive_timeout``,
+so the order they became idle in is the order their deadlines come in. A connection idle for the whole timeout is closed as hypercorn closes
 it (``_initiate_server_close``, shielded), at the same moment hypercorn would
 have. When the server shuts down, every idle connection is closed at once, as
 hypercorn's timers do when its worker context is terminated.
@@ -40,6 +38,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
+
+from actors.timeouts import UniformDeadlines
 
 log = logging.getLogger("trellis.connections")
 
@@ -97,8 +97,7 @@ class IdleSweep:
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self._idle: dict[IdleTimer, float] = {}  # insertion order is deadline order (each is then + timeout)
-        self._lot = trio.lowlevel.ParkingLot()
+        self._idle: UniformDeadlines[IdleTimer] = UniformDeadlines(timeout, _expire)
         self._closed = False
 
     def __len__(self) -> int:
@@ -108,32 +107,19 @@ class IdleSweep:
         if self._closed:  # the server is shutting down: an idle connection is closed at once
             _expire(timer)
             return
-        self._idle.pop(timer, None)  # to the end: its deadline is now the latest
-        self._idle[timer] = trio.current_time() + self.timeout
-        if self._lot:
-            self._lot.unpark()
+        self._idle.add(timer)  # to the end: its deadline is now the latest
 
     def busy(self, timer: IdleTimer) -> None:
-        self._idle.pop(timer, None)
+        self._idle.discard(timer)
 
     async def run(self) -> None:
         """Close each connection once it has been idle for the timeout; run until cancelled."""
-        while True:
-            if not self._idle:
-                await self._lot.park()
-                continue
-            timer, deadline = next(iter(self._idle.items()))
-            if trio.current_time() < deadline:
-                await trio.sleep_until(deadline)  # the entry may be gone by then: the loop looks again
-                continue
-            del self._idle[timer]
-            _expire(timer)
+        await self._idle.run()
 
     def close_all(self) -> None:
         """The server is shutting down: close every idle connection now, and any that becomes idle later."""
         self._closed = True
-        timers, self._idle = list(self._idle), {}
-        for timer in timers:
+        for timer in self._idle.take_all():
             _expire(timer)
 
 

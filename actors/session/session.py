@@ -483,7 +483,7 @@ class Session:
             except ActorGone:  # the session is closing (a shielded tool outlived the FIFO): no input
                 return f.DrainResult(recovered, (), False)
         try:
-            result = await pending.wait(DRAIN_DEADLINE)
+            result = await pending.wait(DRAIN_DEADLINE, shared=True)
         except ActorGone:  # the FIFO stopped without answering: the session is closing
             return f.DrainResult(recovered, (), False)
         except trio.TooSlowError:

@@ -83,8 +83,8 @@ class _Stretched:
     def poll(self) -> Any:
         return self._pending.poll()
 
-    async def wait(self, timeout: float = float("inf")) -> Any:
-        result = await self._pending.wait(timeout)
+    async def wait(self, timeout: float = float("inf"), *, shared: bool = False) -> Any:
+        result = await self._pending.wait(timeout, shared=shared)
         if result.has_queued_prompt and not self._owner.aborted:
             self._owner.aborted.append(await self._owner._abort())
         return result
