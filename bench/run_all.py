@@ -22,8 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Figure, client_pinned, layout_note, print_figures, unpin_client  # noqa: E402
 
-BENCHMARKS = ("admission", "sse_http", "long_conversation", "turn_cpu", "stream", "idle_sessions", "openai_client",
-              "turn_end", "journal", "background_shells", "replay", "sandbox", "acp", "cluster", "peer_qwen")
+BENCHMARKS = ("admission", "sse_http", "long_conversation", "turn_cpu", "turn_instructions", "stream", "idle_sessions",
+              "openai_client", "turn_end", "journal", "background_shells", "replay", "sandbox", "acp", "cluster",
+              "peer_qwen")
 
 
 def module_name(name: str) -> str:
