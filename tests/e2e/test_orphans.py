@@ -47,12 +47,14 @@ async def detached_lifelines(run: str, daemon: int) -> list[int]:
     """The lifelines of ``run`` once they are out of the daemon's tree.
 
     The starter forks the lifeline and exits; until it has, the one process
-    found may still be the starter, a child of the daemon.
+    found may still be the starter, a child of the daemon. A starter that
+    exits between the two scans is in neither the daemon's tree nor alive: so
+    what is returned must still be alive after the tree was read.
     """
     with trio.fail_after(5):
         while True:
             found = lifelines(run)
-            if found and not set(found) & set(descendants(daemon)):
+            if found and not set(found) & set(descendants(daemon)) and all(alive(pid) for pid in found):
                 return found
             await trio.sleep(0.02)
 
@@ -122,7 +124,7 @@ async def test_the_lifeline_holds_no_secret(tmp_path):
         await d.wait_turn(sid, await d.prompt(sid, "look"))
         run = run_of(d)
         assert len(run) == 16
-        [lifeline] = lifelines(run)
+        [lifeline] = await detached_lifelines(run, d.proc.pid)  # the starter may not have forked it yet
         image = process_image(lifeline)
         for secret in (KEY, TOKEN, d.token):
             assert secret not in image
