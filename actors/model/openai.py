@@ -72,7 +72,7 @@ from ..wire.events import kept_json
 from .tool_calls import ToolCallAccumulator
 from .encoded import messages_json, messages_json_between
 from .estimate import estimate_request
-from .http import Target, Transport, prepare
+from .http import Response, Target, Transport, prepare
 from .sse import Body, Proxied as _Proxied, data_payloads as _data_payloads
 from .overflow import EmptyResponse, overflow_from_chunk, overflow_from_response
 from .text_tools import STYLES as TEXT_TOOL_STYLES
@@ -398,9 +398,13 @@ class OpenAIModel:
         try:
             yield items
         finally:
-            with trio.CancelScope(shield=True):
-                await items.aclose()
+            if items.ag_frame is None and type(response) is Response:  # type: ignore[attr-defined]
+                # Read to its end (the usual case): closing awaits nothing, so no shield to enter and leave.
                 await response.aclose()
+            else:
+                with trio.CancelScope(shield=True):
+                    await items.aclose()
+                    await response.aclose()
 
     async def _open(self, content: bytes) -> Body:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
