@@ -12,8 +12,10 @@ removed, it looks again and sleeps on).
 
 :func:`sweep_for` is what :meth:`~actors._actor.PendingReply.wait` uses with
 ``shared=True``: a wait for an answer that a per-run sweep (a system task, one
-per distinct timeout) ends with :class:`trio.TooSlowError` at exactly the
-deadline a scope would have had.
+per distinct timeout) ends with :class:`trio.TooSlowError` at the deadline a
+scope would have had (on the clock; the waiter runs one scheduling batch
+later, after the sweep). At most :data:`MAX_SWEEPS` distinct timeouts a run:
+they are for constants, and a computed one would start a task per value.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import outcome
 import trio
 
 log = logging.getLogger("trellis.timeouts")
+
+MAX_SWEEPS = 16  # distinct shared timeouts in one run (DRAIN_DEADLINE is the one today)
 
 K = TypeVar("K")
 
@@ -115,6 +119,9 @@ def sweep_for(timeout: float) -> UniformDeadlines[Waiter]:
         _SWEEPS.set(sweeps)
     sweep = sweeps.get(timeout)
     if sweep is None:
+        if len(sweeps) >= MAX_SWEEPS:
+            raise RuntimeError(f"more than {MAX_SWEEPS} distinct shared timeouts in one run ({sorted(sweeps)} and "
+                               f"{timeout!r}): a shared timeout must be a constant")
         sweep = sweeps[timeout] = UniformDeadlines(timeout, _wake_too_slow)
         trio.lowlevel.spawn_system_task(sweep.run, name=f"timeouts of {timeout:g} s")
     return sweep

@@ -11,10 +11,13 @@ connection's :class:`IdleTimer` (what hypercorn's ``TCPServer`` calls
 ``idle_task``) only records that it is idle, or busy again; the sweep's one
 task (:class:`actors.timeouts.UniformDeadlines`) sleeps until the oldest idle
 connection's deadline. Every connection waits the same ``keep_alive_timeout``,
-so the order they became idle in is the order their deadlines come in. A connection idle for the whole timeout is closed as hypercorn closes
-it (``_initiate_server_close``, shielded), at the same moment hypercorn would
+so the order they became idle in is the order their deadlines come in. A
+connection idle for the whole timeout is closed as hypercorn closes it
+(``_initiate_server_close``, shielded), at the same moment hypercorn would
 have. When the server shuts down, every idle connection is closed at once, as
-hypercorn's timers do when its worker context is terminated.
+hypercorn's timers do when its worker context is terminated. The timeout must
+be positive (``limits.keepAliveSeconds`` is; hypercorn's 0, "close at once",
+is refused by :class:`~actors.timeouts.UniformDeadlines`).
 
 States of one connection's timer::
 

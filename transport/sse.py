@@ -94,7 +94,8 @@ _TICKERS: RunVar[dict[float, _Ticker]] = RunVar("trellis_sse_tickers")
 
 
 def _ticker(keepalive: float) -> _Ticker:
-    """This Trio run's ticker for ``keepalive``, started (as a system task: it lives as long as the run) on first use."""
+    """This Trio run's ticker for ``keepalive``, started on first use (a system task: it lives as long as
+    the run)."""
     try:
         tickers = _TICKERS.get()
     except LookupError:

@@ -326,6 +326,8 @@ class Response:
             self._transport._discard(conn)
 
     async def aclose(self) -> None:
+        """Give up the connection if the body was not read to its end. Awaits nothing: ``OpenAIModel.stream``
+        closes it unshielded, also from a cancelled scope, relying on that."""
         if self._conn is not None:
             self._fail()
 

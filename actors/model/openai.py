@@ -399,7 +399,8 @@ class OpenAIModel:
             yield items
         finally:
             if items.ag_frame is None and type(response) is Response:  # type: ignore[attr-defined]
-                # Read to its end (the usual case): closing awaits nothing, so no shield to enter and leave.
+                # Finished (read to its end, the usual case, or ended by an error): closing awaits nothing
+                # (see Response.aclose), so no shield to enter and leave.
                 await response.aclose()
             else:
                 with trio.CancelScope(shield=True):

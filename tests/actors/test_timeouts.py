@@ -103,3 +103,13 @@ async def test_waits_of_one_timeout_share_one_sweep_task() -> None:
         for reply, _pending in pendings:
             reply.send(1)
     assert len(sweep_for(30.0)) == 0
+
+
+async def test_a_run_refuses_more_distinct_shared_timeouts_than_constants_would_need() -> None:
+    from actors.timeouts import MAX_SWEEPS
+
+    for n in range(MAX_SWEEPS):
+        sweep_for(100.0 + n)
+    sweep_for(100.0)  # one already kept: fine
+    with pytest.raises(RuntimeError, match="a shared timeout must be a constant"):
+        sweep_for(99.5)
