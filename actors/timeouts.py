@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import outcome
 import trio
@@ -104,7 +104,46 @@ def _wake_too_slow(waiter: Waiter) -> None:
         trio.lowlevel.reschedule(waiter.task, outcome.Error(trio.TooSlowError()))
 
 
-_SWEEPS: trio.lowlevel.RunVar[dict[float, UniformDeadlines[Waiter]]] = trio.lowlevel.RunVar("trellis_timeouts")
+V = TypeVar("V", bound="Runs")
+
+
+class Runs(Protocol):
+    async def run(self) -> None: ...
+
+
+class PerRun(Generic[K, V]):
+    """One ``V`` per key and Trio run, made on first use with its ``run`` started as a system task (it lives
+    as long as the run; it must not raise, or the run ends). ``make`` may refuse a key (raise) before any
+    task starts; past ``limit`` keys in one run, a key is refused with ``RuntimeError(too_many)``."""
+
+    def __init__(self, name: str, make: Callable[[K], V], *, task_name: Callable[[K], str], limit: int,
+                 too_many: str) -> None:
+        self._var: trio.lowlevel.RunVar[dict[K, V]] = trio.lowlevel.RunVar(name)
+        self._make = make
+        self._task_name = task_name
+        self._limit = limit
+        self._too_many = too_many
+
+    def get(self, key: K) -> V:
+        try:
+            items = self._var.get()
+        except LookupError:
+            items = {}
+            self._var.set(items)
+        item = items.get(key)
+        if item is None:
+            if len(items) >= self._limit:
+                known = sorted(items)  # type: ignore[type-var]
+                raise RuntimeError(f"more than {self._limit} in one run ({known} and {key!r}): {self._too_many}")
+            item = items[key] = self._make(key)
+            trio.lowlevel.spawn_system_task(item.run, name=self._task_name(key))
+        return item
+
+
+_SWEEPS: PerRun[float, UniformDeadlines[Waiter]] = PerRun(
+    "trellis shared timeouts", lambda timeout: UniformDeadlines(timeout, _wake_too_slow),
+    task_name=lambda timeout: f"timeouts of {timeout:g} s", limit=MAX_SWEEPS,
+    too_many="distinct shared timeouts; a shared timeout must be a constant")
 
 
 def sweep_for(timeout: float) -> UniformDeadlines[Waiter]:
@@ -112,16 +151,4 @@ def sweep_for(timeout: float) -> UniformDeadlines[Waiter]:
 
     One task per distinct timeout: for constants (``DRAIN_DEADLINE``), never for computed ones.
     """
-    try:
-        sweeps = _SWEEPS.get()
-    except LookupError:
-        sweeps = {}
-        _SWEEPS.set(sweeps)
-    sweep = sweeps.get(timeout)
-    if sweep is None:
-        if len(sweeps) >= MAX_SWEEPS:
-            raise RuntimeError(f"more than {MAX_SWEEPS} distinct shared timeouts in one run ({sorted(sweeps)} and "
-                               f"{timeout!r}): a shared timeout must be a constant")
-        sweep = sweeps[timeout] = UniformDeadlines(timeout, _wake_too_slow)
-        trio.lowlevel.spawn_system_task(sweep.run, name=f"timeouts of {timeout:g} s")
-    return sweep
+    return _SWEEPS.get(timeout)

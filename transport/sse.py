@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import trio
-from trio.lowlevel import RunVar
 
 from actors import Event, Subscription
+from actors.timeouts import PerRun
 
 KEEPALIVE_SECONDS = 15.0
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -66,6 +66,8 @@ class _Ticker:
     """
 
     def __init__(self, keepalive: float) -> None:
+        if not keepalive > 0:  # refused by PerRun before its task starts, where an error would end the whole run
+            raise ValueError(f"keepalive must be a positive number of seconds, not {keepalive!r}")
         self.period = keepalive / 2
         self.streams: set[_Stream] = set()
         self._lot = trio.lowlevel.ParkingLot()
@@ -90,24 +92,14 @@ class _Ticker:
                     stream.subscription.nudge()
 
 
-_TICKERS: RunVar[dict[float, _Ticker]] = RunVar("trellis_sse_tickers")
+_TICKERS: PerRun[float, _Ticker] = PerRun("trellis sse tickers", _Ticker, task_name=lambda _: "sse keep-alive ticker",
+                                          limit=16, too_many="distinct keep-alive periods")
 
 
 def _ticker(keepalive: float) -> _Ticker:
     """This Trio run's ticker for ``keepalive``, started on first use (a system task: it lives as long as
     the run)."""
-    try:
-        tickers = _TICKERS.get()
-    except LookupError:
-        tickers = {}
-        _TICKERS.set(tickers)
-    ticker = tickers.get(keepalive)
-    if ticker is None:
-        if not keepalive > 0:  # here, not in the system task, where an error would end the whole run
-            raise ValueError(f"keepalive must be a positive number of seconds, not {keepalive!r}")
-        ticker = tickers[keepalive] = _Ticker(keepalive)
-        trio.lowlevel.spawn_system_task(ticker.run, name="sse keep-alive ticker")
-    return ticker
+    return _TICKERS.get(keepalive)
 
 
 async def frames(subscription: Subscription, keepalive: float = KEEPALIVE_SECONDS) -> AsyncIterator[bytes]:
