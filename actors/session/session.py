@@ -45,7 +45,7 @@ from .messages import (
 from .status import status_of
 from . import persistence
 from .persistence import RecordSaver, ReplayWriter
-from . import hook_events, turn_log
+from . import drains, hook_events, turn_log
 from .outcomes import PermissionCancelled
 from .permissions import PermissionBroker, UnknownOption
 from .system_prompt import PromptOverrides
@@ -58,8 +58,6 @@ from .usage import UsageMeter
 
 log = logging.getLogger("trellis.session")
 
-DRAIN_DEADLINE = 2.0  # seconds a mid-turn drain may take before the stop path goes on without it
-LATE_DRAIN_WAIT = 30.0  # how long a late drain answer is still awaited once its turn has ended
 
 
 @attrs.define
@@ -324,13 +322,7 @@ class Session:
             self._wake.set()
 
     async def _restore_late_drain(self, pending: PendingReply[f.DrainResult]) -> None:
-        """A drain answered after its turn ended: its messages go back to the FIFO, not to waste."""
-        try:
-            result = await pending.wait(LATE_DRAIN_WAIT)
-        except (trio.TooSlowError, ActorGone):
-            return
-        if result.messages:
-            await self._tell_fifo(f.RestoreMidTurn(result.messages))
+        await drains.restore_late_drain(self, pending)
 
     async def run_prompt(self, entry: f.PendingPrompt) -> None:
         prompt_id = entry.prompt_id
@@ -458,41 +450,9 @@ class Session:
     # ------------------------------------------------------------- mid-turn input
 
     async def drain_mid_turn(self, watch_queued_prompt: bool = False) -> f.DrainResult:
-        """Ask the FIFO for mid-turn input, within :data:`DRAIN_DEADLINE`.
-
-        A drain that misses its deadline is kept: when its answer comes later, its
-        messages are injected with the next drain, but its queued-prompt snapshot is
-        discarded, because it may already be stale.
-        """
-        assert self.fifo_ref is not None
-        fifo_ref = self.fifo_ref
-        recovered: tuple[str, ...] = ()
-        if self._late_drain is not None:
-            arrived, late = self._late_drain.poll()
-            if not arrived:
-                return f.DrainResult((), (), False)  # the earlier drain is still out; don't stack another
-            self._late_drain = None
-            recovered = late.messages if late is not None else ()
-        if self.drain_source is not None:
-            pending = self.drain_source(watch_queued_prompt)
-        else:
-            try:
-                pending = fifo_ref.ask_nowait(lambda r: f.Drain(watch_queued_prompt, r))
-            except MailboxFull:
-                return f.DrainResult(recovered, (), False)  # the input stays queued for the next drain
-            except ActorGone:  # the session is closing (a shielded tool outlived the FIFO): no input
-                return f.DrainResult(recovered, (), False)
-        try:
-            result = await pending.wait(DRAIN_DEADLINE, shared=True)
-        except ActorGone:  # the FIFO stopped without answering: the session is closing
-            return f.DrainResult(recovered, (), False)
-        except trio.TooSlowError:
-            self._late_drain = pending
-            return f.DrainResult(recovered, (), False)
-        except trio.Cancelled:
-            self._late_drain = pending  # a cancelled wait keeps the answer too
-            raise
-        return f.DrainResult(recovered + result.messages, result.items, result.has_queued_prompt)
+        """Ask the FIFO for mid-turn input, within :data:`~.drains.DRAIN_DEADLINE` (:mod:`.drains`: a drain
+        that misses it is kept, and its messages come with the next drain)."""
+        return await drains.drain(self, watch_queued_prompt)
 
     # ------------------------------------------------------------- services lent to tools and turns
 
