@@ -52,9 +52,6 @@ class UniformDeadlines(Generic[K]):
     def __len__(self) -> int:
         return len(self._deadlines)
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._deadlines
-
     def add(self, key: K) -> None:
         """Time ``key`` from now (again, if it was timed: it moves to the end)."""
         self._deadlines.pop(key, None)

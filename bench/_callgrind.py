@@ -31,7 +31,8 @@ def available() -> bool:
 def _control(pid: int, *args: str) -> None:
     result = subprocess.run(["callgrind_control", *args, str(pid)], capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
-        raise RuntimeError(f"callgrind_control {' '.join(args)} {pid} failed: {result.stderr.strip() or result.stdout.strip()}")
+        said = result.stderr.strip() or result.stdout.strip()
+        raise RuntimeError(f"callgrind_control {' '.join(args)} {pid} failed: {said}")
 
 
 class Counted:

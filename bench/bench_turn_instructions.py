@@ -77,10 +77,20 @@ def measure(quick: bool = False, sessions: int | None = None, turns: int | None 
                    f"{how})", ours, floor, "M", floor_name="" if fake_native else "fake model's instructions")]
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=10)
-    parser.add_argument("--turns", type=int, default=3, help="measured turns per session")
+    parser.add_argument("--sessions", type=_positive, default=10)
+    parser.add_argument("--turns", type=_positive, default=3, help="measured turns per session")
     parser.add_argument("--fake-native", action="store_true",
                         help="count only the daemon, the fake model running natively (for comparing daemon versions)")
     parser.add_argument("--json", action="store_true", help="one JSON object per figure")

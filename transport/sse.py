@@ -58,11 +58,11 @@ class _Ticker:
     one that stays idle writes a comment every ``keepalive`` seconds. Unlike a
     timer per wait, the first comment after an event can come as soon as
     ``keepalive / 2`` seconds after it (a stream whose events are 7.5 to 15 s
-    apart gets comments it did not before). One task and one deadline for all streams: a
-    cancel scope with a deadline around each wait for an event cost about
-    40,000 instructions a wait, 2.9 % of a canonical turn's daemon instructions
-    (``bench/bench_turn_instructions.py --fake-native``: 11.54 M to 11.21 M).
-    It sleeps without a deadline while no stream is open.
+    apart gets comments it did not before). One task and one deadline for all
+    streams: a cancel scope with a deadline around each wait for an event cost
+    about 40,000 instructions a wait, 2.9 % of a canonical turn's daemon
+    instructions (``bench/bench_turn_instructions.py --fake-native``: 11.54 M
+    to 11.21 M). It sleeps without a deadline while no stream is open.
     """
 
     def __init__(self, keepalive: float) -> None:
@@ -92,8 +92,9 @@ class _Ticker:
                     stream.subscription.nudge()
 
 
-_TICKERS: PerRun[float, _Ticker] = PerRun("trellis sse tickers", _Ticker, task_name=lambda _: "sse keep-alive ticker",
-                                          limit=16, too_many="distinct keep-alive periods")
+_TICKERS: PerRun[float, _Ticker] = PerRun("trellis sse tickers", _Ticker, limit=16,
+                                          task_name=lambda _: "sse keep-alive ticker",
+                                          too_many="distinct keep-alive periods")
 
 
 def _ticker(keepalive: float) -> _Ticker:
