@@ -39,6 +39,7 @@ from . import sse
 from .acp import register as register_acp
 from .errors import HttpError, int_query, json_response, not_found_session
 from .hosts import HostPolicy
+from .inline_http import InlineHTTPConnection
 from .mcp import register as register_mcp
 from .shutdown import refuse_if_shutting_down
 from .ui import is_ui_path
@@ -121,6 +122,7 @@ def create_app(
     (:mod:`transport.cluster`).
     """
     app = QuartTrio("trellis")
+    app.asgi_http_class = InlineHTTPConnection  # a prompt's admission without a nursery (transport/inline_http.py)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.config["RESPONSE_TIMEOUT"] = None
     app.config["BODY_TIMEOUT"] = 60
