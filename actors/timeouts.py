@@ -10,6 +10,11 @@ dict and one task sleeps until the oldest: adding and removing a wait is a dict
 operation, and the task wakes about once a timeout (for an entry long since
 removed, it looks again and sleeps on).
 
+:func:`wait_readable_within` is what the model client's socket reads use
+(:mod:`actors.model.http`: every read waits at most the provider's
+``readTimeout``): at the deadline the sweep notifies the socket as closing,
+which wakes the reader, and the read fails with a timeout.
+
 :func:`sweep_for` is what :meth:`~actors._actor.PendingReply.wait` uses with
 ``shared=True``: a wait for an answer that a per-run sweep (a system task, one
 per distinct timeout) ends with :class:`trio.TooSlowError` at the deadline a
@@ -149,3 +154,45 @@ def sweep_for(timeout: float) -> UniformDeadlines[Waiter]:
     One task per distinct timeout: for constants (``DRAIN_DEADLINE``), never for computed ones.
     """
     return _SWEEPS.get(timeout)
+
+
+class ReadWait:
+    """A task waiting for a socket to become readable, as a timed key: at its deadline the socket is
+    notified as closing (:func:`trio.lowlevel.notify_closing`), which wakes the waiter with
+    :class:`trio.ClosedResourceError`, and ``expired`` tells it that this was the timeout. The socket is
+    then done with: its owner closes it (a read timeout ends the connection anyway)."""
+
+    __slots__ = ("socket", "expired")
+
+    def __init__(self, socket: Any) -> None:
+        self.socket = socket
+        self.expired = False
+
+
+def _notify_read_timeout(wait: ReadWait) -> None:
+    wait.expired = True
+    if wait.socket.fileno() != -1:  # closed meanwhile: whoever closed it woke any waiter already
+        trio.lowlevel.notify_closing(wait.socket)
+
+
+_READ_SWEEPS: PerRun[float, UniformDeadlines[ReadWait]] = PerRun(
+    "trellis shared read timeouts", lambda timeout: UniformDeadlines(timeout, _notify_read_timeout),
+    task_name=lambda timeout: f"read timeouts of {timeout:g} s", limit=MAX_SWEEPS,
+    too_many="distinct read timeouts; a shared read timeout must be a setting, not computed per read")
+
+
+async def wait_readable_within(sock: Any, timeout: float) -> bool:
+    """Wait for ``sock`` to be readable, at most ``timeout`` seconds (one sweep per distinct timeout keeps the
+    deadline: no cancel scope); ``False`` when the time ran out, and the socket must then be closed."""
+    sweep = _READ_SWEEPS.get(timeout)
+    wait = ReadWait(sock)
+    sweep.add(wait)
+    try:
+        await trio.lowlevel.wait_readable(sock)
+    except trio.ClosedResourceError:
+        if wait.expired:
+            return False
+        raise
+    finally:
+        sweep.discard(wait)
+    return True

@@ -53,6 +53,7 @@ from typing import Any
 import httpx
 import trio
 
+from ..timeouts import wait_readable_within
 from .h1 import DONE, Head, ProtocolError, ResponseParser, request_head
 
 DEFAULT_MAX_IDLE = 8
@@ -116,8 +117,9 @@ class _Connection:
     """One connection: plain TCP through its stdlib socket, TLS through a :class:`trio.SSLStream`.
 
     Plain TCP skips Trio's socket and stream wrappers: a receive first tries the
-    (non-blocking) socket, and only when nothing has arrived waits, in a cancel
-    scope for the read timeout, for it to become readable; a send writes at once
+    (non-blocking) socket, and only when nothing has arrived waits, at most the
+    read timeout (kept by a shared sweep, :func:`actors.timeouts.wait_readable_within`,
+    not a cancel scope each), for it to become readable; a send writes at once
     and waits (in a scope for the write timeout) only while the kernel's buffer is
     full. Each keeps Trio's checkpoints: a cancelled caller is told before any
     I/O, and a receive yields to the scheduler even when data was waiting.
@@ -193,11 +195,8 @@ class _Connection:
         while True:
             if timeout is None:
                 await trio.lowlevel.wait_readable(sock)
-            else:
-                with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
-                    await trio.lowlevel.wait_readable(sock)
-                if scope.cancelled_caught:
-                    raise httpx.ReadTimeout(f"no data in {timeout:g}s")
+            elif not await wait_readable_within(sock, timeout):  # its deadline kept by a shared sweep
+                raise httpx.ReadTimeout(f"no data in {timeout:g}s")
             try:
                 return sock.recv(READ_SIZE)
             except BlockingIOError:  # woken with nothing to read after all: wait again

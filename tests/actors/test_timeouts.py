@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from functools import partial
 
 import pytest
@@ -10,7 +11,7 @@ import trio
 import trio.testing
 
 from actors._actor import reply_pair
-from actors.timeouts import UniformDeadlines, sweep_for
+from actors.timeouts import UniformDeadlines, sweep_for, wait_readable_within
 
 
 async def test_keys_expire_in_order_each_its_timeout_after_it_was_last_added(
@@ -113,3 +114,65 @@ async def test_a_run_refuses_more_distinct_shared_timeouts_than_constants_would_
     sweep_for(100.0)  # one already kept: fine
     with pytest.raises(RuntimeError, match="a shared timeout must be a constant"):
         sweep_for(99.5)
+
+
+# ----------------------------------------------------------------- socket reads (the model client's)
+
+
+def _socket_pair() -> tuple[socket.socket, socket.socket]:
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    return ours, theirs
+
+
+async def test_a_read_wait_ends_false_exactly_at_its_timeout(autojump_clock: trio.testing.MockClock) -> None:
+    ours, theirs = _socket_pair()
+    with ours, theirs:
+        start = trio.current_time()
+        assert await wait_readable_within(ours, 30.0) is False
+        assert trio.current_time() - start == 30.0
+
+
+async def test_a_read_wait_ends_true_when_data_comes_first_and_leaves_the_sweep(
+        autojump_clock: trio.testing.MockClock) -> None:
+    ours, theirs = _socket_pair()
+    with ours, theirs:
+        async with trio.open_nursery() as nursery:
+            async def send_later() -> None:
+                await trio.sleep(29)
+                theirs.send(b"x")
+
+            nursery.start_soon(send_later)
+            assert await wait_readable_within(ours, 30.0) is True
+        assert trio.current_time() == 29 and ours.recv(1) == b"x"
+        await trio.sleep(60)  # the sweep's old deadline passes: the socket is not touched
+        theirs.send(b"y")
+        assert await wait_readable_within(ours, 30.0) is True and ours.recv(1) == b"y"
+
+
+async def test_read_waits_of_one_timeout_share_one_sweep_task() -> None:
+    pairs = [_socket_pair() for _ in range(5)]
+    async with trio.open_nursery() as nursery:
+        for ours, _ in pairs:
+            nursery.start_soon(wait_readable_within, ours, 45.0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert _task_names(trio.lowlevel.current_root_task()).count("read timeouts of 45 s") == 1
+        for _, theirs in pairs:
+            theirs.send(b"x")
+    for ours, theirs in pairs:
+        ours.close()
+        theirs.close()
+
+
+async def test_a_socket_closed_by_its_owner_mid_wait_is_an_error_not_a_timeout() -> None:
+    ours, theirs = _socket_pair()
+    with theirs:
+        async def close_soon() -> None:
+            await trio.testing.wait_all_tasks_blocked()
+            trio.lowlevel.notify_closing(ours)
+            ours.close()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(close_soon)
+            with pytest.raises(trio.ClosedResourceError):
+                await wait_readable_within(ours, 30.0)
