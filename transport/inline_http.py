@@ -4,29 +4,37 @@ quart-trio handles every HTTP request with a nursery and two tasks: one runs
 the route, the other reads the request's body from hypercorn's queue and then
 waits for ``http.disconnect``, cancelling the route when the client goes away.
 That is what an event stream or a long wait needs. A prompt's admission needs
-none of it: its body came with its head, and its answer is one JSON write. The
-nursery and the two task starts cost about as much as the rest of quart's work
-for that request, on the one route every turn goes through.
+none of it: its body is small, and its answer is one JSON write. The nursery
+and the two task starts cost about as much as the rest of quart's work for that
+request, on the one route every turn goes through.
 
-So :class:`InlineHTTPConnection` answers a request in the calling task when
+So :class:`InlineHTTPConnection` answers a request in the calling task when its
+method and path are an inline route (:data:`INLINE_ROUTES`: ``POST
+/session/<id>/prompt``), its queue is hypercorn's, and its body has a
+``Content-Length`` of at most :data:`INLINE_BODY_MAX`:
 
-1. its method and path are an inline route (:data:`INLINE_ROUTES`: ``POST
-   /session/<id>/prompt``), and
-2. every byte of its body has arrived (:func:`take_body`: nothing waits on
-   the client, so quart's ``BODY_TIMEOUT`` has nothing to time).
+1. what hypercorn has queued is taken without waiting (:func:`take_body`);
+   once every announced byte is there, the end-of-body message follows from
+   the same read and is waited for;
+2. a body still on its way (a client that wrote its head and body apart) is
+   read in the same task, within quart's ``BODY_TIMEOUT``; past it the route
+   runs with a body timeout of zero, so quart answers its 408 as it would;
+3. the client gone before its body is whole: nothing to answer.
 
-Otherwise it hands the request on to quart-trio unchanged, with any message it
-took put back in front of the queue. The route, the ``before_request`` checks
-(token, host, origin, shutting down), the error handlers and the answer are
-quart's own in both cases; an inline request is just not cancelled when its
-client disconnects mid-admission, which a route that only admits a prompt
-never waits on for long (the prompt is admitted, as it would have been had the
-disconnect come a moment later, and hypercorn drops the answer). A route that
-answers with a stream is sent under quart-trio's watch for the disconnect.
+Anything else (other routes, a chunked or larger body, a test client's own
+queue) goes to quart-trio unchanged, with any message taken put back in front.
+The route, the ``before_request`` checks (token, host, origin, shutting down),
+the error handlers and the answer are quart's own in both cases; an inline
+request is just not cancelled when its client disconnects mid-admission, which
+a route that only admits a prompt never waits on for long (the prompt is
+admitted, as it would have been had the disconnect come a moment later, and
+hypercorn drops the answer). A route that answers with a stream is sent under
+quart-trio's watch for the disconnect.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -62,18 +70,23 @@ def _body_length(scope: dict[str, Any]) -> int | None:
     return length
 
 
-async def take_body(scope: dict[str, Any], receive: Receive) -> tuple[list[Message], bool]:
-    """The request's body messages if they need no more from the client, and whether that is all of them.
+WHOLE, ARRIVING, GONE, NOT_OURS = "whole", "arriving", "gone", "not ours"
+INLINE_BODY_MAX = 64 * 1024  # bytes: a larger body goes to quart-trio, which may refuse it before reading it
+
+
+async def take_body(scope: dict[str, Any], receive: Receive) -> tuple[list[Message], str]:
+    """The request's body messages that need nothing more from the client, and how the body stands:
+    :data:`WHOLE`, :data:`ARRIVING` (the rest is the client's to send), :data:`GONE` (it disconnected)
+    or :data:`NOT_OURS` (not hypercorn's queue, chunked, or over :data:`INLINE_BODY_MAX`: nothing taken).
 
     Whatever hypercorn has queued is taken without waiting. Once the bytes the head announced have all
     arrived, the end-of-body message is already parsed and on its way (hypercorn queues it right after,
-    from the same read), so that one is waited for; anything else still missing is left to quart-trio.
-    The second value is false when the body is not whole; the messages taken must then be put back.
+    from the same read), so that one is waited for.
     """
     channel = getattr(receive, "__self__", None)
     length = _body_length(scope)
-    if type(channel) is not trio.MemoryReceiveChannel or length is None:  # not hypercorn's queue, or chunked
-        return [], False
+    if type(channel) is not trio.MemoryReceiveChannel or length is None or length > INLINE_BODY_MAX:
+        return [], NOT_OURS
     taken: list[Message] = []
     received = 0
     while True:
@@ -81,30 +94,27 @@ async def take_body(scope: dict[str, Any], receive: Receive) -> tuple[list[Messa
             message = channel.receive_nowait()
         except trio.WouldBlock:
             if received != length:
-                return taken, False
+                return taken, ARRIVING
             message = await receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
-            return taken, False
+            return taken, GONE
         taken.append(message)
         if message.get("type") != "http.request":
-            return taken, False  # http.disconnect: the client is gone
+            return taken, GONE  # http.disconnect
         received += len(message.get("body", b""))
         if not message.get("more_body", False):
-            return taken, received == length
+            return taken, WHOLE if received == length else GONE  # a short body: h11 would have refused it
 
 
-def _put_back(taken: list[Message], receive: Receive) -> Receive:
-    """``receive`` that first gives back ``taken``, in order."""
-    if not taken:
-        return receive
-    pending = list(taken)
-
-    async def replay() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replay
+async def read_rest(taken: list[Message], receive: Receive) -> str:
+    """Wait for the rest of a body (appended to ``taken``): :data:`WHOLE` or :data:`GONE`."""
+    while True:
+        message = await receive()
+        taken.append(message)
+        if message.get("type") != "http.request":
+            return GONE
+        if not message.get("more_body", False):
+            return WHOLE
 
 
 class InlineHTTPConnection(TrioASGIHTTPConnection):
@@ -114,14 +124,25 @@ class InlineHTTPConnection(TrioASGIHTTPConnection):
         if not is_inline(self.scope):
             await super().__call__(receive, send)
             return
-        taken, whole = await take_body(self.scope, receive)
-        if not whole:
-            await super().__call__(_put_back(taken, receive), send)  # a body still arriving, or the client gone
+        taken, state = await take_body(self.scope, receive)
+        if state == NOT_OURS:
+            await super().__call__(receive, send)
             return
+        timed_out = False
+        if state == ARRIVING:
+            timeout = self.app.config["BODY_TIMEOUT"]
+            with trio.move_on_after(math.inf if timeout is None else timeout) as waited:
+                state = await read_rest(taken, receive)
+            timed_out = waited.cancelled_caught
+        if state == GONE:
+            return  # the client went away before its request was whole: there is no one to answer
         request = self._create_request_from_scope(send)
         for message in taken:
             request.body.append(message.get("body", b""))
-        request.body.set_complete()
+        if timed_out:
+            request.body_timeout = 0  # the wait is over: quart's get_data answers its 408 at once
+        else:
+            request.body.set_complete()
         response = await self.app.handle_request(request)
         if isinstance(response, Response) and not isinstance(response.response, DataBody):
             # A stream (no inline route answers one today): send it under quart-trio's disconnect watch.
