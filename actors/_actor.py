@@ -217,27 +217,22 @@ class ActorRef(Generic[M]):
         self.tell_nowait(make(reply))
         return pending
 
-    async def ask(self, make: Callable[[Reply[T]], M], timeout: float = 10.0, *, shared: bool = False) -> T:
+    async def ask(self, make: Callable[[Reply[T]], M], timeout: float = 10.0) -> T:
         """Send ``make(reply)`` and wait for the answer, at most ``timeout`` seconds in all.
 
-        ``shared``: ``timeout`` is a constant many asks share (``ASK_TIMEOUT``): when the mailbox has room,
-        the wait's deadline is kept by a per-run sweep (:meth:`PendingReply.wait`) instead of a cancel scope
-        with a deadline. An ask that cannot time out (``math.inf``) and finds room enters no scope at all.
+        An ask that cannot time out (``math.inf``: a session's take-next) and finds room in the mailbox
+        enters no cancel scope at all. (A constant timeout is not handed to the run's shared sweep, as
+        mid-turn drains are: the sweep's wake-ups would move the replay library's seeded schedules.)
         """
         reply, pending = reply_pair()
-        if timeout == math.inf or (shared and timeout > 0):
+        if timeout == math.inf:
             message = make(reply)
             await trio.lowlevel.checkpoint_if_cancelled()  # as tell's send: a cancelled asker is told first
             try:
                 self.tell_nowait(message)
             except MailboxFull:
-                pass  # no room: waited for under one scope for the send and the answer together, below
-            else:
-                return await pending.wait(timeout, shared=shared)
-            with trio.CancelScope(relative_deadline=timeout):
                 await self.tell(message)
-                return await pending.wait()
-            raise trio.TooSlowError
+            return await pending.wait()
         # trio.fail_after without its generator (an ask is a few a turn): only our own deadline is caught
         # here, so reaching the raise means it expired.
         with trio.CancelScope(relative_deadline=timeout):

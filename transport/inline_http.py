@@ -10,7 +10,7 @@ request, on the one route every turn goes through.
 
 So :class:`InlineHTTPConnection` answers a request in the calling task when its
 method and path are an inline route (:data:`INLINE_ROUTES`: ``POST
-/session/<id>/prompt``), its queue is hypercorn's, and its body has a
+/session/<id>/prompt``), it is HTTP/1, its queue is hypercorn's, and its body has a
 ``Content-Length`` of at most :data:`INLINE_BODY_MAX`:
 
 1. what hypercorn has queued is taken without waiting (:func:`take_body`);
@@ -21,14 +21,17 @@ method and path are an inline route (:data:`INLINE_ROUTES`: ``POST
    runs with a body timeout of zero, so quart answers its 408 as it would;
 3. the client gone before its body is whole: nothing to answer.
 
-Anything else (other routes, a chunked or larger body, a test client's own
-queue) goes to quart-trio unchanged, with any message taken put back in front.
+Anything else (other routes, HTTP/2, a chunked or larger body, a test
+client's own queue) goes to quart-trio unchanged, with any message taken put back in front.
 The route, the ``before_request`` checks (token, host, origin, shutting down),
 the error handlers and the answer are quart's own in both cases; an inline
 request is just not cancelled when its client disconnects mid-admission, which
 a route that only admits a prompt never waits on for long (the prompt is
 admitted, as it would have been had the disconnect come a moment later, and
-hypercorn drops the answer). A route that answers with a stream is sent under
+hypercorn drops the answer; a client that only half-closed its side still gets
+its 202, where quart-trio would have cancelled the route and answered nothing).
+Nor is quart's ``RESPONSE_TIMEOUT`` applied to the answer: the daemon sets none,
+and an admission's answer is one small write. A route that answers with a stream is sent under
 quart-trio's watch for the disconnect.
 """
 
@@ -84,6 +87,10 @@ async def take_body(scope: dict[str, Any], receive: Receive) -> tuple[list[Messa
     from the same read), so that one is waited for.
     """
     channel = getattr(receive, "__self__", None)
+    if scope.get("http_version") not in ("1.0", "1.1"):
+        # h11's promise below (the end of a body follows its last byte in the same read) is HTTP/1's; in
+        # HTTP/2 the end of a stream is a flag the client may withhold.
+        return [], NOT_OURS
     length = _body_length(scope)
     if type(channel) is not trio.MemoryReceiveChannel or length is None or length > INLINE_BODY_MAX:
         return [], NOT_OURS

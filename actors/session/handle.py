@@ -60,24 +60,24 @@ class SessionHandle:
         if isinstance(body, str):
             body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=body)])
         prompt_images(body, accepts_images(self._session.provider))
-        return await self._fifo.ask(lambda r: f.Admit(body, client_id, r), ASK_TIMEOUT, shared=True)
+        return await self._fifo.ask(lambda r: f.Admit(body, client_id, r), ASK_TIMEOUT)
 
     async def take_inbox(self, take: Any) -> int:
         """Queue the prompts another node admitted for this session (cluster mode): ``take()`` moves them
         into the journal and returns their records; returns how many joined the queue."""
-        return await self._fifo.ask(lambda r: f.TakeInbox(take, r), ASK_TIMEOUT, shared=True)
+        return await self._fifo.ask(lambda r: f.TakeInbox(take, r), ASK_TIMEOUT)
 
     async def abort_prompt(self, prompt_id: str) -> bool:
         """Abort a queued or running prompt; ``False`` if it is unknown or already settled."""
-        return await self._fifo.ask(lambda r: f.Abort(prompt_id, r), ASK_TIMEOUT, shared=True)
+        return await self._fifo.ask(lambda r: f.Abort(prompt_id, r), ASK_TIMEOUT)
 
     async def post_mid_turn_message(self, text: str, message_id: str | None = None) -> dict[str, Any]:
         """Queue user input for the running turn: ``{accepted, messageId}`` or ``{accepted: False, reason}``."""
-        return await self._fifo.ask(lambda r: f.PostMidTurn(text, message_id, r), ASK_TIMEOUT, shared=True)
+        return await self._fifo.ask(lambda r: f.PostMidTurn(text, message_id, r), ASK_TIMEOUT)
 
     async def cancel(self) -> bool:
         """Cancel the running work, as a user cancellation."""
-        return await self._ref.ask(Cancel, ASK_TIMEOUT, shared=True)
+        return await self._ref.ask(Cancel, ASK_TIMEOUT)
 
     async def kill_task(self, task_id: str) -> bool:
         """Stop one of the session's background tasks (a shell's whole process group, a monitor, a timer),
@@ -85,30 +85,30 @@ class SessionHandle:
         return await self._session.background.kill(task_id)
 
     async def status(self) -> dict[str, Any]:
-        status = await self._ref.ask(GetStatus, ASK_TIMEOUT, shared=True)
-        stats = await self._fifo.ask(f.Statistics, ASK_TIMEOUT, shared=True)
+        status = await self._ref.ask(GetStatus, ASK_TIMEOUT)
+        stats = await self._fifo.ask(f.Statistics, ASK_TIMEOUT)
         status["pendingCount"] = stats["pendingCount"]
         status["queuedCount"] = stats["queuedCount"]
         return status
 
     async def pending_prompts(self) -> list[dict[str, Any]]:
-        return await self._fifo.ask(f.ListPending, ASK_TIMEOUT, shared=True)
+        return await self._fifo.ask(f.ListPending, ASK_TIMEOUT)
 
     async def turn(self, prompt_id: str) -> dict[str, Any] | None:
         """The record of one prompt's turn (``"current"`` for the running one)."""
-        return await self._fifo.ask(lambda r: f.GetTurn(prompt_id, r), ASK_TIMEOUT, shared=True)
+        return await self._fifo.ask(lambda r: f.GetTurn(prompt_id, r), ASK_TIMEOUT)
 
     async def set_approval_mode(self, mode: str) -> str:
         """``default``, ``auto-edit``, ``yolo`` or ``plan``."""
         if mode not in APPROVAL_MODES:
             raise ValueError(f"approval mode must be one of {list(APPROVAL_MODES)}, got {mode!r}")
-        return await self._ref.ask(lambda r: SetApprovalMode(mode, r), ASK_TIMEOUT, shared=True)
+        return await self._ref.ask(lambda r: SetApprovalMode(mode, r), ASK_TIMEOUT)
 
     async def set_model(self, model: str) -> str:
         """Use another model name from the next model call on; the work chain goes on."""
         if not model.strip():
             raise ValueError("model must not be empty")
-        return await self._ref.ask(lambda r: SetModel(model, r), ASK_TIMEOUT, shared=True)
+        return await self._ref.ask(lambda r: SetModel(model, r), ASK_TIMEOUT)
 
     def summary(self) -> dict[str, Any]:
         """What ``GET /session`` lists of a live session (read without a message: a snapshot)."""
@@ -126,22 +126,22 @@ class SessionHandle:
         ``cwd`` is resolved as at create (:meth:`Runtime.resolve_cwd`); ``InvalidCwd`` when unusable.
         """
         path = self._session.runtime.resolve_cwd(cwd)
-        return await self._ref.ask(lambda r: ChangeCwd(path, r), ASK_TIMEOUT, shared=True)
+        return await self._ref.ask(lambda r: ChangeCwd(path, r), ASK_TIMEOUT)
 
     async def rewind(self, turn: int) -> int:
         """Drop user turn ``turn`` (from 0) and everything after it; returns the messages kept."""
-        answer = await self._ref.ask(lambda r: Rewind(turn, r), ASK_TIMEOUT, shared=True)
+        answer = await self._ref.ask(lambda r: Rewind(turn, r), ASK_TIMEOUT)
         if isinstance(answer, str):
             raise ValueError(answer)
         return answer
 
     async def snapshot(self) -> list:
         """A copy of the conversation (for a fork; clears this session's guard trust)."""
-        return await self._ref.ask(Snapshot, ASK_TIMEOUT, shared=True)
+        return await self._ref.ask(Snapshot, ASK_TIMEOUT)
 
     async def release_queued_prompt_wait(self) -> bool:
         """The queued prompt the Todo Stop Guard yielded to was aborted elsewhere (a bridge's queue)."""
-        return await self._ref.ask(ReleaseQueuedPromptWait, ASK_TIMEOUT, shared=True)
+        return await self._ref.ask(ReleaseQueuedPromptWait, ASK_TIMEOUT)
 
     @property
     def drain_source(self) -> Any:
@@ -197,7 +197,7 @@ class SessionHandle:
 
         Raises ``ValueError`` for an option the request did not offer.
         """
-        answer = await self._ref.ask(lambda r: Vote(request_id, outcome, option_id, r), ASK_TIMEOUT, shared=True)
+        answer = await self._ref.ask(lambda r: Vote(request_id, outcome, option_id, r), ASK_TIMEOUT)
         if isinstance(answer, str):
             raise ValueError(answer)
         return answer
@@ -207,7 +207,7 @@ class SessionHandle:
 
         Raises :class:`TranscriptError` when the file cannot be read back (the session goes on).
         """
-        answer = await self._ref.ask(Load, ASK_TIMEOUT, shared=True)
+        answer = await self._ref.ask(Load, ASK_TIMEOUT)
         if isinstance(answer, str):
             raise TranscriptError(answer)
         return answer

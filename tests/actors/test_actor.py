@@ -11,7 +11,6 @@ import trio
 import trio.testing
 
 from actors._actor import ActorGone, ActorRef, MailboxFull, PendingReply, Reply, open_mailbox, reply_pair
-from actors.timeouts import sweep_for
 
 
 @attrs.frozen
@@ -76,8 +75,7 @@ async def test_messages_are_handled_one_at_a_time_in_order() -> None:
     assert [m.text for m in seen] == ["0", "1", "2", "3", "4"]
 
 
-@pytest.mark.parametrize("shared", [False, True])
-async def test_ask_times_out_with_too_slow_error(autojump_clock: trio.testing.MockClock, shared: bool) -> None:
+async def test_ask_times_out_with_too_slow_error(autojump_clock: trio.testing.MockClock) -> None:
     ref, inbox = open_mailbox("silent", 4)
     kept: list[Any] = []
 
@@ -89,20 +87,18 @@ async def test_ask_times_out_with_too_slow_error(autojump_clock: trio.testing.Mo
         nursery.start_soon(silent)
         start = trio.current_time()
         with pytest.raises(trio.TooSlowError):
-            await ref.ask(lambda reply: Add(1, 1, reply), timeout=3, shared=shared)
+            await ref.ask(lambda reply: Add(1, 1, reply), timeout=3)
         assert trio.current_time() - start == pytest.approx(3)
         assert len(kept) == 1  # the message was delivered; only the answer was late
         nursery.cancel_scope.cancel()
 
 
-@pytest.mark.parametrize("shared", [False, True])
-async def test_ask_deadline_covers_waiting_for_mailbox_space(autojump_clock: trio.testing.MockClock,
-                                                              shared: bool) -> None:
+async def test_ask_deadline_covers_waiting_for_mailbox_space(autojump_clock: trio.testing.MockClock) -> None:
     ref, _inbox = open_mailbox("stuck", 1)
     ref.tell_nowait(Note("fills the mailbox"))
     start = trio.current_time()
     with pytest.raises(trio.TooSlowError):
-        await ref.ask(lambda reply: Add(1, 1, reply), timeout=2, shared=shared)
+        await ref.ask(lambda reply: Add(1, 1, reply), timeout=2)
     assert trio.current_time() - start == pytest.approx(2)
 
 
@@ -177,34 +173,38 @@ async def test_closed_mailbox_gives_actor_gone() -> None:
         ref.ask_nowait(lambda reply: Add(1, 1, reply))
 
 
-@pytest.mark.parametrize(("timeout", "shared"), [(1.0, False), (1.0, True), (math.inf, False)])
-async def test_a_cancelled_asker_is_told_it_was_cancelled_before_it_meets_a_stopped_actor(
-        timeout: float, shared: bool) -> None:
+@pytest.mark.parametrize("timeout", [1.0, math.inf])
+async def test_a_cancelled_asker_is_told_it_was_cancelled_before_it_meets_a_stopped_actor(timeout: float) -> None:
     # A session cancelled as its FIFO closes (the daemon shutting down) must see Cancelled, as at any
     # checkpoint, not ActorGone: the ask's send no longer yields, but still checks for cancellation first.
     ref, _inbox = open_mailbox("closing", 2)
     ref.close()
     with trio.CancelScope() as scope:
         scope.cancel()
-        await ref.ask(lambda reply: Add(1, 1, reply), timeout=timeout, shared=shared)
+        await ref.ask(lambda reply: Add(1, 1, reply), timeout=timeout)
     assert scope.cancelled_caught
 
 
-async def test_a_shared_ask_with_room_is_timed_by_the_runs_sweep_and_leaves_it_answered() -> None:
+@pytest.mark.parametrize(("timeout", "own_scope"), [(math.inf, False), (10.0, True)])
+async def test_only_an_ask_that_can_time_out_waits_under_a_cancel_scope_of_its_own(timeout: float,
+                                                                                     own_scope: bool) -> None:
     ref, inbox = open_mailbox("adder", 2)
+    seen: dict[str, object] = {}
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            asked = []
-
             async def ask() -> None:
-                asked.append(await ref.ask(lambda reply: Add(2, 3, reply), timeout=7.5, shared=True))
+                seen["task"] = trio.lowlevel.current_task()
+                seen["before"] = seen["task"]._cancel_status  # type: ignore[attr-defined]
+                assert await ref.ask(lambda reply: Add(2, 3, reply), timeout=timeout) == 5
 
+            async def answer() -> None:
+                message = await inbox.receive()
+                seen["while"] = seen["task"]._cancel_status  # type: ignore[attr-defined]  # the asker waits
+                message.reply.send(5)
+
+            nursery.start_soon(answer)
             nursery.start_soon(ask)
-            await trio.testing.wait_all_tasks_blocked()
-            assert len(sweep_for(7.5)) == 1  # its deadline is the sweep's, no scope of its own
-            message = inbox.receive_nowait()
-            message.reply.send(message.a + message.b)
-    assert asked == [5] and len(sweep_for(7.5)) == 0
+    assert (seen["while"] is not seen["before"]) is own_scope
 
 
 async def test_an_ask_that_cannot_time_out_is_answered_or_told_the_actor_stopped() -> None:
