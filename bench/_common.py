@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,6 +51,19 @@ def interleave(rounds: int, variants: dict[str, Callable[[], float]]) -> dict[st
         for name, run in variants.items():
             samples[name].append(run())
     return samples
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a count of sessions, turns, rounds)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return value
 
 
 async def ainterleave(rounds: int, variants: dict[str, Callable[[], Awaitable[float]]]) -> dict[str, list[float]]:
@@ -312,7 +326,8 @@ class Daemon:
     """The real daemon in a subprocess: ``python -m transport --port 0`` and what it printed."""
 
     def __init__(self, *args: str, state_dir: str | None = None, env: dict[str, str] | None = None,
-                 settings: dict[str, Any] | None = None, wrapper: Sequence[str] = ()) -> None:
+                 settings: dict[str, Any] | None = None, wrapper: Sequence[str] = (), root: Path = ROOT) -> None:
+        # root: the source tree whose daemon runs (issue_day_tree(): the daemon as it was when issue 17 was filed)
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="trellis-bench-")
         self.state_dir = state_dir or self._tmp.name  # type: ignore[union-attr]
         # wrapper: a command the interpreter runs under (bench_turn_instructions: valgrind)
@@ -326,8 +341,10 @@ class Daemon:
         # stderr to a file, not a pipe nobody reads while it runs (a chatty daemon would block on it)
         self._stderr = tempfile.TemporaryFile("w+")
         pin_client()
+        if root != ROOT:  # its packages first (-m looks in the working directory), then this venv's
+            env = {**(env or {}), "PYTHONPATH": str(root)}
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
-                                     env=_clean_env(env), cwd=str(ROOT), preexec_fn=server_child)
+                                     env=_clean_env(env), cwd=str(root), preexec_fn=server_child)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.startswith("listening on "):
@@ -374,6 +391,38 @@ class Daemon:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# The daemon of the day issue 17 ("performance at the floor") was filed: the commit before its first change.
+# Its target "7 ms of daemon CPU a turn, a third of today" (today: 20.7 ms) is this daemon's CPU over 2.96.
+ISSUE_DAY_COMMIT = "09c64bc"
+ISSUE_DAY_SHARE = 7.0 / 20.7
+
+
+def issue_day_tree() -> Path | None:
+    """The source tree at :data:`ISSUE_DAY_COMMIT`, exported once from this clone's history into the temporary
+    directory (``git archive``; reused after); ``None``, with the reason on stderr, without git or that commit
+    (a shallow clone). It runs on this venv's packages, as the day's daemon ran on the same dependencies."""
+    tree = Path(tempfile.gettempdir()) / f"trellis-bench-issue-day-{ISSUE_DAY_COMMIT}"
+    if (tree / "transport" / "__main__.py").exists():
+        return tree
+    try:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ISSUE_DAY_COMMIT],
+                                 capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"the issue-day daemon is not available: git failed: {exc}", file=sys.stderr)
+        return None
+    if archive.returncode != 0:
+        print(f"the issue-day daemon is not available: commit {ISSUE_DAY_COMMIT} is not in this clone's history "
+              f"({archive.stderr.decode(errors='replace').strip()[:200]})", file=sys.stderr)
+        return None
+    partial = Path(tempfile.mkdtemp(prefix=f"{tree.name}-", dir=tree.parent))
+    subprocess.run(["tar", "-x", "-C", str(partial)], input=archive.stdout, check=True)
+    try:
+        partial.rename(tree)  # whole or not at all; another run that got there first wins
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+    return tree
 
 
 class FakeModel:

@@ -22,9 +22,10 @@ fake that answers 50 times faster than usual changes how the daemon's reads
 split (about 15 % fewer instructions a turn), so it suits comparing two
 versions of the daemon, not the fake. No target: the
 issue's target is CPU time (``bench_turn_cpu``). Without valgrind it prints
-nothing and says why.
+nothing and says why. The daemon of the day issue 17 was filed is counted the
+same way after ours (``bench_turn_cpu`` says which), unless ``--no-issue-day``.
 
-    python bench/bench_turn_instructions.py [--sessions 10] [--turns 3] [--fake-native] [--json]
+    python bench/bench_turn_instructions.py [--sessions 10] [--turns 3] [--fake-native] [--no-issue-day] [--json]
 """
 
 from __future__ import annotations
@@ -38,25 +39,22 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _callgrind  # noqa: E402
-from _common import GUARD_SETTINGS, Daemon, FakeModel, Figure, canonical_turn, emit  # noqa: E402
+from _common import (GUARD_SETTINGS, ISSUE_DAY_COMMIT, ROOT, Daemon, FakeModel, Figure, canonical_turn,  # noqa: E402
+                     emit, issue_day_tree, positive_int)
 from bench_turn_cpu import run_turns  # noqa: E402
 
 
-def measure(quick: bool = False, sessions: int | None = None, turns: int | None = None,
-            fake_native: bool = False) -> list[Figure]:
-    if not _callgrind.available():
-        print("bench_turn_instructions: valgrind (with callgrind_control) is not installed; skipped",
-              file=sys.stderr)
-        return []
-    sessions = sessions or (5 if quick else 10)
-    turns = turns or (2 if quick else 3)
+def _count(root: Path, sessions: int, turns: int, fake_native: bool) -> tuple[float, float | None]:
+    """The daemon of ``root`` and a fresh fake model: their instructions per measured turn, in millions (the
+    fake's ``None`` when it runs natively)."""
     total = sessions * turns
     responses = [r for n in range(sessions * (turns + 1)) for r in canonical_turn(n)]
     daemon_count, fake_count = _callgrind.Counted("daemon"), _callgrind.Counted("fake")
     try:
         with FakeModel(responses, wrapper=() if fake_native else fake_count.wrapper) as fake:
             daemon = Daemon("--model", "openai", "--openai-base-url", fake.url, "--openai-model", "fake",
-                            settings=GUARD_SETTINGS, env={"OPENAI_API_KEY": "bench"}, wrapper=daemon_count.wrapper)
+                            settings=GUARD_SETTINGS, env={"OPENAI_API_KEY": "bench"}, wrapper=daemon_count.wrapper,
+                            root=root)
             counted = [(daemon_count, daemon.pid)] + ([] if fake_native else [(fake_count, fake.proc.pid)])
             try:
                 attempts = trio.run(run_turns, daemon, sessions, turns,
@@ -71,31 +69,43 @@ def measure(quick: bool = False, sessions: int | None = None, turns: int | None 
         fake_count.cleanup()
     wrong = [a for a in attempts if a != [1, 2, 2]]
     if wrong:
-        raise SystemExit(f"not the canonical turn: guard attempts {wrong[0]} in {len(wrong)} turns")
+        raise SystemExit(f"not the canonical turn ({root}): guard attempts {wrong[0]} in {len(wrong)} turns")
+    return ours, floor
+
+
+def measure(quick: bool = False, sessions: int | None = None, turns: int | None = None,
+            fake_native: bool = False, issue_day: bool = True) -> list[Figure]:
+    if not _callgrind.available():
+        print("bench_turn_instructions: valgrind (with callgrind_control) is not installed; skipped",
+              file=sys.stderr)
+        return []
+    sessions = sessions or (5 if quick else 10)
+    turns = turns or (2 if quick else 3)
+    ours, floor = _count(ROOT, sessions, turns, fake_native)
     how = "fake model native" if fake_native else "both under callgrind"
-    return [Figure("turn_instructions", f"daemon instructions per canonical turn ({sessions} sessions x {turns} turns, "
-                   f"{how})", ours, floor, "M", floor_name="" if fake_native else "fake model's instructions")]
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
-    return value
+    figures = [Figure("turn_instructions", f"daemon instructions per canonical turn ({sessions} sessions x {turns} "
+                      f"turns, {how})", ours, floor, "M", floor_name="" if fake_native else "fake model's instructions")]
+    tree = issue_day_tree() if issue_day else None
+    if tree is not None:
+        old, _ = _count(tree, sessions, turns, fake_native)
+        figures.append(Figure("turn_instructions", f"the same, against the issue-day daemon ({ISSUE_DAY_COMMIT}; "
+                              "no target: the target is CPU time)", ours, old, "M",
+                              floor_name=f"issue-day daemon ({ISSUE_DAY_COMMIT})"))
+    return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=_positive, default=10)
-    parser.add_argument("--turns", type=_positive, default=3, help="measured turns per session")
+    parser.add_argument("--sessions", type=positive_int, default=10)
+    parser.add_argument("--turns", type=positive_int, default=3, help="measured turns per session")
     parser.add_argument("--fake-native", action="store_true",
                         help="count only the daemon, the fake model running natively (for comparing daemon versions)")
+    parser.add_argument("--no-issue-day", action="store_true",
+                        help=f"leave out the issue-day daemon ({ISSUE_DAY_COMMIT}), about three times as long to count")
     parser.add_argument("--json", action="store_true", help="one JSON object per figure")
     args = parser.parse_args()
-    emit(measure(sessions=args.sessions, turns=args.turns, fake_native=args.fake_native),
+    emit(measure(sessions=args.sessions, turns=args.turns, fake_native=args.fake_native,
+                 issue_day=not args.no_issue_day),
          title="instructions per canonical guard turn (callgrind)", as_json=args.json)
 
 
