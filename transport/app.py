@@ -18,7 +18,6 @@ from werkzeug.exceptions import HTTPException
 
 from actors import (
     ActorGone,
-    Admitted,
     Daemon,
     InvalidCwd,
     InvalidSessionId,
@@ -30,16 +29,17 @@ from actors import (
     UnknownSession,
     wire,
 )
-from actors.session.fifo import StorageUnavailable
 from actors.session.images import ImageRefused
 from actors.session.transcript import TranscriptError
 from actors.storage import StorageError
 
 from . import sse
 from .acp import register as register_acp
-from .errors import HttpError, int_query, json_response, not_found_session
+from .admission import InlineAdmission, admission_answer
+from .auth import bearer_matches
+from .errors import HttpError, int_query, json_response, not_found_session, session_closing
 from .hosts import HostPolicy
-from .inline_http import InlineHTTPConnection
+from .inline_http import INLINE_ANSWER, InlineHTTPConnection
 from .mcp import register as register_mcp
 from .shutdown import refuse_if_shutting_down
 from .ui import is_ui_path
@@ -85,8 +85,11 @@ class ClientRegistry:
             clients.popitem(last=False)
         return client_id
 
+    def knows(self, session_id: str, client_id: str) -> bool:
+        return client_id in self._clients.get(session_id, {})
+
     def check(self, session_id: str, client_id: str | None) -> None:
-        if client_id is not None and client_id not in self._clients.get(session_id, {}):
+        if client_id is not None and not self.knows(session_id, client_id):
             raise HttpError(400, "unknown or stale client id; resume the session to get a new one",
                             "invalid_client_id", "header.X-Qwen-Client-Id")
 
@@ -202,14 +205,12 @@ def create_app(
         signal = request.path == "/signal/mcp" or request.path.startswith("/signal/mcp/")
         # The UI's files hold no data (the page asks for the token itself): served without one.
         open_path = request.path == "/health" or (request.method in ("GET", "HEAD") and is_ui_path(request.path))
-        if expected is not None and not open_path and not signal:
-            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), expected):
-                refused = HttpError(401, "missing or wrong bearer token: send Authorization: Bearer <token> (a "
-                                         "daemon started without --token writes it to <state-dir>/token)",
-                                    "unauthorized", "header.Authorization").response()
-                refused.headers["WWW-Authenticate"] = "Bearer"
-                return refused
+        if not open_path and not signal and not bearer_matches(request.headers.get("Authorization", ""), expected):
+            refused = HttpError(401, "missing or wrong bearer token: send Authorization: Bearer <token> (a "
+                                     "daemon started without --token writes it to <state-dir>/token)",
+                                "unauthorized", "header.Authorization").response()
+            refused.headers["WWW-Authenticate"] = "Bearer"
+            return refused
         return None
 
     @app.before_request
@@ -238,8 +239,7 @@ def create_app(
 
     @app.errorhandler(ActorGone)
     async def on_actor_gone(exc: ActorGone) -> Response:
-        # The session stopped between the lookup and the answer (a DELETE or a shutdown under way).
-        return HttpError(503, "the session is closing", "session_closing").response()
+        return session_closing().response()
 
     @app.errorhandler(HTTPException)
     async def on_werkzeug_error(exc: HTTPException) -> Response:
@@ -313,13 +313,7 @@ def create_app(
             admitted = await handle.prompt(b, client_id=request.headers.get("X-Qwen-Client-Id"))
         except ImageRefused as exc:
             raise HttpError(400, exc.message, exc.code, exc.path) from None
-        if isinstance(admitted, StorageUnavailable):
-            raise HttpError(503, f"the prompt was not admitted: {admitted.reason}", "storage_unavailable")
-        if not isinstance(admitted, Admitted):
-            raise HttpError(503, f"the session already has {admitted.pending_count} pending prompt(s)",
-                            "prompt_queue_full", limit=admitted.limit, pendingCount=admitted.pending_count)
-        return json_response({"promptId": admitted.prompt_id, "lastEventId": admitted.last_event_id,
-                              "eventEpoch": admitted.event_epoch}, 202)
+        return json_response(admission_answer(admitted), 202)
 
     @app.get("/session/<session_id>/pending-prompts")
     async def pending_prompts(session_id: str) -> Response:
@@ -478,6 +472,9 @@ def create_app(
         from .cluster import register as register_cluster  # imports the cluster extra's clients
 
         register_cluster(app, daemon, cluster)  # after the access checks: a before_request of its own
+    else:  # the plain admission without quart (transport/admission.py); a cluster's hook may forward it
+        app.extensions[INLINE_ANSWER] = InlineAdmission(daemon, expected=expected, hosts=hosts,
+                                                        client_known=clients.knows)
     return app
 
 

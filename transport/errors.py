@@ -31,10 +31,14 @@ class HttpError(Exception):
         self.path = None if path is None else shorten(path)
         self.extra = extra
 
-    def response(self) -> Response:
+    def payload(self) -> dict[str, Any]:
+        """The answer's JSON body."""
         body: dict[str, Any] = {"error": self.message, "code": self.code, "path": self.path}
         body.update(self.extra)
-        return json_response(body, self.status)
+        return body
+
+    def response(self) -> Response:
+        return json_response(self.payload(), self.status)
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -43,6 +47,11 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 def not_found_session(session_id: str) -> HttpError:
     return HttpError(404, f"unknown session {excerpt(session_id)}", "session_not_found", "url.sessionId")
+
+
+def session_closing() -> HttpError:
+    """The answer when a session stopped between its lookup and the answer (a DELETE or a shutdown under way)."""
+    return HttpError(503, "the session is closing", "session_closing")
 
 
 def int_query(name: str, low: int, high: int) -> int | None:

@@ -23,8 +23,13 @@ method and path are an inline route (:data:`INLINE_ROUTES`: ``POST
 
 Anything else (other routes, HTTP/2, a chunked or larger body, a test
 client's own queue) goes to quart-trio unchanged, with any message taken put back in front.
-The route, the ``before_request`` checks (token, host, origin, shutting down),
-the error handlers and the answer are quart's own in both cases; an inline
+
+With the body whole, the app's :data:`INLINE_ANSWER` (``app.extensions``; the
+daemon's is :class:`transport.admission.InlineAdmission`) may answer from the
+scope and body alone, without quart's request context, hooks or objects; when
+it declines (``None``), or there is none, the route, the ``before_request``
+checks (token, host, origin, shutting down), the error handlers and the answer
+are quart's own, as for any request. An inline
 request is just not cancelled when its client disconnects mid-admission, which
 a route that only admits a prompt never waits on for long (the prompt is
 admitted, as it would have been had the disconnect come a moment later, and
@@ -72,6 +77,10 @@ def _body_length(scope: dict[str, Any]) -> int | None:
             length = int(value)
     return length
 
+
+# app.extensions[INLINE_ANSWER]: async (scope, whole body) -> (status, headers, body), or None to leave the
+# request to quart (transport/admission.py's InlineAdmission).
+INLINE_ANSWER = "trellis.inline_answer"
 
 WHOLE, ARRIVING, GONE, NOT_OURS = "whole", "arriving", "gone", "not ours"
 INLINE_BODY_MAX = 64 * 1024  # bytes: a larger body goes to quart-trio, which may refuse it before reading it
@@ -143,6 +152,14 @@ class InlineHTTPConnection(TrioASGIHTTPConnection):
             timed_out = waited.cancelled_caught
         if state == GONE:
             return  # the client went away before its request was whole: there is no one to answer
+        answer = self.app.extensions.get(INLINE_ANSWER)
+        if answer is not None and not timed_out:
+            answered = await answer(self.scope, b"".join(message.get("body", b"") for message in taken))
+            if answered is not None:
+                status, headers, data = answered
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": data, "more_body": False})
+                return
         request = self._create_request_from_scope(send)
         for message in taken:
             request.body.append(message.get("body", b""))
