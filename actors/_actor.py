@@ -11,8 +11,7 @@ deadline; an answer that arrives after the deadline stays in the returned
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -96,20 +95,24 @@ def _settle_or_hold(slot: _Slot, state: int, value: Any = None) -> None:
         held[1].append((slot, state, value))
 
 
-@contextmanager
-def holding_replies() -> Iterator[list[tuple[_Slot, int, Any]]]:
+class holding_replies:  # noqa: N801 (used as a function: ``with holding_replies() as held``)
     """Replies sent in the body (by this task) are kept, not delivered; :func:`release_replies` sends them.
 
     What an actor answers after something it must finish first (a journal
     record made durable off the event loop) is held so: the askers wake only
-    once it is done.
+    once it is done. (A class, not a ``@contextmanager``: entered for every
+    message of an actor with commits, where a generator per message showed.)
     """
-    held: list[tuple[_Slot, int, Any]] = []
-    token = _held.set((trio.lowlevel.current_task(), held))
-    try:
-        yield held
-    finally:
-        _held.reset(token)
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> list[tuple[_Slot, int, Any]]:
+        held: list[tuple[_Slot, int, Any]] = []
+        self._token = _held.set((trio.lowlevel.current_task(), held))
+        return held
+
+    def __exit__(self, *exc_info: object) -> None:
+        _held.reset(self._token)
 
 
 def release_replies(held: list[tuple[_Slot, int, Any]]) -> None:

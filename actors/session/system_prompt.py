@@ -160,7 +160,7 @@ def render(session: Session) -> str:
     base = overrides.system_prompt if overrides.system_prompt is not None else settings.system_prompt
     if base is None:
         base = _default_prompt(session.cwd, os_name(), session.runtime.today(),
-                               tuple(tool.name for tool in session.tools), session.runtime.sandbox.kind == "bwrap",
+                               session.tools.names(), session.runtime.sandbox.kind == "bwrap",
                                session.approval_mode == "plan")
     return _compose(base, settings.append_system_prompt, overrides.append_system_prompt)
 

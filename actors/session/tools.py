@@ -81,6 +81,7 @@ class ToolRegistry:
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self._specs: dict[str, ToolSpec] = {}  # kept, so each request offers the same specs (their memo holds)
+        self._names: tuple[str, ...] | None = None  # kept until a tool is registered or replaced
         for tool in tools or []:
             self.register(tool)
 
@@ -88,10 +89,18 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._names = None
 
     def replace(self, tool: Tool) -> None:
         """Put ``tool`` under its name, replacing what was there (a discovered tool may shadow)."""
         self._tools[tool.name] = tool
+        self._names = None
+
+    def names(self) -> tuple[str, ...]:
+        """The tools' names, in registration order (built once per change: every request's prompt asks)."""
+        if self._names is None:
+            self._names = tuple(self._tools)
+        return self._names
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)

@@ -231,10 +231,10 @@ class Turn:
 
     def _note_failure(self, call: ToolCall, result: ToolResult) -> None:
         """The same call failing again and again (say, with the same invalid arguments) is a loop."""
-        signature = f"{call.name}:{json.dumps(call.arguments, sort_keys=True, default=str)}"
         if result.error is None:
             self._repeated_failure = ("", 0)
             return
+        signature = f"{call.name}:{json.dumps(call.arguments, sort_keys=True, default=str)}"
         last, count = self._repeated_failure
         count = count + 1 if last == signature else 1
         self._repeated_failure = (signature, count)

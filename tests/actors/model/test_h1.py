@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from h11._abnf import field_value  # h11's own grammar for a header value, as the reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors.model.h1 import MAX_HEAD, Head, ProtocolError, ResponseParser, request_head
 
@@ -124,6 +129,9 @@ def test_what_cannot_carry_another_request(wire: bytes) -> None:
     (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "not a header line"),
     (b"HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n", "not a header line"),
     (b"HTTP/1.1 200 OK\r\nX: a\x00b\r\n\r\n", "illegal value"),
+    (b"HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n", "illegal value"),
+    (b"HTTP/1.1 200 OK\r\nX: a \x0bb\r\n\r\n", "illegal value"),
+    (b"HTTP/1.1 200 OK\r\nX: \x0c\r\n\r\n", "illegal value"),
     (b"HTTP/1.1 200 OK\r\n folded first\r\n\r\n", "folded header line"),
     (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", "instead of a response"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "conflicting Content-Length"),
@@ -210,3 +218,31 @@ def test_request_head_encodes_in_order_and_refuses_what_h11_would() -> None:
 def test_a_request_target_h11_would_refuse_is_refused(target: bytes) -> None:
     with pytest.raises(ProtocolError):
         request_head("GET", target, [(b"Host", b"h")])
+
+
+ALPHABET = b"a \t\x00\x0b\x0c\r\x1f\x7f\xe9"
+
+
+@given(st.lists(st.sampled_from(ALPHABET), max_size=12).map(bytes))
+@settings(max_examples=400)
+def test_a_header_value_is_refused_exactly_when_h11_would_refuse_it(value: bytes) -> None:
+    parser = ResponseParser()
+    parser.receive(b"HTTP/1.1 200 OK\r\nX: " + value + b"\r\nContent-Length: 0\r\n\r\n")
+    seen = value.rstrip(b"\r").strip(b" \t")  # a line's CRs at its end are its end
+    legal = re.fullmatch(field_value.encode("ascii"), seen) is not None
+    if legal:
+        assert parser.head().headers["x"] == seen.decode("latin-1")
+    else:
+        with pytest.raises(ProtocolError, match="illegal value for the header X"):
+            parser.head()
+
+
+@given(st.lists(st.sampled_from(ALPHABET), max_size=12).map(bytes))
+@settings(max_examples=400)
+def test_a_header_value_is_sent_exactly_when_h11_would_send_it(value: bytes) -> None:
+    legal = re.fullmatch(field_value.encode("ascii"), value) is not None
+    if legal:
+        assert request_head("GET", b"/", [(b"X", value)]).endswith(b"X: " + value + b"\r\n")
+    else:
+        with pytest.raises(ProtocolError, match="illegal value for the header X"):
+            request_head("GET", b"/", [(b"X", value)])
