@@ -78,6 +78,23 @@ def query_names(query_string: bytes) -> list[str]:
     return names
 
 
+def write_line(scope: Scope, status: int | None, started: float, stream: bool = False) -> None:
+    """The access line of an answer to ``scope`` that began at ``started`` (``time.perf_counter()``) and ended
+    now, with ``status`` (500 when ``None``: none was sent)."""
+    ms = round((time.perf_counter() - started) * 1000, 1)
+    method = _printable(str(scope.get("method", "?")))[:16]
+    path = shown_path(str(scope.get("path", "")))
+    names = query_names(scope.get("query_string") or b"")
+    shown = path + ("?" + "&".join(f"{n}=…" for n in names) if names else "")
+    code = status if status is not None else 500
+    client = scope.get("client")
+    fields: dict[str, Any] = {"method": method, "path": path, "query": names, "status": code, "ms": ms,
+                              "client": client[0] if client else None}
+    if stream:
+        fields["stream"] = True
+    log.info("%s %s %d %.1fms%s", method, shown, code, ms, " (stream)" if stream else "", extra=fields)
+
+
 class AccessLog:
     """An ASGI app that is ``app`` plus one access line per HTTP request (when ``trellis.access`` logs info)."""
 
@@ -98,18 +115,7 @@ class AccessLog:
             if done:
                 return
             done = True
-            ms = round((time.perf_counter() - started) * 1000, 1)
-            method = _printable(str(scope.get("method", "?")))[:16]
-            path = shown_path(str(scope.get("path", "")))
-            names = query_names(scope.get("query_string") or b"")
-            shown = path + ("?" + "&".join(f"{n}=…" for n in names) if names else "")
-            code = status if status is not None else 500
-            client = scope.get("client")
-            fields: dict[str, Any] = {"method": method, "path": path, "query": names, "status": code, "ms": ms,
-                                      "client": client[0] if client else None}
-            if stream:
-                fields["stream"] = True
-            log.info("%s %s %d %.1fms%s", method, shown, code, ms, " (stream)" if stream else "", extra=fields)
+            write_line(scope, status, started, stream)
 
         async def logged_send(message: Message) -> None:
             nonlocal status, stream
@@ -129,4 +135,4 @@ class AccessLog:
             finish()  # an answer cut short, or one the app never gave (hypercorn sends 500 then)
 
 
-__all__ = ["AccessLog", "query_names", "shown_path"]
+__all__ = ["AccessLog", "query_names", "shown_path", "write_line"]

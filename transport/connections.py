@@ -38,6 +38,12 @@ And it makes each write cheaper, since an event stream writes once per event
 chunk (see "per-write cost" below): a write goes straight to the socket when
 nothing else is writing on that connection (:meth:`_TCPServer._write`), and an
 event-stream chunk is framed here rather than by h11 (:class:`_H11Protocol`).
+
+And a prompt's admission, the request every turn starts with, is answered by
+its connection when one read brings it whole to an idle HTTP/1.1 connection
+(:meth:`_TCPServer._answered_inline`, :mod:`transport.inline_request`): no h11
+parse, no ASGI stream or app task, the same bytes back. Anything else, or a
+request the app's inline answer declines, goes to hypercorn untouched.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -64,7 +71,12 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 
+from . import access_log
+from .inline_request import answer_bytes, whole_prompt_request
 from .keep_alive import IdleSweep, IdleTimer
+
+# An app's inline answer (transport/admission.py): (scope, whole body) -> (status, headers, body), or None.
+InlineAnswer = Callable[[dict[str, Any], bytes], Awaitable[tuple[int, list[tuple[bytes, bytes]], bytes] | None]]
 
 try:  # h11's own writer class, to tell a chunked body (h11 0.14-0.16); without it, h11 frames every chunk
     from h11._writers import ChunkedWriter
@@ -98,9 +110,10 @@ class _TCPServer(TCPServer):
     _held: bytes | None = None  # a response head waiting for its body (see protocol_send)
     _protocol: ProtocolWrapper
 
-    def __init__(self, *args: Any, sweep: IdleSweep) -> None:
+    def __init__(self, *args: Any, sweep: IdleSweep, inline: InlineAnswer | None = None) -> None:
         super().__init__(*args)
         self.idle_task = IdleTimer(sweep, self._initiate_server_close)  # type: ignore[assignment]
+        self._inline = inline
 
     @property
     def protocol(self) -> ProtocolWrapper:  # type: ignore[override]
@@ -138,6 +151,8 @@ class _TCPServer(TCPServer):
                     data = await self.stream.receive_some(MAX_RECV)
                 except (trio.ClosedResourceError, trio.BrokenResourceError):
                     break
+                if self._inline is not None and await self._answered_inline(data):
+                    continue
                 await self.protocol.handle(RawData(bytes(data)))
                 if data == b"":
                     break
@@ -146,6 +161,47 @@ class _TCPServer(TCPServer):
             # The connection is closed: out of the keep-alive sweep for good (a late "idle" from a request
             # task still finishing, after a client's reset, must not put it back).
             self.idle_task.close()
+
+    async def _answered_inline(self, data: bytes | bytearray) -> bool:
+        """Whether ``data``, a whole prompt admission read at once on an idle HTTP/1.1 connection, was answered
+        here by the app's inline answer, without h11, hypercorn's stream or an app task (see
+        :mod:`transport.inline_request`); ``False`` (nothing done) when hypercorn is to handle it.
+
+        The connection is busy meanwhile (off the keep-alive sweep), counts the request towards hypercorn's
+        ``keep_alive_max_requests`` (the one that reaches it is hypercorn's, which closes after it), gets the
+        access line :class:`transport.access_log.AccessLog` writes, and is closed after an answer that says
+        ``Connection: close``, as hypercorn closes it.
+        """
+        protocol = self._protocol.protocol
+        if type(protocol) is not _H11Protocol:
+            return False
+        connection = protocol.connection
+        if (type(connection) is not h11.Connection or connection.our_state is not h11.IDLE
+                or connection.their_state is not h11.IDLE or connection.trailing_data[0] or protocol.stream is not None
+                or protocol.keep_alive_requests + 1 >= self.config.keep_alive_max_requests
+                or self.context.terminated.is_set()):
+            return False
+        request = whole_prompt_request(bytes(data))
+        if request is None:
+            return False
+        scope = {"type": "http", "http_version": "1.1", "method": "POST", "path": request.path,
+                 "query_string": b"", "headers": request.headers, "client": protocol.client}
+        started = time.perf_counter()
+        await self.idle_task.stop()
+        answer = await self._inline(scope, request.body)  # type: ignore[misc]
+        if answer is None:
+            return False  # hypercorn takes the request from here, and marks the connection idle after it
+        protocol.keep_alive_requests += 1
+        await self.context.mark_request()  # as hypercorn counts a request (its max_requests)
+        status, headers, body = answer
+        await self._write(answer_bytes(status, headers, body, self.config.response_headers("h11")))
+        if access_log.log.isEnabledFor(logging.INFO):
+            access_log.write_line(scope, status, started)
+        if (b"connection", b"close") in headers:
+            await self.protocol_send(Closed())  # as hypercorn does once h11 must close: the socket, then the protocol
+        else:
+            await self.idle_task.restart(self._task_group)
+        return True
 
     async def protocol_send(self, event: Event) -> None:
         """Hypercorn's, but the head of an answer with a ``Content-Length`` goes out with its body.
@@ -337,12 +393,16 @@ async def serve(
     *,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     shutdown_trigger: Callable[[], Awaitable[object]] | None = None,
+    inline: InlineAnswer | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """``hypercorn.trio.serve(app, config, shutdown_trigger=...)`` with at most ``max_connections`` open.
 
     Plain TCP binds only (the daemon serves no TLS or QUIC itself). Reports the
     bound URLs (``http://host:port``) through ``task_status``, as hypercorn does.
+    With ``inline`` (the app's :data:`transport.inline_http.INLINE_ANSWER`), a
+    prompt admission read whole at once is offered to it first (see
+    :meth:`_TCPServer._answered_inline`).
     """
     wrapped = wrap_app(app, config.wsgi_max_body_size, None)  # type: ignore[arg-type]
     config.set_statsd_logger_class(StatsdLogger)
@@ -366,7 +426,7 @@ async def serve(
                 binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
             sweep = IdleSweep(config.keep_alive_timeout)
             handler = partial(_TCPServer, wrapped, config, context, ConnectionState(lifespan_state.copy()),
-                              sweep=sweep)
+                              sweep=sweep, inline=inline)
             cap = ConnectionCap(max_connections, handler)  # type: ignore[arg-type]
             task_status.started(binds)
             try:

@@ -8,6 +8,10 @@ none of it: its body is small, and its answer is one JSON write. The nursery
 and the two task starts cost about as much as the rest of quart's work for that
 request, on the one route every turn goes through.
 
+(A whole admission in one read does not even get here: its connection answers
+it, see :mod:`transport.connections`. What comes here is one whose body came in
+later reads, or one the connection left to hypercorn.)
+
 So :class:`InlineHTTPConnection` answers a request in the calling task when its
 method and path are an inline route (:data:`INLINE_ROUTES`: ``POST
 /session/<id>/prompt``), it is HTTP/1, its queue is hypercorn's, and its body has a

@@ -14,6 +14,7 @@ from actors import Daemon
 
 from .access_log import AccessLog
 from .app import create_app
+from .inline_http import INLINE_ANSWER
 from .auth import new_token, write_token_file
 from .connections import serve as serve_capped
 from .hosts import HostPolicy
@@ -132,7 +133,8 @@ async def serve(
     async with trio.open_nursery() as nursery:
         cap = max_connections if max_connections is not None else daemon.settings.limits.max_connections
         binds = await nursery.start(partial(serve_capped, AccessLog(app), config, max_connections=cap,
-                                            shutdown_trigger=daemon.stopped.wait))
+                                            shutdown_trigger=daemon.stopped.wait,
+                                            inline=app.extensions.get(INLINE_ANSWER)))
         hosts.bind(binds)  # the real port (--port 0) and the address(es) as bound
         if mint_into is not None:
             # Written only once the port is ours: a daemon that fails to bind leaves the file of

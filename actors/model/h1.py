@@ -45,6 +45,11 @@ _FIELD_NAME = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
 # h11's pattern, whose nested repetition cost a tenth of a response head's parse.
 _VALUE_ILLEGAL = re.compile(rb"[\x00\n\r\x0b\x0c]")
 _BLANKS = (b" ", b"\t")  # at either end of a value
+
+
+def legal_value(value: bytes) -> bool:
+    """Whether a header value, stripped of spaces and tabs at its ends, is one h11 accepts."""
+    return _VALUE_ILLEGAL.search(value) is None
 _STATUS_LINE = re.compile(rb"HTTP/([0-9]\.[0-9]) ([0-9]{3})(?: ((?:[ \t]|[^\x00\s])*))?")
 _TARGET = re.compile(rb"[\x21-\x7e]+")  # as h11: visible ASCII, no space or control character
 _HEAD_END = re.compile(rb"\n\r?\n")

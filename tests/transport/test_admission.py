@@ -8,24 +8,19 @@ requests quart saw.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 import trio
-from hypercorn.config import Config
 
 from actors import CountingIds, Limits, ScriptedModel, Settings, open_daemon
-from transport.access_log import AccessLog
+from tests.transport.served import served_app
 from transport.admission import InlineAdmission
 from transport.app import create_app
-from transport.connections import serve as serve_capped
-from transport.hosts import HostPolicy
 from transport.inline_http import INLINE_ANSWER
 
 TEXT = {"prompt": [{"type": "text", "text": "hello"}]}
@@ -58,21 +53,11 @@ class Served:
 
 @asynccontextmanager
 async def served(model: Any = None, settings: Settings | None = None) -> AsyncIterator[Served]:
-    token = secrets.token_urlsafe(32)
-    async with open_daemon(settings, model=model or ScriptedModel(), ids=CountingIds()) as daemon:
-        hosts = HostPolicy()
-        app = create_app(daemon, token=token, hosts=hosts)
-        config = Config()
-        config.bind = ["127.0.0.1:0"]
-        config.accesslog = config.errorlog = None
-        async with trio.open_nursery() as nursery:
-            binds = await nursery.start(partial(serve_capped, AccessLog(app), config, max_connections=16,
-                                                shutdown_trigger=trio.sleep_forever))
-            hosts.bind(binds)
-            async with httpx.AsyncClient(base_url=binds[0], headers={"Authorization": f"Bearer {token}"},
-                                         timeout=10) as client:
-                yield Served(app, daemon, client)
-            nursery.cancel_scope.cancel()
+    # The connections leave every request to hypercorn: what is tested here is the answer at the ASGI layer.
+    async with served_app(model, settings, inline=False) as s:
+        async with httpx.AsyncClient(base_url=s.url, headers={"Authorization": f"Bearer {s.token}"},
+                                     timeout=10) as client:
+            yield Served(s.app, s.daemon, client)
 
 
 def headers_of(response: httpx.Response) -> dict[str, str]:

@@ -8,6 +8,7 @@ import pytest
 import trio
 
 from tests.conftest import live_daemon
+from tests.transport.served import Spawned
 from quart import request
 from quart_trio import QuartTrio
 
@@ -15,16 +16,6 @@ from transport.inline_http import (ARRIVING, GONE, INLINE_BODY_MAX, NOT_OURS, WH
                                    is_inline, read_rest, take_body)
 
 PROMPT = orjson.dumps({"prompt": [{"type": "text", "text": "hello"}]})
-
-
-class Spawned(trio.abc.Instrument):
-    """The names of the tasks spawned while it is installed."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        self.names.append(task.name)
 
 
 def scope(method: str, path: str, headers: list[tuple[bytes, bytes]] = ()) -> dict:
