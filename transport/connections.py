@@ -41,7 +41,7 @@ event-stream chunk is framed here rather than by h11 (:class:`_H11Protocol`).
 
 And a prompt's admission, the request every turn starts with, is answered by
 its connection when one read brings it whole to an idle HTTP/1.1 connection
-(:meth:`_TCPServer._answered_inline`, :mod:`transport.inline_request`): no h11
+(:meth:`_TCPServer._offer_inline`, :mod:`transport.inline_request`): no h11
 parse, no ASGI stream or app task, the same bytes back. Anything else, or a
 request the app's inline answer declines, goes to hypercorn untouched.
 """
@@ -72,7 +72,7 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 
 from . import access_log
-from .inline_request import answer_bytes, whole_prompt_request
+from .inline_request import answer_bytes, read_prompt_request
 from .keep_alive import IdleSweep, IdleTimer
 
 # An app's inline answer (transport/admission.py): (scope, whole body) -> (status, headers, body), or None.
@@ -92,6 +92,7 @@ DEFAULT_MAX_CONNECTIONS = 256
 REFUSAL_SECONDS = 1.0  # at most this long to write the 503 and read what the client already sent
 REFUSAL_DRAIN_BYTES = 64 * 1024  # read (and drop) at most this much of the refused request before closing
 MAX_REFUSING = 64  # refusals under way at once; past it, an extra socket is closed without an answer
+BODY_WAIT = 1.0  # seconds an inline admission's body may take after its head; a slower one is hypercorn's
 
 
 class _TCPServer(TCPServer):
@@ -151,8 +152,15 @@ class _TCPServer(TCPServer):
                     data = await self.stream.receive_some(MAX_RECV)
                 except (trio.ClosedResourceError, trio.BrokenResourceError):
                     break
-                if self._inline is not None and await self._answered_inline(data):
-                    continue
+                if self._inline is not None and data:
+                    answered, data, end = await self._offer_inline(data)
+                    if answered:
+                        continue
+                    if end is not None:  # the stream ended while a body was awaited: hypercorn is told as it reads
+                        await self.protocol.handle(RawData(data))
+                        if end == "closed":
+                            break
+                        data = b""
                 await self.protocol.handle(RawData(bytes(data)))
                 if data == b"":
                     break
@@ -162,10 +170,14 @@ class _TCPServer(TCPServer):
             # task still finishing, after a client's reset, must not put it back).
             self.idle_task.close()
 
-    async def _answered_inline(self, data: bytes | bytearray) -> bool:
-        """Whether ``data``, a whole prompt admission read at once on an idle HTTP/1.1 connection, was answered
-        here by the app's inline answer, without h11, hypercorn's stream or an app task (see
-        :mod:`transport.inline_request`); ``False`` (nothing done) when hypercorn is to handle it.
+    async def _offer_inline(self, data: bytes | bytearray) -> tuple[bool, bytes | bytearray, str | None]:
+        """Answer a prompt admission that came whole to an idle HTTP/1.1 connection with the app's inline answer,
+        without h11, hypercorn's stream or an app task (see :mod:`transport.inline_request`).
+
+        Returns whether it was answered; if not, the bytes hypercorn is to handle (``data``, with what else was
+        read) and how the stream ended meanwhile (``"eof"``, ``"closed"``) or ``None``. A head whose body comes
+        in later reads (httpx writes them apart) is read on for at most :data:`BODY_WAIT` seconds; a body slower
+        than that is hypercorn's, as the rest.
 
         The connection is busy meanwhile (off the keep-alive sweep), counts the request towards hypercorn's
         ``keep_alive_max_requests`` (the one that reaches it is hypercorn's, which closes after it), gets the
@@ -174,23 +186,30 @@ class _TCPServer(TCPServer):
         """
         protocol = self._protocol.protocol
         if type(protocol) is not _H11Protocol:
-            return False
+            return False, data, None
         connection = protocol.connection
         if (type(connection) is not h11.Connection or connection.our_state is not h11.IDLE
                 or connection.their_state is not h11.IDLE or connection.trailing_data[0] or protocol.stream is not None
                 or protocol.keep_alive_requests + 1 >= self.config.keep_alive_max_requests
                 or self.context.terminated.is_set()):
-            return False
-        request = whole_prompt_request(bytes(data))
-        if request is None:
-            return False
+            return False, data, None
+        started = time.perf_counter()
+        request, missing = read_prompt_request(bytes(data))
+        if request is None and not missing:
+            return False, data, None
+        await self.idle_task.stop()  # a request has begun (hypercorn marks it so once it has the head)
+        if missing:
+            data, missing, end = await self._read_body(bytes(data), missing)
+            if missing or end is not None:
+                return False, data, end
+            request, _ = read_prompt_request(data)
+            if request is None:
+                return False, data, None
         scope = {"type": "http", "http_version": "1.1", "method": "POST", "path": request.path,
                  "query_string": b"", "headers": request.headers, "client": protocol.client}
-        started = time.perf_counter()
-        await self.idle_task.stop()
         answer = await self._inline(scope, request.body)  # type: ignore[misc]
         if answer is None:
-            return False  # hypercorn takes the request from here, and marks the connection idle after it
+            return False, data, None  # hypercorn takes the request from here, and marks the connection idle after
         protocol.keep_alive_requests += 1
         await self.context.mark_request()  # as hypercorn counts a request (its max_requests)
         status, headers, body = answer
@@ -201,7 +220,25 @@ class _TCPServer(TCPServer):
             await self.protocol_send(Closed())  # as hypercorn does once h11 must close: the socket, then the protocol
         else:
             await self.idle_task.restart(self._task_group)
-        return True
+        return True, b"", None
+
+    async def _read_body(self, data: bytes, missing: int) -> tuple[bytes, int, str | None]:
+        """Read on until ``missing`` more bytes have come, at most :data:`BODY_WAIT` seconds: what was read with
+        ``data``, what is still missing (below 0: more came than the body), and ``"eof"``/``"closed"`` if the
+        stream ended. (A cancel scope of its own, where a whole request in one read has none.)"""
+        end = None
+        with trio.move_on_after(BODY_WAIT):
+            try:
+                while missing > 0:
+                    more = await self.stream.receive_some(MAX_RECV)
+                    if not more:
+                        end = "eof"
+                        break
+                    data += more
+                    missing -= len(more)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                end = "closed"
+        return data, missing, end
 
     async def protocol_send(self, event: Event) -> None:
         """Hypercorn's, but the head of an answer with a ``Content-Length`` goes out with its body.
@@ -402,7 +439,7 @@ async def serve(
     bound URLs (``http://host:port``) through ``task_status``, as hypercorn does.
     With ``inline`` (the app's :data:`transport.inline_http.INLINE_ANSWER`), a
     prompt admission read whole at once is offered to it first (see
-    :meth:`_TCPServer._answered_inline`).
+    :meth:`_TCPServer._offer_inline`).
     """
     wrapped = wrap_app(app, config.wsgi_max_body_size, None)  # type: ignore[arg-type]
     config.set_statsd_logger_class(StatsdLogger)

@@ -54,29 +54,37 @@ class WholeRequest(NamedTuple):
 
 def whole_prompt_request(data: bytes) -> WholeRequest | None:
     """The prompt admission that ``data`` is exactly, or ``None`` (see the module for what is taken)."""
+    request, _ = read_prompt_request(data)
+    return request
+
+
+def read_prompt_request(data: bytes) -> tuple[WholeRequest | None, int]:
+    """The prompt admission that ``data`` is exactly, or ``None`` and how many more bytes of its body would
+    make it one: more than 0 only for a head that qualifies with its body not all there (a client that writes
+    its head and its body apart, as httpx does), else 0."""
     end = data.find(b"\r\n\r\n", 0, MAX_HEAD)
     if end < 0:
-        return None
+        return None, 0
     lines = data[:end].split(b"\r\n")
     target = _REQUEST_LINE.fullmatch(lines[0])
     if target is None:
-        return None
+        return None, 0
     headers: list[tuple[bytes, bytes]] = []
     seen: set[bytes] = set()
     for line in lines[1:]:
         name, colon, value = line.partition(b":")
         if not colon or not _NAME.fullmatch(name):
-            return None  # a folded line (it starts with a blank) or no header at all: h11's to refuse
+            return None, 0  # a folded line (it starts with a blank) or no header at all: h11's to refuse
         name = name.lower()
         if name in _REFUSED or (name in _SINGLE and name in seen):
-            return None
+            return None, 0
         value = value.strip(b" \t")
         if not legal_value(value):
-            return None
+            return None, 0
         seen.add(name)
         headers.append((name, value))
     if b"host" not in seen:
-        return None
+        return None, 0
     length = connection = None
     for name, value in headers:
         if name == b"content-length":
@@ -84,13 +92,13 @@ def whole_prompt_request(data: bytes) -> WholeRequest | None:
         elif name == b"connection":
             connection = value
     if length is None or not _DIGITS.fullmatch(length) or int(length) > MAX_BODY:
-        return None
+        return None, 0
     if connection is not None and connection.lower() != b"keep-alive":
-        return None
+        return None, 0
     body = data[end + 4:]
     if len(body) != int(length):
-        return None
-    return WholeRequest(target[1].decode("ascii"), headers, body)
+        return None, max(int(length) - len(body), 0)
+    return WholeRequest(target[1].decode("ascii"), headers, body), 0
 
 
 def answer_bytes(status: int, headers: list[tuple[bytes, bytes]], body: bytes,

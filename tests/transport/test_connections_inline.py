@@ -1,5 +1,5 @@
 """A prompt admission read whole in one read, answered by its connection (transport/connections.py's
-_TCPServer._answered_inline): the same answer as hypercorn's, the connection's HTTP state and keep-alive kept,
+_TCPServer._offer_inline): the same answer as hypercorn's, the connection's HTTP state and keep-alive kept,
 and everything else left to hypercorn. Raw sockets against a real served app."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import trio
 
 from actors import Limits, Settings
 from tests.transport.served import Spawned, served_app
+from transport import connections
 
 PROMPT = orjson.dumps({"prompt": [{"type": "text", "text": "hello"}]})
 
@@ -90,42 +91,84 @@ def without_date(headers: dict[bytes, bytes]) -> dict[bytes, bytes]:
     return {k: v for k, v in headers.items() if k != b"date"}
 
 
+def by_hypercorn(tasks: list[str]) -> bool:
+    return any("hypercorn" in name for name in tasks)  # its app task: the connection's own answers start none
+
+
+async def admit_whole(c: Client, sid: str) -> tuple[bytes, dict[bytes, bytes], bytes]:
+    await c.stream.send_all(c.admission(sid))
+    return await c.answer()
+
+
+async def admit_apart(c: Client, sid: str) -> tuple[bytes, dict[bytes, bytes], bytes]:
+    request = c.admission(sid)
+    await c.stream.send_all(request[:-len(PROMPT)])  # the head, then the body in a write of its own (as httpx)
+    await trio.sleep(0.05)
+    await c.stream.send_all(request[-len(PROMPT):])
+    return await c.answer()
+
+
 async def test_a_whole_admission_is_answered_by_its_connection_as_hypercorn_answers_it():
+    with trio.fail_after(30):
+        async with served() as s, served(inline=False) as plain:
+            answers = []
+            for server in (s, plain):
+                sid = await server.session()
+                async with server.connection() as c:
+                    answers.append(await spawned_while(partial(admit_whole, c, sid)))
+            ((status, headers, body), inline_tasks), ((h_status, h_headers, h_body), hypercorn_tasks) = answers
+            assert not by_hypercorn(inline_tasks) and by_hypercorn(hypercorn_tasks)
+            assert status == h_status == b"HTTP/1.1 202 "
+            assert without_date(headers) == without_date(h_headers)
+            # The same ids (CountingIds): the same answer, but for each daemon's own event epoch.
+            answer, h_answer = orjson.loads(body), orjson.loads(h_body)
+            assert answer.keys() == {"promptId", "lastEventId", "eventEpoch"}
+            assert body.replace(answer["eventEpoch"].encode(), h_answer["eventEpoch"].encode()) == h_body
+
+
+async def test_a_body_written_apart_from_its_head_is_read_on_and_the_connection_goes_on():
     with trio.fail_after(30):
         async with served() as s:
             sid = await s.session()
-            async with s.connection() as whole, s.connection() as split:
-                async def whole_admission():
-                    await whole.stream.send_all(whole.admission(sid))
-                    return await whole.answer()
-
-                async def split_admission():
-                    request = split.admission(sid)
-                    await split.stream.send_all(request[:-5])  # the body's end comes in a read of its own
-                    await trio.sleep(0.05)
-                    await split.stream.send_all(request[-5:])
-                    return await split.answer()
-
-                (status, headers, body), inline_tasks = await spawned_while(whole_admission)
-                (h_status, h_headers, h_body), hypercorn_tasks = await spawned_while(split_admission)
-                # No app task: answered in the connection's own task.
-                assert not [n for n in inline_tasks if "hypercorn" in n]
-                assert [n for n in hypercorn_tasks if "hypercorn" in n]
-                assert status == h_status == b"HTTP/1.1 202 "
-                assert without_date(headers) == without_date(h_headers) | {b"content-length": b"%d" % len(body)}
-                assert orjson.loads(body).keys() == orjson.loads(h_body).keys() == {"promptId", "lastEventId",
-                                                                                    "eventEpoch"}
-                # The connection goes on: another admission, then a request hypercorn answers, then one more.
-                await whole.stream.send_all(whole.admission(sid))
-                assert (await whole.answer())[0] == b"HTTP/1.1 202 "
-                await whole.stream.send_all(b"GET /session/%s/pending-prompts HTTP/1.1\r\nHost: %s\r\n"
-                                            b"Authorization: Bearer %s\r\n\r\n" % (sid.encode(), whole.host, whole.token))
-                pending = await whole.answer()
+            async with s.connection() as c:
+                (status, _, body), tasks = await spawned_while(partial(admit_apart, c, sid))
+                assert status == b"HTTP/1.1 202 " and not by_hypercorn(tasks)
+                # The connection goes on: a request hypercorn answers, then another admission.
+                await c.stream.send_all(b"GET /session/%s/pending-prompts HTTP/1.1\r\nHost: %s\r\n"
+                                        b"Authorization: Bearer %s\r\n\r\n" % (sid.encode(), c.host, c.token))
+                pending = await c.answer()
                 assert pending[0] == b"HTTP/1.1 200 " and "pendingPrompts" in orjson.loads(pending[2])
-                await whole.stream.send_all(whole.admission(sid))
-                assert (await whole.answer())[0] == b"HTTP/1.1 202 "
-            turns = {orjson.loads(b)["promptId"] for b in (body, h_body)}
-            assert len(turns) == 2
+                (status, _, again), tasks = await spawned_while(partial(admit_whole, c, sid))
+                assert status == b"HTTP/1.1 202 " and not by_hypercorn(tasks)
+            assert orjson.loads(body)["promptId"] != orjson.loads(again)["promptId"]
+
+
+async def test_a_body_slower_than_the_wait_is_hypercorns(monkeypatch):
+    monkeypatch.setattr(connections, "BODY_WAIT", 0)  # the wait is over at once, however fast the body comes
+    with trio.fail_after(30):
+        async with served() as s:
+            sid = await s.session()
+            async with s.connection() as c:
+                (status, _, body), tasks = await spawned_while(partial(admit_apart, c, sid))
+                assert status == b"HTTP/1.1 202 " and by_hypercorn(tasks) and orjson.loads(body)["promptId"]
+                (status, _, _), tasks = await spawned_while(partial(admit_whole, c, sid))
+                assert status == b"HTTP/1.1 202 " and not by_hypercorn(tasks)
+
+
+async def test_a_client_that_ends_before_its_body_gets_what_hypercorn_gives_it():
+    with trio.fail_after(30):
+        async with served() as s, served(inline=False) as plain:
+            heard = []
+            for server in (s, plain):
+                sid = await server.session()
+                async with server.connection() as c:
+                    await c.stream.send_all(c.admission(sid)[:-3])
+                    await c.stream.send_eof()
+                    while chunk := await c.stream.receive_some():
+                        c.buffer += chunk
+                    heard.append(c.buffer.split(b"\r\n")[0])
+                assert (await server.daemon.get(sid).pending_prompts()) == []
+            assert heard[0] == heard[1]
 
 
 async def test_a_declined_admission_is_answered_by_hypercorn_and_the_connection_goes_on():

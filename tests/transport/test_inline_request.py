@@ -6,7 +6,7 @@ from __future__ import annotations
 import h11
 import pytest
 
-from transport.inline_request import MAX_BODY, MAX_HEAD, answer_bytes, whole_prompt_request
+from transport.inline_request import MAX_BODY, MAX_HEAD, answer_bytes, read_prompt_request, whole_prompt_request
 
 BODY = b'{"prompt":[{"type":"text","text":"hi"}]}'
 
@@ -97,3 +97,15 @@ def test_the_answer_is_written_as_h11_writes_hypercorns():
     wire = connection.send(h11.Response(status_code=202, headers=headers + server))
     wire += connection.send(h11.Data(data=b"{}")) + connection.send(h11.EndOfMessage())
     assert answer_bytes(202, headers, b"{}", server) == wire
+
+
+def test_a_head_whose_body_is_still_to_come_says_how_much_is_missing():
+    data = request()
+    head_end = data.index(b"\r\n\r\n") + 4
+    assert read_prompt_request(data[:head_end]) == (None, len(BODY))
+    assert read_prompt_request(data[:head_end + 5]) == (None, len(BODY) - 5)
+    assert read_prompt_request(data)[1] == 0 and read_prompt_request(data)[0] is not None
+    # Nothing missing for what is not a plain admission, nor for more than its body.
+    assert read_prompt_request(data + b"x") == (None, 0)
+    assert read_prompt_request(request(line=b"POST /session HTTP/1.1")[:head_end]) == (None, 0)
+    assert read_prompt_request(data[:head_end - 2]) == (None, 0)  # the head itself not whole
