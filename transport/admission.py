@@ -35,6 +35,7 @@ import re
 from typing import Any
 
 import orjson
+from werkzeug.exceptions import InternalServerError
 
 from actors import ActorGone, Admitted, SessionHandle, UnknownSession, wire
 from actors.session.fifo import StorageUnavailable
@@ -59,6 +60,22 @@ def admission_answer(admitted: Any) -> dict[str, Any]:
                         "prompt_queue_full", limit=admitted.limit, pendingCount=admitted.pending_count)
     return {"promptId": admitted.prompt_id, "lastEventId": admitted.last_event_id,
             "eventEpoch": admitted.event_epoch}
+
+
+def _answer(status: int, payload: dict[str, Any]) -> Answer:
+    data = orjson.dumps(payload)
+    headers = [JSON_HEADERS, (b"content-length", b"%d" % len(data))]
+    if status >= 400:  # as the app's after_request hook does for a refusal of a request with a body
+        headers.append((b"connection", b"close"))
+    return status, headers, data
+
+
+def server_error() -> Answer:
+    """The answer to an inline answer that raised: quart's to a route that raised (its ``InternalServerError``
+    through the app's error handler), 500 with the JSON error body, the connection closed. Nothing else is
+    safe to do: the prompt may have been admitted already, so the request cannot go to quart instead."""
+    error = HttpError(500, InternalServerError.description or "internal server error", "http_error")
+    return _answer(error.status, error.payload())
 
 
 def _first_headers(scope: dict[str, Any], names: tuple[bytes, ...]) -> dict[bytes, str]:
@@ -109,19 +126,14 @@ class InlineAdmission:
             return None
         try:
             admitted = await handle.prompt(prompt, client_id=client_id)
-            status, payload, close = 202, admission_answer(admitted), False
+            return _answer(202, admission_answer(admitted))
         except ImageRefused:
             return None  # raised before anything was queued: the route refuses it again
         except ActorGone:
             error = session_closing()
-            status, payload, close = error.status, error.payload(), True
-        except HttpError as error:
-            status, payload, close = error.status, error.payload(), True
-        data = orjson.dumps(payload)
-        answer_headers = [JSON_HEADERS, (b"content-length", b"%d" % len(data))]
-        if close:  # as the app's after_request hook does for a refusal of a request with a body
-            answer_headers.append((b"connection", b"close"))
-        return status, answer_headers, data
+        except HttpError as caught:
+            error = caught
+        return _answer(error.status, error.payload())
 
     def _live(self, session_id: str, client_id: str | None) -> SessionHandle | None:
         try:

@@ -72,6 +72,7 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 
 from . import access_log
+from .admission import server_error
 from .inline_request import answer_bytes, read_prompt_request
 from .keep_alive import IdleSweep, IdleTimer
 
@@ -207,7 +208,11 @@ class _TCPServer(TCPServer):
                 return False, data, None
         scope = {"type": "http", "http_version": "1.1", "method": "POST", "path": request.path,
                  "query_string": b"", "headers": request.headers, "client": protocol.client}
-        answer = await self._inline(scope, request.body)  # type: ignore[misc]
+        try:
+            answer = await self._inline(scope, request.body)  # type: ignore[misc]
+        except Exception:
+            log.exception("the inline answer to POST %s failed", access_log.shown_path(request.path))
+            answer = server_error()
         if answer is None:
             return False, data, None  # hypercorn takes the request from here, and marks the connection idle after
         protocol.keep_alive_requests += 1

@@ -46,6 +46,7 @@ quart-trio's watch for the disconnect.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Awaitable, Callable
@@ -55,6 +56,11 @@ import trio
 from quart.wrappers import Response
 from quart.wrappers.response import DataBody
 from quart_trio.asgi import TrioASGIHTTPConnection
+
+from .access_log import shown_path
+from .admission import server_error
+
+log = logging.getLogger("trellis.http")
 
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -158,7 +164,12 @@ class InlineHTTPConnection(TrioASGIHTTPConnection):
             return  # the client went away before its request was whole: there is no one to answer
         answer = self.app.extensions.get(INLINE_ANSWER)
         if answer is not None and not timed_out:
-            answered = await answer(self.scope, b"".join(message.get("body", b"") for message in taken))
+            try:
+                answered = await answer(self.scope, b"".join(message.get("body", b"") for message in taken))
+            except Exception:
+                log.exception("the inline answer to %s %s failed", self.scope.get("method"),
+                              shown_path(str(self.scope.get("path", ""))))
+                answered = server_error()  # it may have admitted the prompt: quart must not run the route again
             if answered is not None:
                 status, headers, data = answered
                 await send({"type": "http.response.start", "status": status, "headers": headers})

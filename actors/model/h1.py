@@ -94,15 +94,20 @@ class Head:
         return f"Head({self.status_code}, {self.reason_phrase!r}, {self.http_version!r})"
 
 
+def _line(raw: bytes) -> bytes:
+    """A head line without its end: LF, or CR LF (one CR, as h11: any other CR is in the line, and refused)."""
+    return raw[:-1] if raw.endswith(b"\r") else raw
+
+
 def _parse_head(block: bytes) -> Head:
     lines = block.split(b"\n")
-    status = _STATUS_LINE.fullmatch(lines[0].rstrip(b"\r"))
+    status = _STATUS_LINE.fullmatch(_line(lines[0]))
     if status is None:
         raise ProtocolError(f"not an HTTP/1 status line: {lines[0][:80]!r}")
     headers: dict[str, str] = {}
     last = ""
     for raw in lines[1:]:
-        line = raw.rstrip(b"\r")
+        line = _line(raw)
         if not line:
             continue
         if line[0] in b" \t":  # obsolete line folding: more of the last value

@@ -19,7 +19,7 @@ import trio
 
 from actors import CountingIds, Limits, ScriptedModel, Settings, open_daemon
 from tests.transport.served import served_app
-from transport.admission import InlineAdmission
+from transport.admission import InlineAdmission, server_error
 from transport.app import create_app
 from transport.inline_http import INLINE_ANSWER
 
@@ -169,3 +169,19 @@ async def test_a_request_not_for_the_prompt_route_is_declined_without_a_look():
         status, headers, data = await admit(scope, body)  # an open app (no token expected): admitted
         assert status == 202 and orjson.loads(data)["promptId"]
         assert headers == [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
+
+
+async def test_the_server_error_answer_is_quarts_to_a_route_that_raises():
+    async with open_daemon(model=ScriptedModel(), ids=CountingIds()) as daemon:
+        app = create_app(daemon, token=None)
+
+        @app.get("/raises")
+        async def raises() -> None:
+            raise RuntimeError("a fault in a route")
+
+        app.config["PROPAGATE_EXCEPTIONS"] = False  # as served (the test client re-raises otherwise)
+        answer = await app.test_client().get("/raises")
+        status, headers, data = server_error()
+        assert answer.status_code == status == 500
+        assert orjson.loads(await answer.get_data()) == orjson.loads(data)
+        assert dict(headers)[b"connection"] == b"close"

@@ -72,7 +72,7 @@ class Served:
 
 
 @asynccontextmanager
-async def served(model: Any = None, settings: Settings | None = None, inline: bool = True,
+async def served(model: Any = None, settings: Settings | None = None, inline: Any = True,
                  max_requests: int = 1000) -> AsyncIterator[Served]:
     async with served_app(model, settings, inline=inline, max_requests=max_requests) as s:
         yield Served(s.daemon, s.url, s.token)
@@ -266,3 +266,34 @@ async def test_without_an_inline_answer_every_request_is_hypercorns():
 
                 (status, _, _), tasks = await spawned_while(admit)
                 assert status == b"HTTP/1.1 202 " and [n for n in tasks if "hypercorn" in n]
+
+
+async def test_a_body_read_apart_then_a_pipelined_request_go_to_hypercorn_in_order():
+    with trio.fail_after(30):
+        async with served() as s:
+            sid = await s.session()
+            async with s.connection() as c:
+                request = c.admission(sid)
+                await c.stream.send_all(request[:-len(PROMPT)])
+                await trio.sleep(0.05)
+                health = b"GET /health HTTP/1.1\r\nHost: %s\r\n\r\n" % c.host
+                await c.stream.send_all(request[-len(PROMPT):] + health)  # more than the body: not ours
+                first, second = await c.answer(), await c.answer()
+                assert first[0] == b"HTTP/1.1 202 " and orjson.loads(first[2])["promptId"]
+                assert second[0] == b"HTTP/1.1 200 " and orjson.loads(second[2]) == {"status": "ok"}
+
+
+async def test_an_inline_answer_that_raises_is_answered_500_as_quart_answers_a_route_that_raises(caplog):
+    async def raises(scope: dict, body: bytes) -> None:
+        raise RuntimeError("a fault in the inline answer")
+
+    with trio.fail_after(30):
+        async with served(inline=raises) as s:
+            sid = await s.session()
+            async with s.connection() as c:
+                await c.stream.send_all(c.admission(sid))
+                status, headers, body = await c.answer()
+                assert status == b"HTTP/1.1 500 " and headers[b"connection"] == b"close"
+                assert orjson.loads(body)["code"] == "http_error" and await c.closed()
+    [logged] = [r for r in caplog.records if r.name == "trellis.connections" and r.exc_info]
+    assert "a fault in the inline answer" in str(logged.exc_info[1])

@@ -12,8 +12,8 @@ from tests.transport.served import Spawned
 from quart import request
 from quart_trio import QuartTrio
 
-from transport.inline_http import (ARRIVING, GONE, INLINE_BODY_MAX, NOT_OURS, WHOLE, InlineHTTPConnection,
-                                   is_inline, read_rest, take_body)
+from transport.inline_http import (ARRIVING, GONE, INLINE_ANSWER, INLINE_BODY_MAX, NOT_OURS, WHOLE,
+                                   InlineHTTPConnection, is_inline, read_rest, take_body)
 
 PROMPT = orjson.dumps({"prompt": [{"type": "text", "text": "hello"}]})
 
@@ -249,3 +249,18 @@ async def test_a_prompt_whose_body_comes_after_its_head_is_admitted_and_refusals
             assert len(set(admitted)) == 2
             for prompt_id in admitted:  # each one a turn of the session, under its own id
                 assert (await client.get(f"/session/{sid}/turns/{prompt_id}")).status_code == 200
+
+
+async def test_an_inline_answer_that_raises_is_answered_500_and_the_route_is_not_run(autojump_clock):
+    app = bare_app()
+    ran = []
+
+    async def raises(scope: dict, body: bytes) -> None:
+        ran.append(body)
+        raise RuntimeError("a fault in the inline answer")
+
+    app.extensions[INLINE_ANSWER] = raises
+    sent = await call(app, [{"type": "http.request", "body": PROMPT, "more_body": False}])
+    status, body = status_and_body(sent)
+    assert status == 500 and orjson.loads(body)["code"] == "http_error" and ran == [PROMPT]
+    assert (b"connection", b"close") in sent[0]["headers"]

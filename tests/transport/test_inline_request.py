@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import h11
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from transport.inline_request import MAX_BODY, MAX_HEAD, answer_bytes, read_prompt_request, whole_prompt_request
 
@@ -72,6 +74,10 @@ def test_a_plain_admission_is_read_as_h11_reads_it(headers: list[bytes] | None):
     request(headers=[b"Host: a", b"NoColon"]),
     request(headers=[b"Host: a", b"X: a\x00b"]),
     request(headers=[b"Host: a", b"X: a\rb"]),
+    request(headers=[b"Host: a\nTransfer-Encoding: chunked"]),  # a bare LF: h11 would read two headers
+    request(headers=[b"Host: a", b"X: a\n"]),
+    b"\n" + request(),
+    request(line=b"POST /session/s/prompt HTTP/1.1\n"),
     request(length=b"+41"),
     request(length=b"0x29"),
     request(length=b"1_0"),
@@ -109,3 +115,25 @@ def test_a_head_whose_body_is_still_to_come_says_how_much_is_missing():
     assert read_prompt_request(data + b"x") == (None, 0)
     assert read_prompt_request(request(line=b"POST /session HTTP/1.1")[:head_end]) == (None, 0)
     assert read_prompt_request(data[:head_end - 2]) == (None, 0)  # the head itself not whole
+
+
+
+# Header lines a request is made of, good and bad (bare CRs and LFs inside, NULs, blanks, folding, duplicate and
+# conflicting lengths and hosts, a chunked body), each after a line end that is CR LF or a bare LF.
+LINES = [b"Host: h", b"host:h", b"Content-Length: 5", b"content-length: 05", b"Content-Length: 6",
+         b"Transfer-Encoding: chunked", b"X: a b", b"X:\x00", b" folded", b"Connection: keep-alive", b"X: a\rb",
+         b"X: a\nb", b"Y:\t", b"\x0bZ: 1", b"X-\xe9: 1", b"X: \xe9"]
+GOOD = [b"X: a b", b"Connection: keep-alive", b"X: \xe9", b"Accept: */*", b"Y:"]  # more of them: more requests taken
+HEADS = st.lists(st.tuples(st.sampled_from([b"\r\n"] * 5 + [b"\n"]), st.sampled_from(LINES + GOOD * 3)), max_size=6)
+
+
+@given(HEADS, st.sampled_from([b"hello", b"hello!", b"", b"hello\r\n\r\n"]))
+@settings(max_examples=3000, derandomize=True, deadline=None)
+def test_what_it_takes_h11_reads_the_same(lines: list[tuple[bytes, bytes]], body: bytes):
+    lines = [(b"\r\n", b"Host: h"), *lines, (b"\r\n", b"Content-Length: %d" % len(body))]  # what it needs
+    data = b"POST /session/s/prompt HTTP/1.1" + b"".join(end + line for end, line in lines) + b"\r\n\r\n" + body
+    taken = whole_prompt_request(data)
+    if taken is None:
+        return
+    head, read = h11_reads(data)  # h11 must read a whole request, and the same one, with nothing left over
+    assert (taken.path, taken.headers, taken.body) == (head.target.decode(), list(head.headers), read)

@@ -224,11 +224,11 @@ ALPHABET = b"a \t\x00\x0b\x0c\r\x1f\x7f\xe9"
 
 
 @given(st.lists(st.sampled_from(ALPHABET), max_size=12).map(bytes))
-@settings(max_examples=400)
+@settings(max_examples=400, derandomize=True, deadline=None)
 def test_a_header_value_is_refused_exactly_when_h11_would_refuse_it(value: bytes) -> None:
     parser = ResponseParser()
     parser.receive(b"HTTP/1.1 200 OK\r\nX: " + value + b"\r\nContent-Length: 0\r\n\r\n")
-    seen = value.rstrip(b"\r").strip(b" \t")  # a line's CRs at its end are its end
+    seen = value.strip(b" \t")  # its line ends in the CR LF after it: a CR of its own is in it, and refused
     legal = re.fullmatch(field_value.encode("ascii"), seen) is not None
     if legal:
         assert parser.head().headers["x"] == seen.decode("latin-1")
@@ -238,7 +238,7 @@ def test_a_header_value_is_refused_exactly_when_h11_would_refuse_it(value: bytes
 
 
 @given(st.lists(st.sampled_from(ALPHABET), max_size=12).map(bytes))
-@settings(max_examples=400)
+@settings(max_examples=400, derandomize=True, deadline=None)
 def test_a_header_value_is_sent_exactly_when_h11_would_send_it(value: bytes) -> None:
     legal = re.fullmatch(field_value.encode("ascii"), value) is not None
     if legal:
