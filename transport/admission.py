@@ -32,6 +32,7 @@ refusal keeps its one implementation, in the route and its hooks.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -45,10 +46,13 @@ from .auth import bearer_matches
 from .errors import HttpError, session_closing
 from .hosts import HostPolicy
 
-_PROMPT_PATH = re.compile(r"/session/([^/]+)/prompt")
+PROMPT_PATH = re.compile(r"/session/([^/]+)/prompt")  # the route's path, its session id captured
 JSON_HEADERS = (b"content-type", b"application/json")
 
 Answer = tuple[int, list[tuple[bytes, bytes]], bytes]  # status, headers, body
+# What an app may offer as its inline answer (app.extensions[transport.inline_http.INLINE_ANSWER]): the scope
+# and the whole body in, an answer or None (leave the request to quart) out.
+InlineAnswer = Callable[[dict[str, Any], bytes], Awaitable[Answer | None]]
 
 
 def admission_answer(admitted: Any) -> dict[str, Any]:
@@ -95,15 +99,15 @@ class InlineAdmission:
     module); ``None`` hands it to quart."""
 
     def __init__(self, daemon: Any, *, expected: bytes | None, hosts: HostPolicy | None,
-                 client_known: Any) -> None:
-        # client_known(session_id, client_id) -> bool: the app's registry of the ids its sessions handed out
+                 client_known: Callable[[str, str], bool]) -> None:
+        # client_known(session_id, client_id): the app's registry of the ids its sessions handed out
         self._daemon = daemon
         self._expected = expected
         self._hosts = hosts
         self._client_known = client_known
 
     async def __call__(self, scope: dict[str, Any], body: bytes) -> Answer | None:
-        match = _PROMPT_PATH.fullmatch(scope["path"])
+        match = PROMPT_PATH.fullmatch(scope["path"])
         if match is None or scope["method"] != "POST" or self._daemon.shutting_down:
             return None
         headers = _first_headers(scope, _WANTED)

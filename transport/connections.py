@@ -40,7 +40,8 @@ nothing else is writing on that connection (:meth:`_TCPServer._write`), and an
 event-stream chunk is framed here rather than by h11 (:class:`_H11Protocol`).
 
 And a prompt's admission, the request every turn starts with, is answered by
-its connection when one read brings it whole to an idle HTTP/1.1 connection
+its connection when it comes to an idle HTTP/1.1 connection in its plainest
+form, its body in the same read or within :data:`BODY_WAIT` after its head
 (:meth:`_TCPServer._offer_inline`, :mod:`transport.inline_request`): no h11
 parse, no ASGI stream or app task, the same bytes back. Anything else, or a
 request the app's inline answer declines, goes to hypercorn untouched.
@@ -72,12 +73,9 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 
 from . import access_log
-from .admission import server_error
+from .admission import InlineAnswer, server_error
 from .inline_request import answer_bytes, read_prompt_request
 from .keep_alive import IdleSweep, IdleTimer
-
-# An app's inline answer (transport/admission.py): (scope, whole body) -> (status, headers, body), or None.
-InlineAnswer = Callable[[dict[str, Any], bytes], Awaitable[tuple[int, list[tuple[bytes, bytes]], bytes] | None]]
 
 try:  # h11's own writer class, to tell a chunked body (h11 0.14-0.16); without it, h11 frames every chunk
     from h11._writers import ChunkedWriter
@@ -171,8 +169,8 @@ class _TCPServer(TCPServer):
             # task still finishing, after a client's reset, must not put it back).
             self.idle_task.close()
 
-    async def _offer_inline(self, data: bytes | bytearray) -> tuple[bool, bytes | bytearray, str | None]:
-        """Answer a prompt admission that came whole to an idle HTTP/1.1 connection with the app's inline answer,
+    async def _offer_inline(self, data: bytes | bytearray) -> tuple[bool, bytes, str | None]:
+        """Answer a prompt admission that came to an idle HTTP/1.1 connection with the app's inline answer,
         without h11, hypercorn's stream or an app task (see :mod:`transport.inline_request`).
 
         Returns whether it was answered; if not, the bytes hypercorn is to handle (``data``, with what else was
@@ -195,12 +193,13 @@ class _TCPServer(TCPServer):
                 or self.context.terminated.is_set()):
             return False, data, None
         started = time.perf_counter()
-        request, missing = read_prompt_request(bytes(data))
+        data = bytes(data)
+        request, missing = read_prompt_request(data)
         if request is None and not missing:
             return False, data, None
         await self.idle_task.stop()  # a request has begun (hypercorn marks it so once it has the head)
         if missing:
-            data, missing, end = await self._read_body(bytes(data), missing)
+            data, missing, end = await self._read_body(data, missing)
             if missing or end is not None:
                 return False, data, end
             request, _ = read_prompt_request(data)

@@ -58,7 +58,7 @@ from quart.wrappers.response import DataBody
 from quart_trio.asgi import TrioASGIHTTPConnection
 
 from .access_log import shown_path
-from .admission import server_error
+from .admission import PROMPT_PATH, server_error
 
 log = logging.getLogger("trellis.http")
 
@@ -66,9 +66,7 @@ Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 
 # (method, path pattern): routes that only admit or read, never wait on anything a client controls.
-INLINE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("POST", re.compile(r"/session/[^/]+/prompt")),
-)
+INLINE_ROUTES: tuple[tuple[str, re.Pattern[str]], ...] = (("POST", PROMPT_PATH),)
 
 
 def is_inline(scope: dict[str, Any]) -> bool:
@@ -88,8 +86,8 @@ def _body_length(scope: dict[str, Any]) -> int | None:
     return length
 
 
-# app.extensions[INLINE_ANSWER]: async (scope, whole body) -> (status, headers, body), or None to leave the
-# request to quart (transport/admission.py's InlineAdmission).
+# app.extensions[INLINE_ANSWER]: a transport.admission.InlineAnswer, (scope, whole body) -> answer, or None to
+# leave the request to quart (the daemon's: transport/admission.py's InlineAdmission).
 INLINE_ANSWER = "trellis.inline_answer"
 
 WHOLE, ARRIVING, GONE, NOT_OURS = "whole", "arriving", "gone", "not ours"

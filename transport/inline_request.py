@@ -1,12 +1,13 @@
-"""A prompt's admission request read whole from one read of its connection, without h11: a pure parser.
+"""A prompt's admission request recognised in the bytes its connection read, without h11: a pure parser.
 
 Every turn starts with ``POST /session/<id>/prompt``: a small head and a small
-JSON body, which a client writes together and the daemon's first read takes
-whole. Through hypercorn that request costs an h11 parse (a regex per header),
-an ASGI scope, an app task, a body channel, an h11 response and a keep-alive
-recycle: about as much as the rest of the turn's HTTP. :func:`whole_prompt_request`
-recognises, in the bytes of one read, exactly one such request in the
-plainest form, and :func:`answer_bytes` writes the answer as hypercorn and h11
+JSON body, which the daemon reads in one read, or two when the client writes
+the head and the body apart (httpx does). Through hypercorn that request costs
+an h11 parse (a regex per header), an ASGI scope, an app task, a body channel,
+an h11 response and a keep-alive recycle: about as much as the rest of the
+turn's HTTP. :func:`read_prompt_request` recognises, in the bytes read so far,
+exactly one such request in the plainest form (or says how much of its body is
+still to come), and :func:`answer_bytes` writes the answer as hypercorn and h11
 would, byte for byte; :mod:`transport.connections` answers it with
 :class:`transport.admission.InlineAdmission`.
 

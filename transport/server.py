@@ -14,10 +14,10 @@ from actors import Daemon
 
 from .access_log import AccessLog
 from .app import create_app
-from .inline_http import INLINE_ANSWER
 from .auth import new_token, write_token_file
 from .connections import serve as serve_capped
 from .hosts import HostPolicy
+from .inline_http import INLINE_ANSWER
 from .logs import add_secret
 from .mcp import base_url_from_bind
 

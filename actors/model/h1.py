@@ -45,11 +45,6 @@ _FIELD_NAME = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
 # h11's pattern, whose nested repetition cost a tenth of a response head's parse.
 _VALUE_ILLEGAL = re.compile(rb"[\x00\n\r\x0b\x0c]")
 _BLANKS = (b" ", b"\t")  # at either end of a value
-
-
-def legal_value(value: bytes) -> bool:
-    """Whether a header value, stripped of spaces and tabs at its ends, is one h11 accepts."""
-    return _VALUE_ILLEGAL.search(value) is None
 _STATUS_LINE = re.compile(rb"HTTP/([0-9]\.[0-9]) ([0-9]{3})(?: ((?:[ \t]|[^\x00\s])*))?")
 _TARGET = re.compile(rb"[\x21-\x7e]+")  # as h11: visible ASCII, no space or control character
 _HEAD_END = re.compile(rb"\n\r?\n")
@@ -73,7 +68,7 @@ def request_head(method: str, target: bytes, headers: list[tuple[bytes, bytes]])
     for name, value in headers:
         if not _FIELD_NAME.fullmatch(name):
             raise ProtocolError(f"illegal header name {name!r}")
-        if _VALUE_ILLEGAL.search(value) or value[:1] in _BLANKS or value[-1:] in _BLANKS:
+        if not legal_value(value) or value[:1] in _BLANKS or value[-1:] in _BLANKS:
             raise ProtocolError(f"illegal value for the header {name.decode('ascii')}")
         lines.append(b"%s: %s\r\n" % (name, value))
     return b"".join(lines)
@@ -92,6 +87,11 @@ class Head:
 
     def __repr__(self) -> str:
         return f"Head({self.status_code}, {self.reason_phrase!r}, {self.http_version!r})"
+
+
+def legal_value(value: bytes) -> bool:
+    """Whether a header value, stripped of spaces and tabs at its ends, is one h11 accepts."""
+    return _VALUE_ILLEGAL.search(value) is None
 
 
 def _line(raw: bytes) -> bytes:
@@ -119,7 +119,7 @@ def _parse_head(block: bytes) -> Head:
         if not colon or not _FIELD_NAME.fullmatch(name):
             raise ProtocolError(f"not a header line: {line[:80]!r}")
         value = value.strip(b" \t")
-        if _VALUE_ILLEGAL.search(value):
+        if not legal_value(value):
             raise ProtocolError(f"illegal value for the header {name.decode('ascii')}")
         last = name.decode("ascii").lower()
         text = value.decode("latin-1")

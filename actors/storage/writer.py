@@ -190,4 +190,3 @@ class _Deferring:
 
     def __exit__(self, *exc_info: object) -> None:
         self._writer._deferring = False
-
