@@ -13,7 +13,10 @@ daemon's notices, thoughts with ``--thoughts``, and with ``--verbose`` the
 session and prompt ids. ``--json`` prints instead every frame of this prompt's
 turn as the daemon sent it, one JSON object a line, the last one its
 ``turn_complete`` or ``turn_error``; nothing else goes to stdout, and stderr
-keeps only errors.
+keeps only errors. Whatever came from the daemon (the answer, tool titles,
+error messages) is printed with its control characters made visible
+(:mod:`trellis.visible`: an escape sequence of a hostile model's shows as
+``␛[2J``, the terminal does nothing with it); ``--json`` keeps the data exact.
 
 The prompt is posted first, then the session's events are read from the 202's
 ``lastEventId`` (the daemon replays what came in between, so nothing is
@@ -76,6 +79,7 @@ import trio
 
 from . import connect, stream
 from .connect import Target, is_loopback
+from .visible import json_visible, visible
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -175,9 +179,9 @@ async def call(client: httpx.AsyncClient, target: Target, args: argparse.Namespa
 
 
 def say(message: str, file: TextIO | None = None) -> None:
-    """One ``trellis: ...`` message on stderr (each line of it prefixed)."""
+    """One ``trellis: ...`` message on stderr (each line of it prefixed; the daemon's words in it made visible)."""
     out = sys.stderr if file is None else file
-    for line in message.splitlines() or [""]:
+    for line in visible(message).splitlines() or [""]:
         print(f"trellis: {line}", file=out, flush=True)
 
 
@@ -259,6 +263,7 @@ class PromptRun:
         self.cancel_wanted = False
         self.cancel_sent = False
         self.midline = False  # stdout's last character is not a newline
+        self.held_cr = False  # the answer's last chunk ended with a CR: shown once the next says if an LF follows
         self.thinking = False  # stderr is in the middle of a thought (--thoughts)
         self.stdout_gone = False
         self.tools: dict[str, dict[str, Any]] = {}  # toolCallId -> {"title", "status", "shown"}
@@ -487,10 +492,16 @@ class PromptRun:
 
     # ------------------------------------------------------------------ output
 
-    def write(self, text: str) -> None:
+    def write(self, text: str, *, final: bool = False) -> None:
+        """Answer text on stdout, made visible (no escape sequence of the model's reaches a terminal)."""
         if self.args.json or self.stdout_gone:
             return
         self.end_thought()
+        text = ("\r" if self.held_cr else "") + text
+        self.held_cr = text.endswith("\r") and not final  # a CR LF split across chunks is a line break
+        text = visible(text[:-1] if self.held_cr else text)
+        if not text:
+            return
         try:
             self.out.write(text)
             self.out.flush()
@@ -503,7 +514,7 @@ class PromptRun:
         if self.stdout_gone:
             return
         try:
-            self.out.write(orjson.dumps(frame).decode() + "\n")
+            self.out.write(json_visible(orjson.dumps(frame).decode()) + "\n")
             self.out.flush()
         except BrokenPipeError:
             self.drop_stdout()
@@ -524,7 +535,7 @@ class PromptRun:
             return
         self.end_thought()
         self.leave_answer_line()
-        self.err.write(text + "\n")
+        self.err.write(visible(text) + "\n")
         self.err.flush()
 
     def think(self, text: str) -> None:
@@ -533,6 +544,7 @@ class PromptRun:
             return
         if not self.thinking:
             self.leave_answer_line()
+        text = visible(text)
         self.err.write(f"\x1b[2m{text}\x1b[0m" if self.color else text)
         self.err.flush()
         self.thinking = True
@@ -550,6 +562,8 @@ class PromptRun:
 
     def finish_stdout(self) -> None:
         self.end_thought()
+        if self.held_cr:
+            self.write("", final=True)  # the answer ended with a lone CR: shown
         if self.midline and not self.stdout_gone:
             try:
                 self.out.write("\n")

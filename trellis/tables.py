@@ -6,7 +6,10 @@
 
 On a terminal the tables are drawn with ``rich``; otherwise (a pipe, a file)
 they are plain text, columns aligned with two spaces and nothing cut short,
-for ``grep`` and ``awk``. ``--json`` prints the daemon's own JSON instead
+for ``grep`` and ``awk``. Every cell is daemon-supplied text (a session's
+directory is any file name): its control characters are made visible
+(:mod:`trellis.visible`), and ``rich`` is given it as text, never as markup.
+``--json`` prints the daemon's own JSON instead
 (``GET /session``'s ``{"sessions": [...]}``, the status object). The cancel
 route answers 204 with no body, so ``trellis cancel --json`` prints what the
 command saw: ``{"sessionId", "cancelled", "promptId"}``, ``cancelled`` being
@@ -40,6 +43,7 @@ from .prompt import (
     open_client,
     say,
 )
+from .visible import json_visible, visible
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -103,9 +107,9 @@ async def _main(args: argparse.Namespace) -> int:
                     print_json(result, out)
                 elif running:
                     what = f"turn {result['promptId']}" if result["promptId"] else status.get("activeWorkState")
-                    out.write(f"cancelled {what} of session {args.session}\n")
+                    out.write(visible(f"cancelled {what} of session {args.session}") + "\n")
                 else:
-                    out.write(f"session {args.session} was idle: nothing to cancel\n")
+                    out.write(visible(f"session {args.session} was idle: nothing to cancel") + "\n")
     except Refused as exc:
         say(exc.message)
         if exc.error_code == "session_not_found":
@@ -119,7 +123,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def print_json(data: Any, out: TextIO) -> None:
-    out.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    out.write(json_visible(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()) + "\n")
 
 
 def when(ms: Any) -> str:
@@ -198,15 +202,17 @@ def _guard(guard: dict[str, Any]) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO, *, header: bool = True) -> None:
     """``rows`` under ``headers``: a rich table on a terminal, aligned plain text elsewhere."""
+    rows = [[visible(v) for v in row] for row in rows]
     if _isatty(out):
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         grid = Table(box=None, show_header=header, header_style="bold", pad_edge=False)
         for i, name in enumerate(headers):
             grid.add_column(name, style="bold" if (not header and i == 0) else None, overflow="fold")
         for row in rows:
-            grid.add_row(*row)
+            grid.add_row(*map(Text, row))  # Text: a '[bold]' in a cell is shown, not taken as markup
         Console(file=out).print(grid)
         return
     lines = [list(headers), *map(list, rows)] if header else [list(r) for r in rows]

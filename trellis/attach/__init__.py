@@ -28,8 +28,12 @@ Keys and lines:
 - A permission request (``permission_request``) shows its options with a key
   each — ``[a] Allow  [A] Always allow in this session  [r] Reject  [R] Always
   reject in this session`` (digits for options of other kinds) — and that one
-  key answers it (``POST /session/:id/permission/:requestId``); while one is
-  open those keys answer rather than type.
+  key, pressed on an empty input line, answers it (``POST
+  /session/:id/permission/:requestId``). Typed into a line that has text, the
+  same keys are text of the line: a request that arrives mid-sentence neither
+  takes a letter of it as a vote nor touches the line (Enter sends it, or
+  Ctrl-U sets it aside and Ctrl-Y brings it back). A key pressed within half a
+  second of the question appearing is typed too (it was on its way already).
 - Ctrl-C while a turn runs cancels it (``POST /session/:id/cancel``; the
   screen says ``cancelling…``, then ``turn cancelled``). With no turn running
   it clears a typed line, or leaves on an empty one; a second Ctrl-C within
@@ -45,7 +49,10 @@ Design. prompt_toolkit owns the terminal: one ``PromptSession`` runs in the
 main thread's asyncio loop for the whole attachment (:mod:`.screen`), under
 ``patch_stdout``; lines are rendered by ``rich`` and printed above the prompt
 (prompt_toolkit's renderer erases its area first and redraws it after), so the
-input line is never torn by output and no escape code is written by hand. The network side — httpx on trio,
+input line is never torn by output and no escape code is written by hand; the
+daemon's text is printed with its control characters made visible
+(:mod:`trellis.visible`), so a model writes no escape sequence to the terminal.
+The network side — httpx on trio,
 :func:`trellis.stream.events` for the stream — runs in a second thread with
 its own ``trio.run`` (:mod:`.link`); it hands each frame to the screen's loop
 with ``call_soon_threadsafe``, and the screen's actions (a prompt, a cancel, a
@@ -67,11 +74,11 @@ import sys
 from pathlib import Path
 
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
-from rich.text import Text
 
 from .. import __version__, connect
+from ..visible import visible
 from .link import Link, Refused
-from .render import View
+from .render import Line, View
 
 EXIT_OK = 0
 EXIT_NOT_RUN = 2
@@ -125,7 +132,7 @@ def make_history() -> History:
 
 
 def say(message: str) -> None:
-    for line in message.splitlines() or [""]:
+    for line in visible(message).splitlines() or [""]:  # the daemon's words in it: shown, never obeyed
         print(f"trellis: {line}", file=sys.stderr, flush=True)
 
 
@@ -147,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
     view.snapshot(info["status"], info["pending"])
     sid = info["sessionId"]
     how = "attached" if info["attached"] else ("opened" if args.session else "new session")
-    banner = [Text(f"session {sid} — type a prompt; Ctrl-C cancels a turn, Ctrl-D leaves", style="bold"),
-              Text(f"({how}, in {info['cwd']}; /help for commands)", style="dim")]
+    banner = [Line(f"session {sid} — type a prompt; Ctrl-C cancels a turn, Ctrl-D leaves", style="bold"),
+              Line(f"({how}, in {info['cwd']}; /help for commands)", style="dim")]
     screen = Screen(link, view, make_history())
     try:
         code = asyncio.run(screen.run(banner, info["cursor"]))

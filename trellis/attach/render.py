@@ -10,6 +10,12 @@ question, the pending-prompt FIFO, the background tasks. The screen
 Streamed text is kept in the live area until its line ends (a newline, a line
 as wide as the terminal, or any other event), then printed once: a finished
 line is never drawn twice.
+
+Lines are :class:`Line`: rich text whose daemon-supplied characters are made
+visible as it is built (:mod:`trellis.visible`: an ESC shows as ``␛``, a
+lone CR as ``␍``), never parsed as markup (a ``[bold]`` in the model's text is
+shown as it is). The screen makes every line visible again as it prints it
+(:func:`visible_text`, a no-op on a :class:`Line`), for a line built elsewhere.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-from rich.text import Text
+from rich.text import Span, Text
+
+from ..visible import visible
 
 GUARD_SOURCE = "todo_stop_guard"
 TERMINAL_TOOL_STATUS = frozenset({"completed", "failed"})
@@ -84,6 +92,34 @@ def choices_of(options: Any) -> list[Choice]:
             digit += 1
         used.add(key)
         out.append(Choice(key, option["optionId"], str(option.get("name") or option["optionId"]), kind))
+    return out
+
+
+class Line(Text):
+    """Rich text whose text is made visible as it is given, not left to rich: rich drops BEL, BS, VT, FF and CR
+    without a trace (a CR that rewrote the line would not show) and passes ESC and C1 to the terminal."""
+
+    def __init__(self, text: str = "", *args: Any, **kwargs: Any) -> None:
+        super().__init__(visible(text), *args, **kwargs)
+
+    def append(self, text: str | Text, style: Any = None) -> Text:
+        return super().append(visible(text) if isinstance(text, str) else text, style)
+
+
+def visible_text(line: Text) -> Text:
+    """``line`` with its text made visible (:func:`trellis.visible.visible`), each style on the same characters."""
+    plain = line.plain
+    if visible(plain) == plain:
+        return line
+    cuts = sorted({0, len(plain), *(min(i, len(plain)) for span in line.spans for i in (span.start, span.end))})
+    pieces, moved, at = [], {0: 0}, 0
+    for start, end in zip(cuts, cuts[1:]):  # span by span: a C1 shown as \x9b is longer, so offsets move
+        piece = visible(plain[start:end])
+        pieces.append(piece)
+        at += len(piece)
+        moved[end] = at
+    out = line.blank_copy("".join(pieces))
+    out.spans = [Span(moved[min(s.start, len(plain))], moved[min(s.end, len(plain))], s.style) for s in line.spans]
     return out
 
 
@@ -182,7 +218,7 @@ class View:
 
     def note(self, text: str, style: str = S_NOTE) -> list[Text]:
         """A line of the client's own (``reconnecting…``, an error), after the open line of text."""
-        return [*self.close_partial(), Text(text, style=style)]
+        return [*self.close_partial(), Line(text, style=style)]
 
     def close_partial(self) -> list[Text]:
         """End the open line of streamed text: it is printed now."""
@@ -231,12 +267,14 @@ class View:
             parts.append(label)
         return [("class:status", "  ·  ".join(parts))] if parts else []
 
-    def permission_parts(self) -> list[tuple[str, str]]:
+    def permission_parts(self, instead: str | None = None) -> list[tuple[str, str]]:
+        """The permission question and its keys (``instead`` of the keys: why they do not answer now)."""
         request = self.permission()
         if request is None:
             return []
         more = sum(1 for p in self.permissions.values() if not p.voted) - 1
-        parts = [("class:permission", f"? {short(request.title, 60)} — "), ("class:keys", request.keys_text())]
+        keys = ("class:keys", request.keys_text()) if instead is None else ("class:status", instead)
+        parts = [("class:permission", f"? {short(request.title, 60)} — "), keys]
         if more > 0:
             parts.append(("class:status", f"  (+{more} more)"))
         return parts
@@ -317,7 +355,7 @@ class View:
             return out
         self.partial_kind = kind
         *lines, self.partial = (self.partial + text).split("\n")
-        out += [self._stream_line(kind, line) for line in lines]
+        out += [self._stream_line(kind, line.removesuffix("\r")) for line in lines]  # CR LF ends a line too
         limit = max(20, self.width() - 1)
         while len(self.partial) > limit:  # wrap at a space: a wrapped line is finished, print it
             cut = self.partial.rfind(" ", 0, limit + 1)
@@ -329,15 +367,15 @@ class View:
 
     @staticmethod
     def _stream_line(kind: str | None, line: str) -> Text:
-        return Text(line, style=S_THOUGHT if kind == "thought" else "")
+        return Line(line, style=S_THOUGHT if kind == "thought" else "")
 
     def _user(self, text: str, meta: dict[str, Any]) -> list[Text]:
         out = self.close_partial()
         source = meta.get("source")
         if source in (None, "user", "prompt"):
             lines = text.splitlines() or [""]
-            out.append(Text("› " + lines[0], style=S_USER))
-            out += [Text("  " + line, style=S_USER) for line in lines[1:]]
+            out.append(Line("› " + lines[0], style=S_USER))
+            out += [Line("  " + line, style=S_USER) for line in lines[1:]]
             return out
         body = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("<")]
         first = body[0] if body else ""
@@ -345,7 +383,7 @@ class View:
         if found is not None:  # the end of a subagent run, as the model is told it
             self.subagents.pop(found["name"], None)
         head = f"↳ {source}" + (f" ({meta['taskId']})" if meta.get("taskId") else "") + ": "
-        out.append(Text(head + short(first, max(20, self.width() - len(head) - 1)), style=S_NOTE))
+        out.append(Line(head + short(first, max(20, self.width() - len(head) - 1)), style=S_NOTE))
         return out
 
     def _tool(self, kind: str, update: dict[str, Any]) -> list[Text]:
@@ -362,7 +400,7 @@ class View:
         if first or (status in TERMINAL_TOOL_STATUS and tool["shown"] != status):
             tool["shown"] = status
             style = S_OK if status == "completed" else S_BAD if status == "failed" else S_TOOL
-            head = Text("▸ ", style=S_TOOL)
+            head = Line("▸ ", style=S_TOOL)
             head.append(str(tool["title"] or "tool"), style="bold")
             head.append(f" ({status})", style=style)
             if first:
@@ -373,9 +411,9 @@ class View:
         elif not lines:
             return out
         for line in lines[:OUTPUT_LINES]:
-            out.append(Text("    " + line))
+            out.append(Line("    " + line))
         if len(lines) > OUTPUT_LINES:
-            out.append(Text(f"    … {len(lines) - OUTPUT_LINES} more lines", style=S_NOTE))
+            out.append(Line(f"    … {len(lines) - OUTPUT_LINES} more lines", style=S_NOTE))
         if status in TERMINAL_TOOL_STATUS:
             self.tools.pop(call_id, None)
         return out
@@ -383,12 +421,12 @@ class View:
     def _plan(self, entries: Any) -> list[Text]:
         out = self.close_partial()
         items = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
-        out.append(Text(f"☰ plan ({sum(1 for e in items if e.get('status') == 'completed')}/{len(items)} done)",
+        out.append(Line(f"☰ plan ({sum(1 for e in items if e.get('status') == 'completed')}/{len(items)} done)",
                         style=S_TOOL))
         for entry in items:
             mark = PLAN_MARKS.get(str(entry.get("status")), "·")
             style = S_NOTE if entry.get("status") == "completed" else ""
-            out.append(Text(f"  {mark} {short(str(entry.get('content') or ''), max(20, self.width() - 6))}",
+            out.append(Line(f"  {mark} {short(str(entry.get('content') or ''), max(20, self.width() - 6))}",
                             style=style))
         return out
 
@@ -402,11 +440,11 @@ class View:
         request = Permission(request_id, title, choices_of(data.get("options")))
         self.permissions[request_id] = request
         out = self.close_partial()
-        head = Text("? permission: ", style=S_PERMISSION)
+        head = Line("? permission: ", style=S_PERMISSION)
         head.append(f"{kind}: " if kind else "", style=S_WARN)
         head.append(short(title, max(20, self.width() - 24)), style="bold")
         out.append(head)
-        out.append(Text("  " + request.keys_text(), style=S_WARN))
+        out.append(Line("  " + request.keys_text(), style=S_WARN))
         return out
 
     def _on_permission_resolved(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
@@ -451,7 +489,7 @@ class View:
         messages = data.get("messages") if isinstance(data.get("messages"), list) else []
         out = self.close_partial()
         for message in messages:
-            out.append(Text(f"↳ mid-turn message taken: {short(str(message), max(20, self.width() - 30))}",
+            out.append(Line(f"↳ mid-turn message taken: {short(str(message), max(20, self.width() - 30))}",
                             style=S_NOTE))
         return out
 
@@ -465,23 +503,23 @@ class View:
         tokens = f" · {usage['totalTokens']:,} tokens" if isinstance(usage.get("totalTokens"), int) else ""
         hook = f" (hook: {data['hookStopReason']})" if data.get("hookStopReason") else ""
         if reason == "end_turn":
-            out.append(Text(f"✓ turn complete{hook}{tokens}", style=S_NOTE))
+            out.append(Line(f"✓ turn complete{hook}{tokens}", style=S_NOTE))
         elif reason == "cancelled":
-            out.append(Text(f"✗ turn cancelled{tokens}", style=S_WARN))
+            out.append(Line(f"✗ turn cancelled{tokens}", style=S_WARN))
         elif reason == "max_tokens":
             limit = data.get("tokenLimit") if isinstance(data.get("tokenLimit"), dict) else {}
-            out.append(Text(f"✗ turn stopped: max_tokens — {limit.get('message') or 'out of tokens'}{tokens}",
+            out.append(Line(f"✗ turn stopped: max_tokens — {limit.get('message') or 'out of tokens'}{tokens}",
                             style=S_WARN))
         elif reason == "max_turn_requests":
-            out.append(Text(f"✗ turn stopped by loop protection (max_turn_requests){tokens}", style=S_WARN))
+            out.append(Line(f"✗ turn stopped by loop protection (max_turn_requests){tokens}", style=S_WARN))
         else:
-            out.append(Text(f"✗ turn stopped: {reason}{hook}{tokens}", style=S_WARN))
+            out.append(Line(f"✗ turn stopped: {reason}{hook}{tokens}", style=S_WARN))
         return out
 
     def _on_turn_error(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
         out = self.close_partial()
         self._end(prompt_id or data.get("promptId"))
-        out.append(Text(f"✗ turn failed: {data.get('message')} [{data.get('code')}]", style=S_BAD))
+        out.append(Line(f"✗ turn failed: {data.get('message')} [{data.get('code')}]", style=S_BAD))
         return out
 
     def _on_background_task(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
@@ -500,34 +538,34 @@ class View:
         if status == "started":
             self.tasks[task_id] = {"kind": kind, "label": label}
             extra = f" ({task_id})" if kind == "agent" else ""
-            out.append(Text(f"{who} started{extra}: {short(brief.strip(), width)}", style=style))
+            out.append(Line(f"{who} started{extra}: {short(brief.strip(), width)}", style=style))
         elif status == "output":
             lines = str(data.get("text") or "").splitlines()
             for line in lines[:TASK_OUTPUT_LINES]:
-                out.append(Text(f"  {task_id} │ {line}", style=S_NOTE))
+                out.append(Line(f"  {task_id} │ {line}", style=S_NOTE))
             hidden = len(lines) - TASK_OUTPUT_LINES
             if hidden > 0 or data.get("truncated"):
                 more = f"{hidden} more lines" if hidden > 0 else f"{data.get('truncated')} more characters"
-                out.append(Text(f"  {task_id} │ … {more}", style=S_NOTE))
+                out.append(Line(f"  {task_id} │ … {more}", style=S_NOTE))
         elif status == "finished":
             self.tasks.pop(task_id, None)
             state = data.get("state") or "finished"
             code = f" (exit {data['exitCode']})" if data.get("exitCode") is not None else ""
             ended = f"finished ({state})" if kind == "agent" else f"{state}{code}"
-            out.append(Text(f"{who} {ended}", style=S_OK if state == "completed" else style))
+            out.append(Line(f"{who} {ended}", style=S_OK if state == "completed" else style))
         elif status == "notification_dropped":
-            out.append(Text(f"⚙ the notification of {task_id} was dropped ({data.get('reason')})", style=S_WARN))
+            out.append(Line(f"⚙ the notification of {task_id} was dropped ({data.get('reason')})", style=S_WARN))
         return out
 
     def _on_hook_result(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
         event = data.get("hookEvent")
         out = self.close_partial()
         for message in data.get("systemMessages") or []:
-            out.append(Text(f"⚑ {event} hook: {message}", style=S_WARN))
+            out.append(Line(f"⚑ {event} hook: {message}", style=S_WARN))
         for failure in data.get("failures") or []:
-            out.append(Text(f"⚑ {event} hook failed: {failure}", style=S_BAD))
+            out.append(Line(f"⚑ {event} hook failed: {failure}", style=S_BAD))
         if data.get("stopReason"):
-            out.append(Text(f"⚑ {event} hook stopped the turn: {data['stopReason']}", style=S_WARN))
+            out.append(Line(f"⚑ {event} hook stopped the turn: {data['stopReason']}", style=S_WARN))
         return out
 
     def _on_followup_suggestion(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
@@ -545,4 +583,4 @@ class View:
         return self.note(f"session closed ({data.get('reason')})", S_WARN)
 
 
-__all__ = ["Choice", "Permission", "View", "choices_of"]
+__all__ = ["Choice", "Line", "Permission", "View", "choices_of", "visible_text"]

@@ -12,6 +12,20 @@ written, the permission question, a status line, and the ``›`` input line.
 
 Items from the :class:`~.link.Link` arrive through ``call_soon_threadsafe``
 and are handled in this loop only, so the view has one thread.
+
+Everything written to the terminal passes :meth:`Screen._write` (the lines)
+or :meth:`Screen._message` (the prompt area), and both make the daemon's text
+visible there (:mod:`trellis.visible`): a model's escape sequence is shown as
+``␛…``, never obeyed.
+
+A permission is answered only by an explicit choice: its key pressed on an
+empty input line, once the question has been on screen for :data:`GRACE`
+seconds. The key bindings' filter says so, so a key typed into a line with
+text in it — a word with an ``a`` in it, while a request arrives — is text of
+that line, and a key already on its way when the question appears is too.
+The typed line is never touched by a request: the question says how to
+answer without losing it (Enter sends it; Ctrl-U sets it aside and Ctrl-Y
+brings it back).
 """
 
 from __future__ import annotations
@@ -34,11 +48,14 @@ from prompt_toolkit.styles import Style
 from rich.console import Console
 from rich.text import Text
 
+from ..visible import visible
 from .link import Link
-from .render import S_NOTE, S_WARN, View
+from .render import S_NOTE, S_WARN, View, visible_text
 
 AGAIN = 2.0  # seconds: a second Ctrl-C within them leaves
 PERMISSION_KEYS = "aArR123456789"
+GRACE = 0.5  # seconds a permission question is on screen before its keys answer (faster than anyone reads it)
+LINE_HAS_TEXT = "keys answer on an empty line: Enter sends yours, or Ctrl-U sets it aside (Ctrl-Y brings it back)"
 STYLE = Style.from_dict({
     "message": "",
     "thought": "italic fg:ansibrightblack",
@@ -54,7 +71,8 @@ type a prompt and Enter: it runs now, or waits in the session's queue while a tu
 /cancel      cancel the running turn        /status      the session's status
 /quit        leave (so do Ctrl-D, and Ctrl-C when no turn runs); the session goes on in the daemon
 //TEXT       send a prompt that begins with '/'
-a permission request is answered with the key in brackets ([a] allow once, [A] always, [r] reject, ...)"""
+a permission request is answered with the key in brackets ([a] allow once, [A] always, [r] reject, ...),
+pressed on an empty line; typed into a line with text, those keys are text"""
 
 
 def terminal_width() -> int:
@@ -76,6 +94,7 @@ class Screen:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._console = Console(file=sys.__stdout__, force_terminal=True, highlight=False, emoji=False)
         self._session: PromptSession[Any] | None = None
+        self._asked: dict[str, float] = {}  # requestId -> when its question was first drawn in the prompt area
 
     # ------------------------------------------------------------------ running
 
@@ -181,7 +200,7 @@ class Screen:
             return
         self._console.width = terminal_width()
         for line in batch:
-            self._console.print(line)
+            self._console.print(visible_text(line))  # the daemon's control characters shown, not obeyed
         self._console.file.flush()
 
     def _invalidate(self) -> None:
@@ -194,11 +213,14 @@ class Screen:
         parts: list[tuple[str, str]] = []
         if view.partial:
             parts += [(f"class:{view.partial_kind or 'message'}", view.partial), ("", "\n")]
-        for line in (view.permission_parts(), view.status_parts()):
+        request = view.permission()
+        if request is not None:
+            self._asked.setdefault(request.request_id, time.monotonic())  # from now on it can be seen
+        for line in (view.permission_parts(LINE_HAS_TEXT if self._line_has_text() else None), view.status_parts()):
             if line:
                 parts += [*line, ("", "\n")]
         parts.append(("class:prompt", "› "))
-        return parts
+        return [(style, visible(text)) for style, text in parts]
 
     # ------------------------------------------------------------------ keys
 
@@ -222,9 +244,16 @@ class Screen:
             bindings.add(key, filter=Condition(partial(self._answers, key)), eager=True)(partial(self._vote, key))
         return bindings
 
+    def _line_has_text(self) -> bool:
+        return self._session is not None and bool(self._session.default_buffer.text)
+
     def _answers(self, key: str) -> bool:
+        """Whether ``key`` is a choice now: else it is typed into the line, as any other key."""
         request = self.view.permission()
-        return request is not None and request.choice(key) is not None
+        if request is None or request.choice(key) is None or self._line_has_text():
+            return False
+        asked = self._asked.get(request.request_id)
+        return asked is not None and time.monotonic() - asked >= GRACE
 
     def _vote(self, key: str, event: KeyPressEvent) -> None:
         request = self.view.permission()
