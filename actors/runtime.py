@@ -101,8 +101,14 @@ class Runtime:
         directory (transcripts and the token file are not a place to work in,
         and the sandbox hides them). It need not lie under the workspace: whoever
         holds the daemon's token chooses where a session works.
+        A NUL character, which no path can hold, is refused as well.
         """
-        path = os.path.realpath(os.path.join(self.workspace, cwd or "."))
+        if cwd is not None and "\x00" in cwd:
+            raise InvalidCwd(wire.nul_in_path("cwd"))
+        try:
+            path = os.path.realpath(os.path.join(self.workspace, cwd or "."))
+        except ValueError as exc:  # a name the file system cannot encode (a lone surrogate, say)
+            raise InvalidCwd(f"cwd {wire.excerpt(cwd)} is not a usable path: {exc}") from None
         if not os.path.isdir(path):
             raise InvalidCwd(f"{path} is not a directory")
         if self.state_dir is not None:

@@ -36,14 +36,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from werkzeug.exceptions import InternalServerError
 
 from actors import ActorGone, Admitted, SessionHandle, UnknownSession, wire
 from actors.session.fifo import StorageUnavailable
 from actors.session.images import ImageRefused
 
 from .auth import bearer_matches
-from .errors import HttpError, session_closing
+from .errors import INTERNAL_ERROR, HttpError, session_closing
 from .hosts import HostPolicy
 
 PROMPT_PATH = re.compile(r"/session/([^/]+)/prompt")  # the route's path, its session id captured
@@ -78,7 +77,7 @@ def server_error() -> Answer:
     """The answer to an inline answer that raised: quart's to a route that raised (its ``InternalServerError``
     through the app's error handler), 500 with the JSON error body, the connection closed. Nothing else is
     safe to do: the prompt may have been admitted already, so the request cannot go to quart instead."""
-    error = HttpError(500, InternalServerError.description or "internal server error", "http_error")
+    error = HttpError(500, INTERNAL_ERROR, "http_error")
     return _answer(error.status, error.payload())
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from quart import Response, make_response, request
+from quart import Response, has_request_context, has_websocket_context, make_response, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
@@ -37,7 +37,7 @@ from . import sse
 from .acp import register as register_acp
 from .admission import InlineAdmission, admission_answer
 from .auth import bearer_matches
-from .errors import HttpError, int_query, json_response, not_found_session, session_closing
+from .errors import HttpError, framework_error, int_query, json_response, not_found_session, session_closing
 from .hosts import HostPolicy
 from .inline_http import INLINE_ANSWER, InlineHTTPConnection
 from .mcp import register as register_mcp
@@ -243,9 +243,15 @@ def create_app(
 
     @app.errorhandler(HTTPException)
     async def on_werkzeug_error(exc: HTTPException) -> Response:
-        codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
-        message = "request body exceeds 10 MB" if exc.code == 413 else (exc.description or exc.name)
-        response = HttpError(exc.code or 500, message, codes.get(exc.code or 0, "http_error")).response()
+        # In our words, not the framework's: what was not found, which methods the route has.
+        if has_request_context():
+            method, path = request.method, request.path
+        else:  # a WebSocket upgrade: there is no HTTP request (and no WebSocket route)
+            method, path = "WebSocket", websocket.path if has_websocket_context() else "?"
+        error = framework_error(exc, method, path, body_timeout=app.config.get("BODY_TIMEOUT"))
+        response = error.response()
+        if exc.code == 405 and getattr(exc, "valid_methods", None):
+            response.headers["Allow"] = ", ".join(sorted(exc.valid_methods))  # type: ignore[attr-defined]
         if exc.code == 413:
             response.headers["Connection"] = "close"  # the unread body must not be taken for the next request
         return response

@@ -15,8 +15,10 @@ from typing import Any
 
 import orjson
 from quart import Response, request
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import WebsocketMismatch
 
-from actors.wire import excerpt, shorten
+from actors.wire import EXCERPT_CHARS, excerpt, shorten
 
 
 class HttpError(Exception):
@@ -43,6 +45,47 @@ class HttpError(Exception):
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(orjson.dumps(body), status=status, headers=headers, content_type="application/json")
+
+
+INTERNAL_ERROR = "internal error: the daemon failed while answering this request (its log says why)"
+FRAMEWORK_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}  # else http_error
+IMPLICIT_METHODS = frozenset({"HEAD", "OPTIONS"})  # every route answers them (HEAD with its GET)
+
+
+def _shown(text: str, limit: int = 2 * EXCERPT_CHARS) -> str:
+    """A method or path as a client sent it, bounded, with control characters escaped."""
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
+    return shorten(text, limit)
+
+
+def framework_error(exc: HTTPException, method: str, path: str, *, body_timeout: float | None = None) -> HttpError:
+    """What the web framework refused (no such route, a method the route lacks, ...), said in our words.
+
+    ``code`` as the framework's status implies, ``path`` null: the refusal is about the request line, not a field.
+    """
+    status = exc.code or 500
+    code = FRAMEWORK_CODES.get(status, "http_error")
+    if status == 404:
+        message = f"no route {_shown(method)} {_shown(path)}"
+    elif status == 405:
+        allowed = sorted(set(getattr(exc, "valid_methods", None) or ()) - IMPLICIT_METHODS)
+        message = f"{_shown(method)} is not allowed on {_shown(path)}" + (
+            f"; allowed: {', '.join(allowed)}" if allowed else "")
+    elif status == 413:
+        message = "request body exceeds 10 MB"
+    elif status == 408:
+        message = "the request body did not arrive in time" + (
+            f" (within {body_timeout:g} s)" if body_timeout is not None else "")
+    elif isinstance(exc, WebsocketMismatch):
+        message = f"{_shown(path)} does not take a WebSocket"
+    elif status == 400:
+        message = "the request could not be read"
+    elif status >= 500:
+        message = INTERNAL_ERROR
+    else:
+        message = f"the request was refused ({status})"
+    return HttpError(status, message, code)
 
 
 def not_found_session(session_id: str) -> HttpError:

@@ -188,6 +188,8 @@ class TextToolCalls:
 
     def _resolve_json(self, text: str, start: int, final: bool) -> Any:
         i = _skip(text, start, " \t")  # the indentation the candidate began with
+        if i == len(text):  # only indentation so far (a chunk ended in blanks): wait for what follows
+            return _NOT_A_CALL if final else _OPEN
         if text[i] == "{":  # bare: the object is the rest of its line
             return self._object_then(text, i, "\n", " \t\r", final)
         # fenced: ``` and a language we accept on its line, then the object, then ```

@@ -10,8 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import trio
 
 from ..guard import Continue
+
+
+def only_cancelled(exc: BaseException) -> bool:
+    """A cancellation, also when a nursery wrapped it in an exception group (a shell reading its
+    output, a provider's stream): every leaf is ``trio.Cancelled``."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)
 
 
 class HardStop(Exception):

@@ -46,8 +46,8 @@ from .status import status_of
 from . import persistence
 from .persistence import RecordSaver, ReplayWriter
 from . import drains, hook_events, turn_log
-from .outcomes import PermissionCancelled
-from .permissions import PermissionBroker, UnknownOption
+from .outcomes import PermissionCancelled, only_cancelled
+from .permissions import DEFAULT_OPTIONS, PermissionBroker, UnknownOption
 from .system_prompt import PromptOverrides
 from .images import prompt_images
 from .tools import ToolContext
@@ -84,13 +84,6 @@ class Wakeup:
         while not self._flag:
             await self._lot.park()
         self._flag = False
-
-
-def _only_cancelled(exc: BaseException) -> bool:
-    """A cancellation, also when a nursery wrapped it in an exception group."""
-    if isinstance(exc, BaseExceptionGroup):
-        return exc.split(trio.Cancelled)[1] is None
-    return isinstance(exc, trio.Cancelled)
 
 
 class Session:
@@ -205,7 +198,7 @@ class Session:
                 await serve_mailbox(inbox, self._handle, self.records)  # a marked record: written after
                 nursery.cancel_scope.cancel()
         except BaseException as exc:
-            close_reason = "daemon_shutdown" if _only_cancelled(exc) else "crashed"
+            close_reason = "daemon_shutdown" if only_cancelled(exc) else "crashed"
             raise
         finally:
             self.permissions.cancel_all()
@@ -366,9 +359,12 @@ class Session:
                     log.exception("turn %s of session %s failed", prompt_id, self.session_id)
                     self.chain.guard.pause_for_trusted_retry()
                     error = exc
-        except trio.Cancelled:
+        except BaseException as exc:
+            if not only_cancelled(exc):
+                raise
             # The session itself is closing: the turn still gets its terminal event, and the journal
-            # says so, or a restart would take the prompt for one the daemon died running.
+            # says so, or a restart would take the prompt for one the daemon died running. A tool that
+            # runs a nursery (a shell reading its output) hands the cancellation out as a group of them.
             self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled",
                                                                  turn.usage.summary()), prompt_id)
             if kind == "prompt":
@@ -458,29 +454,36 @@ class Session:
 
     async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any,
                         plan_refuses: bool = True, details: dict[str, Any] | None = None,
-                        rule: str | None = None) -> str | None:
+                        rule: str | None = None, always_ask: str | None = None) -> str | None:
         """Apply the approval mode to one tool call; ask the client in ``default`` mode.
 
         ``details`` are more ACP tool-call fields for the request to show (an edit's diff ``content``,
         its ``locations``). An "always" answer is remembered for ``rule`` (an MCP tool's own
-        name), else for ``kind``."""
+        name), else for ``kind``. ``always_ask`` (why) asks in every mode, ``yolo`` included, whatever
+        a hook or an earlier "always" allowed, and offers no "always" answer: a write that can make
+        code run later (under ``.git/``, a file a hook runs) is the user's call each time."""
         mode = self.approval_mode
         rule = rule or kind
         if mode == "plan" and plan_refuses:
             return "plan mode: execution is refused until the plan is approved"
         if rule in self.always_denied:  # a user's rule, as Claude's deny rules: a hook's allow does not lift it
             return "the user denied such calls for the rest of this session"
-        if context.permission == "allow":  # a PreToolUse hook allowed it
-            return None
-        if context.permission != "ask" and (mode in ("auto-edit", "yolo") or rule in self.always_allowed):
-            return None
+        if always_ask is None:
+            if context.permission == "allow":  # a PreToolUse hook allowed it
+                return None
+            if context.permission != "ask" and (mode in ("auto-edit", "yolo") or rule in self.always_allowed):
+                return None
         tool_call = {"toolCallId": context.tool_call_id, "status": "pending", "title": title, "kind": kind,
                      "rawInput": raw_input, **(details or {})}
+        options = DEFAULT_OPTIONS
+        if always_ask is not None:
+            tool_call["title"] = f"{title} (asked in every mode: {always_ask})"
+            options = tuple(o for o in DEFAULT_OPTIONS if o.kind in ("allow_once", "reject_once"))
         if self.bus.subscriber_count == 0 and self.bus.had_subscribers and self._nursery is not None:
             # The clients already left: the grace starts now. (A prompt admitted before anyone ever
             # subscribed still waits: its client may connect later and vote from the replay.)
             self._nursery.start_soon(self._cancel_permissions_after_grace)
-        decision = await self.permissions.request(tool_call, prompt_id=context.prompt_id)
+        decision = await self.permissions.request(tool_call, options, prompt_id=context.prompt_id)
         if decision.outcome == "cancelled":
             raise PermissionCancelled(title)
         if not decision.allowed:

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-import trio
-
 from .. import wire
 from ..guard import Continue, Exhausted, continuation_prompt, continuation_update, exhaustion_update
 from ..model import (
@@ -26,7 +24,7 @@ from ..model.overflow import ContextOverflow
 from .context import CUT_REASONS, pending_messages, primary_request
 from . import commands, hook_events
 from .hooks import HookResult
-from .outcomes import ORDINARY, HardStop, LoopDetected, Send, TokenLimit, mid_turn_parts
+from .outcomes import ORDINARY, HardStop, LoopDetected, Send, TokenLimit, mid_turn_parts, only_cancelled
 from .stop import at_natural_stop
 from .todo import TODO_WRITE, parse_todo_envelope, unfinished_count
 from .tools import ToolContext, ToolResult
@@ -159,8 +157,9 @@ class Turn:
                 self.keep_unsent(pending)
             session.chain.guard.pause_for_trusted_retry()  # API/network errors keep state for a trusted retry
             raise
-        except trio.Cancelled:
-            if not committed:
+        except BaseException as exc:
+            # A cancellation, also as a group of them (a provider's stream that runs a nursery).
+            if not committed and only_cancelled(exc):
                 self.keep_unsent(pending)
             raise
         finally:

@@ -36,6 +36,7 @@ MAX_ID_CHARS = 128  # messageId, optionId
 MAX_MIME_CHARS = 256
 MAX_JSON_DEPTH = 32  # free-form objects (_meta, annotations): their own nesting, far under orjson's 254
 _MAX_CHARS = "trellis.wire.max_chars"  # attrs metadata key: the field's limit, enforced when structuring
+_PATH = "trellis.wire.path"  # attrs metadata key: the field is a path, refused with this code if it holds a NUL
 
 
 def bounded(limit: int, **kwargs: Any) -> Any:
@@ -43,13 +44,31 @@ def bounded(limit: int, **kwargs: Any) -> Any:
     return attrs.field(metadata={_MAX_CHARS: limit}, **kwargs)
 
 
-class TooLong(ValueError):
+def path_field(code: str, **kwargs: Any) -> Any:
+    """A :func:`bounded` path (at most :data:`MAX_PATH_CHARS`); one holding a NUL character, which no
+    path can, is refused with ``code`` naming the field, whatever the route would do with it."""
+    return attrs.field(metadata={_MAX_CHARS: MAX_PATH_CHARS, _PATH: code}, **kwargs)
+
+
+def nul_in_path(name: str) -> str:
+    """The sentence that refuses a path holding a NUL character (here and where paths are resolved)."""
+    return f"{name} contains a NUL character (\\u0000), which no path can hold"
+
+
+class Refused(ValueError):
+    """A value the wire form refuses with its own ``code`` (a :class:`WireError` naming the field)."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class TooLong(Refused):
     """A value over its limit: a :class:`WireError` with code ``value_too_long`` (a string) or
     ``value_too_deep`` (a free-form object nested too deeply)."""
 
     def __init__(self, message: str, code: str = "value_too_long") -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__(message, code)
 
 
 @attrs.frozen(kw_only=True)
@@ -135,7 +154,7 @@ def block_text(block: ContentBlock) -> str:
 
 @attrs.frozen(kw_only=True)
 class CreateSessionBody:
-    cwd: str | None = bounded(MAX_PATH_CHARS, default=None)
+    cwd: str | None = path_field("invalid_cwd", default=None)
     sessionId: str | None = None
     # This session's system prompt: replace the base, and/or add to it (actors.session.system_prompt).
     systemPrompt: str | None = bounded(MAX_SYSTEM_PROMPT_CHARS, default=None)
@@ -170,7 +189,7 @@ class MidTurnMessageBody:
 
 @attrs.frozen(kw_only=True)
 class LoadBody:
-    cwd: str | None = bounded(MAX_PATH_CHARS, default=None)
+    cwd: str | None = path_field("invalid_cwd", default=None)
     # What qwen's Web Shell sends (see CreateSessionBody). Its replay modes shape the replay qwen serve puts in
     # the answer; Trellis sends none there (the event stream replays the session), so both values are the same.
     sourceType: Literal["default"] | None = None
@@ -207,7 +226,7 @@ class ForkBody:
 
 @attrs.frozen(kw_only=True)
 class CwdBody:
-    cwd: str = bounded(MAX_PATH_CHARS)
+    cwd: str = path_field("invalid_cwd")
 
 
 @attrs.frozen(kw_only=True)
@@ -278,8 +297,9 @@ def _strict_list(type_: Any, conv: cattrs.Converter) -> Any:
     return hook
 
 
-def _bounded_str(name: str, limit: int, nullable: bool) -> Any:
-    """The structure hook of a :func:`bounded` field (strict like ``_strict(str)``, plus the limit)."""
+def _bounded_str(name: str, limit: int, nullable: bool, path_code: str | None = None) -> Any:
+    """The structure hook of a :func:`bounded` field (strict like ``_strict(str)``, plus the limit), and of a
+    :func:`path_field` (no NUL either)."""
 
     def hook(value: Any, _: Any) -> Any:
         if value is None and nullable:
@@ -288,6 +308,8 @@ def _bounded_str(name: str, limit: int, nullable: bool) -> Any:
             raise ValueError("expected a string")
         if len(value) > limit:
             raise TooLong(f"{name} is longer than {limit:,} characters ({len(value):,} given)")
+        if path_code is not None and "\x00" in value:
+            raise Refused(nul_in_path(name), path_code)
         return value
 
     return hook
@@ -301,7 +323,7 @@ def _overrides(cls: type) -> dict[str, Any]:
             out["meta"] = override(rename="_meta")
         elif _MAX_CHARS in field.metadata:
             out[field.name] = override(struct_hook=_bounded_str(field.name, field.metadata[_MAX_CHARS],
-                                                                field.default is None))
+                                                                field.default is None, field.metadata.get(_PATH)))
     return out
 
 
@@ -410,7 +432,7 @@ def structure(value: Any, cls: type[T]) -> T:
         path = path.replace(".meta", "._meta")  # the Python name of the `_meta` fields
         if leaves and isinstance(leaves[0], cattrs.ForbiddenExtraKeysError):
             path = _member(path, min(leaves[0].extra_fields))
-        code = leaves[0].code if leaves and isinstance(leaves[0], TooLong) else "invalid_request"
+        code = leaves[0].code if leaves and isinstance(leaves[0], Refused) else "invalid_request"
         raise WireError(message, path, code) from None
     except (ValueError, KeyError, TypeError) as exc:
         raise WireError(_format(exc, cls)) from None

@@ -44,6 +44,13 @@ HOSTILE: list[Any] = [
     DEEP_LIST, DEEP_DICT, DEEP,
 ]
 
+# Control characters (C0, DEL, C1) and their kin, spliced into string fields: a NUL reaches os.path and
+# subprocess calls (which refuse it with ValueError), the rest logs, journals, headers and shells.
+CONTROL: list[str] = [
+    "\x00", "\x01", "\x07", "\x08", "\t", "\n", "\x0b", "\x0c", "\r", "\r\n", "\x1b", "\x1b[2J", "\x1f", "\x7f",
+    "\x80", "\x85", "\x9b", "\x9f", "\u2028", "\u2029", "\ufeff", "\u200b", "\x00" * 3, "a\x00b", "\x00\n\x1b\x7f",
+]
+
 RAW_BODIES: list[bytes] = [
     b"{", b"}", b"[1,]", b"{'a': 1}", b"\xff\xfe{\x00}\x00", b"\xef\xbb\xbf{}", b"null", b"[]", b"\"x\"", b"1",
     b"NaN", b"1e400", b"9" * 5000, b"[" * 100_000, b"{\"a\":" * 2000, b"\"\\ud800\"", b"\x00", b"{\"a\":1}{}",
@@ -223,6 +230,36 @@ def _remove(value: Any, path: tuple[Any, ...]) -> Any:
     return copy
 
 
+def string_places(value: Any) -> list[tuple[Any, ...]]:
+    """Every place in a (small) JSON value that holds a string: the string fields of a body."""
+    out = []
+    for path in _paths(value):
+        item = value
+        for step in path:
+            item = item[step]
+        if isinstance(item, str):
+            out.append(path)
+    return out
+
+
+def _at(value: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        value = value[step]
+    return value
+
+
+def spliced(original: str, control: str, how: str) -> str:
+    """``original`` with ``control`` put in: before, in the middle, after it, instead of it, or between
+    each of its characters."""
+    middle = len(original) // 2
+    return {"prefix": control + original, "middle": original[:middle] + control + original[middle:],
+            "suffix": original + control, "replace": control,
+            "every": control.join(original) if original else control}[how]
+
+
+SPLICES = ["prefix", "middle", "suffix", "replace", "every"]
+
+
 def encode(value: Any, raw_unicode: bool = False) -> bytes:
     text = json.dumps(value, ensure_ascii=not raw_unicode)
     data = text.encode("utf-8", "surrogatepass")  # a lone surrogate stays: invalid UTF-8, as a hostile client sends
@@ -241,8 +278,19 @@ small_json = st.recursive(
 def body(draw: Any, templates: list[Any]) -> tuple[bytes, bool]:
     """A body and whether it is the oversize one (sent truncated)."""
     kind = draw(st.sampled_from(["empty", "template", "mutated", "mutated", "mutated", "extra", "missing",
-                                 "nest", "json", "raw", "oversize"]))
+                                 "nest", "json", "raw", "oversize", "control", "control"]))
     template = draw(st.sampled_from(templates))
+    if kind == "control":  # control characters in one string field of the template, or in all of them
+        places = string_places(template)
+        if not places:
+            kind = "mutated"
+        else:
+            value = template
+            chosen = places if draw(st.integers(0, 4)) == 0 else [draw(st.sampled_from(places))]
+            for place in chosen:
+                value = _replace(value, place, spliced(_at(value, place), draw(st.sampled_from(CONTROL)),
+                                                       draw(st.sampled_from(SPLICES))))
+            return encode(value, raw_unicode=draw(st.booleans())), False
     if kind == "empty" or (template is None and kind in ("template", "mutated", "extra", "missing")):
         return b"", False
     if kind == "oversize":
@@ -271,14 +319,19 @@ def body(draw: Any, templates: list[Any]) -> tuple[bytes, bool]:
 # ------------------------------------------------------------------ the request line and headers
 
 
+def good_target(route: Route, world: World) -> bytes:
+    """The route's path with the ids the fuzzer was given, so that the rest of the case reaches the handler."""
+    fill = {"{sid}": TARGET, "{pid}": world.prompt_id, "{rid}": "perm-1", "{token}": world.signal_token}
+    path = route.path
+    for placeholder, value in fill.items():
+        path = path.replace(placeholder, value)
+    return path.encode()
+
+
 @st.composite
 def target(draw: Any, route: Route, world: World, hostile: bool = True) -> bytes:
-    if not hostile:  # the ids the fuzzer was given, so that the rest of the case reaches the handler
-        fill = {"{sid}": TARGET, "{pid}": world.prompt_id, "{rid}": "perm-1", "{token}": world.signal_token}
-        path = route.path
-        for placeholder, value in fill.items():
-            path = path.replace(placeholder, value)
-        return path.encode()
+    if not hostile:
+        return good_target(route, world)
     fill = {
         "{sid}": draw(st.sampled_from([TARGET.encode()] * len(SEGMENTS) + SEGMENTS)),
         "{pid}": draw(st.sampled_from([world.prompt_id.encode(), b"current"] * 4 + SEGMENTS)),
@@ -324,11 +377,17 @@ WEBSOCKET = [(b"Connection", b"Upgrade"), (b"Upgrade", b"websocket"), (b"Sec-Web
              (b"Sec-WebSocket-Key", b"dGhlIHNhbXBsZSBub25jZQ==")]
 
 
+def good_headers(route: Route, world: World) -> list[tuple[bytes, bytes]]:
+    """The right token, a JSON body, and the ids a JSON-RPC route needs."""
+    return [(b"Authorization", b"Bearer " + world.token.encode()), (b"Content-Type", b"application/json")] \
+        + _session_headers(route, world)[0]
+
+
 @st.composite
 def headers(draw: Any, route: Route, world: World, hostile: bool = True) -> list[tuple[bytes, bytes]]:
     good = (b"Authorization", b"Bearer " + world.token.encode())
     if not hostile:
-        return [good, (b"Content-Type", b"application/json")] + _session_headers(route, world)[0]
+        return good_headers(route, world)
     auth = draw(st.sampled_from([[good]] * 8 + [[], [(b"Authorization", b"Bearer wrong")],
                                                 [(b"Authorization", b"Basic " + world.token.encode())],
                                                 [(b"Authorization", b"Bearer " + b"t" * 5000)],
@@ -385,3 +444,23 @@ def case(draw: Any, route: Route, world: World) -> Case:
         hdrs.append((b"Transfer-Encoding", b"chunked"))
     path = draw(target(route, world, hostile=focus in ("target", "all")))
     return Case(route.name, route.kind, method, path, tuple(hdrs), data, chunked=chunked, truncated=truncated)
+
+
+def control_cases(route: Route, world: World) -> list[Case]:
+    """Every string field of every body template of ``route``, one at a time: a NUL in the middle of its
+    value, and another control character (taken in turn from :data:`CONTROL`) put in another way; the
+    rest of the request is the route's good one."""
+    out = []
+    turn = 0
+    for template in route.bodies(world):
+        if template is None:
+            continue
+        for place in string_places(template):
+            original = _at(template, place)
+            for control, how in (("\x00", "middle"), (CONTROL[1 + turn % (len(CONTROL) - 1)],
+                                                        SPLICES[turn % len(SPLICES)])):
+                data = encode(_replace(template, place, spliced(original, control, how)), raw_unicode=turn % 2 == 1)
+                out.append(Case(route.name, route.kind, route.method.encode(), good_target(route, world),
+                                tuple(good_headers(route, world)), data))
+                turn += 1
+    return out

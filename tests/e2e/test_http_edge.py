@@ -6,6 +6,7 @@ import pytest
 import trio
 
 from tests.conftest import live_daemon
+from tests.e2e.raw_http import RawConnection
 from tests.e2e.sse_client import frames
 
 TEXT = {"prompt": [{"type": "text", "text": "Plan a picnic"}]}
@@ -128,3 +129,40 @@ async def test_an_unknown_route_and_an_unknown_method_answer_json():
             assert_small_error(await client.put(f"/session/{sid}/prompt", json=TEXT), 405,
                                "method_not_allowed", None)
             assert_small_error(await client.delete("/health"), 405, "method_not_allowed", None)
+
+
+async def test_an_unknown_route_or_method_is_said_in_our_words():
+    """What was not found, and which methods the route has: not the web framework's sentence."""
+    with trio.fail_after(20):
+        async with live_daemon() as (daemon, client):
+            sid = await new_session(client)
+            err = assert_small_error(await client.get("/nope"), 404, "not_found", None)
+            assert err["error"] == "no route GET /nope"
+            err = assert_small_error(await client.delete("/session/x/y/z"), 404, "not_found", None)
+            assert err["error"] == "no route DELETE /session/x/y/z"
+            r = await client.post("/health")
+            assert assert_small_error(r, 405, "method_not_allowed", None)["error"] == \
+                "POST is not allowed on /health; allowed: GET"
+            assert set(r.headers["Allow"].split(", ")) >= {"GET", "HEAD"}
+            err = assert_small_error(await client.put("/session", json={}), 405, "method_not_allowed", None)
+            assert err["error"] == "PUT is not allowed on /session; allowed: GET, POST"
+            err = assert_small_error(await client.get(f"/session/{sid}/prompt"), 405, "method_not_allowed", None)
+            assert err["error"] == f"GET is not allowed on /session/{sid}/prompt; allowed: POST"
+            # A control character in the path is shown escaped; a long one is cut.
+            err = assert_small_error(await client.get("/a%0Ab%1B"), 404, "not_found", None)
+            assert err["error"] == "no route GET /a\\nb\\x1b"
+            err = assert_small_error(await client.get("/" + "r" * 5000), 404, "not_found", None)
+            assert err["error"].startswith("no route GET /rrr") and "…" in err["error"]
+            assert len(err["error"]) < 200
+            # A WebSocket upgrade (no route takes one): said as plainly, never a 500.
+            upgrade = [(b"Connection", b"Upgrade"), (b"Upgrade", b"websocket"), (b"Sec-WebSocket-Version", b"13"),
+                       (b"Sec-WebSocket-Key", b"dGhlIHNhbXBsZSBub25jZQ=="),
+                       (b"Authorization", client.headers["Authorization"].encode())]
+            for target, status, said in ((b"/health", 400, "/health does not take a WebSocket"),
+                                         (b"/nope", 404, "no route WebSocket /nope")):
+                conn = await RawConnection.open(str(client.base_url))
+                try:
+                    r = await conn.request(b"GET", target, upgrade)
+                finally:
+                    await conn.aclose()
+                assert r.status == status and r.json()["error"] == said, (r.status, r.body)

@@ -3,8 +3,11 @@
 One daemon process (tests/e2e/fuzz_world.py) serves the whole module; each
 route gets :data:`EXAMPLES` cases drawn by Hypothesis with
 ``derandomize=True`` (the same cases every run; no shrinking, a failing case
-is printed whole; tests/e2e/fuzz_requests.py says what they are). Each case is
-sent on a fresh raw socket and must:
+is printed whole; tests/e2e/fuzz_requests.py says what they are), and every
+string field of every route's bodies gets a NUL and other control characters,
+one field at a time (:func:`tests.e2e.fuzz_requests.control_cases`), besides the
+control characters the fuzz splices in. Each case is sent on a fresh raw socket
+and must:
 
 - be answered within :data:`REQUEST_SECONDS` (``trio.fail_after``): no hang;
 - not be a 5xx, except a documented 503 (:data:`DOCUMENTED_503`);
@@ -26,6 +29,7 @@ sent on a fresh raw socket and must:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -34,7 +38,7 @@ import trio
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.e2e.fuzz_requests import MAX_BODY, ROUTES, Case, Route, case
+from tests.e2e.fuzz_requests import MAX_BODY, ROUTES, Case, Route, case, control_cases, string_places
 from tests.e2e.fuzz_world import SETTLE_SECONDS, World, running_daemon, settle, snapshot
 from tests.e2e.raw_http import Closed, RawConnection, RawResponse
 
@@ -193,6 +197,25 @@ def test_hostile_requests_get_a_clean_answer_and_change_nothing(world: World, ro
         trio.run(run_case, world, c)
     except AssertionError as exc:
         raise AssertionError(f"{c!r}: {exc}") from None  # the case in a readable, bounded form
+
+
+# The routes whose bodies have string fields (the templates' shape does not depend on the world's values).
+_SHAPE = World(url="http://shape", token="t", work=Path("/shape"))
+STRING_ROUTES = [route for route in ROUTES
+                 if any(template is not None and string_places(template) for template in route.bodies(_SHAPE))]
+
+
+@pytest.mark.parametrize("route", STRING_ROUTES, ids=lambda route: route.name)
+def test_control_characters_in_every_string_field_get_a_clean_answer(world: World, route: Route) -> None:
+    """Each string field of each body the route takes, in turn: a NUL in its value, and another control
+    character; the same checks as the fuzz above (no 5xx, a JSON error, nothing changed when refused)."""
+    cases = control_cases(route, world)
+    assert cases
+    for c in cases:
+        try:
+            trio.run(run_case, world, c)
+        except AssertionError as exc:
+            raise AssertionError(f"{c!r}: {exc}") from None
 
 
 def test_every_route_of_the_app_is_fuzzed(world: World) -> None:

@@ -67,6 +67,8 @@ def directory(params: dict[str, Any], name: str = "cwd", *, required: bool = Tru
         return None
     if len(path) > wire.MAX_PATH_CHARS:  # as on the REST surface; and never echoed whole
         raise invalid_params(f"longer than {wire.MAX_PATH_CHARS:,} characters ({len(path):,} given)", f"$.{name}")
+    if "\x00" in path:
+        raise invalid_params(wire.nul_in_path(name), f"$.{name}")
     if not os.path.isabs(path):
         raise invalid_params("must be an absolute path", f"$.{name}")
     if not os.path.isdir(path):

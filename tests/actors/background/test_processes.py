@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import trio
 
 from actors import CountingIds, Settings, load_script, open_daemon
-from tests.processes import marker, pids_with
+from tests.processes import kill_all, marker, pids_with, sleeping
 
 
 def call(name: str, **arguments) -> dict:
@@ -75,6 +76,37 @@ async def test_kill_task_ends_the_shell_and_its_grandchild(tmp_path):
             await wait_for(lambda: not pids_with(mark), 5)
             finished = [e.data for e in events if e.type == "background_task" and e.data["status"] == "finished"]
             assert finished and finished[0]["state"] == "killed"
+
+
+async def test_kill_task_kills_the_process_group_also_a_child_without_the_markers(tmp_path):
+    """The marker sweep only finds what carries ``TRELLIS_TASK``; a child that dropped it is found by its
+    process group alone (``os.killpg``), which the sweep must not hide."""
+    mark = marker()
+    command = f"env -u TRELLIS_TASK -u TRELLIS_DAEMON_RUN sleep {mark} & touch started; wait"
+    model = load_script({"responses": [
+        [call("shell", command=command, run_in_background=True)],
+        {"delay": 0.5, "steps": [call("kill_task", task_id="shell-1")]},
+        [{"text": "killed"}],
+    ]})
+    try:
+        with trio.fail_after(30):
+            async with open_daemon(Settings(approval_mode="yolo", sandbox="off"), model=model, ids=CountingIds(),
+                                   workspace=str(tmp_path)) as daemon:
+                session, _ = await daemon.create_session()
+                sub = session.subscribe()
+                await session.prompt("start and kill")
+                await wait_for(lambda: (tmp_path / "started").exists() and len(sleeping(mark)) == 1)
+                [child] = sleeping(mark)
+                environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+                assert not [v for v in environ if v.startswith((b"TRELLIS_TASK=", b"TRELLIS_DAEMON_RUN="))]
+                events = await run_until_idle(session, sub)
+                assert "Stopped shell-1" in model.calls[2].messages[-1].content
+                # Gone after the kill, while the session (and the daemon, and its lifeline) still run.
+                await wait_for(lambda: not sleeping(mark), 5)
+                finished = [e.data for e in events if e.type == "background_task" and e.data["status"] == "finished"]
+                assert finished and finished[0]["state"] == "killed"
+    finally:
+        kill_all(sleeping(mark))
 
 
 async def test_closing_the_session_kills_everything_it_started(tmp_path):

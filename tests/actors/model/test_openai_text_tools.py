@@ -90,6 +90,21 @@ async def test_json_fenced_and_bare_calls_split_across_chunks() -> None:
     assert calls(first)[0].id != calls(second)[0].id  # unique across a turn's streams
 
 
+async def test_a_chunk_ending_in_blanks_where_a_json_call_may_begin_is_no_error() -> None:
+    """A streamed chunk ending in indentation at a line start: held until what follows decides (it was an
+    IndexError that ended the turn ``internal_error``)."""
+    indented = [{"text": "I'll list them.\n  "}, {"text": CALL + "\nDone."}]
+    only_blanks = [{"text": "Nothing to run.\n\t "}]
+    with trio.fail_after(LIMIT):
+        async with running(indented, only_blanks, text_tool_calls="json") as (_, model):
+            first = await collect(model, WITH_TOOLS)
+            second = await collect(model, WITH_TOOLS)
+    assert texts(first) == "I'll list them.\nDone."
+    assert [(c.name, c.arguments) for c in calls(first)] == [("shell", {"command": "ls"})]
+    assert first[-1] == Finish("tool_calls")
+    assert texts(second) == "Nothing to run.\n\t " and calls(second) == []
+
+
 @pytest.mark.parametrize("style, text", [
     ("json", '{"name": "shell", "arguments": {"command": "ls"}'),  # a brace short
     ("json", '{"name": "delete_everything", "arguments": {}}'),  # not an offered tool

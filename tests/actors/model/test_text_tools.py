@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import json
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors.model.base import ToolCall
 from actors.model.text_tools import MAX_CALL_CHARS, TextToolCalls, json_object_end, parse_call
@@ -173,3 +177,92 @@ def test_parse_call_and_json_object_end() -> None:
     text = 'x{"a": "}{\\"", "b": {"c": 1}}y'
     assert json_object_end(text, 1) == len(text) - 1
     assert json_object_end('{"a": 1', 0) is None
+
+
+# ----------------------------------------------------------------- any chunking, any text
+
+
+def test_json_a_chunk_ending_in_blanks_at_a_line_start_waits_for_what_follows() -> None:
+    # The chunk ends in indentation right where a call could begin: nothing to decide yet, nothing to index.
+    for chunks in (["Let me run it.\n  "], ["Let me run it.\n", "  "], ["Let me run it.\n\t ", f" {SHELL}\nok"],
+                   ["  ", SHELL]):
+        shown, calls = run("json", chunks)
+        assert calls == ([shell_call()] if SHELL in "".join(chunks) else []), chunks
+    assert run("json", ["Let me run it.\n  "]) == (["Let me run it.\n", "  "], [])
+
+
+NAMES = st.sampled_from([*TOOLS, "nope"])  # "nope" is not offered: its calls stay text
+JSON_STRINGS = st.lists(st.sampled_from(list('ab {}[]"\\\n\t`<>/_:,') + ["</tool_call>", "```"]),
+                        max_size=8).map("".join)
+ARGUMENTS = st.dictionaries(st.sampled_from(["command", "todos", "x", "a b"]),
+                            st.none() | st.integers(-5, 5) | JSON_STRINGS | st.lists(JSON_STRINGS, max_size=2),
+                            max_size=3)
+BLANKS = st.sampled_from(["", " ", "  ", "\t", "\n", " \n", "\n\n", "\r\n", "  \n  "])
+
+
+@st.composite
+def call_object(draw: Any) -> str:
+    """A tool-call object as a model writes it: ``arguments`` (or ``parameters``, or a JSON string), any spacing."""
+    name, arguments = draw(NAMES), draw(ARGUMENTS)
+    key = draw(st.sampled_from(["arguments", "arguments", "parameters", "string", "none"]))
+    value: dict[str, Any] = {"name": name}
+    if key == "string":
+        value["arguments"] = json.dumps(arguments)
+    elif key != "none":
+        value[key] = arguments
+    return json.dumps(value, indent=draw(st.sampled_from([None, None, 2])),
+                      separators=draw(st.sampled_from([None, (",", ":")])))
+
+
+@st.composite
+def segment(draw: Any) -> str:
+    kind = draw(st.sampled_from(["prose", "prose", "hermes", "bare", "fenced", "partial", "blanks", "broken"]))
+    if kind == "prose":
+        return "".join(draw(st.lists(st.sampled_from(list("ab .,:\n\t<>{}`/_") + ["tool_call", "json"]),
+                                     max_size=16)))
+    if kind == "blanks":
+        return draw(BLANKS)
+    if kind == "partial":  # what may still open a call, or looks like it
+        return draw(st.sampled_from(["<", "<tool", "<tool_call", "<tool_call>", "</tool_call>", "</tool_c", "```",
+                                     "``", "```json", "```js", "```python\n", "{", "{\"name\": ", "\n{", "\n  {",
+                                     "\n```\n", "<tool_call>\n{"]))
+    obj = draw(call_object())
+    if kind == "broken":
+        obj = obj[: draw(st.integers(0, len(obj)))]
+    if kind in ("hermes", "broken"):
+        close = draw(st.sampled_from(["</tool_call>", "</tool_call>", "</tool_call>", "", "</tool_c"]))
+        return f"<tool_call>{draw(BLANKS)}{obj}{draw(BLANKS)}{close}"
+    if kind == "bare":
+        indent, trailing = draw(st.sampled_from(["", "  ", "\t"])), draw(st.sampled_from(["", " ", "\t", " \r"]))
+        return f"\n{indent}{obj}{trailing}\n"
+    fence = draw(st.sampled_from(["```json", "```", "``` json ", "```JSON"]))
+    return f"\n{fence}\n{draw(BLANKS)}{obj}{draw(BLANKS)}\n```{draw(BLANKS)}"
+
+
+MESSAGES = st.lists(segment(), max_size=6).map("".join)
+
+
+def parsed(style: str, chunks: list[str]) -> tuple[str, list[ToolCall]]:
+    shown, calls = run(style, chunks)
+    return "".join(shown), calls
+
+
+@settings(max_examples=150, derandomize=True, database=None, deadline=None)
+@given(text=MESSAGES)
+def test_any_message_split_at_any_point_parses_as_the_whole_message(text: str) -> None:
+    """Never raises; every two-chunk split (and one-character chunks) finds the calls the whole text has,
+    and shows the same text."""
+    for style in ("hermes", "json"):
+        whole = parsed(style, [text])
+        for i in range(len(text) + 1):
+            assert parsed(style, [text[:i], text[i:]]) == whole, (style, i)
+        assert parsed(style, list(text)) == whole, style
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(text=MESSAGES, cuts=st.lists(st.integers(0, 10_000), max_size=8), style=st.sampled_from(["hermes", "json"]))
+def test_any_message_cut_into_many_chunks_parses_as_the_whole_message(text: str, cuts: list[int],
+                                                                      style: str) -> None:
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    chunks = [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+    assert parsed(style, chunks) == parsed(style, [text])
