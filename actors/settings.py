@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from .process.sandbox import SANDBOX_SETTINGS
+from .process.sandbox import SandboxSetting
 
 class SettingsError(ValueError):
     """A settings file or value that cannot be used."""
@@ -56,7 +56,9 @@ class Settings:
     subagents: dict[str, Any] = attrs.field(factory=dict)
     mcp_servers: dict[str, Any] = attrs.field(factory=dict)  # mcpServers, as written (actors.mcp_client.config)
     journal_fsync: str = "always"  # storage.fsync: "always" (before each 202) or "never" (see actors.storage.local)
-    sandbox: str = "auto"  # for model-run commands: "auto", "bwrap" (required) or "off" (actors.process.sandbox)
+    # For model-run commands: "auto", "bwrap" (required) or "off", or a SandboxSetting when the file's object
+    # form adds variables to their environment (sandbox.env; actors.process.sandbox).
+    sandbox: str | SandboxSetting = "auto"
     # The model's system prompt (actors.session.system_prompt): None is the built-in default, "" sends none;
     # append_system_prompt is added after it.
     system_prompt: str | None = None
@@ -100,7 +102,7 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "ui.enableFollowupSuggestions": ("followup_suggestions", bool),
     "disableAllHooks": ("disable_all_hooks", bool),
     "approvalMode": ("approval_mode", str),
-    "sandbox": ("sandbox", str),
+    "sandbox": ("sandbox", (str, dict)),  # a mode, or {"mode", "env"}
     "storage.fsync": ("journal_fsync", str),
     "hooks": ("hooks", dict),
     "stopHookBlockingCap": ("stop_hook_block_cap", int),
@@ -180,6 +182,12 @@ def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | 
             warnings.append(f"{source}: unknown key {dotted!r} ignored")
             continue
         field, kind = _KNOWN[dotted]
+        if dotted == "sandbox":
+            try:
+                values[field] = SandboxSetting.parse(value)
+            except ValueError as exc:
+                raise SettingsError(f"{source}: {exc}") from None
+            continue
         if kind is int and (type(value) is not int or value < 1):
             raise SettingsError(f"{source}: {dotted} must be a positive integer, got {value!r}")
         if kind is float and (type(value) not in (int, float) or value <= 0):
@@ -190,8 +198,6 @@ def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | 
             raise SettingsError(f"{source}: approvalMode must be one of {list(APPROVAL_MODES)}, got {value!r}")
         if dotted == "storage.fsync" and value not in ("always", "never"):
             raise SettingsError(f"{source}: storage.fsync must be one of ['always', 'never'], got {value!r}")
-        if dotted == "sandbox" and value not in SANDBOX_SETTINGS:
-            raise SettingsError(f"{source}: sandbox must be one of {list(SANDBOX_SETTINGS)}, got {value!r}")
         if field.startswith("limits."):
             limits[field.removeprefix("limits.")] = value
         else:
@@ -206,9 +212,11 @@ def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | 
         warnings.extend(f"{source}: unknown hook event {e!r} ignored" for e in unknown_events(values["hooks"]))
     if "subagents" in values:
         from .subagents.registry import SubagentConfig
+        from .subagents.runners import command_env
 
         try:
             SubagentConfig.from_settings(SimpleNamespace(subagents=values["subagents"]))
+            command_env(values["subagents"])  # subagents.runners.command.env: names, or name -> value
         except ValueError as exc:
             raise SettingsError(f"{source}: {exc}") from None
     if "mcp_servers" in values:
@@ -244,4 +252,6 @@ def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
     plain = {k: v for k, v in overrides.items() if k not in limit_overrides and v is not None}
     if limit_overrides:
         plain["limits"] = attrs.evolve(settings.limits, **limit_overrides)
+    if isinstance(plain.get("sandbox"), str) and isinstance(settings.sandbox, SandboxSetting):
+        plain["sandbox"] = attrs.evolve(settings.sandbox, mode=plain["sandbox"])  # --sandbox: the mode, not env
     return attrs.evolve(settings, **plain)

@@ -25,8 +25,8 @@ import attrs
 import trio
 
 from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
-from ..process import (NO_SANDBOX, Child, Sandbox, kill_task, kill_task_now, marked_environment, require_executable,
-                       spawn_child)
+from ..process import (NO_SANDBOX, Child, Sandbox, allowed_environment, kill_task, kill_task_now, marked_environment,
+                       require_executable, spawn_child)
 
 OUTPUT_LIMIT = 4 * 1024 * 1024  # characters kept per shell
 DRAIN_AFTER_EXIT = 0.5  # seconds to read what is still in the pipe once the shell exited
@@ -76,7 +76,17 @@ WITHHELD = frozenset({"TRELLIS_TOKEN", "OPENAI_API_KEY"})
 
 
 def model_environment() -> dict[str, str]:
-    """The daemon's environment minus its own and its model's credentials."""
+    """What a model-run command inherits: the allowlist only (``PATH``, ``HOME``, ``LANG``, ``LC_*`` ...).
+
+    Not the rest of the daemon's environment, which holds the user's tokens
+    (``GITHUB_TOKEN``, cloud keys); the ``sandbox.env`` setting adds names on top
+    (:meth:`actors.process.Sandbox.environment`), sandbox or not.
+    """
+    return allowed_environment(os.environ)
+
+
+def user_environment() -> dict[str, str]:
+    """The daemon's environment minus its own and its model's credentials: for the user's own commands (hooks)."""
     return {k: v for k, v in os.environ.items() if k not in WITHHELD}
 
 

@@ -4,35 +4,62 @@ Which commands: ``shell`` (foreground and background), ``monitor`` commands
 and the ``command`` subagent runner — everything whose command line a model
 chose. Hooks are the user's own configuration and run unsandboxed.
 
-The ``sandbox`` setting picks the policy at daemon start:
+The ``sandbox`` setting picks the policy at daemon start, either as a mode
+string or as ``{"mode": ..., "env": ...}`` (:class:`SandboxSetting`):
 
-    setting   bwrap works here      bwrap missing or broken
+    mode      bwrap works here      bwrap missing or broken
     -------   -------------------   --------------------------------------
     auto      Sandbox("bwrap")      Sandbox("off") + reason, logged
     bwrap     Sandbox("bwrap")      SandboxUnavailable: the daemon refuses to start
     off       Sandbox("off")        Sandbox("off")
 
+The environment of a model-run command is an allowlist, sandbox or not
+(:meth:`Sandbox.environment`): ``PATH``, ``HOME``, ``LANG``, ``LC_*``,
+``TERM``, ``TZ``, ``USER``, ``SHELL`` from the daemon's environment, plus the
+setting's ``env`` (names passed through, or literal values), plus the
+process markers :mod:`actors.process.markers` adds; nothing else of the
+daemon's environment (no ``GITHUB_TOKEN``, no cloud keys). A name the daemon
+withholds (:data:`WITHHELD_NAMES`) is refused in ``env`` when the settings
+are read.
+
 Inside a bwrap sandbox (see :meth:`Sandbox.wrap`):
 
+- no capability (``--cap-drop ALL``) and, where bwrap can make one, a user
+  namespace of its own (``--unshare-user``, probed at start; without one the
+  daemon logs why and :meth:`Sandbox.describe` says so): a daemon run as root
+  runs commands that cannot ``umount`` what hides a secret, ``mount -o
+  remount,rw`` the read-only root or unmount ``/proc``;
 - its own PID namespace: no daemon process is in its ``/proc``, and when its
   first process dies (the daemon killed, its process group killed) the kernel
   kills everything in it, ``setsid`` and double-forked children included;
 - ``--die-with-parent``: the sandbox is killed when the daemon's Trio thread
   dies (see :mod:`actors.process.spawn` for why that thread);
+- no ``--new-session``: every command is already started in a session of its
+  own (:func:`actors.process.spawn.spawn_child`), so it has no controlling
+  terminal to push input into with ``TIOCSTI``, and ``--dev`` gives it a
+  ``/dev`` without the host's terminals; ``--new-session`` would also take
+  the command out of bwrap's process group, so the SIGTERM a kill sends the
+  group first would reach bwrap alone and the command would get SIGKILL with
+  no chance to clean up;
 - the whole filesystem read-only, the session's cwd and a private ``/tmp``
   writable (the daemon's own Python stays visible, read-only, when it is
   installed under ``/tmp``: :func:`interpreter_paths_under_tmp`);
+- the cwd's git control files that make git run code read-only
+  (:func:`git_protections`: ``.git/config``, ``.git/hooks``, ...), and the
+  ``.git`` directory pinned in place so it cannot be renamed away and
+  rebuilt; ``git add``, ``commit``, branches keep working. Callers add their
+  own paths with ``protect`` (the session: files a hook command names);
 - hidden paths (the state directory with transcripts, token file and every
-  run's MCP config; the settings file) replaced by an empty directory or an
-  unreadable node, then the few ``expose`` paths (a subagent's own MCP config
-  file) bound back read-only at their own path;
+  run's MCP config; the settings file; the credentials in the home,
+  :mod:`actors.process.home_secrets`, looked up at every command) replaced by
+  an empty directory or an unreadable node, then the few ``expose`` paths (a
+  subagent's own MCP config file) bound back read-only at their own path;
+- a cwd at or above the home is refused (:class:`SandboxRefusal`): there the
+  command could create files the home does not have yet (``~/.bash_profile``,
+  ``~/.ssh/authorized_keys``), which no mount can hide in advance;
 - ``/run`` replaced by an empty directory (the user's session bus, ssh and
   gpg agents, ``docker.sock`` live there; DNS keeps working: a
-  ``/etc/resolv.conf`` that points into ``/run`` is bound back), the
-  variables that name such sockets (``SSH_AUTH_SOCK``,
-  ``DBUS_SESSION_BUS_ADDRESS``, ``DISPLAY`` ...) dropped, and the files in the
-  user's home that hold credentials or exports (``~/.ssh``, ``~/.aws``,
-  ``~/.netrc``, shell rc files, ...: :data:`HOME_SECRETS`) hidden;
+  ``/etc/resolv.conf`` that points into ``/run`` is bound back);
 - the network is shared: a command can reach loopback, where every daemon
   route but ``/health`` and a run's own signal URL needs the bearer token it
   cannot read. So are abstract Unix sockets, and a Unix socket elsewhere on
@@ -45,29 +72,41 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
+from .home_secrets import HOME_SECRETS, homes, secret_paths
+
 SANDBOX_SETTINGS = ("auto", "bwrap", "off")
 
-# Under the user's home: credentials, agents' keys and the shell files people export API keys from.
-HOME_SECRETS = (
-    ".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker", ".netrc", ".git-credentials",
-    ".pypirc", ".npmrc", ".config/gh", ".config/hub", ".password-store", ".local/share/keyrings",
-    ".bash_history", ".zsh_history", ".python_history", ".psql_history", ".mysql_history",
-    ".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv", ".zprofile", ".envrc",
-    ".config/fish", ".trellis",
-)
+# What a model-run command inherits from the daemon's environment, sandbox or not (LC_*: the locale is no
+# secret, and without it tools fall back to ASCII and to another sort order than the user's).
+ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "TERM", "TZ", "USER", "SHELL")
+ENV_ALLOWED_PREFIXES = ("LC_",)
+# The daemon's own credentials (transport.process_image.SECRET_ENV, actors.background.shell.WITHHELD): never
+# passed to a command, so a settings file that asks for one is refused.
+WITHHELD_NAMES = frozenset({"TRELLIS_TOKEN", "OPENAI_API_KEY", "TRELLIS_STORE", "TRELLIS_EVENTS"})
 # Variables that point a command at a socket outside the sandbox (an agent, a session bus, a display).
 SOCKET_VARIABLES = frozenset({
     "SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS",
     "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "DOCKER_HOST", "PULSE_SERVER",
 })
 PROBE_TIMEOUT = 10.0
+MODULE_DEPTH = 4  # levels of nested submodules (.git/modules/a/modules/b/...) whose control files are protected
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# (name, value): a literal value, or None for "the daemon's own value, when it has one".
+EnvAdditions = tuple[tuple[str, str | None], ...]
+
+__all__ = ["ENV_ALLOWLIST", "HOME_SECRETS", "NO_SANDBOX", "SANDBOX_SETTINGS", "WITHHELD_NAMES", "Sandbox",
+           "SandboxRefusal", "SandboxSetting", "SandboxUnavailable", "allowed_environment", "git_protections",
+           "log_sandbox", "parse_env", "probe", "probe_user_namespace", "resolve_sandbox"]
 
 log = logging.getLogger("trellis.sandbox")
 
@@ -77,40 +116,163 @@ class SandboxUnavailable(RuntimeError):
 
 
 class SandboxRefusal(OSError):
-    """A command the sandbox will not start (its cwd lies inside a hidden path)."""
+    """A command the sandbox will not start (its cwd lies inside a hidden path, or at or above the home)."""
+
+
+# ----------------------------------------------------------------- the environment
+
+
+def allowed_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``environ`` every model-run command inherits: :data:`ENV_ALLOWLIST` and ``LC_*``."""
+    return {k: v for k, v in environ.items() if k in ENV_ALLOWLIST or k.startswith(ENV_ALLOWED_PREFIXES)}
+
+
+def parse_env(value: Any, key: str) -> EnvAdditions:
+    """An ``env`` setting (names to pass through, or an object of name -> value); ``ValueError`` naming ``key``."""
+    if isinstance(value, list):
+        items: list[tuple[Any, Any]] = []
+        for i, name in enumerate(value):
+            if not isinstance(name, str):
+                raise ValueError(f"{key}[{i}] must be a variable name (a string), got {name!r}")
+            items.append((name, None))
+    elif isinstance(value, dict):
+        items = list(value.items())
+        for name, literal in items:
+            if not isinstance(literal, str):
+                raise ValueError(f"{key}.{name} must be a string, got {literal!r}")
+            if "\0" in literal:
+                raise ValueError(f"{key}.{name} must not contain a NUL character")
+    else:
+        raise ValueError(f"{key} must be an array of variable names or an object of name -> value, "
+                         f"got {value!r}")
+    for name, _ in items:
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"{key}: {name!r} is not a variable name (letters, digits, _; not a digit first)")
+        if name in WITHHELD_NAMES:
+            raise ValueError(f"{key}: {name} is the daemon's own credential; it is never passed to a command")
+    return tuple(dict(items).items())  # the last of a repeated name wins, as in an environment
+
+
+def with_additions(env: Mapping[str, str], additions: EnvAdditions,
+                   source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``env`` plus ``additions``, a name without a value taken from ``source`` (the daemon's environment)."""
+    src = os.environ if source is None else source
+    out = dict(env)
+    for name, value in additions:
+        if value is not None:
+            out[name] = value
+        elif name in src and name not in WITHHELD_NAMES:  # parse_env refused those; a hand-made list too
+            out[name] = src[name]
+    return out
+
+
+@attrs.frozen
+class SandboxSetting:
+    """The ``sandbox`` setting in its object form: the mode and the variables commands get on top of the allowlist."""
+
+    mode: str = "auto"
+    env: EnvAdditions = ()
+
+    @classmethod
+    def parse(cls, value: Any, key: str = "sandbox") -> str | SandboxSetting:
+        """A mode string, or a :class:`SandboxSetting` when ``env`` adds something; ``ValueError`` naming ``key``."""
+        if isinstance(value, str):
+            mode, env = value, ()
+        elif isinstance(value, dict):
+            if unknown := sorted(set(value) - {"mode", "env"}):
+                raise ValueError(f"{key} has unknown members {unknown} (it takes mode and env)")
+            mode = value.get("mode", "auto")
+            env = parse_env(value.get("env", []), f"{key}.env")
+            key = f"{key}.mode"
+        else:
+            raise ValueError(f"{key} must be one of {list(SANDBOX_SETTINGS)} or an object "
+                             f"{{\"mode\": ..., \"env\": ...}}, got {value!r}")
+        if mode not in SANDBOX_SETTINGS:
+            raise ValueError(f"{key} must be one of {list(SANDBOX_SETTINGS)}, got {mode!r}")
+        return cls(mode, env) if env else mode
+
+
+def setting_parts(setting: str | SandboxSetting) -> tuple[str, EnvAdditions]:
+    """``(mode, env additions)`` of either form of the setting."""
+    if isinstance(setting, SandboxSetting):
+        return setting.mode, setting.env
+    return setting, ()
+
+
+# ----------------------------------------------------------------- the sandbox
 
 
 @attrs.frozen
 class Sandbox:
-    """How model-run commands are started: ``kind`` is ``"bwrap"`` or ``"off"``."""
+    """How model-run commands are started: ``kind`` is ``"bwrap"`` or ``"off"``.
+
+    ``env`` is what the settings add to every model-run command's allowlisted
+    environment; ``user_namespace`` whether bwrap gives the command a user
+    namespace (``no_user_namespace`` says why not, when it does not).
+    """
 
     kind: str = "off"
     executable: str | None = None
     hidden: tuple[str, ...] = ()
     reason: str = ""  # why there is no sandbox, when there is none
+    env: EnvAdditions = ()
+    user_namespace: bool = False
+    no_user_namespace: str = ""
+    # The files a session's unsandboxed hooks run, for a cwd: read-only to every command, as ``protect``.
+    protect_for: Callable[[str], Iterable[str]] | None = attrs.field(default=None, eq=False)
+
+    def protecting(self, protect_for: Callable[[str], Iterable[str]]) -> Sandbox:
+        """This sandbox, its commands also seeing ``protect_for(cwd)`` read-only (a session's hook files)."""
+        return attrs.evolve(self, protect_for=protect_for)
 
     @property
     def active(self) -> bool:
         return self.kind == "bwrap"
 
-    def wrap(self, argv: Sequence[str], cwd: str, *, expose: Iterable[str] = ()) -> list[str]:
-        """The argument vector that runs ``argv`` in ``cwd`` under this sandbox."""
+    def wrap(self, argv: Sequence[str], cwd: str, *, expose: Iterable[str] = (),
+             protect: Iterable[str] = ()) -> list[str]:
+        """The argument vector that runs ``argv`` in ``cwd`` under this sandbox.
+
+        ``expose``: files a hidden path holds that this command may read. ``protect``:
+        paths under the cwd made read-only on top of :func:`git_protections` (a
+        path ending in ``/`` is a directory, mounted as an empty read-only one
+        when it does not exist; a missing file is skipped). Raises
+        :class:`SandboxRefusal` for a cwd the sandbox will not run a command in.
+        """
         if not self.active:
             return list(argv)
         assert self.executable is not None
         cwd = os.path.realpath(cwd)
-        for path in self.hidden:
+        hidden = self.hidden_paths()
+        for path in hidden:
             if _is_within(cwd, path):
                 raise SandboxRefusal(f"refusing to run a command in {cwd}: it lies inside {path}, "
                                      "which the sandbox hides")
-        args = [self.executable, "--die-with-parent", "--unshare-pid", "--unshare-ipc",
-                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        for home in homes():
+            if _is_within(home, cwd):
+                where = "it is the home directory" if home == cwd else f"the home directory {home} lies inside it"
+                raise SandboxRefusal(
+                    f"refusing to run a command in {cwd}: {where}. No sandboxed command runs at or above the "
+                    "home: it may write its cwd, and from there it could create what the home does not have yet "
+                    "(~/.bash_profile, ~/.ssh/authorized_keys, ~/.config/git/config), which nothing hides in "
+                    "advance. Use a directory under the home (a project) as the session's cwd")
+        args = [self.executable, "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
+        if self.user_namespace:
+            args.append("--unshare-user")
+        args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
         for path in interpreter_paths_under_tmp():  # the daemon's own Python, were it installed under /tmp
             args += ["--ro-bind", path, path]
         if os.path.isdir("/run") and not _is_within(cwd, "/run"):
             args += ["--tmpfs", "/run", *_resolver_binds()]
         args += ["--bind", cwd, cwd]
-        for path in self.hidden:  # after the cwd bind, so a state directory under the cwd is still hidden
+        pinned, read_only = git_protections(cwd)
+        for path in pinned:  # bound over itself: a mount point, which cannot be renamed or removed
+            args += ["--bind", path, path]
+        if self.protect_for is not None:
+            protect = [*protect, *self.protect_for(cwd)]
+        for path in [*read_only, *(os.path.join(cwd, p) for p in protect)]:  # before hiding: none is bound back
+            args += _read_only(path, cwd)
+        for path in hidden:  # after the cwd bind, so a state directory under the cwd is still hidden
             if os.path.isdir(path):
                 args += ["--tmpfs", path]
             elif os.path.lexists(path):
@@ -120,17 +282,180 @@ class Sandbox:
             args += ["--ro-bind", real, real]
         return [*args, "--chdir", cwd, "--", *argv]
 
-    def environment(self, env: dict[str, str]) -> dict[str, str]:
-        """``env`` without the variables that name sockets outside the sandbox (unchanged when off)."""
+    def hidden_paths(self) -> list[str]:
+        """What a command started now does not see: the daemon's own paths and the credentials that exist now."""
+        found = [os.path.realpath(p) for p in secret_paths() if os.path.lexists(p)]
+        # Never the home itself nor a directory above it (a variable naming one): a secret is inside a home.
+        found = [p for p in found if not any(_is_within(home, p) for home in homes())]
+        return list(dict.fromkeys([*self.hidden, *found]))
+
+    def environment(self, env: Mapping[str, str], source: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment of a model-run command: the allowlisted part of ``env``, plus the setting's ``env``.
+
+        The same with the sandbox off: the allowlist is about what a command is
+        handed, not about bubblewrap. A name passed through is looked up in
+        ``source`` (default: the daemon's environment).
+        """
+        return with_additions(allowed_environment(env), self.env, source)
+
+    def without_sockets(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` without the variables that name sockets outside the sandbox (unchanged when off).
+
+        For a command whose environment its configuration chose (a stdio MCP server).
+        """
         if not self.active:
-            return env
+            return dict(env)
         return {k: v for k, v in env.items() if k not in SOCKET_VARIABLES}
 
     def describe(self) -> str:
-        return "bwrap" if self.active else "off"
+        if not self.active:
+            return "off"
+        if not self.user_namespace:
+            return f"bwrap (no user namespace: {self.no_user_namespace})"
+        return "bwrap"
 
 
 NO_SANDBOX = Sandbox("off", reason="no sandbox configured")
+
+
+def _read_only(path: str, cwd: str) -> list[str]:
+    """bwrap arguments that make ``path`` read-only over itself (nothing for a path outside the cwd: it is)."""
+    directory = path.endswith("/")
+    real = os.path.realpath(path)
+    if not _is_within(real, cwd) or real == cwd:
+        return []  # the rest of the filesystem is read-only already (and /tmp is the sandbox's own)
+    if os.path.lexists(real):
+        return ["--ro-bind", real, real]
+    if directory:
+        # bwrap creates the mount point in the cwd, on the host: an empty directory where none was
+        return ["--tmpfs", real, "--remount-ro", real]
+    return []
+
+
+def git_protections(cwd: str) -> tuple[list[str], list[str]]:
+    """``(pinned, read_only)``: the git directories of ``cwd`` to pin in place, and the control files that run code.
+
+    A git directory under the cwd (``.git``, or the one a ``.git`` file names) is
+    bound over itself so it cannot be renamed and rebuilt with a config of the
+    command's choosing. Read-only: its ``config`` and ``hooks/`` (an empty
+    read-only one when missing), ``config.worktree`` and ``commondir`` where
+    present, the same of its linked worktrees and submodules, and a ``.git``
+    file itself. What git writes for ``add``, ``commit`` and branches (objects,
+    refs, the index, logs) stays writable.
+    """
+    cwd = os.path.realpath(cwd)
+    dot_git = os.path.join(cwd, ".git")
+    pinned: list[str] = []
+    read_only: list[str] = []
+    if os.path.isfile(dot_git) and not os.path.islink(dot_git):
+        read_only.append(dot_git)  # a gitfile the command could point at a directory of its own
+        gitdir = _gitfile_target(dot_git)
+        if gitdir is None or not _is_within(gitdir, cwd) or not os.path.isdir(gitdir):
+            return pinned, read_only
+    elif os.path.isdir(dot_git) and not os.path.islink(dot_git):
+        gitdir = dot_git
+    else:
+        return pinned, read_only
+    _protect_gitdir(gitdir, cwd, pinned, read_only, create_hooks=True, depth=0)
+    common = _commondir(gitdir)
+    if common is not None and common != gitdir and _is_within(common, cwd) and os.path.isdir(common):
+        _protect_gitdir(common, cwd, pinned, read_only, create_hooks=True, depth=0)
+    return list(dict.fromkeys(pinned)), list(dict.fromkeys(read_only))
+
+
+def _protect_gitdir(gitdir: str, cwd: str, pinned: list[str], read_only: list[str], *, create_hooks: bool,
+                    depth: int) -> None:
+    if gitdir != cwd:
+        pinned.append(gitdir)
+    configs = [p for p in (os.path.join(gitdir, n) for n in ("config", "config.worktree")) if os.path.isfile(p)]
+    read_only += configs
+    if os.path.isfile(os.path.join(gitdir, "commondir")):
+        read_only.append(os.path.join(gitdir, "commondir"))
+    hooks = os.path.join(gitdir, "hooks")
+    if create_hooks or os.path.isdir(hooks):
+        read_only.append(hooks + "/")
+    for config in configs:  # hooks elsewhere (core.hooksPath: .husky/, .githooks/) and included config files
+        read_only += _config_paths(config, worktree=cwd)
+    for worktree in _subdirs(os.path.join(gitdir, "worktrees")):  # linked worktrees: theirs point elsewhere
+        pinned.append(worktree)
+        read_only += [p for p in (os.path.join(worktree, n) for n in ("commondir", "config.worktree"))
+                      if os.path.isfile(p)]
+    if depth < MODULE_DEPTH:
+        for module in _module_gitdirs(os.path.join(gitdir, "modules")):
+            _protect_gitdir(module, cwd, pinned, read_only, create_hooks=False, depth=depth + 1)
+
+
+_SECTION = re.compile(r'\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"[^"]*")?\s*\]\s*(.*)$')
+_VARIABLE = re.compile(r"\s*([A-Za-z][A-Za-z0-9-]*)\s*=\s*(.*?)\s*$")
+
+
+def _config_paths(config: str, *, worktree: str) -> list[str]:
+    """``core.hooksPath`` (as a directory) and ``include``/``includeIf`` paths of a git config file.
+
+    A plain reading of the format, enough for the values people write; a path
+    that does not lie under the cwd is dropped later (it is read-only already).
+    """
+    try:
+        with open(config, encoding="utf-8", errors="replace") as f:
+            lines = f.read(1 << 20).splitlines()
+    except OSError:
+        return []
+    found: list[str] = []
+    section = ""
+    for line in lines:
+        if match := _SECTION.match(line):
+            section, line = match.group(1).lower(), match.group(2)
+        match = _VARIABLE.match(line)
+        if match is None:
+            continue
+        name, value = match.group(1).lower(), match.group(2).split(" #")[0].split(" ;")[0].strip().strip('"')
+        if not value:
+            continue
+        value = os.path.expanduser(value)
+        if (section, name) == ("core", "hookspath"):
+            found.append(os.path.join(worktree, value).rstrip("/") + "/")  # relative: to the worktree's top
+        elif section in ("include", "includeif") and name == "path":
+            found.append(os.path.join(os.path.dirname(config), value))  # relative: to the including file
+    return found
+
+
+def _subdirs(path: str) -> list[str]:
+    try:
+        with os.scandir(path) as entries:
+            return sorted(e.path for e in entries if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+
+
+def _module_gitdirs(modules: str) -> list[str]:
+    """The git directories under ``.git/modules`` (a submodule named ``a/b`` lives at ``modules/a/b``)."""
+    found: list[str] = []
+    for sub in _subdirs(modules):
+        if os.path.isfile(os.path.join(sub, "HEAD")):
+            found.append(sub)
+        else:
+            found += _module_gitdirs(sub)
+    return found
+
+
+def _first_line(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.readline(4096).strip()
+    except OSError:
+        return ""
+
+
+def _gitfile_target(path: str) -> str | None:
+    first = _first_line(path)
+    if not first.startswith("gitdir:"):
+        return None
+    return os.path.realpath(os.path.join(os.path.dirname(path), first.removeprefix("gitdir:").strip()))
+
+
+def _commondir(gitdir: str) -> str | None:
+    target = _first_line(os.path.join(gitdir, "commondir"))
+    return os.path.realpath(os.path.join(gitdir, target)) if target else None
 
 
 def _resolver_binds() -> list[str]:
@@ -156,22 +481,17 @@ def interpreter_paths_under_tmp() -> tuple[str, ...]:
     return tuple(p for p in under if not any(q != p and _is_within(p, q) for q in under))
 
 
-def home_secrets(home: str | None = None) -> list[str]:
-    """The :data:`HOME_SECRETS` that exist under ``home`` (default: the user's)."""
-    home = home or os.path.expanduser("~")
-    return [p for p in (os.path.join(home, name) for name in HOME_SECRETS) if os.path.lexists(p)]
-
-
 def _is_within(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-@functools.lru_cache(maxsize=8)  # one probe per executable and process: daemons in tests and replays are many
-def probe(executable: str) -> str | None:
-    """Why ``executable`` cannot make a sandbox here, or ``None`` when it can."""
+# ----------------------------------------------------------------- choosing one at start
+
+
+def _try_bwrap(executable: str, extra: Sequence[str]) -> str | None:
     try:
         result = subprocess.run(
-            [executable, "--die-with-parent", "--unshare-pid", "--ro-bind", "/", "/", "--dev", "/dev",
+            [executable, "--die-with-parent", "--unshare-pid", *extra, "--ro-bind", "/", "/", "--dev", "/dev",
              "--proc", "/proc", "--", "true"],
             stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT, check=False,
         )
@@ -183,12 +503,26 @@ def probe(executable: str) -> str | None:
     return None
 
 
-def resolve_sandbox(setting: str, hidden: Iterable[str | os.PathLike[str]] = ()) -> Sandbox:
+@functools.lru_cache(maxsize=8)  # one probe per executable and process: daemons in tests and replays are many
+def probe(executable: str) -> str | None:
+    """Why ``executable`` cannot make a sandbox here (every capability dropped), or ``None`` when it can."""
+    return _try_bwrap(executable, ["--cap-drop", "ALL"])
+
+
+@functools.lru_cache(maxsize=8)
+def probe_user_namespace(executable: str) -> str | None:
+    """Why ``executable`` cannot give the sandbox a user namespace here, or ``None`` when it can."""
+    return _try_bwrap(executable, ["--unshare-user", "--cap-drop", "ALL"])
+
+
+def resolve_sandbox(setting: str | SandboxSetting,
+                    hidden: Iterable[str | os.PathLike[str]] = ()) -> Sandbox:
     """The sandbox a daemon uses for ``setting``; raises :class:`SandboxUnavailable` for a required one."""
-    if setting not in SANDBOX_SETTINGS:
-        raise ValueError(f"sandbox must be one of {list(SANDBOX_SETTINGS)}, got {setting!r}")
-    if setting == "off":
-        return Sandbox("off", reason="the sandbox setting is off")
+    mode, env = setting_parts(setting)
+    if mode not in SANDBOX_SETTINGS:
+        raise ValueError(f"sandbox must be one of {list(SANDBOX_SETTINGS)}, got {mode!r}")
+    if mode == "off":
+        return Sandbox("off", reason="the sandbox setting is off", env=env)
     executable = shutil.which("bwrap")
     if not sys.platform.startswith("linux"):
         problem: str | None = f"bubblewrap needs Linux, this is {sys.platform}"
@@ -197,17 +531,23 @@ def resolve_sandbox(setting: str, hidden: Iterable[str | os.PathLike[str]] = ())
     else:
         problem = probe(executable)
     if problem is not None:
-        if setting == "bwrap":
+        if mode == "bwrap":
             raise SandboxUnavailable(f"sandbox \"bwrap\" is required but unavailable: {problem}")
-        return Sandbox("off", reason=problem)
-    real = tuple(dict.fromkeys(os.path.realpath(p) for p in [*hidden, *home_secrets()]))
-    return Sandbox("bwrap", executable=executable, hidden=real)
+        return Sandbox("off", reason=problem, env=env)
+    assert executable is not None
+    no_userns = probe_user_namespace(executable) or ""
+    real = tuple(dict.fromkeys(os.path.realpath(p) for p in hidden))
+    return Sandbox("bwrap", executable=executable, hidden=real, env=env, user_namespace=not no_userns,
+                   no_user_namespace=no_userns)
 
 
 def log_sandbox(sandbox: Sandbox) -> None:
     """Say at start what protects the user's machine from model-run commands."""
     if sandbox.active:
-        log.info("model-run commands run in a bubblewrap sandbox")
+        log.info("model-run commands run in a bubblewrap sandbox, with no capability")
+        if not sandbox.user_namespace:
+            log.warning("the sandbox has no user namespace of its own (%s): commands run with every "
+                        "capability dropped, as the daemon's user", sandbox.no_user_namespace)
     else:
         log.warning("no sandbox (%s): commands the model runs have your rights and can read your files",
                     sandbox.reason)

@@ -10,6 +10,9 @@ one prompt, and it ends with the child's ``turn_complete`` / ``turn_error``.
 split into words as a shell would (no shell runs), with ``{brief}`` and
 ``{config}`` substituted inside each word. One process per turn, in its own
 process group; the turn ends when it exits; output is captured, bounded.
+Its environment is a model-run command's (the allowlist and ``sandbox.env``)
+plus ``subagents.runners.command.env`` — the variables a real agent CLI needs
+(``ANTHROPIC_API_KEY`` for Claude Code), and only those.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from ..background.shell import OutputBuffer, ShellProcess
-from ..process import NO_SANDBOX, Sandbox
+from ..process import NO_SANDBOX, Sandbox, parse_env
+from ..process.sandbox import EnvAdditions
 from ..session.fifo import Admitted
 from . import texts
 from .tools import signal_client_tools
@@ -157,15 +162,30 @@ class ArgvProcess(ShellProcess):
         return list(self._argv)
 
 
+def command_env(subagents: Any) -> EnvAdditions:
+    """``subagents.runners.command.env`` of the ``subagents`` settings (``()`` when absent).
+
+    The same form as ``sandbox.env``: a list of names passed through from the
+    daemon's environment, or an object of name -> value. ``ValueError`` naming
+    the key (a name the daemon withholds included).
+    """
+    runners = subagents.get("runners") if isinstance(subagents, dict) else None
+    command = runners.get("command") if isinstance(runners, dict) else None
+    if not isinstance(command, dict) or command.get("env") is None:
+        return ()
+    return parse_env(command["env"], "subagents.runners.command.env")
+
+
 class CommandRunner:
-    """An external CLI per turn."""
+    """An external CLI per turn; ``env``: what it gets on top of a model-run command's environment."""
 
     name = "command"
 
-    def __init__(self, template: str, sandbox: Sandbox = NO_SANDBOX) -> None:
+    def __init__(self, template: str, sandbox: Sandbox = NO_SANDBOX, env: EnvAdditions = ()) -> None:
         build_argv(template, brief="", config="")  # refuse a broken template at start, not at the first turn
         self.template = template
-        self.sandbox = sandbox
+        # Its own variables ride on the sandbox, which hands a command its environment (Sandbox.environment).
+        self.sandbox = attrs.evolve(sandbox, env=(*sandbox.env, *env)) if env else sandbox
 
     @asynccontextmanager
     async def open(self, run: SubagentRun) -> AsyncIterator[CommandTurns]:

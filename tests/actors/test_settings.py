@@ -214,3 +214,63 @@ def test_a_group_that_is_not_an_object_is_refused_with_json_type_names(tmp_path)
         path.write_text(document)
         with pytest.raises(SettingsError, match=message.replace("(", r"\(")):
             load_settings(path)
+
+
+# ------------------------------------------------------------------ sandbox: a mode, or {"mode", "env"}
+
+
+def test_the_sandbox_object_form_carries_the_mode_and_the_environment_additions(tmp_path: Path) -> None:
+    from actors.process import SandboxSetting
+
+    s = load_settings(write(tmp_path, {"sandbox": {"mode": "off", "env": ["GOPATH", "PIP_INDEX_URL"]}}))
+    assert s.sandbox == SandboxSetting("off", (("GOPATH", None), ("PIP_INDEX_URL", None)))
+    s = load_settings(write(tmp_path, {"sandbox": {"env": {"CI": "1"}}}))
+    assert s.sandbox == SandboxSetting("auto", (("CI", "1"),))
+    # Without additions the object is its mode, as the string form is.
+    assert load_settings(write(tmp_path, {"sandbox": {"mode": "bwrap"}})).sandbox == "bwrap"
+    assert load_settings(write(tmp_path, {"sandbox": {}})).sandbox == "auto"
+
+
+def test_the_sandbox_flag_overrides_the_mode_and_keeps_the_files_env(tmp_path: Path) -> None:
+    from actors.process import SandboxSetting
+
+    path = write(tmp_path, {"sandbox": {"mode": "bwrap", "env": ["GOPATH"]}})
+    assert load_settings(path, sandbox="off").sandbox == SandboxSetting("off", (("GOPATH", None),))
+    assert load_settings(None, sandbox="off").sandbox == "off"
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ({"sandbox": {"mode": "maybe"}}, ["sandbox.mode", "'maybe'"]),
+        ({"sandbox": {"env": "GOPATH"}}, ["sandbox.env must be an array"]),
+        ({"sandbox": {"env": [3]}}, ["sandbox.env[0]"]),
+        ({"sandbox": {"env": ["A=1"]}}, ["sandbox.env", "'A=1' is not a variable name"]),
+        ({"sandbox": {"env": {"A": 1}}}, ["sandbox.env.A must be a string"]),
+        ({"sandbox": {"env": ["TRELLIS_TOKEN"]}}, ["sandbox.env", "TRELLIS_TOKEN", "daemon's own credential"]),
+        ({"sandbox": {"env": {"OPENAI_API_KEY": "sk"}}}, ["sandbox.env", "OPENAI_API_KEY"]),
+        ({"sandbox": {"env": ["TRELLIS_STORE"]}}, ["sandbox.env", "TRELLIS_STORE"]),
+        ({"sandbox": {"mode": "off", "extra": 1}}, ["sandbox", "'extra'"]),
+        ({"subagents": {"runners": {"command": {"env": ["OPENAI_API_KEY"]}}}},
+         ["subagents.runners.command.env", "OPENAI_API_KEY", "daemon's own credential"]),
+        ({"subagents": {"runners": {"command": {"env": 5}}}}, ["subagents.runners.command.env must be"]),
+    ],
+)
+def test_a_bad_sandbox_or_runner_env_is_refused_naming_the_file_the_key_and_the_name(
+        tmp_path: Path, data: dict[str, Any], words: list[str]) -> None:
+    path = write(tmp_path, data)
+    with pytest.raises(SettingsError) as info:
+        load_settings(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ")
+    for word in words:
+        assert word in message
+
+
+def test_the_command_runners_env_is_read_from_the_subagents_settings(tmp_path: Path) -> None:
+    from actors.subagents.runners import command_env
+
+    s = load_settings(write(tmp_path, {"subagents": {"runners": {"command": {
+        "template": "claude -p {brief}", "env": ["ANTHROPIC_API_KEY"]}}}}))
+    assert command_env(s.subagents) == (("ANTHROPIC_API_KEY", None),)
+    assert command_env({}) == () and command_env({"runners": {"command": {"env": None}}}) == ()

@@ -28,7 +28,7 @@ from jsonschema import Draft202012Validator
 
 from actors.model.openai import _SETTINGS_KEYS as MODEL_KEYS
 from actors.model.text_tools import STYLES as TEXT_TOOL_STYLES
-from actors.process.sandbox import SANDBOX_SETTINGS
+from actors.process.sandbox import SANDBOX_SETTINGS, WITHHELD_NAMES
 from actors.session.hooks import EVENTS as HOOK_EVENTS
 from actors.settings import _KNOWN, APPROVAL_MODES, SettingsError, load_settings
 from actors.subagents.registry import RUNNERS
@@ -89,6 +89,12 @@ VALID: list[Any] = [
     {"experimental": {"todoStopGuard": True}, "approvalMode": "plan", "sandbox": "off", "storage": {"fsync": "never"}},
     *({"approvalMode": mode} for mode in APPROVAL_MODES),
     *({"sandbox": kind} for kind in SANDBOX_SETTINGS),
+    *({"sandbox": {"mode": kind}} for kind in SANDBOX_SETTINGS),
+    {"sandbox": {}}, {"sandbox": {"env": []}}, {"sandbox": {"mode": "off", "env": ["GOPATH", "_X1"]}},
+    {"sandbox": {"env": {"PIP_INDEX_URL": "https://mirror/simple", "EMPTY": ""}}},
+    {"subagents": {"runners": {"command": {"template": "claude -p {brief}", "env": ["ANTHROPIC_API_KEY"]}}}},
+    {"subagents": {"runners": {"command": {"env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}}}}},
+    {"subagents": {"runners": {"command": {"env": None}}}},
     {"stopHookBlockingCap": 1, "loopProtection": {"maxToolCallsPerTurn": 1, "maxRepeatedFailures": 10}},
     {"limits": {"clientGraceSeconds": 0.5, "shutdownSeconds": 3}},  # a number: fractions and integers
     {"systemPrompt": "", "appendSystemPrompt": "Answer in French."},
@@ -141,7 +147,16 @@ INVALID: list[Any] = [
     {"limits": 5}, {"experimental": True}, {"ui": []}, {"storage": "always"}, {"loopProtection": None},
     # Wrong types and values of plain keys.
     {"approvalMode": "sometimes"}, {"approvalMode": 1}, {"approvalMode": None},
-    {"sandbox": "docker"}, {"sandbox": True},
+    {"sandbox": "docker"}, {"sandbox": True}, {"sandbox": None}, {"sandbox": ["auto"]},
+    {"sandbox": {"mode": "docker"}}, {"sandbox": {"mode": None}}, {"sandbox": {"envs": []}},
+    {"sandbox": {"env": "GOPATH"}}, {"sandbox": {"env": None}}, {"sandbox": {"env": [5]}},
+    {"sandbox": {"env": ["A=B"]}}, {"sandbox": {"env": ["1A"]}}, {"sandbox": {"env": [""]}},
+    {"sandbox": {"env": {"A": 1}}}, {"sandbox": {"env": {"A B": "x"}}},
+    *({"sandbox": {"env": [name]}} for name in sorted(WITHHELD_NAMES)),
+    *({"sandbox": {"env": {name: "x"}}} for name in sorted(WITHHELD_NAMES)),
+    {"subagents": {"runners": {"command": {"env": "ANTHROPIC_API_KEY"}}}},
+    {"subagents": {"runners": {"command": {"env": ["OPENAI_API_KEY"]}}}},
+    {"subagents": {"runners": {"command": {"env": {"TRELLIS_TOKEN": "t"}}}}},
     {"storage": {"fsync": "sometimes"}}, {"storage": {"fsync": False}},
     {"experimental": {"todoStopGuard": "yes"}}, {"experimental": {"todoStopGuard": 1}},
     {"ui": {"enableFollowupSuggestions": None}}, {"disableAllHooks": "false"},
@@ -207,7 +222,9 @@ INVALID: list[Any] = [
 
 # The one place they cannot agree: JSON Schema's integer is a number with no fraction, so 8.0 is
 # one; the daemon (json.loads gives a float) refuses it. Kept here so a change on either side shows.
-SCHEMA_ONLY: list[Any] = [{"limits": {"maxSessions": 8.0}}, {"model": {"maxTokens": 512.0}}]
+SCHEMA_ONLY: list[Any] = [{"limits": {"maxSessions": 8.0}}, {"model": {"maxTokens": 512.0}},
+                          # and a NUL in a value no environment can hold, which the schema does not look for
+                          {"sandbox": {"env": {"A": "x\u0000y"}}}]
 
 
 def _id(document: Any) -> str:
@@ -284,6 +301,10 @@ def test_the_schema_says_what_each_known_key_holds() -> None:
         if "enum" in sub:
             assert kind is str and all(isinstance(v, str) for v in sub["enum"]), key
             continue
+        if "oneOf" in sub:  # sandbox: a mode, or an object
+            assert kind == (str, dict), key
+            assert [set(branch) & {"enum", "type"} for branch in sub["oneOf"]] == [{"enum"}, {"type"}], key
+            continue
         assert {sub["type"]} == wanted[kind], key
         if kind in (int, float):  # the daemon wants every number it reads positive
             assert sub.get("minimum") == 1 or sub.get("exclusiveMinimum") == 0, key
@@ -292,7 +313,11 @@ def test_the_schema_says_what_each_known_key_holds() -> None:
 def test_the_schema_enums_are_the_code_constants() -> None:
     props = SCHEMA["properties"]
     assert props["approvalMode"]["enum"] == list(APPROVAL_MODES)
-    assert props["sandbox"]["enum"] == list(SANDBOX_SETTINGS)
+    mode, form = props["sandbox"]["oneOf"]
+    assert mode["enum"] == form["properties"]["mode"]["enum"] == list(SANDBOX_SETTINGS)
+    for branch in SCHEMA["$defs"]["envAdditions"]["oneOf"]:
+        names = branch.get("items") or branch["propertyNames"]
+        assert names["not"]["enum"] == sorted(WITHHELD_NAMES)  # what the daemon refuses by name
     assert props["hooks"]["properties"].keys() == HOOK_EVENTS.keys()
     model = props["model"]["properties"]
     assert model.keys() == {"provider", *MODEL_KEYS}

@@ -12,6 +12,7 @@ import pytest
 
 from actors.process import Sandbox, SandboxRefusal, SandboxUnavailable, resolve_sandbox
 from actors.process import sandbox as sandbox_module
+from actors.process.sandbox import _is_within
 
 HAVE_BWRAP = shutil.which("bwrap") is not None and sandbox_module.probe(shutil.which("bwrap") or "") is None
 needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not usable on this machine")
@@ -36,17 +37,22 @@ def test_without_bwrap_auto_falls_back_and_bwrap_refuses(monkeypatch):
         resolve_sandbox("bwrap")
 
 
+def clear_probes() -> None:
+    sandbox_module.probe.cache_clear()
+    sandbox_module.probe_user_namespace.cache_clear()
+
+
 def test_a_broken_bwrap_is_reported_with_its_error(tmp_path, monkeypatch):
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    sandbox_module.probe.cache_clear()
+    clear_probes()
     try:
         with pytest.raises(SandboxUnavailable, match="No permissions to creating new namespace"):
             resolve_sandbox("bwrap")
     finally:
-        sandbox_module.probe.cache_clear()
+        clear_probes()
 
 
 def test_a_cwd_inside_a_hidden_path_is_refused(tmp_path):
@@ -189,3 +195,287 @@ def test_the_daemons_own_python_under_tmp_stays_visible_read_only(tmp_path, monk
     assert "from-the-venv" in result.stdout
     assert "private" not in result.stdout  # the rest of the host's /tmp stays out of sight
     assert not (prefix / "written").exists()
+
+
+# ------------------------------------------------------------------ capabilities and the user namespace
+
+
+def argv_of(sandbox: Sandbox, cwd: Path, **kwargs) -> list[str]:
+    return sandbox.wrap(["/bin/sh", "-c", "true"], str(cwd), **kwargs)
+
+
+def pairs(argv: list[str], flag: str) -> list[str]:
+    """The argument after each occurrence of ``flag``."""
+    return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == flag]
+
+
+def test_every_capability_is_dropped_and_the_user_namespace_used_when_there_is_one(tmp_path):
+    with_ns = argv_of(Sandbox("bwrap", executable="/usr/bin/bwrap", user_namespace=True), tmp_path)
+    without = argv_of(Sandbox("bwrap", executable="/usr/bin/bwrap", no_user_namespace="denied"), tmp_path)
+    for argv in (with_ns, without):
+        assert pairs(argv, "--cap-drop") == ["ALL"]
+        assert argv.index("--cap-drop") < argv.index("--")
+        # No --new-session: the command stays in bwrap's process group, so a kill's SIGTERM reaches it.
+        assert "--new-session" not in argv
+    assert "--unshare-user" in with_ns and "--unshare-user" not in without
+
+
+def test_a_bwrap_without_user_namespaces_still_sandboxes_and_says_why(tmp_path, monkeypatch, caplog):
+    fake = tmp_path / "bwrap"
+    # Refuses --unshare-user as a kernel without user namespaces does; runs anything else.
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do if [ "$a" = --unshare-user ]; then '
+                    'echo "bwrap: No permissions to create new namespace" >&2; exit 1; fi; done\nexit 0\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    clear_probes()
+    try:
+        sandbox = resolve_sandbox("bwrap")
+    finally:
+        clear_probes()
+    assert sandbox.active and not sandbox.user_namespace
+    assert "No permissions to create new namespace" in sandbox.no_user_namespace
+    assert sandbox.describe().startswith("bwrap (no user namespace: ") and "No permissions" in sandbox.describe()
+    with caplog.at_level("WARNING", logger="trellis.sandbox"):
+        sandbox_module.log_sandbox(sandbox)
+    assert "no user namespace" in caplog.text and "No permissions" in caplog.text
+
+
+@needs_bwrap
+def test_the_probe_finds_the_user_namespace_here(tmp_path):
+    sandbox = resolve_sandbox("bwrap")
+    assert sandbox.user_namespace, sandbox.no_user_namespace  # CI's bwrap can make one
+    assert sandbox.describe() == "bwrap"
+
+
+@needs_bwrap
+def test_a_command_holds_no_capability_and_cannot_undo_a_mount(layout):
+    sandbox, work, state, *_ = layout
+    result = run(sandbox, f"grep Cap /proc/self/status; umount {state} && echo UNMOUNTED; "
+                          f"cat {state}/token; mount -o remount,rw,bind / && echo REMOUNTED; "
+                          "umount -l /proc && echo PROC-GONE; echo END", work)
+    caps = dict(line.split(":\t") for line in result.stdout.splitlines() if line.startswith("Cap"))
+    assert caps["CapEff"] == caps["CapPrm"] == "0000000000000000", result.stdout
+    assert caps["CapBnd"] == "0000000000000000" or not sandbox.user_namespace
+    assert "END" in result.stdout
+    for word in ("UNMOUNTED", "REMOUNTED", "PROC-GONE", "the-daemon-token"):
+        assert word not in result.stdout
+
+
+# ------------------------------------------------------------------ the environment
+
+
+def test_a_model_run_command_gets_the_allowlist_and_the_settings_additions_only():
+    daemon = {"PATH": "/bin", "HOME": "/h", "LANG": "C.UTF-8", "LC_ALL": "C", "LC_TIME": "en_GB", "TERM": "xterm",
+              "TZ": "UTC", "USER": "u", "SHELL": "/bin/sh", "GITHUB_TOKEN": "ghp", "AWS_SECRET_ACCESS_KEY": "aws",
+              "ANTHROPIC_API_KEY": "ant", "SSH_AUTH_SOCK": "/run/a", "GOPATH": "/go", "LD_PRELOAD": "/x.so"}
+    allowed = {k: daemon[k] for k in ("PATH", "HOME", "LANG", "LC_ALL", "LC_TIME", "TERM", "TZ", "USER", "SHELL")}
+    additions = (("GOPATH", None), ("MISSING", None), ("CI", "1"))
+    for kind in ("bwrap", "off"):  # the allowlist is about the environment, not bubblewrap
+        assert Sandbox(kind).environment(daemon, daemon) == allowed
+        assert Sandbox(kind, env=additions).environment(daemon, daemon) == {**allowed, "GOPATH": "/go", "CI": "1"}
+
+
+def test_shells_get_the_allowlist_and_hooks_keep_the_users_environment(monkeypatch):
+    from actors.background.shell import WITHHELD, model_environment, user_environment
+
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("LC_TIME", "C")
+    model = model_environment()
+    assert "GITHUB_TOKEN" not in model and "OPENAI_API_KEY" not in model and model["LC_TIME"] == "C"
+    assert set(model) <= set(sandbox_module.ENV_ALLOWLIST) | {k for k in model if k.startswith("LC_")}
+    user = user_environment()
+    assert user["GITHUB_TOKEN"] == "ghp-secret" and "OPENAI_API_KEY" not in user
+    assert not WITHHELD & set(user)
+
+
+def test_the_refused_names_cover_every_credential_the_daemon_withholds():
+    from actors.background.shell import WITHHELD
+    from actors.mcp_client.server import WITHHELD as MCP_WITHHELD
+    from transport.process_image import SECRET_ENV
+
+    assert set(SECRET_ENV) | WITHHELD | MCP_WITHHELD <= sandbox_module.WITHHELD_NAMES
+    for name in sandbox_module.WITHHELD_NAMES:
+        with pytest.raises(ValueError, match=f"x.env: {name} is the daemon's own credential"):
+            sandbox_module.parse_env([name], "x.env")
+    # A hand-made list that names one anyway still does not pass it on.
+    assert "TRELLIS_TOKEN" not in Sandbox("off", env=(("TRELLIS_TOKEN", None),)).environment(
+        {}, {"TRELLIS_TOKEN": "t"})
+
+
+def test_the_sandbox_setting_in_both_forms():
+    from actors.process import SandboxSetting
+
+    assert SandboxSetting.parse("off") == "off"
+    assert SandboxSetting.parse({"mode": "off", "env": {"A": "1"}}) == SandboxSetting("off", (("A", "1"),))
+    sandbox = resolve_sandbox(SandboxSetting("off", (("A", "1"),)))
+    assert sandbox.kind == "off" and sandbox.env == (("A", "1"),)
+    with pytest.raises(ValueError, match=r"sandbox.mode must be one of .* got 'docker'"):
+        SandboxSetting.parse({"mode": "docker"})
+
+
+def test_a_command_runners_own_variables_ride_on_top_of_the_sandboxs():
+    from actors.subagents.runners import CommandRunner
+
+    base = Sandbox("off", env=(("GOPATH", None),))
+    runner = CommandRunner("agent -p {brief}", base, env=(("ANTHROPIC_API_KEY", None),))
+    daemon = {"PATH": "/bin", "GOPATH": "/go", "ANTHROPIC_API_KEY": "ant", "GITHUB_TOKEN": "ghp"}
+    assert runner.sandbox.environment(daemon, daemon) == {"PATH": "/bin", "GOPATH": "/go", "ANTHROPIC_API_KEY": "ant"}
+    assert CommandRunner("agent", base).sandbox is base
+
+
+# ------------------------------------------------------------------ the home
+
+
+def test_a_cwd_at_or_above_the_home_is_refused_naming_the_rule(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / "project").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    sandbox = Sandbox("bwrap", executable="/usr/bin/bwrap", user_namespace=True)
+    for cwd, where in ((home, "it is the home directory"), (tmp_path, f"the home directory {home} lies inside it")):
+        with pytest.raises(SandboxRefusal) as info:
+            argv_of(sandbox, cwd)
+        message = str(info.value)
+        assert message.startswith(f"refusing to run a command in {cwd}: {where}. ")
+        assert "could create what the home does not have yet" in message and "under the home" in message
+    argv_of(sandbox, home / "project")  # below the home: fine
+    # The passwd entry's home counts too, whatever $HOME says.
+    import pwd
+
+    passwd_home = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)
+    if not _is_within(str(home), passwd_home):
+        with pytest.raises(SandboxRefusal, match=f"in {passwd_home}: it is the home directory"):
+            argv_of(sandbox, Path(passwd_home))
+    assert Sandbox("off").wrap(["true"], str(home)) == ["true"]  # no sandbox, no refusal
+
+
+def test_the_credentials_list_names_the_agents_and_package_managers_and_follows_the_variables(tmp_path):
+    from actors.process.home_secrets import HOME_SECRETS, secret_paths
+
+    for name in (".qwen/oauth_creds.json", ".claude/.credentials.json", ".claude.json", ".codex/auth.json",
+                 ".config/containers/auth.json", ".cargo/credentials.toml", ".local/state/trellis", ".npmrc",
+                 ".m2/settings.xml", ".gradle/gradle.properties", ".git-credentials", ".config/git/credentials",
+                 ".vault-token", ".cache/huggingface/token", ".ssh", ".bash_history"):
+        assert name in HOME_SECRETS, name
+    assert len(set(HOME_SECRETS)) == len(HOME_SECRETS)
+    environ = {"HOME": str(tmp_path / "h"), "XDG_STATE_HOME": str(tmp_path / "state"),
+               "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "CARGO_HOME": str(tmp_path / "cargo"),
+               "KUBECONFIG": f"{tmp_path}/k1:{tmp_path}/k2", "DOCKER_CONFIG": "relative/ignored"}
+    paths = secret_paths(environ, home_dirs=[str(tmp_path / "h")])
+    for path in ("h/.ssh", "state/trellis", "cfg/containers/auth.json", "cfg/gh", "cargo/credentials.toml",
+                 "k1", "k2"):
+        assert str(tmp_path / path) in paths, path
+    assert not any("relative" in p for p in paths)
+
+
+def test_both_homes_are_searched_when_they_differ(tmp_path, monkeypatch):
+    import pwd
+
+    from actors.process.home_secrets import homes
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    passwd_home = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)
+    assert homes() == tuple(dict.fromkeys([str(tmp_path), passwd_home]))
+
+
+def test_a_variable_naming_a_home_or_above_hides_nothing_there(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GNUPGHOME", str(tmp_path))  # a mistake: hiding it would hide the home and the cwd
+    hidden = Sandbox("bwrap", executable="/usr/bin/bwrap").hidden_paths()
+    assert str(home / ".ssh") in hidden and str(tmp_path) not in hidden and str(home) not in hidden
+
+
+# ------------------------------------------------------------------ git's control files, and protect
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+@needs_git
+def test_the_git_directory_is_pinned_and_its_control_files_bound_read_only(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / ".git" / "config.worktree").write_text("")
+    git(repo, "config", "core.hooksPath", ".husky")
+    (repo / ".husky").mkdir()
+    (repo / "extra.cfg").write_text("")
+    git(repo, "config", "include.path", "../extra.cfg")
+    argv = argv_of(Sandbox("bwrap", executable="/usr/bin/bwrap", user_namespace=True), repo)
+    dot_git = str(repo / ".git")
+    assert dot_git in pairs(argv, "--bind")  # a mount point: it cannot be renamed and rebuilt
+    ro = pairs(argv, "--ro-bind")
+    for path in (".git/config", ".git/hooks", ".git/config.worktree", ".husky", "extra.cfg"):
+        assert str(repo / path) in ro, path
+    assert argv.index(dot_git) < argv.index(str(repo / ".git" / "config"))  # the pin first, then inside it
+
+
+@needs_git
+def test_a_missing_hooks_directory_becomes_an_empty_read_only_one(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    shutil.rmtree(repo / ".git" / "hooks")
+    argv = argv_of(Sandbox("bwrap", executable="/usr/bin/bwrap"), repo)
+    hooks = str(repo / ".git" / "hooks")
+    assert hooks in pairs(argv, "--tmpfs") and hooks in pairs(argv, "--remount-ro")
+
+
+@needs_git
+def test_a_gitfile_is_read_only_and_the_gitdir_it_names_under_the_cwd_is_protected(tmp_path):
+    main = tmp_path / "main"
+    main.mkdir()
+    git(main, "init", "-q")
+    git(main, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "one")
+    git(main, "worktree", "add", "-q", str(main / "wt"))
+    inside = argv_of(Sandbox("bwrap", executable="/usr/bin/bwrap"), main / "wt")
+    assert str(main / "wt" / ".git") in pairs(inside, "--ro-bind")  # the gitfile itself
+    assert not any(str(main / ".git") in p for p in pairs(inside, "--bind")[1:])  # its gitdir is outside: read-only
+    whole = argv_of(Sandbox("bwrap", executable="/usr/bin/bwrap"), main)
+    assert str(main / ".git" / "worktrees" / "wt") in pairs(whole, "--bind")
+    assert str(main / ".git" / "worktrees" / "wt" / "commondir") in pairs(whole, "--ro-bind")
+
+
+def test_protect_binds_paths_under_the_cwd_and_skips_what_it_need_not(tmp_path):
+    (tmp_path / "check.sh").write_text("#!/bin/sh\n")
+    outside = tmp_path.parent / "elsewhere.sh"
+    argv = argv_of(Sandbox("bwrap", executable="/usr/bin/bwrap"), tmp_path,
+                   protect=[str(tmp_path / "check.sh"), "missing.sh", "scripts/", str(outside)])
+    assert str(tmp_path / "check.sh") in pairs(argv, "--ro-bind")
+    assert str(tmp_path / "scripts") in pairs(argv, "--tmpfs") and str(tmp_path / "scripts") in pairs(argv, "--remount-ro")
+    assert not any("missing.sh" in a or "elsewhere" in a for a in argv)
+
+
+@needs_bwrap
+@needs_git
+def test_git_works_in_the_sandbox_and_its_control_files_do_not_change(tmp_path):
+    import tempfile
+
+    # Not under /tmp, which the sandbox replaces with its own.
+    root = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    try:
+        repo = root / "repo"
+        repo.mkdir()
+        git(repo, "init", "-q")
+        shutil.rmtree(repo / ".git" / "hooks")
+        config = (repo / ".git" / "config").read_text()
+        sandbox = resolve_sandbox("bwrap")
+        script = ("echo a > a.txt && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm one "
+                  "&& git branch feature && git checkout -q feature && echo COMMITTED; "
+                  "echo '[core]' >> .git/config || echo CONFIG-REFUSED; "
+                  "echo 'touch pwned' > .git/hooks/pre-commit || echo HOOK-REFUSED; "
+                  "mv .git .git.old || echo RENAME-REFUSED; rm -rf .git/hooks || echo REMOVE-REFUSED")
+        result = run(sandbox, script, repo)
+        for word in ("COMMITTED", "CONFIG-REFUSED", "HOOK-REFUSED", "RENAME-REFUSED", "REMOVE-REFUSED"):
+            assert word in result.stdout, result.stdout + result.stderr
+        assert (repo / ".git" / "config").read_text() == config
+        assert os.listdir(repo / ".git" / "hooks") == []  # created empty on the host, still empty
+        assert git(repo, "log", "--format=%s", "feature").split() == ["one"]
+    finally:
+        shutil.rmtree(root)

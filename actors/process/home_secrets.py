@@ -1,0 +1,131 @@
+"""The files in a user's home that hold credentials: hidden from sandboxed commands, refused by the file tools.
+
+One maintained list, grouped by who writes each file. A path is relative to
+the home; a directory hides everything in it. The sandbox hides what exists
+when a command starts (:func:`secret_paths` resolves them; bubblewrap cannot
+put a mount over a path that does not exist on a read-only filesystem — the
+sandbox's refusal of a cwd at or above the home keeps such paths from being
+created); the file tools refuse every listed path whether it exists or not.
+
+Besides the home itself, a path under ``.config/``, ``.local/share/``,
+``.local/state/`` or ``.cache/`` is also looked up under the directory its XDG
+variable names, and :data:`SECRET_PATH_VARIABLES` names the variables that move
+a tool's credentials elsewhere (``CARGO_HOME``, ``DOCKER_CONFIG``,
+``KUBECONFIG`` ...). Homes are both ``$HOME`` and the passwd entry's home of the
+daemon's user when they differ (:func:`homes`).
+
+To add a tool: put its file under its group, with the tool named, and a test
+in ``tests/security/test_sandbox_root.py`` picks it up (it writes every entry).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Iterable, Mapping
+
+HOME_SECRETS: tuple[str, ...] = (
+    # --- agents: API keys, OAuth tokens and the settings files that may carry either
+    ".qwen/oauth_creds.json", ".qwen/.env", ".qwen/mcp-oauth-tokens.json",  # Qwen Code
+    ".claude/.credentials.json", ".claude.json", ".claude/settings.json",  # Claude Code (its env block)
+    ".codex/auth.json",  # Codex CLI
+    ".gemini/oauth_creds.json", ".gemini/.env", ".gemini/google_accounts.json",  # Gemini CLI
+    ".gemini/mcp-oauth-tokens.json",
+    ".env",  # Gemini and Qwen Code read ~/.env for their keys
+    ".aider.conf.yml", ".aider/oauth-keys.env",  # aider
+    ".config/github-copilot", ".copilot",  # GitHub Copilot (editor plugins, copilot CLI)
+    ".local/share/opencode/auth.json",  # opencode
+    ".config/goose/secrets.yaml",  # goose without a keyring
+    ".continue",  # Continue (config.json/config.yaml hold apiKey)
+    ".config/io.datasette.llm/keys.json",  # llm
+    ".cache/huggingface/token", ".cache/huggingface/stored_tokens", ".huggingface/token",  # Hugging Face
+    # --- package managers and registries
+    ".cargo/credentials.toml", ".cargo/credentials",  # cargo
+    ".npmrc", ".yarnrc", ".yarnrc.yml", ".bunfig.toml",  # npm, pnpm, yarn, bun (registry tokens)
+    ".pypirc", ".config/pip/pip.conf", ".pip/pip.conf",  # twine, pip (index URLs with passwords)
+    ".config/pypoetry/auth.toml", ".local/share/uv/credentials",  # poetry, uv
+    ".condarc",  # conda channel tokens
+    ".gem/credentials", ".local/share/gem/credentials", ".bundle/config",  # gem, bundler
+    ".composer/auth.json", ".config/composer/auth.json",  # composer
+    ".nuget/NuGet/NuGet.Config", ".config/NuGet/NuGet.Config",  # nuget
+    ".m2/settings.xml", ".m2/settings-security.xml",  # maven
+    ".gradle/gradle.properties",  # gradle
+    ".config/dart/pub-credentials.json", ".pub-cache/credentials.json",  # dart pub
+    ".hex/hex.config",  # hex (Elixir)
+    # --- containers, clusters and clouds
+    ".docker",  # docker (config.json auths)
+    ".config/containers/auth.json",  # podman, buildah, skopeo
+    ".kube",  # kubectl
+    ".config/helm/registry/config.json", ".config/helm/repositories.yaml",  # helm
+    ".aws", ".azure", ".config/gcloud", ".oci",  # AWS, Azure, Google Cloud, Oracle Cloud
+    ".config/doctl", ".config/hcloud", ".config/linode-cli", ".config/openstack/clouds.yaml",
+    ".terraform.d/credentials.tfrc.json", ".terraformrc",  # terraform
+    ".vault-token",  # HashiCorp Vault
+    ".config/rclone/rclone.conf", ".s3cfg", ".mc/config.json",  # rclone, s3cmd, MinIO client
+    ".fly", ".netlify", ".config/netlify", ".local/share/com.vercel.cli",  # fly.io, Netlify, Vercel
+    ".wrangler", ".config/.wrangler",  # Cloudflare wrangler
+    ".pgpass", ".my.cnf", ".mylogin.cnf",  # database clients
+    # --- version control
+    ".git-credentials", ".config/git/credentials",  # git's store helper
+    ".config/gh", ".config/hub", ".config/glab-cli", ".config/tea",  # GitHub, GitLab, Gitea CLIs
+    # --- keys, agents and password stores
+    ".ssh", ".gnupg", ".netrc", ".password-store", ".local/share/keyrings", ".local/share/kwalletd",
+    # --- shells: the rc files people export API keys from, and histories that saw keys typed
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile",
+    ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".envrc", ".config/fish",
+    ".bash_history", ".zsh_history", ".histfile", ".local/share/fish/fish_history",
+    ".python_history", ".node_repl_history", ".psql_history", ".mysql_history", ".sqlite_history",
+    ".rediscli_history", ".irb_history", ".lesshst", ".viminfo",
+    # --- trellis itself: a state directory in the home (its token file), the prompt history of `trellis attach`
+    ".trellis", ".local/state/trellis",
+)
+
+# A path under one of these prefixes also lives where the XDG variable says, when it is set.
+XDG_PREFIXES: dict[str, str] = {
+    ".config/": "XDG_CONFIG_HOME", ".local/share/": "XDG_DATA_HOME", ".local/state/": "XDG_STATE_HOME",
+    ".cache/": "XDG_CACHE_HOME",
+}
+
+# Variables that move a tool's credentials out of the default place: variable -> what under it is secret
+# ("" the path the variable names itself; a list variable such as KUBECONFIG is split on ':').
+SECRET_PATH_VARIABLES: dict[str, tuple[str, ...]] = {
+    "CARGO_HOME": ("credentials.toml", "credentials"),
+    "DOCKER_CONFIG": ("",), "REGISTRY_AUTH_FILE": ("",), "KUBECONFIG": ("",),
+    "AWS_SHARED_CREDENTIALS_FILE": ("",), "AWS_CONFIG_FILE": ("",), "GOOGLE_APPLICATION_CREDENTIALS": ("",),
+    "CLOUDSDK_CONFIG": ("",), "AZURE_CONFIG_DIR": ("",),
+    "GNUPGHOME": ("",), "PASSWORD_STORE_DIR": ("",), "NETRC": ("",),
+    "HF_HOME": ("token", "stored_tokens"), "HF_TOKEN_PATH": ("",),
+    "NPM_CONFIG_USERCONFIG": ("",), "PIP_CONFIG_FILE": ("",), "POETRY_CONFIG_DIR": ("auth.toml",),
+    "GRADLE_USER_HOME": ("gradle.properties",), "TF_CLI_CONFIG_FILE": ("",), "RCLONE_CONFIG": ("",),
+    "GH_CONFIG_DIR": ("",), "CODEX_HOME": ("auth.json",), "CLAUDE_CONFIG_DIR": (".credentials.json",),
+    "HISTFILE": ("",), "TRELLIS_STATE_DIR": ("",),
+}
+
+
+def homes(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """``$HOME`` and the passwd home of this process's user (one entry when they agree); absolute ones only."""
+    env = os.environ if environ is None else environ
+    found = [env.get("HOME", "")]
+    try:
+        found.append(pwd.getpwuid(os.getuid()).pw_dir)
+    except KeyError:  # a uid without a passwd entry (containers): $HOME is all there is
+        pass
+    return tuple(dict.fromkeys(os.path.realpath(h) for h in found if h and os.path.isabs(h)))
+
+
+def secret_paths(environ: Mapping[str, str] | None = None, home_dirs: Iterable[str] | None = None) -> list[str]:
+    """Every place a listed credential may live, whether it exists or not (absolute, deduplicated)."""
+    env = os.environ if environ is None else environ
+    out: list[str] = []
+    for home in homes(env) if home_dirs is None else home_dirs:
+        out += [os.path.join(home, name) for name in HOME_SECRETS]
+    for name in HOME_SECRETS:
+        for prefix, variable in XDG_PREFIXES.items():
+            base = env.get(variable, "")
+            if name.startswith(prefix) and os.path.isabs(base):
+                out.append(os.path.join(base, name.removeprefix(prefix)))
+    for variable, inside in SECRET_PATH_VARIABLES.items():
+        for value in env.get(variable, "").split(":"):
+            if os.path.isabs(value):
+                out += [os.path.join(value, part) if part else value for part in inside]
+    return list(dict.fromkeys(os.path.normpath(p) for p in out))
