@@ -74,7 +74,8 @@ async def pre_tool_use(turn: Turn, call: ToolCall, arguments: Any) -> tuple[Any,
     if not groups:
         return arguments, None, None
     data = payload(session, "PreToolUse", tool_name=call.name, tool_input=arguments, tool_use_id=call.id)
-    outcome = await run_hooks(groups, data, session.cwd, call.name, session.runtime.hook_runner)
+    outcome = await run_hooks(groups, data, session.cwd, call.name, session.runtime.hook_runner,
+                              sandbox=session.runtime.sandbox)
     report(session, "PreToolUse", outcome, turn.prompt_id)
     if outcome.contexts:
         turn.pre_tool_contexts[call.id] = outcome.contexts  # shown to the model with the call's result
@@ -96,7 +97,8 @@ async def post_tool_use(turn: Turn, call: ToolCall, result: ToolResult) -> HookR
         return None
     data = payload(session, "PostToolUse", tool_name=call.name, tool_input=call.arguments,
                    tool_response={"content": result.content, "error": result.error}, tool_use_id=call.id)
-    outcome = await run_hooks(groups, data, session.cwd, call.name, session.runtime.hook_runner)
+    outcome = await run_hooks(groups, data, session.cwd, call.name, session.runtime.hook_runner,
+                              sandbox=session.runtime.sandbox)
     report(session, "PostToolUse", outcome, turn.prompt_id)
     return outcome
 
@@ -127,7 +129,8 @@ async def user_prompt_submit(turn: Turn, text: str) -> str:
     groups = session.hooks.user_prompt_submit
     if groups:
         data = payload(session, "UserPromptSubmit", prompt=text)
-        outcome = await run_hooks(groups, data, session.cwd, runner=session.runtime.hook_runner, plain_context=True)
+        outcome = await run_hooks(groups, data, session.cwd, runner=session.runtime.hook_runner, plain_context=True,
+                                  sandbox=session.runtime.sandbox)
         report(session, "UserPromptSubmit", outcome, turn.prompt_id)
         if outcome.stop_chain or outcome.blocked:
             reason = "\n".join(outcome.block_reasons) or outcome.stop_reason or "blocked by a UserPromptSubmit hook"
@@ -147,7 +150,8 @@ async def session_start(session: Session) -> None:
         return
     source = "resume" if session.history else "startup"
     data = payload(session, "SessionStart", source=source)
-    outcome = await run_hooks(groups, data, session.cwd, source, session.runtime.hook_runner, plain_context=True)
+    outcome = await run_hooks(groups, data, session.cwd, source, session.runtime.hook_runner, plain_context=True,
+                              sandbox=session.runtime.sandbox)
     report(session, "SessionStart", outcome, None)
     session.start_context.extend(("SessionStart", c) for c in outcome.contexts)
 
@@ -159,7 +163,8 @@ async def session_end(session: Session, reason: str) -> None:
         return
     data = payload(session, "SessionEnd", reason=reason)
     with trio.CancelScope(shield=True), trio.move_on_after(SESSION_END_BUDGET):
-        outcome = await run_hooks(groups, data, session.cwd, reason, session.runtime.hook_runner)
+        outcome = await run_hooks(groups, data, session.cwd, reason, session.runtime.hook_runner,
+                                  sandbox=session.runtime.sandbox)
         report(session, "SessionEnd", outcome, None)
 
 

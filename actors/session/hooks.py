@@ -27,15 +27,18 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import shlex
+import subprocess
 from typing import Any
 
 import attrs
 import trio
 
-from ..background.shell import kill_group, model_environment
-from ..process import kill_task, marked_environment
+from ..background.shell import kill_group, model_environment, user_environment
+from ..process import NO_SANDBOX, Sandbox, kill_task, marked_environment
+from ..process.spawn import Child
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_STOP_BLOCK_CAP = 8
@@ -50,6 +53,7 @@ class HookConfigError(ValueError):
 class HookCommand:
     command: str
     timeout: float = DEFAULT_TIMEOUT
+    sandbox: bool = False  # run in the daemon's sandbox, as a model-run command is
 
 
 @attrs.frozen
@@ -63,20 +67,19 @@ class HookGroup:
         return any(self.matcher.fullmatch(name) for name in (tool_name, *CLAUDE_NAMES.get(tool_name, ())))
 
 
-# Claude Code's tool names, as matchers name them, for ours: a matcher matches a tool by its own
-# name or by any of these (``Bash`` and ``Write|Edit`` fire for ``shell``...). The one alias table.
+# Claude Code's tool names, as matchers name them, for ours, one to one: a matcher matches a tool by
+# its own name or by Claude's name for it, and fires exactly where Claude's would (``Write|Edit`` never
+# fires for ``shell``, whose commands may write too: a hook that wants those names ``Bash`` or ``shell``).
 CLAUDE_ALIASES: dict[str, tuple[str, ...]] = {
     "Bash": ("shell",),
     "BashOutput": ("shell_output",),
     "KillShell": ("kill_task",),
-    # Our file tools, and shell too: the model may still read, write and search with commands, and a
-    # hook written for Claude Code's Write|Edit should keep seeing those.
-    "Read": ("read_file", "shell"),
-    "Write": ("write_file", "shell"),
-    "Edit": ("edit", "shell"),
-    "MultiEdit": ("edit", "shell"),
-    "Glob": ("glob", "shell"),
-    "Grep": ("grep", "shell"),
+    "Read": ("read_file",),
+    "Write": ("write_file",),
+    "Edit": ("edit",),
+    "MultiEdit": ("edit",),
+    "Glob": ("glob",),
+    "Grep": ("grep",),
     "WebFetch": ("web_fetch",),
     "TodoWrite": ("todo_write",),
     "Task": ("agent",),
@@ -101,6 +104,36 @@ class HooksConfig:
 
     def all_groups(self) -> tuple[HookGroup, ...]:
         return tuple(g for name in EVENTS.values() for g in getattr(self, name))
+
+
+def hook_files(hooks: HooksConfig, cwd: str) -> tuple[str, ...]:
+    """The files the unsandboxed hook commands may run, resolved against ``cwd``.
+
+    Hooks run outside the sandbox, so a file one runs is a way out for a model that writes it: the
+    file tools ask before writing any of these, in every approval mode, and sandboxed commands see
+    them read-only. Every word of a command but its program is taken as a possible file (a script
+    the model could create before the hook next runs), and the program too when it names a path
+    (``./check.sh``); ``$CLAUDE_PROJECT_DIR`` is the cwd. A word that is no file costs one question.
+    """
+    found: set[str] = set()
+    for group in hooks.all_groups():
+        for hook in group.commands:
+            if hook.sandbox:
+                continue
+            try:
+                words = shlex.split(hook.command)
+            except ValueError:
+                words = hook.command.split()
+            words = [w for w in words if not _ASSIGNMENT.match(w)]
+            for n, word in enumerate(words):
+                word = _PROJECT_DIR.sub(lambda _: cwd, word)
+                if not word or word.startswith("-") or (n == 0 and "/" not in word):
+                    continue
+                found.add(os.path.realpath(os.path.join(cwd, os.path.expanduser(word))))
+    return tuple(sorted(found))
+
+
+_PROJECT_DIR = re.compile(r"\$\{?CLAUDE_PROJECT_DIR\}?")
 
 
 def unknown_events(raw: Any) -> list[str]:
@@ -138,14 +171,17 @@ def _group(raw: Any, where: str) -> HookGroup:
     for i, hook in enumerate(raw["hooks"]):
         at = f"{where}.hooks[{i}]"
         if not isinstance(hook, dict) or hook.get("type", "command") != "command":
-            raise HookConfigError(f"{at}: expected {{type: 'command', command, timeout?}}")
+            raise HookConfigError(f"{at}: expected {{type: 'command', command, timeout?, sandbox?}}")
         command = hook.get("command")
         if not isinstance(command, str) or not command.strip():
             raise HookConfigError(f"{at}.command: expected a non-empty string")
         timeout = hook.get("timeout", DEFAULT_TIMEOUT)
         if type(timeout) not in (int, float) or timeout <= 0:
             raise HookConfigError(f"{at}.timeout: expected a positive number of seconds")
-        commands.append(HookCommand(command, float(timeout)))
+        sandbox = hook.get("sandbox", False)
+        if not isinstance(sandbox, bool):
+            raise HookConfigError(f"{at}.sandbox: expected true or false")
+        commands.append(HookCommand(command, float(timeout), sandbox))
     return HookGroup(pattern, tuple(commands))
 
 
@@ -174,13 +210,14 @@ class HookResult:
 
 async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd: str,
                     tool_name: str | None = None, runner: Any = None, *,
-                    plain_context: bool = False) -> HookResult:
+                    plain_context: bool = False, sandbox: Sandbox = NO_SANDBOX) -> HookResult:
     """Run every matching command hook of one event, one after another.
 
-    ``runner`` starts one command (default: a real subprocess with its timeout). With
+    ``runner`` starts one command (default: a real subprocess with its timeout; a ``sandbox: true``
+    hook in ``sandbox``). With
     ``plain_context`` (UserPromptSubmit, SessionStart) stdout that is not JSON is context.
     """
-    start = runner or _run_one
+    start = runner or functools.partial(_run_one, sandbox=sandbox)
     blocks: list[str] = []
     messages: list[str] = []
     failures: list[str] = []
@@ -273,14 +310,17 @@ def _parse_output(stdout: str) -> dict[str, Any] | str:
     return value
 
 
-async def _kill_group(process: trio.Process, task: str) -> None:
+async def _kill_group(process: Any, task: str) -> None:
     """A hook that times out or is cancelled ends with everything it started, what left its group too."""
     kill_group(process.pid)
     await kill_task(task)
 
 
-async def _run_one(hook: HookCommand, stdin: bytes, cwd: str) -> tuple[int, str, str] | str:
-    env, task = marked_environment(model_environment())
+async def _run_one(hook: HookCommand, stdin: bytes, cwd: str, sandbox: Sandbox = NO_SANDBOX
+                   ) -> tuple[int, str, str] | str:
+    if hook.sandbox:
+        return await _run_sandboxed(hook, stdin, cwd, sandbox)
+    env, task = marked_environment(user_environment())
     try:
         with trio.move_on_after(hook.timeout) as scope:
             result = await trio.run_process(
@@ -297,4 +337,62 @@ async def _run_one(hook: HookCommand, stdin: bytes, cwd: str) -> tuple[int, str,
     return result.returncode, out, err
 
 
-__all__ = ["CLAUDE_ALIASES", "DEFAULT_STOP_BLOCK_CAP", "HookConfigError", "HookResult", "HooksConfig", "parse_hooks", "run_hooks"]
+async def _run_sandboxed(hook: HookCommand, stdin: bytes, cwd: str, sandbox: Sandbox) -> tuple[int, str, str] | str:
+    """A ``sandbox: true`` hook: the model-run command's sandbox and environment.
+
+    Started from the Trio thread, as :mod:`actors.process.spawn` says why (``--die-with-parent``
+    follows the thread that forked). With no sandbox here it does not run: it asked for one.
+    """
+    if not sandbox.active:
+        return f"could not start: it asks for the sandbox, and there is none here ({sandbox.reason})"
+    env, task = marked_environment(sandbox.environment(model_environment()))
+    try:
+        argv = sandbox.wrap(["/bin/sh", "-c", hook.command], cwd)
+        popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+    except OSError as exc:
+        return f"could not start: {exc.strerror or exc}"
+    assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
+    streams = [trio.lowlevel.FdStream(os.dup(f.fileno())) for f in (popen.stdin, popen.stdout, popen.stderr)]
+    for f in (popen.stdin, popen.stdout, popen.stderr):
+        f.close()
+    child = Child(popen, streams[1])
+    outputs: list[bytes] = [b"", b""]
+
+    async def feed() -> None:
+        try:
+            await streams[0].send_all(stdin)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # a hook that does not read its input
+        finally:
+            await streams[0].aclose()
+
+    async def drain(n: int) -> None:
+        while chunk := await streams[n + 1].receive_some(65536):
+            if len(outputs[n]) < OUTPUT_LIMIT:
+                outputs[n] += chunk
+
+    try:
+        with trio.move_on_after(hook.timeout) as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(feed)
+                nursery.start_soon(drain, 0)
+                nursery.start_soon(drain, 1)
+            code = await child.wait()
+    finally:
+        if popen.poll() is None:
+            with trio.CancelScope(shield=True):
+                await _kill_group(popen, task)
+                await child.wait()
+        for stream in streams:
+            await stream.aclose()
+    if scope.cancelled_caught:
+        return f"timed out after {hook.timeout:g} s"
+    if code < 0:
+        code = 128 - code  # killed by a signal: as a shell reports it, and as bwrap's own child does
+    return (code, outputs[0][:OUTPUT_LIMIT].decode("utf-8", "replace"),
+            outputs[1][:OUTPUT_LIMIT].decode("utf-8", "replace"))
+
+
+__all__ = ["CLAUDE_ALIASES", "DEFAULT_STOP_BLOCK_CAP", "HookConfigError", "HookResult", "HooksConfig", "hook_files", "parse_hooks",
+           "run_hooks"]

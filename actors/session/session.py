@@ -46,6 +46,7 @@ from .status import status_of
 from . import persistence
 from .persistence import RecordSaver, ReplayWriter
 from . import drains, hook_events, turn_log
+from .hooks import hook_files
 from .outcomes import PermissionCancelled, only_cancelled
 from .permissions import DEFAULT_OPTIONS, PermissionBroker, UnknownOption
 from .system_prompt import PromptOverrides
@@ -152,7 +153,9 @@ class Session:
         self.always_denied: set[str] = set()  # ... or rejected for the rest of the session
         self.background = BackgroundManager(
             session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
-            sandbox=runtime.sandbox, journal=journal.append_then_sync if journal is not None else None,
+            # Its commands see the files its unsandboxed hooks run read-only (a hook runs them as the user).
+            sandbox=runtime.sandbox.protecting(lambda cwd: hook_files(self.hooks, cwd)),
+            journal=journal.append_then_sync if journal is not None else None,
         )
         self.fifo.snapshot_extra = self.background.timer_records  # a compacted journal keeps the timers
         self.timers_to_restore: list[dict[str, Any]] = []  # set by persistence.restore, started by run()

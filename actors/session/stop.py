@@ -89,7 +89,8 @@ async def stop_hooks(turn: Turn) -> tuple[str | None, DrainResult]:
     payload = hook_events.payload(session, "Stop", stop_hook_active=turn.hook_blocks > 0,
                                    last_assistant_message=turn.last_text)
     try:
-        outcome = await run_hooks(groups, payload, session.cwd, runner=session.runtime.hook_runner)
+        outcome = await run_hooks(groups, payload, session.cwd, runner=session.runtime.hook_runner,
+                                  sandbox=session.runtime.sandbox)
     except BaseException:
         session.chain.guard.pause_for_trusted_retry()
         raise

@@ -42,11 +42,13 @@ class ToolServices(Protocol):
     def background(self) -> Any: ...
 
     async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any,
-                        plan_refuses: bool = True, details: dict[str, Any] | None = None) -> str | None:
+                        plan_refuses: bool = True, details: dict[str, Any] | None = None,
+                        always_ask: str | None = None) -> str | None:
         """``None`` when the call may run, else the reason it may not; raises :class:`PermissionCancelled`.
 
         ``plan_refuses=False``: Plan mode asks instead of refusing. ``details``: more ACP tool-call
         fields for the permission request to show (an edit's diff ``content``, its ``locations``).
+        ``always_ask``: why this call is asked in every approval mode (no "always" answer offered).
         """
         ...
 

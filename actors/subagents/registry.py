@@ -8,6 +8,7 @@ before it reports the end. Runs stay readable (``status``) after they end.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -23,9 +24,10 @@ from .. import wire
 from .._actor import ActorGone
 from ..settings import APPROVAL_MODES, SettingsError
 from .client import call_signal_tool
-from .files import make_private_dir, remove_quietly, write_mcp_config
+from .files import check_named_report, make_private_dir, remove_quietly, write_mcp_config
 from .run import RunSpec, Signal, SpawnFailed, Stop, SubagentRun
-from .runners import CommandRunner, RunnerError, SessionRunner
+from .runners import CommandRunner, RunnerError, SessionRunner, command_env
+from ..tools.paths import PathRefused, scope_for
 from .tokens import TokenRegistry
 
 log = logging.getLogger("trellis.subagents")
@@ -122,11 +124,13 @@ class SubagentRegistry:
     # ------------------------------------------------------------- start
 
     async def start(self, arguments: dict[str, Any], *, cwd: str | None = None,
-                    on_end: Callable[[SubagentRun], None] | None = None) -> SubagentRun:
+                    on_end: Callable[[SubagentRun], None] | None = None,
+                    approve_report: Callable[[Path], Awaitable[str | None]] | None = None) -> SubagentRun:
         """Validate ``arguments`` (the ``start`` tool's), spawn the run, return it once it is running.
 
         ``cwd`` is the default working directory (the calling session's); ``on_end`` is called once
-        the run has ended. Raises :class:`StartError` when nothing was spawned.
+        the run has ended; ``approve_report`` asks the caller's user about a report file the subagent
+        names (``None`` once allowed, else why not). Raises :class:`StartError` when nothing was spawned.
         """
         spec = self._spec(arguments, cwd)
         if self.base_url is None:
@@ -138,6 +142,9 @@ class SubagentRegistry:
         runner = self._runner(spec.runner)
         run = SubagentRun(spec, clock_ms=self.daemon.runtime.clock_ms, grace=self.config.signal_grace_seconds)
         run.cleanup = self._cleanup
+        run.refuse_report = functools.partial(self._refuse_named_report, spec.cwd)
+        run.approve_report = approve_report
+        run.start_soon = self._nursery.start_soon
         if on_end is not None:
             run.listeners.append(on_end)
         run.listeners.append(self._ended)
@@ -195,7 +202,11 @@ class SubagentRegistry:
         if report is not None:
             if not isinstance(report, str) or not report.strip():
                 raise StartError("report_file must be a non-empty string")
-            report_path = Path(cwd, report)
+            try:
+                real = scope_for(cwd, self.daemon.runtime).resolve_report(report)
+            except PathRefused as exc:
+                raise StartError(str(exc)) from None
+            report_path = Path(real)
             try:
                 usable = not report_path.is_dir() and report_path.parent.is_dir()
             except OSError as exc:  # e.g. a name too long for the file system
@@ -205,6 +216,14 @@ class SubagentRegistry:
         # Without a goal a run is one turn, whatever max_turns says.
         return RunSpec(name, brief, goal, max_turns if goal is not None else 1, report_path, cwd, runner)
 
+    def _refuse_named_report(self, cwd: str, named: str) -> str | None:
+        """Why a report file a subagent names cannot be used: the report rule, then it must exist as a file."""
+        try:
+            real = scope_for(cwd, self.daemon.runtime).resolve_report(named)
+        except PathRefused as exc:
+            return str(exc)
+        return check_named_report(Path(real), cwd)
+
     def _runner(self, kind: str) -> Any:
         if kind == "session":
             return SessionRunner(self.daemon, self.config.session_model, self.config.session_approval_mode,
@@ -213,7 +232,9 @@ class SubagentRegistry:
         if not template:
             raise StartError("no command runner is configured (settings key subagents.runners.command.template)")
         try:
-            return CommandRunner(template, self.daemon.runtime.sandbox)
+            # A real agent CLI needs its own API key: it gets the variables its settings name, and only those.
+            return CommandRunner(template, self.daemon.runtime.sandbox,
+                                 env=command_env(self.daemon.settings.subagents))
         except RunnerError as exc:
             raise StartError(str(exc)) from None
 

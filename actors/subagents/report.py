@@ -37,8 +37,12 @@ class DoneMessage:
         return "\n".join(line for _, line in self.lines)
 
     def add(self, line: str) -> None:
-        """Extend the done message (never replace it); call :meth:`flush` to write it out."""
-        self.lines.append((self._clock_ms(), line))
+        """Extend the done message (never replace it); call :meth:`flush` to write it out.
+
+        A line stays one line: newlines and other control characters (a subagent's summary or
+        question is its own text) are escaped, so nothing it says starts a line of its own in the
+        report file, or reaches a terminal as a control sequence."""
+        self.lines.append((self._clock_ms(), escape_controls(line)))
 
     def name_path(self, path: Path, confine: Path) -> bool:
         """Use ``path`` (named by the subagent, kept under ``confine``) when the run has no report file yet.
@@ -64,6 +68,18 @@ class DoneMessage:
             self.error = f"cannot write the report file {path}: {exc.strerror or exc}"
             return
         self._written += len(pending)
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every C0/C1 control character, DEL and line separator written as a Python escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    escaped = repr(c)[1:-1]
+    return escaped if escaped != c else f"\\u{ord(c):04x}"
 
 
 def _stamp(ms: int) -> str:

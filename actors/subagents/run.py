@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
@@ -113,6 +113,14 @@ class SubagentRun:
         self.end_reason: str | None = None
         self.question: str | None = None
         self.named_report: str | None = None
+        # Why a report path the subagent names is refused (``None``: it may be used); set by the registry.
+        self.refuse_report: Callable[[str], str | None] = lambda named: check_named_report(
+            Path(spec.cwd, named), spec.cwd)
+        # Asks the parent's user about a named report (``None`` once allowed, else why not); ``None``: no one
+        # to ask (a run started over MCP by a token holder), the rule alone decides.
+        self.approve_report: Callable[[Path], Awaitable[str | None]] | None = None
+        self.start_soon: Callable[..., None] = lambda *_: None  # where the approval waits (the registry's nursery)
+        self._report_asked = False
         self.output_tail = ""  # the command runner's captured output (bounded)
         self.done = DoneMessage(spec.name, spec.report_file, clock_ms)
         self.ended = trio.Event()
@@ -352,20 +360,43 @@ class SubagentRun:
         return False, text + note
 
     def _name_report(self, named: str) -> str:
-        """The subagent names where it wrote: used only if it exists as a regular file under the run's cwd.
+        """The subagent names where it wrote: used only if it exists as a regular file that the report
+        rule allows (:meth:`~actors.tools.paths.Scope.resolve_report`: under the run's cwd, never a
+        hidden path, ``.git/`` or a file a hook runs), and, where the run has an approver (a
+        session's ``agent`` tool: its approval mode decides, as for ``write_file``), once approved.
 
-        Never created; a path outside the cwd (symlinks resolved) is refused and
-        the answer says why, while the signal itself is still recorded.
+        Never created; a refused path is not used and the answer says why, while the signal itself
+        is still recorded.
         """
-        path = Path(self.spec.cwd, named) if not os.path.isabs(named) else Path(named)
-        problem = check_named_report(path, self.spec.cwd)
+        problem = self.refuse_report(named)
         if problem is not None:
             return f" (report_file not used, nothing was written to it: {problem})"
-        path = Path(os.path.realpath(path))
+        path = Path(os.path.realpath(Path(self.spec.cwd, named)))
+        if self.done.path is not None or self._report_asked:
+            return f" (this run already reports to {self.done.path or self.named_report}; {path} is recorded " \
+                   f"as where you wrote)"
         self.named_report = str(path)
-        if self.done.name_path(path, Path(self.spec.cwd)):
+        if self.approve_report is None:
+            self.done.name_path(path, Path(self.spec.cwd))
             return f" The done message will be appended to {path}."
-        return f" (this run already reports to {self.done.path}; {path} is recorded as where you wrote)"
+        self._report_asked = True
+        self.start_soon(self._wait_report_approval, path)
+        return f" The done message will be appended to {path} once the user approves it."
+
+    async def _wait_report_approval(self, path: Path) -> None:
+        """Ask (in the parent's approval mode); on approval write every line so far, and the rest as they come.
+
+        Runs where the registry says (it outlives the run: the answer may come after its end)."""
+        assert self.approve_report is not None
+        try:
+            denied = await self.approve_report(path)
+        except Exception as exc:  # PermissionCancelled, a closed session: nothing approved
+            denied = f"the request ended unanswered ({type(exc).__name__})"
+        if denied is not None:
+            self.done.error = f"report_file {path} not used: {denied}"
+            return
+        if self.done.name_path(path, Path(self.spec.cwd)):
+            self.done.flush()
 
     def _stop(self) -> str:
         if self.ended.is_set():

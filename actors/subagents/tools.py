@@ -18,6 +18,7 @@ from typing import Any
 import trio
 
 from ..session.tools import ToolContext, ToolResult
+from ..tools.paths import PathRefused, location, scope_of
 from .client import SignalRefused, SignalUnreachable, call_signal_tool
 from .files import read_signal_url
 
@@ -169,8 +170,33 @@ class AgentTool:
             manager.finish(item.task_id, state=ITEM_STATES.get(run.end_reason, "failed"),
                            text=notification_text(run))
 
+        services = context.services
+
+        async def approve_report(path: Any, *, named: bool = True) -> str | None:
+            # A report file is a file the daemon writes on the model's behalf: asked as write_file is.
+            shown = scope_of(context).shown(str(path))
+            who = "the subagent names it as its report" if named else "the done message is appended to it"
+            return await services.authorize(
+                context, title=f"agent {name}: append to {shown} ({who})", kind="edit",
+                raw_input={"report_file": shown}, details={"locations": [location(str(path))]})
+
+        report = arguments.get("report_file")
+        if report is not None:
+            try:
+                real = scope_of(context).resolve_report(report)
+            except PathRefused as exc:
+                manager.finish(item.task_id, state="failed", text=str(exc), notify=False)
+                return ToolResult.failure(str(exc))
+            try:
+                denied = await approve_report(real, named=False)
+            except BaseException:
+                manager.finish(item.task_id, state="failed", text="the report file was not approved", notify=False)
+                raise
+            if denied is not None:
+                manager.finish(item.task_id, state="failed", text=denied, notify=False)
+                return ToolResult.failure(f"report_file {report}: {denied}; no run was started")
         try:
-            run = await registry.start(arguments, cwd=context.cwd, on_end=on_end)
+            run = await registry.start(arguments, cwd=context.cwd, on_end=on_end, approve_report=approve_report)
         except StartError as exc:
             manager.finish(item.task_id, state="failed", text=str(exc), notify=False)
             return ToolResult.failure(str(exc))

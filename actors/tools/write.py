@@ -8,7 +8,9 @@ Rules:
   ``default`` mode the client is asked with a ``permission_request`` whose
   tool call carries the diff and the location; ``auto-edit`` and ``yolo`` do
   not ask; ``plan`` refuses. A user's "always" answer covers every ``edit``-kind
-  call of the session, as it does for its kind elsewhere.
+  call of the session, as it does for its kind elsewhere. A write under
+  ``.git/`` or to a file a hook command runs is asked for in every mode,
+  ``yolo`` included, each time (:meth:`.paths.Scope.ask_always`).
 * The file is read before asking and again after the answer: if it changed
   while the user looked, nothing is written (the diff they approved is no
   longer what would happen) and the model is told to read it again.
@@ -56,13 +58,16 @@ async def current_text(files: FileAccess, path: str, shown: str) -> str | None:
 
 
 async def approve_and_write(context: ToolContext, files: FileAccess, *, path: str, shown: str, old: str | None,
-                            new: str, line: int, raw_input: dict[str, Any], title: str) -> list[dict[str, Any]]:
-    """Ask, check the file did not change meanwhile, write; returns the diff content (empty when too big)."""
+                            new: str, line: int, raw_input: dict[str, Any], title: str,
+                            always_ask: str | None = None) -> list[dict[str, Any]]:
+    """Ask (in every mode when ``always_ask`` says why), check the file did not change meanwhile, write;
+    returns the diff content (empty when too big)."""
     diff = diff_content(path, old, new) or []
     locations = [location(path, line)]
     assert context.services is not None, "file edits need a session"
     denied = await context.services.authorize(context, title=title, kind="edit", raw_input=raw_input,
-                                              details={"content": diff, "locations": locations})
+                                              details={"content": diff, "locations": locations},
+                                              always_ask=always_ask)
     if denied is not None:
         raise Refused(denied)
     if await current_text(files, path, shown) != old:
@@ -117,7 +122,8 @@ class WriteFileTool:
         try:
             old = await current_text(files, path, shown)
             diff = await approve_and_write(context, files, path=path, shown=shown, old=old, new=content, line=1,
-                                           raw_input=args, title=f"write_file {shown}")
+                                           raw_input=args, title=f"write_file {shown}",
+                                           always_ask=scope.ask_always(path))
         except Refused as exc:
             return ToolResult.failure(str(exc))
         lines = plural(len(split_lines(content)), "line")
@@ -184,7 +190,7 @@ class EditTool:
             new = old.replace(old_string, new_string) if replace_all else old.replace(old_string, new_string, 1)
             line = old.count("\n", 0, old.index(old_string)) + 1
             diff = await approve_and_write(context, files, path=path, shown=shown, old=old, new=new, line=line,
-                                           raw_input=args, title=f"edit {shown}")
+                                           raw_input=args, title=f"edit {shown}", always_ask=scope.ask_always(path))
         except Refused as exc:
             return ToolResult.failure(str(exc))
         replaced = count if replace_all else 1

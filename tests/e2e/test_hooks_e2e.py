@@ -155,8 +155,12 @@ async def test_matchers_are_regexes_over_our_names_and_claude_aliases(nursery, t
         {"matcher": "TodoWrite", "hooks": [{"type": "command", "command": counting("todo")}]},
         {"matcher": "Task", "hooks": [{"type": "command", "command": counting("task")}]},
     ]}
-    await session_run(nursery, tmp_path, [[shell_call("echo hi")], [{"text": "ok"}]], groups)
-    assert counter.read_text().split() == ["claude_edit", "regex", "empty"]
+    write = {"tool_call": {"id": "call_2", "name": "write_file",
+                           "arguments": {"path": "notes.txt", "content": "x\n"}}}
+    await session_run(nursery, tmp_path, [[shell_call("echo hi")], [write], [{"text": "ok"}]], groups)
+    # Claude's names match one to one: Write|Edit fires for write_file, never for shell (Claude's hook
+    # scripts read tool_input.file_path, which a shell call has not).
+    assert counter.read_text().split() == ["regex", "empty", "claude_edit", "empty"]
 
 
 # ----------------------------------------------------------------- 3. PreToolUse

@@ -8,6 +8,7 @@ import textwrap
 
 import trio
 
+from actors import Settings
 from actors.subagents import SubagentConfig
 from tests.processes import marker, pids_with
 from tests.transport.mcp.harness import await_end, mcp_daemon, mcp_session, start, status, text_of
@@ -121,3 +122,21 @@ async def test_a_command_that_never_spawns_leaves_no_token_and_no_file(tmp_path)
             assert not list(daemon.subagents._config_dir().glob("*.json"))
             missing = await mcp.call_tool("status", {"name": "ghost"})
             assert missing.is_error
+
+
+async def test_a_command_runner_gets_the_variables_its_settings_name_and_no_other(tmp_path, monkeypatch):
+    """A real agent CLI needs its API key (Claude Code: ANTHROPIC_API_KEY); the daemon's other secrets stay out."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-for-the-cli")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-not-for-the-cli")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-not-for-the-cli")
+    dump = "import json, os, pathlib; pathlib.Path('env.json').write_text(json.dumps(dict(os.environ)))"
+    template = f"{shlex.quote(sys.executable)} -c {shlex.quote(dump)} {{brief}} {{config}}"
+    settings = Settings(subagents={"runners": {"command": {"template": template, "env": ["ANTHROPIC_API_KEY"]}}})
+    async with mcp_daemon(workspace=str(tmp_path), settings=settings) as (daemon, base):
+        async with mcp_session(f"{base}/mcp") as mcp:
+            await start(mcp, name="cli", brief="look around", runner="command")
+            ended = await await_end(mcp, "cli", timeout=60)
+    assert ended["outcome"] == "ended"
+    seen = __import__("json").loads((tmp_path / "env.json").read_text())
+    assert seen["ANTHROPIC_API_KEY"] == "sk-ant-for-the-cli"
+    assert "GITHUB_TOKEN" not in seen and "AWS_SECRET_ACCESS_KEY" not in seen

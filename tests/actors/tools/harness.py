@@ -28,9 +28,10 @@ class Services:
         self.asked: list[dict[str, Any]] = []
 
     async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any,
-                        plan_refuses: bool = True, details: dict[str, Any] | None = None) -> str | None:
+                        plan_refuses: bool = True, details: dict[str, Any] | None = None,
+                        always_ask: str | None = None) -> str | None:
         self.asked.append({"title": title, "kind": kind, "rawInput": raw_input, "planRefuses": plan_refuses,
-                           **(details or {})})
+                           "alwaysAsk": always_ask, **(details or {})})
         if self.while_asked is not None:
             self.while_asked()
         return self.deny
