@@ -206,7 +206,8 @@ async def test_the_shell_tool_never_sees_the_model_key_or_the_daemon_token(tmp_p
             assert (await run_prompt(session, "print the environment")).stop_reason == "end_turn"
     result = model.calls[1].messages[-1]
     assert result.role == "tool" and result.name == "shell"
-    assert "TRELLIS_TEST_VISIBLE=seen-by-commands" in result.content  # the environment is passed on
+    # Only the allowlist is passed on (PATH, HOME, ...): any other variable of the daemon's stays out.
+    assert "PATH=" in result.content and "TRELLIS_TEST_VISIBLE" not in result.content
     assert "leak-me-not" not in result.content
     assert "OPENAI_API_KEY" not in result.content and "TRELLIS_TOKEN" not in result.content
 
