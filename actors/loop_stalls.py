@@ -1,4 +1,4 @@
-"""Event-loop stalls: how long a single task step held the Trio loop.
+"""Event-loop stalls: how long a single task step, or another thread between steps, held the Trio loop.
 
 A Trio task runs uninterrupted from one checkpoint to the next, so the longest
 *task step* is the longest time every other actor, stream and timer of the
@@ -26,13 +26,30 @@ delay, as before. Both are reported; the stall threshold and the longest
 step are the held time. Where the schedstat cannot be read (not Linux),
 held is wall time.
 
+The loop thread can also be held *between* steps: while it waits for I/O it
+lets go of the GIL, and a worker thread that takes the GIL and keeps it (``re``
+backtracking through a hostile ``grep`` pattern kept it 4.7 s; a C call that
+never lets go) leaves the loop thread unable to return from its wait, however
+short its timeout, with no step running to time. So each I/O wait is timed
+too: one that returned more than the threshold past its timeout, less the
+run-queue delay meanwhile (a thread woken on a busy machine waits for a CPU,
+which is not a hold), is a stall "outside a task step"
+(:data:`OUTSIDE_A_STEP` in the report; the warning says the GIL may have been
+held by another thread). Only waits late past the threshold are counted (an
+``epoll`` timeout is rounded up to the millisecond, so a millisecond late is
+usual). A wait that ended early, on I/O, and then waited for the GIL is not
+seen: only the part past its timeout is.
+
 Steps are counted from :meth:`StallWatch.arm` on (the daemon arms it when it
 listens): start-up before it — imports done, but the HTTP app's routes
 compiled, about 30 ms in one step — is before any client can be waiting.
 
 Per step this costs two ``perf_counter`` calls, a ``thread_time`` and one
 ``pread`` of the schedstat file; a second ``pread`` and ``thread_time`` only
-for a step longer than the threshold or than the longest so far.
+for a step longer than the threshold or than the longest so far. Per I/O wait
+(one a pass of the loop, between its steps) it costs two ``perf_counter``
+calls and a ``pread``; a second ``pread`` only for a wait that ended over the
+threshold late.
 """
 
 from __future__ import annotations
@@ -48,6 +65,7 @@ log = logging.getLogger("trellis.loop")
 
 LOG_EVERY_SECONDS = 1.0
 SCHEDSTAT = "/proc/thread-self/schedstat"
+OUTSIDE_A_STEP = "(outside-a-task-step)"  # the "task" of a hold between steps (one word: the report is parsed)
 
 
 def parse_schedstat(schedstat: bytes) -> tuple[float, int]:
@@ -111,7 +129,8 @@ class RunDelay:
 
 
 class StallWatch(trio.abc.Instrument):
-    """Times every task step; :attr:`longest_ms` and :attr:`longest_task` say which held the loop longest.
+    """Times every task step, and every I/O wait between them; :attr:`longest_ms` and :attr:`longest_task` say
+    which held the loop longest (:data:`OUTSIDE_A_STEP` for a wait that came back late, past the threshold).
 
     ``clock`` is the wall clock; ``run_delay`` the loop thread's run-queue delay so
     far in seconds (by default read from schedstat, opened at the run's start, on
@@ -143,6 +162,8 @@ class StallWatch(trio.abc.Instrument):
         self._delay_at_start = 0.0
         self._slices_at_start = -1
         self._cpu_at_start = 0.0
+        self._wait_started: float | None = None  # the current I/O wait's start (None: not timed)
+        self._delay_at_wait = 0.0
         self._logged_at = float("-inf")
         self._unlogged = 0
         self.armed = armed
@@ -191,13 +212,42 @@ class StallWatch(trio.abc.Instrument):
         if self._slices is not None and self._slices() == self._slices_at_start >= 0:
             # Ran through on its CPU: what it held is what it used (the host's steal is not in it).
             held = min(held, max(0.0, self._on_cpu() - self._cpu_at_start))
+        self._held(now, held, wall, task.name)
+
+    def before_io_wait(self, timeout: float) -> None:
+        if not self.armed:
+            return
+        self._delay_at_wait = self._run_delay() if self._run_delay is not None else 0.0
+        self._wait_started = self._clock()
+
+    def after_io_wait(self, timeout: float) -> None:
+        started = self._wait_started
+        if started is None:  # start-up, or armed during the wait
+            return
+        self._wait_started = None
+        now = self._clock()
+        late = now - started - timeout  # the loop thread could not come back: the GIL, or a stopped process
+        if late <= self.threshold:
+            return
+        delayed = self._run_delay() - self._delay_at_wait if self._run_delay is not None else 0.0
+        held = max(0.0, late - max(0.0, delayed))
+        if late * 1000 > self.longest_any_wall_ms:
+            self.longest_any_wall_ms = late * 1000
+        self._held(now, held, late, OUTSIDE_A_STEP)
+
+    def _held(self, now: float, held: float, wall: float, name: str) -> None:
+        """Keep ``held`` seconds (of ``wall``) by ``name`` if the longest; count and log it if a stall."""
         if held * 1000 > self.longest_ms:
-            self.longest_ms, self.longest_task, self.longest_wall_ms = held * 1000, task.name, wall * 1000
+            self.longest_ms, self.longest_task, self.longest_wall_ms = held * 1000, name, wall * 1000
         if held > self.threshold:
             self.stalls += 1
             if now - self._logged_at >= LOG_EVERY_SECONDS:
                 more = f" ({self._unlogged} more not logged)" if self._unlogged else ""
-                log.warning("event loop stalled %.1f ms in task %s%s", held * 1000, task.name, more)
+                if name == OUTSIDE_A_STEP:
+                    log.warning("event loop stalled %.1f ms outside a task step: the loop thread was held "
+                                "(GIL held by another thread?)%s", held * 1000, more)
+                else:
+                    log.warning("event loop stalled %.1f ms in task %s%s", held * 1000, name, more)
                 self._logged_at, self._unlogged = now, 0
             else:
                 self._unlogged += 1
@@ -210,4 +260,4 @@ class StallWatch(trio.abc.Instrument):
                 f"{self.stalls} step(s) over {self.threshold * 1000:g} ms")
 
 
-__all__ = ["RunDelay", "StallWatch", "parse_run_delay", "parse_schedstat"]
+__all__ = ["OUTSIDE_A_STEP", "RunDelay", "StallWatch", "parse_run_delay", "parse_schedstat"]

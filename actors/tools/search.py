@@ -13,17 +13,32 @@ Rules:
   ``*.py`` is the files at the top only, ``**/*.py`` those at any depth. The
   result is sorted by path, at most :data:`MAX_FILES` of them, and says how
   many more matched.
-* ``grep`` takes a Python regular expression (``re``), matched against each
-  line (``case_insensitive`` optional). ``glob`` filters the files searched: a
-  pattern without ``/`` is matched against the file's name at any depth
-  (``*.py``), one with ``/`` against its path relative to ``path``. ``path``
-  may also be one file. Binary files (a NUL byte in the first 8 KiB) and files
-  over :data:`MAX_GREP_FILE_BYTES` are skipped and counted; text that is not
-  UTF-8 is searched with its undecodable bytes replaced. Output: ``path:line:
-  text`` lines, each cut at :data:`MAX_MATCH_CHARS` characters, at most
-  :data:`MAX_MATCHES` of them and :data:`MAX_OUTPUT_CHARS` characters; the
-  end says how many more lines (in how many files) matched. A pattern that
-  does not compile is a failure naming the pattern and ``re``'s reason.
+* ``grep`` takes a Python regular expression (``re``'s syntax), matched
+  against each line (``case_insensitive`` optional). ``glob`` filters the
+  files searched: a pattern without ``/`` is matched against the file's name
+  at any depth (``*.py``), one with ``/`` against its path relative to
+  ``path``. ``path`` may also be one file. Binary files (a NUL byte in the
+  first 8 KiB) and files over :data:`MAX_GREP_FILE_BYTES` are skipped and
+  counted; text that is not UTF-8 is searched with its undecodable bytes
+  replaced. Output: ``path:line:text`` lines, each cut at
+  :data:`MAX_MATCH_CHARS` characters, at most :data:`MAX_MATCHES` of them and
+  :data:`MAX_OUTPUT_CHARS` characters; the end says how many more lines (in
+  how many files) matched. A pattern that does not compile is a failure naming
+  the pattern and ``re``'s reason.
+* **A hostile pattern fails the call, it does not freeze the daemon.** ``re``
+  holds the GIL while it backtracks: ``(a+)+$`` over 26 ``a`` and a ``!``
+  kept ``/health`` waiting 4.7 s, and each ``a`` more multiplies that. The
+  pattern is checked by ``re``'s own parser (its syntax and error messages),
+  then compiled and matched by the ``regex`` package under the call's
+  :class:`~.walk.Budget` (the GIL released, the time left as each match's
+  timeout; the rules are :mod:`.walk`'s, shared with the glob and
+  ``.gitignore`` patterns). A call whose matches run out of it fails, naming
+  the pattern, the limit and the ``file:line`` it was at; nothing is
+  returned from the files already searched. ``regex`` unrolls a repeat's
+  minimum count when it compiles (``(?:a{1000}){1000}`` took gigabytes), so
+  a pattern whose unrolled size passes :data:`MAX_REGEX_SIZE` is refused.
+  The compiling and the search run in a worker thread; a cancelled call's
+  worker stops at its next match.
 * Neither asks permission (ACP kind ``search``), in any approval mode.
 """
 
@@ -32,8 +47,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from re import _constants as sre  # re's own parser: its syntax, its messages, and a parse tree to size
+from re import _parser as sre_parse
 from typing import Any
 
+import regex
 import trio
 
 from ..session.tools import ToolContext, ToolResult
@@ -41,8 +59,9 @@ from .access import is_binary, open_beneath
 from .common import BadArguments, arguments_object, bool_arg, cut_line, done, plural, string_arg
 from .paths import PathRefused, Scope, location, scope_of
 from .read import split_lines
-from .walk import MAX_ENTRIES, BadPattern, Walk, glob_regex
+from .walk import MAX_ENTRIES, MATCH_SECONDS, BadPattern, Budget, Matcher, TooSlow, Walk, glob_regex
 
+MAX_REGEX_SIZE = 50_000  # a grep pattern's elements, its repeats' minimum counts unrolled (regex's compile does)
 MAX_FILES = 200
 MAX_MATCHES = 200
 MAX_MATCH_CHARS = 500
@@ -63,6 +82,57 @@ def _root(scope: Scope, args: dict[str, Any]) -> str:
     return scope.resolve(string_arg(args, "path", default="."))
 
 
+_REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT)
+
+
+def _size(items: Any) -> int:
+    """How many elements ``regex`` builds for a parsed pattern, about: it unrolls each repeat's minimum count."""
+    total = 0
+    for op, av in items:
+        if op in _REPEATS:
+            total += (av[0] + 1) * _size(av[2])
+        elif op is sre.SUBPATTERN:
+            total += _size(av[3])
+        elif op is sre.ATOMIC_GROUP:
+            total += _size(av)
+        elif op in (sre.ASSERT, sre.ASSERT_NOT):
+            total += _size(av[1])
+        elif op is sre.BRANCH:
+            total += sum(_size(branch) for branch in av[1])
+        elif op is sre.GROUPREF_EXISTS:
+            total += _size(av[1]) + (_size(av[2]) if av[2] is not None else 0)
+        else:
+            total += 1
+    return total
+
+
+def compile_grep(pattern: str, case_insensitive: bool = False) -> Any:
+    """``pattern`` compiled by ``regex``, once ``re``'s parser has accepted it and its size is bounded;
+    ``BadArguments`` naming the pattern and the reason otherwise. Holds the GIL while ``regex`` compiles."""
+    try:
+        size = _size(sre_parse.parse(pattern, re.IGNORECASE if case_insensitive else 0))
+    except re.error as exc:
+        raise BadArguments(f"invalid regular expression {pattern!r}: {exc}") from None
+    except RecursionError:
+        raise BadArguments(f"invalid regular expression {pattern!r}: nested too deeply") from None
+    if size > MAX_REGEX_SIZE:
+        raise BadArguments(f"regular expression {pattern!r} is too large: its repeats come to {size:,} elements "
+                           f"(at most {MAX_REGEX_SIZE:,}); use smaller counts in {{m,n}}, or + and *")
+    try:
+        return regex.compile(pattern, regex.IGNORECASE if case_insensitive else 0)
+    except (regex.error, RecursionError) as exc:
+        raise BadArguments(f"invalid regular expression {pattern!r}: {exc}") from None
+
+
+async def _in_worker(budget: Budget, work: Callable[[], Any]) -> Any:
+    """``work()`` in a worker thread, abandoned if the call is cancelled; the budget then stops it at its next
+    match."""
+    try:
+        return await trio.to_thread.run_sync(work, abandon_on_cancel=True)
+    finally:
+        budget.abandon()  # done, or abandoned: either way nothing more to match
+
+
 class GlobTool:
     name = "glob"
     kind = "search"
@@ -79,24 +149,32 @@ class GlobTool:
         "additionalProperties": False,
     }
 
+    def __init__(self, match_seconds: float = MATCH_SECONDS) -> None:
+        self.match_seconds = match_seconds  # the Budget's slow-match seconds (a test gives less)
+
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
         scope = scope_of(context)
         try:
             args = arguments_object(arguments, {"pattern", "path"}, {"pattern"})
             pattern = string_arg(args, "pattern")
             assert pattern is not None
-            regex = glob_regex(pattern)
+            compiled = glob_regex(pattern)
             root = _root(scope, args)
         except (BadArguments, BadPattern, PathRefused) as exc:
             return ToolResult.failure(str(exc))
         if not os.path.isdir(root):
             return ToolResult.failure(f"{scope.shown(root)} is not a directory")
-        walk = Walk(root, scope)
+        budget = Budget(self.match_seconds)
+        matcher = Matcher(compiled, budget, "glob pattern", pattern)
+        walk = Walk(root, scope, budget=budget)
 
         def search() -> list[str]:
-            return [path for path, _ in walk.files() if regex.match(os.path.relpath(path, root))]
+            return [path for path, _ in walk.files() if matcher.match(os.path.relpath(path, root))]
 
-        found = sorted(scope.shown(p) for p in await trio.to_thread.run_sync(search, abandon_on_cancel=True))
+        try:
+            found = sorted(scope.shown(p) for p in await _in_worker(budget, search))
+        except TooSlow as exc:
+            return ToolResult.failure(exc.explain(scope.shown))
         notes = _stopped_note(walk)
         if len(found) > MAX_FILES:
             notes.insert(0, f"[{len(found) - MAX_FILES:,} more files match, not shown; narrow the pattern or path]")
@@ -130,48 +208,58 @@ class GrepTool:
         "additionalProperties": False,
     }
 
+    def __init__(self, match_seconds: float = MATCH_SECONDS) -> None:
+        self.match_seconds = match_seconds  # the Budget's slow-match seconds (a test gives less)
+
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
         scope = scope_of(context)
+        budget = Budget(self.match_seconds)
         try:
             args = arguments_object(arguments, {"pattern", "path", "glob", "case_insensitive"}, {"pattern"})
             pattern = string_arg(args, "pattern")
             assert pattern is not None
-            flags = re.IGNORECASE if bool_arg(args, "case_insensitive") else 0
-            try:
-                regex = re.compile(pattern, flags)
-            except re.error as exc:
-                raise BadArguments(f"invalid regular expression {pattern!r}: {exc}") from None
-            wanted = _file_filter(string_arg(args, "glob"))
+            case_insensitive = bool_arg(args, "case_insensitive")
+            wanted = _file_filter(string_arg(args, "glob"), budget)
             root = _root(scope, args)
         except (BadArguments, BadPattern, PathRefused) as exc:
             return ToolResult.failure(str(exc))
         if not os.path.exists(root):
             return ToolResult.failure(f"{scope.shown(root)} does not exist")
-        search = Search(regex, scope)
-        walk = Walk(root, scope)
-        if os.path.isdir(root):
-            files = ((path, real) for path, real in walk.files() if wanted(os.path.relpath(path, root)))
-        else:
-            files = iter([(root, root)])
-        await trio.to_thread.run_sync(search.run, files, abandon_on_cancel=True)
+        walk = Walk(root, scope, budget=budget)
+
+        def run() -> Search:
+            # Compiled here, not on the event loop: re's parser is Python, and a long pattern takes a while.
+            search = Search(Matcher(compile_grep(pattern, case_insensitive), budget, "grep pattern", pattern), scope)
+            if os.path.isdir(root):
+                search.run((path, real) for path, real in walk.files() if wanted(os.path.relpath(path, root)))
+            else:
+                search.run(iter([(root, root)]))
+            return search
+
+        try:
+            search = await _in_worker(budget, run)
+        except BadArguments as exc:  # the pattern did not compile
+            return ToolResult.failure(str(exc))
+        except TooSlow as exc:
+            return ToolResult.failure(exc.explain(scope.shown))
         return search.result(pattern, scope.shown(root), _stopped_note(walk))
 
 
-def _file_filter(pattern: str | None) -> Callable[[str], bool]:
+def _file_filter(pattern: str | None, budget: Budget) -> Callable[[str], bool]:
     """Which relative paths grep searches, by its ``glob`` argument."""
     if pattern is None:
         return lambda _: True
-    regex = glob_regex(pattern)
+    matcher = Matcher(glob_regex(pattern), budget, "glob pattern", pattern)
     if "/" in pattern:
-        return lambda relative: regex.match(relative) is not None
-    return lambda relative: regex.match(os.path.basename(relative)) is not None
+        return lambda relative: matcher.match(relative) is not None
+    return lambda relative: matcher.match(os.path.basename(relative)) is not None
 
 
 class Search:
     """The matches of one grep, bounded as they are found; every match is counted."""
 
-    def __init__(self, regex: re.Pattern[str], scope: Scope) -> None:
-        self.regex = regex
+    def __init__(self, matcher: Matcher, scope: Scope) -> None:
+        self.matcher = matcher
         self.scope = scope
         self.lines: list[str] = []
         self.chars = 0
@@ -200,9 +288,14 @@ class Search:
     def search(self, path: str, real: str, text: str) -> None:
         shown = self.scope.shown(path)
         found = False
+        search = self.matcher.search
         for number, line in enumerate(split_lines(text), 1):
-            if self.regex.search(line) is None:
-                continue
+            try:
+                if search(line) is None:
+                    continue
+            except TooSlow as exc:
+                exc.at = f"{shown}:{number}"
+                raise
             found = True
             self.matches += 1
             entry = f"{shown}:{number}:{cut_line(line.removesuffix(chr(13)), MAX_MATCH_CHARS)}"
@@ -233,4 +326,4 @@ class Search:
                     locations=self.locations)
 
 
-__all__ = ["GlobTool", "GrepTool", "MAX_FILES", "MAX_MATCHES", "Search"]
+__all__ = ["GlobTool", "GrepTool", "MAX_FILES", "MAX_MATCHES", "MAX_REGEX_SIZE", "Search", "compile_grep"]

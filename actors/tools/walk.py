@@ -24,42 +24,183 @@ Rules:
   segment, ``[abc]``/``[!abc]`` classes, ``**`` as a whole segment for any
   number of directories (none included), ``{a,b}`` alternatives. As in a
   shell, wildcards do not match a name's leading dot (``**/*.py`` skips
-  ``.venv/``; ``.github/**`` names it).
+  ``.venv/``; ``.github/**`` names it). A pattern whose regular expression
+  would pass :data:`MAX_GLOB_REGEX_CHARS` characters is refused.
+* **Hostile patterns.** A glob or ``.gitignore`` pattern comes from the model
+  (which can write a ``.gitignore`` too), and Python's ``re`` holds the GIL
+  while it backtracks: ``*a*a*a*a*a*a*a*a*b`` over a long name froze the whole
+  daemon, cancelling did not stop it. So every pattern is compiled with the
+  ``regex`` package and matched through a :class:`Matcher`: the GIL released
+  (``concurrent``), each match given what is left of the call's
+  :class:`Budget` as its timeout. A match over :data:`SLOW_MATCH_SECONDS`
+  counts against :data:`MATCH_SECONDS` for the call (a hostile pattern shows
+  as slow matches, a big tree as many fast ones), and every match against
+  :data:`ALL_MATCHES_SECONDS`; past either the call stops with
+  :class:`TooSlow`, which names the pattern, where it came from and the limit.
+  (``regex`` does not backtrack exponentially through the shapes glob and
+  ``.gitignore`` patterns make: the slowest of those tried took 0.3 s, on a
+  4,000-character path; the budget bounds them anyway.) A cancelled call's
+  worker stops at its next match. ``.gitignore`` lines are turned into regular
+  expressions by pathspec (``pattern_to_regex`` of its git pattern class,
+  git's wildmatch rules) and compiled the same way; a line over
+  :data:`MAX_GITIGNORE_LINE` characters, or one git would reject (``!`` alone,
+  a dangling ``\\``), is skipped, as git skips what it cannot parse.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import attrs
+import regex
 from pathspec import GitIgnoreSpec
 
 from .paths import Scope
 
+# pathspec 1.x matches through a backend: "simple" is its own loop calling each pattern's ``search`` (re2 or
+# hyperscan, when installed, would compile the regular expressions again themselves). 0.12 has only that loop,
+# calling each pattern's ``match``.
+try:
+    from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern as GitPattern
+    SPEC_OPTIONS: dict[str, Any] = {"backend": "simple"}
+except ImportError:  # pathspec 0.12
+    from pathspec.patterns.gitwildmatch import GitWildMatchPattern as GitPattern
+    SPEC_OPTIONS = {}
+
 MAX_ENTRIES = 100_000
 MAX_BRACE_EXPANSIONS = 64
+MAX_GLOB_REGEX_CHARS = 20_000  # compiling holds the GIL: a pattern's brace expansions stay small
+MAX_GITIGNORE_LINE = 4096  # no path is longer (PATH_MAX)
+MATCH_SECONDS = 5.0  # one call's slow matches, in all
+SLOW_MATCH_SECONDS = 0.001  # a match that takes longer is slow (a hostile pattern's are; a grep line's take µs)
+ALL_MATCHES_SECONDS = 60.0  # one call's matches, every one, in all
+
+
+# ----------------------------------------------------------------- bounded matching
+
+
+class TooSlow(Exception):
+    """One call's regular expressions used up its :class:`Budget`; :meth:`explain` is the failure for the model."""
+
+    def __init__(self, what: str, pattern: str, at: str, limit: str, source: str | None = None) -> None:
+        super().__init__(f"{what} {pattern!r} took longer than {limit}")
+        self.what = what  # "grep pattern", "glob pattern", ".gitignore pattern"
+        self.pattern = pattern
+        self.at = at  # what it was matching when the budget ran out, as the model sees it
+        self.limit = limit
+        self.source = source  # the file the pattern came from (a .gitignore), if not the call
+
+    def explain(self, shown: Callable[[str], str]) -> str:
+        where = f" (in {shown(self.source)})" if self.source is not None else ""
+        advice = "simplify that pattern or remove it" if self.source is not None else "simplify the pattern"
+        return (f"{self.what} {self.pattern!r}{where} took longer than {self.limit}, at {self.at}; "
+                f"nothing else was searched: {advice}")
+
+
+class Abandoned(Exception):
+    """The call that owned the budget was cancelled: its worker thread stops here (no one reads its result)."""
+
+
+class Budget:
+    """The time one ``glob`` or ``grep`` call may spend matching, shared by its pattern and the ``.gitignore`` rules."""
+
+    def __init__(self, slow_seconds: float = MATCH_SECONDS, all_seconds: float = ALL_MATCHES_SECONDS) -> None:
+        self.slow_seconds = slow_seconds
+        self.all_seconds = all_seconds
+        self.slow = 0.0  # spent in slow matches
+        self.spent = 0.0  # spent in every match
+        self.abandoned = False
+
+    def abandon(self) -> None:
+        """Stop the worker at its next match (set from the event loop when the call is cancelled)."""
+        self.abandoned = True
+
+    def left(self) -> float:
+        return min(self.slow_seconds - self.slow, self.all_seconds - self.spent)
+
+    def limit(self) -> str:
+        """The rule that ran out, for :class:`TooSlow`."""
+        if self.all_seconds - self.spent <= self.slow_seconds - self.slow:
+            return f"{self.all_seconds:g} s to match in all (one call's limit, for all its matches)"
+        return (f"{self.slow_seconds:g} s to match (one call's limit, for its matches over "
+                f"{SLOW_MATCH_SECONDS * 1000:g} ms each)")
+
+
+class Matcher:
+    """A pattern compiled by ``regex``, matched with the GIL released and what is left of ``budget`` as its
+    timeout. ``search``/``match`` take one text (as pathspec calls a compiled pattern's ``search``)."""
+
+    __slots__ = ("compiled", "budget", "what", "pattern", "source")
+
+    def __init__(self, compiled: Any, budget: Budget, what: str, pattern: str, source: str | None = None) -> None:
+        self.compiled = compiled
+        self.budget = budget
+        self.what = what
+        self.pattern = pattern
+        self.source = source
+
+    def search(self, text: str) -> Any:
+        return self._run(self.compiled.search, text)
+
+    def match(self, text: str) -> Any:
+        return self._run(self.compiled.match, text)
+
+    def _run(self, method: Callable[..., Any], text: str) -> Any:
+        budget = self.budget
+        if budget.abandoned:
+            raise Abandoned
+        left = budget.left()
+        started = time.perf_counter()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            return method(text, concurrent=True, timeout=left)
+        except TimeoutError:
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            raise TooSlow(self.what, self.pattern, repr(shown), budget.limit(), self.source) from None
+        finally:
+            elapsed = time.perf_counter() - started
+            budget.spent += elapsed
+            if elapsed > SLOW_MATCH_SECONDS:
+                budget.slow += elapsed
 
 
 # ----------------------------------------------------------------- .gitignore
 
 
-def _spec(path: str) -> GitIgnoreSpec | None:
+def _spec(path: str, budget: Budget) -> GitIgnoreSpec | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
     except OSError:  # absent, unreadable: no rules from it
         return None
-    spec = GitIgnoreSpec.from_lines(lines)
-    return spec if len(spec) else None
+    patterns = []
+    for line in lines:
+        if len(line) > MAX_GITIGNORE_LINE:
+            continue
+        try:
+            source, include = GitPattern.pattern_to_regex(line)
+            if include is None:  # blank, a comment, or one git discards
+                continue
+            compiled = regex.compile(source)
+        except (ValueError, regex.error):  # GitIgnorePatternError among them: one git cannot parse either, skipped
+            continue
+        matcher = Matcher(compiled, budget, ".gitignore pattern", line.strip(), source=path)
+        patterns.append(GitPattern(matcher, include))
+    return GitIgnoreSpec(patterns, **SPEC_OPTIONS) if patterns else None
 
 
 @attrs.frozen
 class Ignores:
-    """The ``.gitignore`` rules in force in one directory: ``(base, spec)`` layers, outermost first."""
+    """The ``.gitignore`` rules in force in one directory: ``(base, spec)`` layers, outermost first, matched
+    under ``budget``."""
 
     layers: tuple[tuple[str, GitIgnoreSpec], ...] = ()
+    budget: Budget = attrs.field(factory=Budget, eq=False)
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         for base, spec in reversed(self.layers):  # the deepest file that has an opinion decides
@@ -70,11 +211,11 @@ class Ignores:
         return False
 
     def entering(self, directory: str) -> Ignores:
-        spec = _spec(os.path.join(directory, ".gitignore"))
-        return self if spec is None else Ignores((*self.layers, (directory, spec)))
+        spec = _spec(os.path.join(directory, ".gitignore"), self.budget)
+        return self if spec is None else Ignores((*self.layers, (directory, spec)), self.budget)
 
 
-def ignores_above(root: str, scope: Scope) -> Ignores:
+def ignores_above(root: str, scope: Scope, budget: Budget | None = None) -> Ignores:
     """The rules in force at ``root`` from its parents (and its own ``.gitignore``)."""
     chain: list[str] = []
     top: str | None = None
@@ -90,12 +231,13 @@ def ignores_above(root: str, scope: Scope) -> Ignores:
         directory = parent
     if top is None:  # no repository: the parents up to the session's cwd only
         chain = [d for d in chain if scope.inside(d)] or [root]
+    budget = budget or Budget()
     layers: list[tuple[str, GitIgnoreSpec]] = []
     if top is not None:
-        exclude = _spec(os.path.join(top, ".git", "info", "exclude"))
+        exclude = _spec(os.path.join(top, ".git", "info", "exclude"), budget)
         if exclude is not None:
             layers.append((top, exclude))
-    ignores = Ignores(tuple(layers))
+    ignores = Ignores(tuple(layers), budget)
     for directory in reversed(chain):
         ignores = ignores.entering(directory)
     return ignores
@@ -106,17 +248,19 @@ def ignores_above(root: str, scope: Scope) -> Ignores:
 
 @attrs.define
 class Walk:
-    """One bounded walk under ``root``; iterate :meth:`files` for the files it may use."""
+    """One bounded walk under ``root``; iterate :meth:`files` for the files it may use. Its ``.gitignore``
+    rules are matched under ``budget`` (the call's: :class:`TooSlow` from :meth:`files` when it runs out)."""
 
     root: str
     scope: Scope
     limit: int = MAX_ENTRIES
     entries: int = 0
     stopped: bool = False  # the entry limit was reached before the tree ended
+    budget: Budget = attrs.field(factory=Budget)
 
     def files(self) -> Iterator[tuple[str, str]]:
         """``(path, real)`` of each usable file: the path as walked (under ``root``), and its target."""
-        yield from self._walk(self.root, ignores_above(self.root, self.scope))
+        yield from self._walk(self.root, ignores_above(self.root, self.scope, self.budget))
 
     def _walk(self, directory: str, ignores: Ignores) -> Iterator[tuple[str, str]]:
         try:
@@ -204,10 +348,10 @@ def _segment(segment: str) -> str:
             if end < 0:
                 out.append(re.escape(c))
             else:
-                body = segment[i + 1:end]
+                body = segment[i + 1:end].replace("\\", "\\\\").replace("[", "\\[")  # "[" is text: no nested set
                 if body[:1] in ("!", "^"):
                     body = "^" + body[1:] + "/"  # a negated class still stays within the segment
-                out.append("[" + body.replace("\\", "\\\\") + "]")
+                out.append("[" + body + "]")
                 i = end
         else:
             out.append(re.escape(c))
@@ -215,25 +359,31 @@ def _segment(segment: str) -> str:
     return "".join(out)
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A compiled regular expression matching the relative paths ``pattern`` names."""
+def glob_regex(pattern: str) -> Any:
+    """A regular expression (compiled by ``regex``: match it through a :class:`Matcher`) matching the relative
+    paths ``pattern`` names."""
     if not pattern or pattern.startswith("/") or ".." in pattern.split("/"):
         raise BadPattern(f"{pattern!r} must be a relative pattern without '..'; give the directory as path")
     alternatives = []
     for one in expand_braces(pattern.removeprefix("./")):
         segments = one.split("/")
-        regex = ""
+        source = ""
         for n, segment in enumerate(segments):
             last = n == len(segments) - 1
             if segment == "**":
-                regex += f"{_NAME}(?:/{_NAME})*" if last else f"(?:{_NAME}/)*"
+                source += f"{_NAME}(?:/{_NAME})*" if last else f"(?:{_NAME}/)*"
             else:
-                regex += _segment(segment) + ("" if last else "/")
-        alternatives.append(regex)
+                source += _segment(segment) + ("" if last else "/")
+        alternatives.append(source)
+    source = "(?:" + "|".join(alternatives) + r")\Z"
+    if len(source) > MAX_GLOB_REGEX_CHARS:
+        raise BadPattern(f"{pattern!r} is too long: its regular expression comes to more than "
+                         f"{MAX_GLOB_REGEX_CHARS:,} characters")
     try:
-        return re.compile("(?:" + "|".join(alternatives) + r")\Z")
-    except re.error as exc:
+        return regex.compile(source)
+    except regex.error as exc:
         raise BadPattern(f"{pattern!r} is not a valid glob pattern: {exc}") from None
 
 
-__all__ = ["BadPattern", "Ignores", "MAX_ENTRIES", "Walk", "expand_braces", "glob_regex", "ignores_above"]
+__all__ = ["ALL_MATCHES_SECONDS", "Abandoned", "BadPattern", "Budget", "Ignores", "MATCH_SECONDS", "MAX_ENTRIES",
+           "Matcher", "SLOW_MATCH_SECONDS", "TooSlow", "Walk", "expand_braces", "glob_regex", "ignores_above"]

@@ -1,15 +1,19 @@
 """StallWatch: the longest task step, by name, less its run-queue delay, and rate-limited warnings of steps
-over the threshold; counted once armed."""
+over the threshold; counted once armed. A thread that holds the GIL between steps is seen as an I/O wait that
+came back late."""
 
 from __future__ import annotations
 
 import logging
+import math
+import re
 import time
+from functools import partial
 
 import pytest
 import trio
 
-from actors.loop_stalls import RunDelay, StallWatch, parse_run_delay, parse_schedstat
+from actors.loop_stalls import OUTSIDE_A_STEP, RunDelay, StallWatch, parse_run_delay, parse_schedstat
 
 
 class SteppedClock:
@@ -178,3 +182,87 @@ def test_without_schedstat_held_is_wall_time(tmp_path):
     assert not watch.measures_run_delay
     assert watch.report() == ("event loop: longest step 0.00 ms in task - (run-queue delay unknown: wall time); "
                               "0 step(s) over 20 ms")
+
+
+class HeldBetweenSteps(StallWatch):
+    """A StallWatch whose I/O waits come back ``late`` seconds past their timeout, ``delayed`` of it waiting for a
+    CPU (the test's clock and run-queue delay)."""
+
+    def __init__(self, threshold_ms: float, late: float, delayed: float = 0.0) -> None:
+        self.fake = SteppedClock()
+        self.run_delay = 0.0
+        super().__init__(threshold_ms, clock=self.fake, run_delay=lambda: self.run_delay)
+        self.late = late
+        self.delayed = delayed
+
+    def after_io_wait(self, timeout: float) -> None:
+        self.fake.now += timeout + self.late
+        self.run_delay += self.delayed
+        super().after_io_wait(timeout)
+
+
+def sleep_in_steps(watch: StallWatch) -> None:
+    async def main() -> None:
+        for _ in range(3):
+            await trio.sleep(0.001)
+
+    trio.run(main, instruments=[watch])
+
+
+def test_an_io_wait_that_came_back_late_is_a_stall_outside_a_task_step(caplog):
+    watch = HeldBetweenSteps(threshold_ms=20, late=0.030)
+    with caplog.at_level(logging.WARNING, logger="trellis.loop"):
+        sleep_in_steps(watch)
+    assert watch.stalls >= 3 and watch.longest_task == OUTSIDE_A_STEP
+    assert watch.longest_ms == pytest.approx(30.0) and watch.longest_wall_ms == pytest.approx(30.0)
+    assert caplog.records[0].getMessage() == \
+        "event loop stalled 30.0 ms outside a task step: the loop thread was held (GIL held by another thread?)"
+    assert OUTSIDE_A_STEP in watch.report() and " " not in OUTSIDE_A_STEP  # the report's task is one word
+
+
+def test_an_io_wait_late_only_by_waiting_for_a_cpu_or_by_less_than_the_threshold_is_no_stall():
+    preempted = HeldBetweenSteps(threshold_ms=20, late=0.030, delayed=0.025)
+    sleep_in_steps(preempted)
+    assert preempted.stalls == 0 and preempted.longest_ms == pytest.approx(5.0)
+    rounded = HeldBetweenSteps(threshold_ms=20, late=0.001)  # epoll rounds its timeout up to the millisecond
+    sleep_in_steps(rounded)
+    assert rounded.stalls == 0 and rounded.longest_task != OUTSIDE_A_STEP
+
+
+def gil_holding_input(seconds: float) -> str:
+    """A line ``re`` backtracks through for about ``seconds`` with ``(a|aa)+$``, holding the GIL: each ``a``
+    more costs about 1.6 times as long (Fibonacci), measured from a short one here."""
+    def took() -> float:
+        start = time.perf_counter()
+        re.search(r"(a|aa)+$", "a" * 22 + "!")
+        return time.perf_counter() - start
+
+    base = max(min(took() for _ in range(3)), 1e-5)  # the quickest: the least disturbed by other processes
+    more = max(0, math.ceil(math.log(seconds / base) / math.log(1.618)))
+    return "a" * min(22 + more, 40) + "!"
+
+
+def test_a_thread_holding_the_gil_while_the_loop_sleeps_is_reported_on_the_real_clocks(caplog):
+    watch = StallWatch(100)
+    text = gil_holding_input(0.5)
+    held: list[float] = []
+
+    def hold() -> None:
+        time.sleep(0.05)  # the loop is back in its I/O wait, between steps, when the hold starts
+        start = time.perf_counter()
+        re.search(r"(a|aa)+$", text)  # re never lets go of the GIL while it matches
+        held.append(time.perf_counter() - start)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(trio.to_thread.run_sync, hold))
+            with trio.fail_after(30):
+                while not held:
+                    await trio.sleep(0.005)  # short steps, and short waits between them
+
+    with caplog.at_level(logging.WARNING, logger="trellis.loop"):
+        trio.run(main, instruments=[watch])
+    assert held[0] > 0.3, f"the hold took only {held[0]:.2f} s; the test needs a longer one"
+    assert watch.stalls >= 1 and watch.longest_task == OUTSIDE_A_STEP, watch.report()
+    assert watch.longest_ms > 200
+    assert any("outside a task step" in r.getMessage() for r in caplog.records)

@@ -1,14 +1,22 @@
-"""glob and grep (actors/tools/search.py, walk.py) on real trees: .gitignore, bounds, refusals."""
+"""glob and grep (actors/tools/search.py, walk.py) on real trees: .gitignore, bounds, refusals, and hostile
+patterns bounded in time and size."""
 
 from __future__ import annotations
 
 import os
+import re
+import time
 from pathlib import Path
+from typing import Any
+
+import pytest
+import regex
+import trio
 
 from actors.tools import GlobTool, GrepTool
 from actors.tools.paths import Scope
-from actors.tools.search import MAX_FILES, MAX_MATCHES
-from actors.tools.walk import Walk
+from actors.tools.search import MAX_FILES, MAX_MATCHES, MAX_REGEX_SIZE
+from actors.tools.walk import Abandoned, Budget, Matcher, TooSlow, Walk
 from tests.actors.tools.harness import Services, call, runtime
 
 
@@ -173,3 +181,113 @@ async def test_outside_a_repository_the_gitignore_files_up_to_the_cwd_apply(tmp_
     tree(tmp_path, {".gitignore": "*.txt\n"})  # above the cwd, and no repository: not read
     tree(cwd, {".gitignore": "*.tmp\n", "sub/a.tmp": "", "sub/b.txt": "", "sub/c.py": ""})
     assert paths(await call(GlobTool, cwd, {"pattern": "*", "path": "sub"})) == ["sub/b.txt", "sub/c.py"]
+
+
+# ----------------------------------------------------------------- hostile patterns (issue 35, finding 3)
+
+# ``(a|aa)+$`` backtracks through every way of splitting the a's (Fibonacci many): about 0.3 s a line of 28 a's
+# for ``regex`` (``(a+)+$``, the finding's own, ``regex`` matches at once), about 0.1 s for ``re``.
+CATASTROPHIC = "(a|aa)+$"
+SLOW_LINE = "a" * 28 + "!"
+
+
+async def ticking(work: Any) -> tuple[Any, float, float]:
+    """``await work()`` while a task sleeps 10 ms at a time: its result, how long it took, and the longest the
+    sleeping task waited between two wake-ups (about 10 ms unless something held the event loop, or the GIL)."""
+    gaps: list[float] = []
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while True:
+            await trio.sleep(0.01)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tick)
+            started = time.perf_counter()
+            result = await work()
+            took = time.perf_counter() - started
+            nursery.cancel_scope.cancel()
+    return result, took, max(gaps, default=0.0)
+
+
+async def test_grep_that_runs_out_of_its_match_budget_fails_naming_the_pattern_the_limit_and_where(tmp_path):
+    tree(tmp_path, {"a.txt": "fine\n", "b.txt": (SLOW_LINE + "\n") * 40})
+    result, took, gap = await ticking(lambda: call(GrepTool(match_seconds=0.5), tmp_path, {"pattern": CATASTROPHIC}))
+    assert re.fullmatch(r"grep pattern '\(a\|aa\)\+\$' took longer than 0\.5 s to match \(one call's limit, for "
+                        r"its matches over 1 ms each\), at b\.txt:\d+; nothing else was searched: simplify the "
+                        r"pattern", result.error), result.error
+    assert took < 5  # 40 such lines are 12 s of matching: the budget stopped it
+    assert gap < 0.1  # the matching let go of the GIL (re held it a line at a time)
+
+
+async def test_a_budget_runs_out_on_many_fast_matches_too_and_on_cancellation_the_worker_stops(tmp_path):
+    budget = Budget(slow_seconds=10, all_seconds=0.02)
+    matcher = Matcher(regex.compile("needle"), budget, "grep pattern", "needle")
+    with pytest.raises(TooSlow) as caught:
+        for _ in range(1_000_000):  # a microsecond or so each: the 20 ms of all matches run out first
+            matcher.search("haystack " * 10)
+    assert str(caught.value) == "grep pattern 'needle' took longer than 0.02 s to match in all (one call's limit, " \
+                                "for all its matches)"
+    fresh = Budget()
+    matcher = Matcher(regex.compile("needle"), fresh, "grep pattern", "needle")
+    assert matcher.search("a needle") is not None
+    fresh.abandon()  # the call was cancelled: its worker stops at its next match
+    with pytest.raises(Abandoned):
+        matcher.search("a needle")
+
+
+async def test_grep_patterns_are_re_syntax_with_re_messages_and_bounded_in_size(tmp_path):
+    (tmp_path / "a.txt").write_text("abc\n")
+    # regex-only syntax is not the documented syntax (re's):
+    assert (await call(GrepTool, tmp_path, {"pattern": r"\p{L}"})).error == \
+        r"invalid regular expression '\\p{L}': bad escape \p at position 0"
+    # regex unrolls a repeat's minimum count when it compiles: this one took gigabytes; re compiles it at once.
+    result = await call(GrepTool, tmp_path, {"pattern": "(?:a{1000}){1000}"})
+    assert result.error == ("regular expression '(?:a{1000}){1000}' is too large: its repeats come to 1,002,001 "
+                            f"elements (at most {MAX_REGEX_SIZE:,}); use smaller counts in {{m,n}}, or + and *")
+    deep = "(" * 600 + "a" + ")" * 600
+    assert (await call(GrepTool, tmp_path, {"pattern": deep})).error == \
+        f"invalid regular expression {deep!r}: nested too deeply"
+    # What re accepts still works, flags and all.
+    assert paths(await call(GrepTool, tmp_path, {"pattern": r"(?P<x>B)\w", "case_insensitive": True})) == \
+        ["a.txt:1:abc"]
+
+
+async def test_glob_patterns_too_long_to_compile_are_refused(tmp_path):
+    result = await call(GlobTool, tmp_path, {"pattern": "?" * 5000})
+    assert result.error == f"{'?' * 5000!r} is too long: its regular expression comes to more than 20,000 characters"
+
+
+async def test_a_glob_that_runs_out_of_its_budget_fails_naming_the_pattern(tmp_path):
+    tree(tmp_path, {"a.py": ""})
+    result = await call(GlobTool(match_seconds=0), tmp_path, {"pattern": "*.py"})
+    assert result.error == ("glob pattern '*.py' took longer than 0 s to match (one call's limit, for its matches "
+                            "over 1 ms each), at 'a.py'; nothing else was searched: simplify the pattern")
+
+
+async def test_gitignore_lines_git_cannot_parse_are_skipped_and_the_rest_apply(tmp_path):
+    tree(tmp_path, {".gitignore": "!\nbad\\\n*.log\n" + "x" * 5000 + "\n", "a.log": "", "b.txt": ""})
+    assert paths(await call(GlobTool, tmp_path, {"pattern": "*"})) == ["b.txt"]
+
+
+async def test_a_hostile_gitignore_pattern_never_holds_the_event_loop(tmp_path):
+    # re took about a second a name, holding the GIL (``[^/]*a`` six times over 55 a's); regex does not backtrack.
+    tree(tmp_path, {".gitignore": "*a*a*a*a*a*a*b\n", "a" * 55: "", "a" * 56 + "b": "", "c.txt": ""})
+    result, _, gap = await ticking(lambda: call(GlobTool, tmp_path, {"pattern": "*"}))
+    assert paths(result) == ["a" * 55, "c.txt"]
+    assert gap < 0.1
+
+
+async def test_a_cancelled_grep_stops_its_worker_at_the_next_match(tmp_path):
+    # A thousand lines of 0.1-0.3 s each: cancelled after 0.3 s, the worker would go on to its budget (5 s).
+    tree(tmp_path, {"b.txt": ("a" * 27 + "!\n") * 1000})
+    with trio.move_on_after(0.3):
+        await call(GrepTool, tmp_path, {"pattern": CATASTROPHIC})
+    await trio.sleep(0.3)  # the match under way when it was cancelled ends
+    cpu = time.process_time()
+    await trio.sleep(1)
+    assert time.process_time() - cpu < 0.3  # nothing is matching any more
