@@ -78,7 +78,7 @@ class StdioProcess:
     def start(self) -> None:
         """Start the process; ``OSError`` when it cannot start (a missing command, a refused cwd)."""
         # Its configured environment as it is (Sandbox.environment is the model-run commands' allowlist).
-        env, self.task = marked_environment(self.sandbox.without_sockets(self.env))
+        env, self.task = marked_environment(self.sandbox.configured_environment(self.env))
         argv = self.argv
         if self.sandbox.active:
             require_executable(argv[0], self.cwd, env)  # "not found" stays an OSError, as without bwrap

@@ -76,6 +76,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -166,30 +168,57 @@ def with_additions(env: Mapping[str, str], additions: EnvAdditions,
     return out
 
 
+NETWORK_SETTINGS = ("on", "off")
+
+
 @attrs.frozen
 class SandboxSetting:
-    """The ``sandbox`` setting in its object form: the mode and the variables commands get on top of the allowlist."""
+    """The ``sandbox`` setting in its object form: the mode, the variables commands get on top of the
+    allowlist, directories they may write besides the cwd and their home, and whether they have a network."""
 
     mode: str = "auto"
     env: EnvAdditions = ()
+    writable: tuple[str, ...] = ()
+    network: str = "on"
 
     @classmethod
     def parse(cls, value: Any, key: str = "sandbox") -> str | SandboxSetting:
-        """A mode string, or a :class:`SandboxSetting` when ``env`` adds something; ``ValueError`` naming ``key``."""
+        """A mode string, or a :class:`SandboxSetting` when the object sets more; ``ValueError`` naming ``key``."""
+        writable: tuple[str, ...] = ()
+        network = "on"
         if isinstance(value, str):
             mode, env = value, ()
         elif isinstance(value, dict):
-            if unknown := sorted(set(value) - {"mode", "env"}):
-                raise ValueError(f"{key} has unknown members {unknown} (it takes mode and env)")
+            if unknown := sorted(set(value) - {"mode", "env", "writable", "network"}):
+                raise ValueError(f"{key} has unknown members {unknown} (it takes mode, env, writable and network)")
             mode = value.get("mode", "auto")
             env = parse_env(value.get("env", []), f"{key}.env")
+            writable = parse_writable(value.get("writable", []), f"{key}.writable")
+            network = value.get("network", "on")
+            if network not in NETWORK_SETTINGS:
+                raise ValueError(f"{key}.network must be one of {list(NETWORK_SETTINGS)}, got {network!r}")
             key = f"{key}.mode"
         else:
             raise ValueError(f"{key} must be one of {list(SANDBOX_SETTINGS)} or an object "
-                             f"{{\"mode\": ..., \"env\": ...}}, got {value!r}")
+                             f"{{\"mode\": ..., \"env\": ..., \"writable\": ..., \"network\": ...}}, got {value!r}")
         if mode not in SANDBOX_SETTINGS:
             raise ValueError(f"{key} must be one of {list(SANDBOX_SETTINGS)}, got {mode!r}")
-        return cls(mode, env) if env else mode
+        if env or writable or network != "on":
+            return cls(mode, env, writable, network)
+        return mode
+
+
+def parse_writable(value: Any, key: str) -> tuple[str, ...]:
+    """``sandbox.writable``: absolute paths, or ``~/``-relative ones (the daemon user's home); ``ValueError``."""
+    if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
+        raise ValueError(f"{key} must be a list of paths, got {value!r}")
+    out = []
+    for n, raw in enumerate(value):
+        path = os.path.expanduser(raw)
+        if "\0" in raw or not os.path.isabs(path):
+            raise ValueError(f"{key}[{n}] must be an absolute path or start with ~/, got {raw!r}")
+        out.append(os.path.normpath(path))
+    return tuple(out)
 
 
 def setting_parts(setting: str | SandboxSetting) -> tuple[str, EnvAdditions]:
@@ -220,6 +249,17 @@ class Sandbox:
     no_user_namespace: str = ""
     # The files a session's unsandboxed hooks run, for a cwd: read-only to every command, as ``protect``.
     protect_for: Callable[[str], Iterable[str]] | None = attrs.field(default=None, eq=False)
+    # A writable directory given to commands as their HOME (a session's or a run's own, see with_home):
+    # tools write their caches and state there (npm's ~/.npm, uv's ~/.cache, ~/.claude, ~/.qwen), never
+    # in the user's real home, which stays read-only with its credentials hidden.
+    home: str | None = None
+    # Directories the settings make writable for commands as well (sandbox.writable), e.g. a shared cache.
+    writable: tuple[str, ...] = ()
+    network: bool = True  # False: commands get a network namespace of their own, with only its loopback
+
+    def with_home(self, home: str) -> Sandbox:
+        """This sandbox, its commands' HOME being ``home`` (writable, bound at its own path)."""
+        return attrs.evolve(self, home=os.path.realpath(home))
 
     def protecting(self, protect_for: Callable[[str], Iterable[str]]) -> Sandbox:
         """This sandbox, its commands also seeing ``protect_for(cwd)`` read-only (a session's hook files)."""
@@ -259,6 +299,8 @@ class Sandbox:
         args = [self.executable, "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
         if self.user_namespace:
             args.append("--unshare-user")
+        if not self.network:
+            args.append("--unshare-net")
         args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
         for path in interpreter_paths_under_tmp():  # the daemon's own Python, were it installed under /tmp
             args += ["--ro-bind", path, path]
@@ -280,6 +322,10 @@ class Sandbox:
         for path in expose:
             real = os.path.realpath(path)
             args += ["--ro-bind", real, real]
+        # Last, so a home or a writable directory under a hidden path (the state directory) is bound back.
+        for path in [*self.writable, *([self.home] if self.home else [])]:
+            if os.path.isdir(path):
+                args += ["--bind", path, path]
         return [*args, "--chdir", cwd, "--", *argv]
 
     def hidden_paths(self) -> list[str]:
@@ -296,16 +342,19 @@ class Sandbox:
         handed, not about bubblewrap. A name passed through is looked up in
         ``source`` (default: the daemon's environment).
         """
-        return with_additions(allowed_environment(env), self.env, source)
+        return self._with_home(with_additions(allowed_environment(env), self.env, source))
 
-    def without_sockets(self, env: Mapping[str, str]) -> dict[str, str]:
-        """``env`` without the variables that name sockets outside the sandbox (unchanged when off).
+    def _with_home(self, env: dict[str, str]) -> dict[str, str]:
+        if self.active and self.home is not None:
+            env["HOME"] = self.home
+        return env
 
-        For a command whose environment its configuration chose (a stdio MCP server).
-        """
+    def configured_environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` without the variables that name sockets outside the sandbox, HOME the sandbox's home
+        (unchanged when off). For a command whose environment its configuration chose (a stdio MCP server)."""
         if not self.active:
             return dict(env)
-        return {k: v for k, v in env.items() if k not in SOCKET_VARIABLES}
+        return self._with_home({k: v for k, v in env.items() if k not in SOCKET_VARIABLES})
 
     def describe(self) -> str:
         if not self.active:
@@ -537,8 +586,56 @@ def resolve_sandbox(setting: str | SandboxSetting,
     assert executable is not None
     no_userns = probe_user_namespace(executable) or ""
     real = tuple(dict.fromkeys(os.path.realpath(p) for p in hidden))
+    writable, network = (setting.writable, setting.network == "on") if isinstance(setting, SandboxSetting) \
+        else ((), True)
     return Sandbox("bwrap", executable=executable, hidden=real, env=env, user_namespace=not no_userns,
-                   no_user_namespace=no_userns)
+                   no_user_namespace=no_userns, writable=tuple(os.path.realpath(p) for p in writable),
+                   network=network)
+
+
+def make_home(state_dir: str | os.PathLike[str] | None, name: str) -> str:
+    """A new private directory for :meth:`Sandbox.with_home`: ``<state_dir>/homes/<name>``, else under the
+    system's temporary directory (which the sandbox's own ``/tmp`` hides from every other command)."""
+    if state_dir is None:
+        return tempfile.mkdtemp(prefix=f"trellis-home-{name}-")
+    path = os.path.join(state_dir, "homes", name)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    shutil.rmtree(path, onerror=_writable_then_retry)  # a home left by a daemon that died is not reused
+    os.mkdir(path, 0o700)
+    return path
+
+
+def remove_home(path: str) -> None:
+    """Delete a home made by :func:`make_home`; gone already is fine. Never waits on a large one.
+
+    An empty home (no command wrote there) goes at once; one with content (an npm cache may be
+    hundreds of megabytes) in a thread of its own that nothing awaits, so a session or a run closes
+    without a thread hop (and a virtual clock does not jump meanwhile). One the daemon's exit cut
+    short is deleted when the same name is made again (:func:`make_home`).
+    """
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return
+    except OSError:
+        threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"onerror": _writable_then_retry},
+                         name="trellis-remove-home", daemon=True).start()
+
+
+def _writable_then_retry(function: Any, path: str, exc_info: Any) -> None:
+    # Tools leave read-only directories behind (Go's module cache, some npm packages): make the parent
+    # writable and try once more; anything else that fails is left (a cache, not a secret).
+    if isinstance(exc_info[1], FileNotFoundError):
+        return
+    try:
+        os.chmod(os.path.dirname(path), 0o700)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, 0o700)
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            function(path)
+    except OSError:
+        pass
 
 
 def log_sandbox(sandbox: Sandbox) -> None:

@@ -47,6 +47,7 @@ from . import persistence
 from .persistence import RecordSaver, ReplayWriter
 from . import drains, hook_events, turn_log
 from .hooks import hook_files
+from ..process.sandbox import make_home, remove_home
 from .outcomes import PermissionCancelled, only_cancelled
 from .permissions import DEFAULT_OPTIONS, PermissionBroker, UnknownOption
 from .system_prompt import PromptOverrides
@@ -151,10 +152,17 @@ class Session:
         self.bus.on_last_unsubscribe = self._clients_left
         self.always_allowed: set[str] = set()  # tool kinds the user allowed for the rest of the session
         self.always_denied: set[str] = set()  # ... or rejected for the rest of the session
+        # Its commands see the files its unsandboxed hooks run read-only (a hook runs them as the user), and
+        # have a home of its own (made when the actor starts, deleted when it ends).
+        self.sandbox = runtime.sandbox.protecting(lambda cwd: hook_files(self.hooks, cwd))
+        self._home: str | None = None
+        if self.sandbox.active:
+            state = runtime.state_dir
+            self._home = make_home(state, session_id)
+            self.sandbox = self.sandbox.with_home(self._home)
         self.background = BackgroundManager(
             session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
-            # Its commands see the files its unsandboxed hooks run read-only (a hook runs them as the user).
-            sandbox=runtime.sandbox.protecting(lambda cwd: hook_files(self.hooks, cwd)),
+            sandbox=self.sandbox,
             journal=journal.append_then_sync if journal is not None else None,
         )
         self.fifo.snapshot_extra = self.background.timer_records  # a compacted journal keeps the timers
@@ -162,7 +170,7 @@ class Session:
         self.chain = WorkChain(TodoStopGuard(enabled=settings.guard_enabled), self.background)
         self.background.related = self.chain.is_related
         # Its MCP servers (actors.mcp_client): the settings' and a client's, started with the session's actors.
-        self.mcp = McpServers(session_id, self.tools, cwd=lambda: self.cwd, sandbox=runtime.sandbox,
+        self.mcp = McpServers(session_id, self.tools, cwd=lambda: self.cwd, sandbox=self.sandbox,
                               publish=self.publish_notice,
                               current_prompt=lambda: self.current.prompt_id if self.current else None)
         self.mcp.add(merge_servers(settings.mcp_server_configs, mcp_servers))
@@ -215,6 +223,8 @@ class Session:
             self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
             if self.runtime.store is not None:
                 self.runtime.store.close(self.session_id)
+            if self._home is not None:  # the commands' home lasts as long as this actor
+                remove_home(self._home)
 
     def _handle(self, message: SessionMessage) -> None:
         match message:

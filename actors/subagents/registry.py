@@ -234,7 +234,8 @@ class SubagentRegistry:
         try:
             # A real agent CLI needs its own API key: it gets the variables its settings name, and only those.
             return CommandRunner(template, self.daemon.runtime.sandbox,
-                                 env=command_env(self.daemon.settings.subagents))
+                                 env=command_env(self.daemon.settings.subagents),
+                                 state_dir=self.daemon.runtime.state_dir)
         except RunnerError as exc:
             raise StartError(str(exc)) from None
 

@@ -28,7 +28,7 @@ import trio
 
 from ..background.shell import OutputBuffer, ShellProcess
 from ..process import NO_SANDBOX, Sandbox, parse_env
-from ..process.sandbox import EnvAdditions
+from ..process.sandbox import EnvAdditions, make_home, remove_home
 from ..session.fifo import Admitted
 from . import texts
 from .tools import signal_client_tools
@@ -181,15 +181,28 @@ class CommandRunner:
 
     name = "command"
 
-    def __init__(self, template: str, sandbox: Sandbox = NO_SANDBOX, env: EnvAdditions = ()) -> None:
+    def __init__(self, template: str, sandbox: Sandbox = NO_SANDBOX, env: EnvAdditions = (), *,
+                 state_dir: Any = None) -> None:
         build_argv(template, brief="", config="")  # refuse a broken template at start, not at the first turn
         self.template = template
         # Its own variables ride on the sandbox, which hands a command its environment (Sandbox.environment).
-        self.sandbox = attrs.evolve(sandbox, env=(*sandbox.env, *env)) if env else sandbox
+        # It keeps the network whatever sandbox.network says: an agent CLI must reach its model's API and
+        # its run's signal URL, or it can do nothing at all.
+        self.sandbox = attrs.evolve(sandbox, env=(*sandbox.env, *env), network=True)
+        self.state_dir = state_dir  # where the run's own home is made (None: the temporary directory)
 
     @asynccontextmanager
     async def open(self, run: SubagentRun) -> AsyncIterator[CommandTurns]:
-        yield CommandTurns(self.template, run, self.sandbox)
+        if not self.sandbox.active:
+            yield CommandTurns(self.template, run, self.sandbox)
+            return
+        # A home of the run's own, for its turns (claude's ~/.claude, qwen's ~/.qwen, npm's cache), never
+        # the user's nor a sibling run's; deleted when the run ends.
+        home = make_home(self.state_dir, f"subagent-{run.name}-{run.scope_key}")
+        try:
+            yield CommandTurns(self.template, run, self.sandbox.with_home(home))
+        finally:
+            remove_home(home)
 
 
 class CommandTurns:

@@ -321,7 +321,7 @@ def test_a_command_runners_own_variables_ride_on_top_of_the_sandboxs():
     runner = CommandRunner("agent -p {brief}", base, env=(("ANTHROPIC_API_KEY", None),))
     daemon = {"PATH": "/bin", "GOPATH": "/go", "ANTHROPIC_API_KEY": "ant", "GITHUB_TOKEN": "ghp"}
     assert runner.sandbox.environment(daemon, daemon) == {"PATH": "/bin", "GOPATH": "/go", "ANTHROPIC_API_KEY": "ant"}
-    assert CommandRunner("agent", base).sandbox is base
+    assert CommandRunner("agent", base).sandbox == base
 
 
 # ------------------------------------------------------------------ the home
@@ -479,3 +479,34 @@ def test_git_works_in_the_sandbox_and_its_control_files_do_not_change(tmp_path):
         assert git(repo, "log", "--format=%s", "feature").split() == ["one"]
     finally:
         shutil.rmtree(root)
+
+
+def test_the_sandbox_setting_takes_writable_directories_and_a_network_switch(tmp_path, monkeypatch):
+    from actors.process.sandbox import SandboxSetting
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    parsed = SandboxSetting.parse({"writable": ["~/.cache/shared", "/opt/cache"], "network": "off"})
+    assert parsed == SandboxSetting("auto", (), (str(tmp_path / ".cache/shared"), "/opt/cache"), "off")
+    with pytest.raises(ValueError, match=r"sandbox.network must be one of \['on', 'off'\], got 'none'"):
+        SandboxSetting.parse({"network": "none"})
+    with pytest.raises(ValueError, match=r"sandbox.writable\[0\] must be an absolute path or start with ~/"):
+        SandboxSetting.parse({"writable": ["cache"]})
+    with pytest.raises(ValueError, match=r"sandbox.writable must be a list of paths"):
+        SandboxSetting.parse({"writable": "/opt"})
+
+
+def test_a_sandbox_with_a_home_binds_it_writable_last_and_hands_it_over_as_home(tmp_path):
+    home = tmp_path / "state" / "homes" / "s1"
+    home.mkdir(parents=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    sandbox = Sandbox("bwrap", executable="/usr/bin/bwrap", hidden=(str(tmp_path / "state"),),
+                      network=False).with_home(str(home))
+    argv = sandbox.wrap(["true"], str(work))
+    assert "--unshare-net" in argv
+    # bound writable after the state directory is hidden, so it is there although the state directory is not
+    assert argv[argv.index(str(home)) - 1] == "--bind"
+    assert argv.index(str(home)) > argv.index(str(tmp_path / "state"))
+    assert sandbox.environment({"HOME": "/root", "PATH": "/bin"}, {})["HOME"] == str(home)
+    assert sandbox.configured_environment({"HOME": "/root"})["HOME"] == str(home)
+    assert Sandbox("off").with_home(str(home)).environment({"HOME": "/root"}, {})["HOME"] == "/root"
