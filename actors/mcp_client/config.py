@@ -3,7 +3,8 @@
 Settings take the format Claude Code, qwen-code and gemini-cli share,
 ``{"mcpServers": {"<name>": {...}}}``, one entry per server:
 
-- stdio: ``command`` (and ``args``, ``env``, ``cwd``);
+- stdio: ``command`` (and ``args``, ``env``, ``cwd``, and Trellis's own
+  ``sandbox``: ``false`` runs it outside the sandbox, see :mod:`.server`);
 - Streamable HTTP: ``httpUrl`` (qwen-code, gemini-cli), or ``url`` with
   ``"type": "http"`` (Claude Code); ``headers`` for both;
 - SSE: ``url`` with ``"type": "sse"``;
@@ -38,7 +39,7 @@ STDIO_START_TIMEOUT = 30.0  # seconds to start, initialize and list the tools of
 REMOTE_START_TIMEOUT = 10.0  # ... of a server at a URL
 TYPES = {"stdio": "stdio", "http": "http", "streamable-http": "http", "sse": "sse"}
 
-_STDIO_MEMBERS = {"command", "args", "env", "cwd"}
+_STDIO_MEMBERS = {"command", "args", "env", "cwd", "sandbox"}
 _REMOTE_MEMBERS = {"url", "httpUrl", "headers"}
 _COMMON_MEMBERS = {"type", "timeout", "discoveryTimeoutMs", "trust", "includeTools", "excludeTools", "disabled",
                    "description"}
@@ -63,6 +64,7 @@ class ServerConfig:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     cwd: str | None = None  # relative to the session's cwd; None: the session's cwd
+    sandbox: bool = True  # False: a stdio server the settings run outside the sandbox (never a client's)
     url: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     sse_fallback: bool = False  # a bare `url`: Streamable HTTP first, SSE if that does not connect
@@ -195,6 +197,10 @@ def _settings_server(name: str, entry: Any, where: str, warnings: list[str]) -> 
             fields["env"] = _pairs(entry["env"], f"{where}.env")
         if "cwd" in entry:
             fields["cwd"] = _string(entry["cwd"], f"{where}.cwd")
+        if "sandbox" in entry:
+            if not isinstance(entry["sandbox"], bool):
+                raise McpConfigError(f"{where}.sandbox", f"must be true or false, got {_kind(entry['sandbox'])}")
+            fields["sandbox"] = entry["sandbox"]
     else:
         key = given[0]
         fields["url"] = _url(entry[key], f"{where}.{key}")

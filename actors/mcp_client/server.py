@@ -12,7 +12,13 @@ session goes on.
 session's nursery — so they end with the session, and a stdio server's
 process is killed on the way out — registers each server's tools once it is
 ready (:mod:`.tools`), and reports a server that fails to start or stops (a
-notice on the session's events, and a log warning).
+notice on the session's events, and a log warning; a stdio server's notice
+quotes the last lines of its stderr, and one that did not start names its
+command).
+
+A stdio server runs in the session's sandbox (with the session's own home)
+unless its settings entry says ``"sandbox": false``: then it is started as
+hooks are, outside it. A client's servers (ACP) have no such member.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import logging
 import math
 import os
 import re
+import shlex
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,7 +36,7 @@ import attrs
 import trio
 
 from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
-from ..process import Sandbox
+from ..process import NO_SANDBOX, Sandbox
 from .config import ServerConfig
 from .stdio import StdioProcess, base_environment, open_streams
 
@@ -38,6 +45,10 @@ log = logging.getLogger("trellis.mcp")
 MAILBOX = 32
 MAX_TOOL_PAGES = 100  # tools/list pages followed before the listing is taken as it is
 CLIENT_INFO = ("trellis", "0.1.0")
+STDERR_LINES = 20  # the last lines of a server's stderr quoted when it exits or does not start
+STDERR_CHARS = 2000  # ... at most this many characters of them
+COMMAND_CHARS = 300  # characters of a stdio server's command line quoted in a notice
+LAST_WORDS = 1.0  # seconds a stdio server that failed is given to exit and finish writing its stderr
 WITHHELD = frozenset({"TRELLIS_TOKEN", "OPENAI_API_KEY"})  # never expanded into a server's env or headers
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
@@ -87,6 +98,19 @@ def _split(exc: BaseException) -> tuple[BaseException | None, BaseException | No
     if isinstance(exc, BaseExceptionGroup):
         return exc.split(Exception)
     return (exc, None) if isinstance(exc, Exception) else (None, exc)
+
+
+def last_lines(text: str, lines: int = STDERR_LINES, chars: int = STDERR_CHARS) -> str:
+    """The last ``lines`` non-blank lines of ``text`` (a server's stderr), at most ``chars`` characters of them."""
+    kept = [line.rstrip() for line in text.splitlines() if line.strip()][-lines:]
+    out = "\n".join(kept)
+    return out if len(out) <= chars else "…" + out[-chars:]
+
+
+def command_text(config: ServerConfig) -> str:
+    """A stdio server's command line as configured, quoted as a shell would take it (cut when long)."""
+    text = shlex.join([config.command or "", *config.args])
+    return text if len(text) <= COMMAND_CHARS else text[:COMMAND_CHARS] + "…"
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -198,7 +222,15 @@ class McpServer:
         if self.process is None:
             await trio.sleep_forever()
         code = await self.process.wait()  # type: ignore[union-attr]
+        await self._last_words()
         return self._exit_text(code)
+
+    async def _last_words(self) -> None:
+        """Give a stdio server that failed a moment to exit and to finish writing its stderr."""
+        if self.process is not None and self.process.child is not None:
+            with trio.move_on_after(LAST_WORDS):
+                await self.process.wait()
+                await self.process.stderr_done.wait()
 
     @asynccontextmanager
     async def _transport(self, kind: str) -> AsyncIterator[tuple[Any, Any]]:
@@ -210,14 +242,23 @@ class McpServer:
             if not os.path.isdir(cwd):
                 raise NotADirectoryError(f"its cwd {cwd} is not a directory")
             env = base_environment() | {k: expand(v) for k, v in config.env}
+            # "sandbox": false in the settings (never a client's): the user's own program, run as hooks are.
+            sandbox = self.sandbox if config.sandbox else NO_SANDBOX
+            if not config.sandbox and self.sandbox.active:
+                log.info("MCP server %r runs outside the sandbox (its settings say \"sandbox\": false)", self.name)
             self.process = process = StdioProcess([config.command, *config.args], cwd, env,
-                                                  sandbox=self.sandbox, session_cwd=self.cwd)
+                                                  sandbox=sandbox, session_cwd=self.cwd)
             try:
                 process.start()
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(process.keep_stderr)
-                    async with open_streams(process) as streams:
-                        yield streams
+                    try:
+                        async with open_streams(process) as streams:
+                            yield streams
+                    except Exception:
+                        # It failed (not cancelled): its exit code and its stderr's last lines say why.
+                        await self._last_words()
+                        raise
                     nursery.cancel_scope.cancel()
             finally:
                 await process.stop()  # shielded: closing the session leaves no process behind
@@ -288,7 +329,7 @@ class McpServer:
         text = "was killed by signal %d" % -code if code is not None and code < 0 else f"exited with code {code}"
         tail = self.process.stderr_tail if self.process is not None else ""
         if tail:
-            text += f" (stderr: {tail[-500:]})"
+            text += f" (stderr: {last_lines(tail)})"
         return text
 
     def _describe(self, exc: BaseException) -> str:
@@ -302,6 +343,8 @@ class McpServer:
                 text = f"cannot run {leaf.filename!r}: no such file or command"
             elif isinstance(leaf, MCPError):
                 text = f"error {leaf.code}: {leaf.message}"
+            elif isinstance(leaf, _StartTimeout) and self.process is not None and self.process.stderr_tail:
+                text = f"{leaf} (stderr so far: {last_lines(self.process.stderr_tail)})"
             else:
                 text = str(leaf) or type(leaf).__name__
                 if type(leaf).__module__.split(".")[0] not in ("builtins", __name__.split(".")[0]):
@@ -313,7 +356,11 @@ class McpServer:
     def _settle_failed(self, reason: str) -> None:
         self.state, self.error = "failed", reason
         self.settled.set()
-        self._on_failed(self, f"MCP server {self.name!r} did not start: {reason}. "
+        command = ""
+        if self.config.transport == "stdio":
+            where = ", run in the sandbox" if self.config.sandbox and self.sandbox.active else ""
+            command = f" Its command{where}: {command_text(self.config)}."
+        self._on_failed(self, f"MCP server {self.name!r} did not start: {reason}.{command} "
                                "The session goes on without its tools.")
 
     def _lost(self, reason: str) -> None:

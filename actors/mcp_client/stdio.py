@@ -65,6 +65,7 @@ class StdioProcess:
         self.stdin: trio.lowlevel.FdStream | None = None
         self.stderr: trio.lowlevel.FdStream | None = None
         self._stderr_tail = ""
+        self.stderr_done = trio.Event()  # its stderr reached its end (or could not be read further)
         self._reaped = False
 
     @property
@@ -118,6 +119,7 @@ class StdioProcess:
                 self._stderr_tail = (self._stderr_tail + decoder.decode(chunk))[-STDERR_KEPT:]
         except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
             pass
+        self.stderr_done.set()
 
     async def wait(self) -> int:
         assert self.child is not None

@@ -172,6 +172,9 @@ def test_a_background_task_shows_its_output_live_and_is_killed(page, daemons):
         task = tasks.get_by_role("listitem").first
         expect(task.locator(".output")).to_contain_text(f"task-started-{mark}")
         expect(task.locator(".badge")).to_have_text("running")
+        deadline = time.monotonic() + 10  # the shell printed its line; its sleep may exec a moment later
+        while not sleeping(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert sleeping(mark)
         task.get_by_role("button", name="Kill").click()
         expect(task.locator(".badge")).to_contain_text("killed")
