@@ -75,7 +75,7 @@ async def pre_tool_use(turn: Turn, call: ToolCall, arguments: Any) -> tuple[Any,
         return arguments, None, None
     data = payload(session, "PreToolUse", tool_name=call.name, tool_input=arguments, tool_use_id=call.id)
     outcome = await run_hooks(groups, data, session.cwd, call.name, session.runtime.hook_runner,
-                              sandbox=session.runtime.sandbox)
+                              sandbox=session.sandbox, files=session.hook_files)
     report(session, "PreToolUse", outcome, turn.prompt_id)
     if outcome.contexts:
         turn.pre_tool_contexts[call.id] = outcome.contexts  # shown to the model with the call's result
@@ -98,7 +98,7 @@ async def post_tool_use(turn: Turn, call: ToolCall, result: ToolResult) -> HookR
     data = payload(session, "PostToolUse", tool_name=call.name, tool_input=call.arguments,
                    tool_response={"content": result.content, "error": result.error}, tool_use_id=call.id)
     outcome = await run_hooks(groups, data, session.cwd, call.name, session.runtime.hook_runner,
-                              sandbox=session.runtime.sandbox)
+                              sandbox=session.sandbox, files=session.hook_files)
     report(session, "PostToolUse", outcome, turn.prompt_id)
     return outcome
 
@@ -130,7 +130,7 @@ async def user_prompt_submit(turn: Turn, text: str) -> str:
     if groups:
         data = payload(session, "UserPromptSubmit", prompt=text)
         outcome = await run_hooks(groups, data, session.cwd, runner=session.runtime.hook_runner, plain_context=True,
-                                  sandbox=session.runtime.sandbox)
+                                  sandbox=session.sandbox, files=session.hook_files)
         report(session, "UserPromptSubmit", outcome, turn.prompt_id)
         if outcome.stop_chain or outcome.blocked:
             reason = "\n".join(outcome.block_reasons) or outcome.stop_reason or "blocked by a UserPromptSubmit hook"
@@ -151,7 +151,7 @@ async def session_start(session: Session) -> None:
     source = "resume" if session.history else "startup"
     data = payload(session, "SessionStart", source=source)
     outcome = await run_hooks(groups, data, session.cwd, source, session.runtime.hook_runner, plain_context=True,
-                              sandbox=session.runtime.sandbox)
+                              sandbox=session.sandbox, files=session.hook_files)
     report(session, "SessionStart", outcome, None)
     session.start_context.extend(("SessionStart", c) for c in outcome.contexts)
 
@@ -164,7 +164,7 @@ async def session_end(session: Session, reason: str) -> None:
     data = payload(session, "SessionEnd", reason=reason)
     with trio.CancelScope(shield=True), trio.move_on_after(SESSION_END_BUDGET):
         outcome = await run_hooks(groups, data, session.cwd, reason, session.runtime.hook_runner,
-                                  sandbox=session.runtime.sandbox)
+                                  sandbox=session.sandbox, files=session.hook_files)
         report(session, "SessionEnd", outcome, None)
 
 

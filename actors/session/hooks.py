@@ -26,6 +26,7 @@ ends (the lifeline kills the run's processes then).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -110,27 +111,114 @@ def hook_files(hooks: HooksConfig, cwd: str) -> tuple[str, ...]:
     """The files the unsandboxed hook commands may run, resolved against ``cwd``.
 
     Hooks run outside the sandbox, so a file one runs is a way out for a model that writes it: the
-    file tools ask before writing any of these, in every approval mode, and sandboxed commands see
-    them read-only. Every word of a command but its program is taken as a possible file (a script
-    the model could create before the hook next runs), and the program too when it names a path
-    (``./check.sh``); ``$CLAUDE_PROJECT_DIR`` is the cwd. A word that is no file costs one question.
+    file tools ask before writing any of these, in every approval mode, sandboxed commands see them
+    read-only, and a hook whose files changed since the session vouched for them is not run
+    (:class:`HookFiles`). Every word of a command but its program is taken as a possible file (a
+    script the model could create before the hook next runs), and the program too when it names a
+    path (``./check.sh``); a word with blanks (``bash -c '...'``) is split again; ``-m pkg.mod``
+    names ``pkg/mod.py`` and ``pkg/mod/__init__.py``; ``$CLAUDE_PROJECT_DIR`` is the cwd. A script in a
+    directory below the cwd brings that directory's other files along (Python imports its siblings
+    first). A word that is no file costs one question.
     """
     found: set[str] = set()
     for group in hooks.all_groups():
         for hook in group.commands:
-            if hook.sandbox:
-                continue
-            try:
-                words = shlex.split(hook.command)
-            except ValueError:
-                words = hook.command.split()
-            words = [w for w in words if not _ASSIGNMENT.match(w)]
-            for n, word in enumerate(words):
-                word = _PROJECT_DIR.sub(lambda _: cwd, word)
-                if not word or word.startswith("-") or (n == 0 and "/" not in word):
-                    continue
-                found.add(os.path.realpath(os.path.join(cwd, os.path.expanduser(word))))
+            if not hook.sandbox:
+                found.update(os.path.realpath(p) for p in _named_paths(hook.command, cwd))
     return tuple(sorted(found))
+
+
+def _named_paths(command: str, cwd: str, depth: int = 0) -> list[str]:
+    """The absolute paths a hook command names (unresolved: a symlink in the cwd stays itself)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    words = [w for w in words if not _ASSIGNMENT.match(w)]
+    out: list[str] = []
+    for n, word in enumerate(words):
+        word = _PROJECT_DIR.sub(lambda _: cwd, word)
+        if depth < 2 and any(c.isspace() for c in word):
+            out += _named_paths(word, cwd, depth + 1)
+            continue
+        if n > 0 and words[n - 1] == "-m" and _MODULE.fullmatch(word):
+            module = os.path.join(cwd, *word.split("."))
+            out += [module + ".py", os.path.join(module, "__init__.py")]
+            continue
+        if not word or word.startswith("-") or (n == 0 and "/" not in word):
+            continue
+        path = os.path.normpath(os.path.join(cwd, os.path.expanduser(word)))
+        out.append(path)
+        parent = os.path.dirname(os.path.realpath(path))
+        if os.path.isfile(path) and parent != os.path.realpath(cwd) and _inside(parent, cwd):
+            try:
+                out += sorted(os.path.join(parent, e.name) for e in os.scandir(parent) if e.is_file())[:64]
+            except OSError:
+                pass
+    return out
+
+
+def _inside(path: str, root: str) -> bool:
+    root = os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+class HookFiles:
+    """What the files of a session's unsandboxed hooks were when the session vouched for them.
+
+    Taken when the session starts, and again when its cwd changes (both the user's doing); a write
+    the user approved through the file tools vouches for the file it wrote (:meth:`vouch`). Before
+    an unsandboxed hook runs, :meth:`changed` compares: a file that appeared, vanished, was replaced
+    or now resolves elsewhere since (a command the model ran, a subagent, a sandboxed hook) means the
+    hook does not run, reported as a failed hook (it fails open, as any failed hook does).
+    """
+
+    def __init__(self, hooks: HooksConfig, cwd: str) -> None:
+        self._hooks = hooks
+        self.vouch_all(cwd)
+
+    def vouch_all(self, cwd: str) -> None:
+        self._cwd = cwd
+        self._known = {p: _fingerprint(p) for g in self._hooks.all_groups() for h in g.commands if not h.sandbox
+                       for p in _named_paths(h.command, cwd)}
+
+    def vouch(self, path: str) -> None:
+        """The user approved a write to ``path``: what it holds now is what a hook may run."""
+        real = os.path.realpath(path)
+        for group in self._hooks.all_groups():
+            for hook in group.commands:
+                for named in _named_paths(hook.command, self._cwd) if not hook.sandbox else ():
+                    if os.path.realpath(named) == real:
+                        self._known[named] = _fingerprint(named)
+
+    def changed(self, hook: HookCommand) -> str | None:
+        """Why ``hook`` must not run (a file it runs changed since it was vouched for), or ``None``."""
+        if hook.sandbox:
+            return None
+        for path in _named_paths(hook.command, self._cwd):
+            if path not in self._known:  # a sibling that appeared since
+                if os.path.lexists(path):
+                    return f"{path} appeared since the session started"
+                continue
+            if _fingerprint(path) != self._known[path]:
+                return f"{path} changed since the session started"
+        return None
+
+
+def _fingerprint(path: str) -> tuple[str, str | None]:
+    """Where ``path`` resolves, and a digest of what it holds there (``None``: no readable file)."""
+    real = os.path.realpath(path)
+    try:
+        with open(real, "rb") as f:
+            return real, hashlib.sha256(f.read(_FINGERPRINT_BYTES)).hexdigest()
+    except OSError:
+        return real, None
+
+
+_FINGERPRINT_BYTES = 16 * 1024 * 1024
 
 
 _PROJECT_DIR = re.compile(r"\$\{?CLAUDE_PROJECT_DIR\}?")
@@ -210,11 +298,13 @@ class HookResult:
 
 async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd: str,
                     tool_name: str | None = None, runner: Any = None, *,
-                    plain_context: bool = False, sandbox: Sandbox = NO_SANDBOX) -> HookResult:
+                    plain_context: bool = False, sandbox: Sandbox = NO_SANDBOX,
+                    files: HookFiles | None = None) -> HookResult:
     """Run every matching command hook of one event, one after another.
 
     ``runner`` starts one command (default: a real subprocess with its timeout; a ``sandbox: true``
-    hook in ``sandbox``). With
+    hook in ``sandbox``). ``files``: an unsandboxed hook whose files changed since the session vouched for
+    them is not run (:class:`HookFiles`). With
     ``plain_context`` (UserPromptSubmit, SessionStart) stdout that is not JSON is context.
     """
     start = runner or functools.partial(_run_one, sandbox=sandbox)
@@ -232,7 +322,13 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
         if not group.matches(tool_name):
             continue
         for hook in group.commands:
-            outcome = await start(hook, data, cwd)
+            refused = files.changed(hook) if files is not None else None
+            if refused is not None:
+                outcome: tuple[int, str, str] | str = (
+                    f"not run: {refused} (by a command, a subagent or a sandboxed hook?), and hooks run outside "
+                    f"the sandbox; check it, then start a new session or set the cwd again to vouch for it")
+            else:
+                outcome = await start(hook, data, cwd)
             if isinstance(outcome, str):
                 failures.append(f"{hook.command!r}: {outcome}")
                 failed.append((hook.command, outcome))
@@ -320,7 +416,7 @@ async def _run_one(hook: HookCommand, stdin: bytes, cwd: str, sandbox: Sandbox =
                    ) -> tuple[int, str, str] | str:
     if hook.sandbox:
         return await _run_sandboxed(hook, stdin, cwd, sandbox)
-    env, task = marked_environment(user_environment())
+    env, task = marked_environment(user_environment() | {"CLAUDE_PROJECT_DIR": cwd})
     try:
         with trio.move_on_after(hook.timeout) as scope:
             result = await trio.run_process(
@@ -345,7 +441,7 @@ async def _run_sandboxed(hook: HookCommand, stdin: bytes, cwd: str, sandbox: San
     """
     if not sandbox.active:
         return f"could not start: it asks for the sandbox, and there is none here ({sandbox.reason})"
-    env, task = marked_environment(sandbox.environment(model_environment()))
+    env, task = marked_environment(sandbox.environment(model_environment()) | {"CLAUDE_PROJECT_DIR": cwd})
     try:
         argv = sandbox.wrap(["/bin/sh", "-c", hook.command], cwd)
         popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -394,5 +490,5 @@ async def _run_sandboxed(hook: HookCommand, stdin: bytes, cwd: str, sandbox: San
             outputs[1][:OUTPUT_LIMIT].decode("utf-8", "replace"))
 
 
-__all__ = ["CLAUDE_ALIASES", "DEFAULT_STOP_BLOCK_CAP", "HookConfigError", "HookResult", "HooksConfig", "hook_files", "parse_hooks",
+__all__ = ["CLAUDE_ALIASES", "DEFAULT_STOP_BLOCK_CAP", "HookConfigError", "HookFiles", "HookResult", "HooksConfig", "hook_files", "parse_hooks",
            "run_hooks"]

@@ -46,7 +46,7 @@ from .status import status_of
 from . import persistence
 from .persistence import RecordSaver, ReplayWriter
 from . import drains, hook_events, turn_log
-from .hooks import hook_files
+from .hooks import HookFiles, hook_files
 from ..process.sandbox import make_home, remove_home
 from .outcomes import PermissionCancelled, only_cancelled
 from .permissions import DEFAULT_OPTIONS, PermissionBroker, UnknownOption
@@ -152,14 +152,20 @@ class Session:
         self.bus.on_last_unsubscribe = self._clients_left
         self.always_allowed: set[str] = set()  # tool kinds the user allowed for the rest of the session
         self.always_denied: set[str] = set()  # ... or rejected for the rest of the session
+        # What its unsandboxed hooks run, as the session vouches for it (a changed file: the hook does not run).
+        self.hook_files = HookFiles(self.hooks, cwd)
         # Its commands see the files its unsandboxed hooks run read-only (a hook runs them as the user), and
-        # have a home of its own (made when the actor starts, deleted when it ends).
+        # have a home of their own; its stdio MCP servers another, which no command can write (a command
+        # could otherwise plant ~/.gitconfig there and run code with a server's secrets). Both are made
+        # here and deleted when the actor ends.
         self.sandbox = runtime.sandbox.protecting(lambda cwd: hook_files(self.hooks, cwd))
-        self._home: str | None = None
+        self._homes: list[str] = []
+        servers_sandbox = self.sandbox
         if self.sandbox.active:
-            state = runtime.state_dir
-            self._home = make_home(state, session_id)
-            self.sandbox = self.sandbox.with_home(self._home)
+            self._homes = [make_home(runtime.state_dir, session_id),
+                           make_home(runtime.state_dir, f"{session_id}.servers")]
+            self.sandbox = self.sandbox.with_home(self._homes[0])
+            servers_sandbox = servers_sandbox.with_home(self._homes[1])
         self.background = BackgroundManager(
             session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
             sandbox=self.sandbox,
@@ -170,7 +176,7 @@ class Session:
         self.chain = WorkChain(TodoStopGuard(enabled=settings.guard_enabled), self.background)
         self.background.related = self.chain.is_related
         # Its MCP servers (actors.mcp_client): the settings' and a client's, started with the session's actors.
-        self.mcp = McpServers(session_id, self.tools, cwd=lambda: self.cwd, sandbox=self.sandbox,
+        self.mcp = McpServers(session_id, self.tools, cwd=lambda: self.cwd, sandbox=servers_sandbox,
                               publish=self.publish_notice,
                               current_prompt=lambda: self.current.prompt_id if self.current else None)
         self.mcp.add(merge_servers(settings.mcp_server_configs, mcp_servers))
@@ -223,8 +229,8 @@ class Session:
             self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
             if self.runtime.store is not None:
                 self.runtime.store.close(self.session_id)
-            if self._home is not None:  # the commands' home lasts as long as this actor
-                remove_home(self._home)
+            for home in self._homes:  # the homes last as long as this actor
+                remove_home(home)
 
     def _handle(self, message: SessionMessage) -> None:
         match message:
@@ -247,6 +253,7 @@ class Session:
                 reply.send(model)
             case ChangeCwd(cwd, reply):
                 self.cwd = cwd
+                self.hook_files.vouch_all(cwd)  # the user's own doing, as the session's start is
                 self._invalidate()
                 self.records.mark()
                 reply.send(cwd)
@@ -506,6 +513,10 @@ class Session:
         if decision.option is not None and decision.option.kind == "allow_always":
             self.always_allowed.add(rule)
         return None
+
+    def vouch_for(self, path: str) -> None:
+        """A write to ``path`` the user approved: its hooks may run what it holds now (:class:`HookFiles`)."""
+        self.hook_files.vouch(path)
 
     def publish_notice(self, text: str, prompt_id: str | None) -> None:
         """A discrete message from the daemon itself to the client (never merged with model text)."""

@@ -77,6 +77,9 @@ async def approve_and_write(context: ToolContext, files: FileAccess, *, path: st
         await files.write_text(path, new)
     except OSError as exc:
         raise Refused(describe_os_error(exc, shown)) from None
+    vouch = getattr(context.services, "vouch_for", None)
+    if always_ask is not None and vouch is not None:
+        vouch(path)  # the user approved this text: a hook that runs the file may run it
     return diff
 
 
