@@ -1,10 +1,15 @@
 """Files a run owns: its private MCP config file and the report file its stops are appended to.
 
-The MCP config file has the form command-line agents read with ``--mcp-config``.
-It is created atomically (written to a private temporary file, flushed, then
-renamed into place) with mode 0600, one per run and never shared: a shared
-path was a race between two starts, and the loser would read the winner's
-identity.
+The MCP config file has the form command-line agents read with ``--mcp-config``
+(:func:`mcp_config`): one server entry that both families of agent CLIs read,
+``type: "http"`` with ``url`` for Claude Code (and the ``mcp`` client), and
+``httpUrl`` for qwen-code (gemini-cli's format), which reads a bare ``url`` as
+the old SSE transport and fails to connect. Each ignores the other's key
+(Claude Code 2.1.197 and 2.1.332, qwen-code 0.15.10 and 0.24.4:
+tests/e2e/test_real_agent_clis.py). It is created atomically (written to a
+private temporary file, flushed, then renamed into place) with mode 0600, one
+per run and never shared: a shared path was a race between two starts, and the
+loser would read the winner's identity.
 """
 
 from __future__ import annotations
@@ -31,9 +36,14 @@ def make_private_dir(path: Path | None) -> tuple[Path, bool]:
     return path, False
 
 
+def mcp_config(url: str) -> dict[str, Any]:
+    """The config a run's subagent reads: ``url`` with ``type: "http"`` (Claude Code), ``httpUrl`` (qwen, gemini)."""
+    return {"mcpServers": {SERVER_NAME: {"type": "http", "url": url, "httpUrl": url}}}
+
+
 def write_mcp_config(directory: Path, name: str, url: str) -> Path:
-    """Write ``{"mcpServers": {"trellis": {"type": "http", "url": url}}}`` atomically, mode 0600."""
-    body = json.dumps({"mcpServers": {SERVER_NAME: {"type": "http", "url": url}}}, indent=2).encode() + b"\n"
+    """Write :func:`mcp_config` of ``url`` atomically, mode 0600."""
+    body = json.dumps(mcp_config(url), indent=2).encode() + b"\n"
     # The final name carries fresh randomness too, so two runs of one name never share a path.
     final = directory / f"{name}.{secrets.token_hex(8)}.mcp.json"
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")  # O_EXCL, mode 0600

@@ -111,7 +111,7 @@ async def test_concurrent_starts_get_private_distinct_config_files(tmp_path):
                 assert mode(path) == 0o600
                 assert other not in open(path).read()
                 assert json.loads(open(path).read()) == {
-                    "mcpServers": {"trellis": {"type": "http", "url": config_url(path)}}}
+                    "mcpServers": {"trellis": {"type": "http", "url": config_url(path), "httpUrl": config_url(path)}}}
             assert stat.S_IMODE(os.stat(os.path.dirname(paths[0])).st_mode) == 0o700
             assert os.path.dirname(paths[0]) == str(tmp_path / "state" / "subagents")
             for name in ("uno", "dos"):

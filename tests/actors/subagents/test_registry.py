@@ -126,6 +126,27 @@ async def test_config_files_are_private_and_never_shared(tmp_path):
     assert sorted(p.name for p in directory.iterdir()) == sorted([a.name, b.name])  # no temporary left
 
 
+def test_the_config_file_carries_what_claude_code_and_qwen_code_read(tmp_path):
+    """One server entry for both CLIs: ``type``/``url`` (Claude Code), ``httpUrl`` (qwen-code, gemini-cli).
+
+    Given a bare ``url``, qwen-code 0.24 takes the old SSE transport and the server fails to start;
+    tests/e2e/test_real_agent_clis.py runs both CLIs on this file.
+    """
+    import json
+
+    from actors.subagents.files import read_signal_url, write_mcp_config
+
+    url = "http://127.0.0.1:4170/signal/mcp/TOKEN"
+    path = write_mcp_config(tmp_path, "run", url)
+    assert json.loads(path.read_text()) == {
+        "mcpServers": {"trellis": {"type": "http", "url": url, "httpUrl": url}}}
+    assert read_signal_url(path) == url
+    # A file of the older form (no httpUrl), as a daemon of before wrote it, still reads.
+    old = tmp_path / "old.mcp.json"
+    old.write_text(json.dumps({"mcpServers": {"trellis": {"type": "http", "url": url}}}))
+    assert read_signal_url(old) == url
+
+
 async def test_child_sessions_take_the_configured_model_and_approval_mode(tmp_path):
     model = child({"delay": 10_000, "steps": []})
     async with open_daemon(model=model, ids=CountingIds(), workspace=str(tmp_path)) as daemon:
