@@ -39,6 +39,11 @@ HOME_SECRETS: tuple[str, ...] = (
     ".continue",  # Continue (config.json/config.yaml hold apiKey)
     ".config/io.datasette.llm/keys.json",  # llm
     ".cache/huggingface/token", ".cache/huggingface/stored_tokens", ".huggingface/token",  # Hugging Face
+    # --- editors and desktop apps: MCP server configs carry API keys in their env blocks
+    ".cursor/mcp.json", ".config/Cursor/User/globalStorage",  # Cursor (its sign-in tokens: state.vscdb)
+    ".config/Code/User/mcp.json", ".config/Code/User/globalStorage",  # VS Code (MCP servers, extension tokens)
+    ".codeium/windsurf/mcp_config.json", ".codeium/config.json",  # Windsurf, Codeium
+    ".config/Claude/claude_desktop_config.json",  # Claude Desktop
     # --- package managers and registries
     ".cargo/credentials.toml", ".cargo/credentials",  # cargo
     ".npmrc", ".yarnrc", ".yarnrc.yml", ".bunfig.toml",  # npm, pnpm, yarn, bun (registry tokens)
@@ -65,11 +70,31 @@ HOME_SECRETS: tuple[str, ...] = (
     ".fly", ".netlify", ".config/netlify", ".local/share/com.vercel.cli",  # fly.io, Netlify, Vercel
     ".wrangler", ".config/.wrangler",  # Cloudflare wrangler
     ".pgpass", ".my.cnf", ".mylogin.cnf",  # database clients
+    ".pulumi/credentials.json",  # Pulumi
+    ".config/ngrok", ".ngrok2",  # ngrok (authtoken in ngrok.yml)
+    ".config/stripe",  # Stripe CLI (API keys in config.toml)
+    ".config/configstore",  # firebase-tools and other Node CLIs keep their tokens here
+    ".sentryclirc", ".circleci/cli.yml",  # sentry-cli, CircleCI CLI
+    ".config/op",  # 1Password CLI (session and account config)
+    # --- data platforms
+    ".kaggle/kaggle.json", ".config/kaggle/kaggle.json",  # Kaggle API
+    ".databrickscfg",  # Databricks CLI
+    ".snowflake/connections.toml", ".snowflake/config.toml", ".snowsql/config",  # Snowflake CLIs
+    ".dbt/profiles.yml",  # dbt (warehouse passwords and keys)
     # --- version control
     ".git-credentials", ".config/git/credentials",  # git's store helper
     ".config/gh", ".config/hub", ".config/glab-cli", ".config/tea",  # GitHub, GitLab, Gitea CLIs
     # --- keys, agents and password stores
     ".ssh", ".gnupg", ".netrc", ".password-store", ".local/share/keyrings", ".local/share/kwalletd",
+    ".config/sops/age/keys.txt", ".config/age",  # sops's age keys, age's own
+    # --- browsers and mail clients: saved passwords, cookies and session tokens of every site signed in to
+    ".mozilla", ".thunderbird", ".librewolf", ".waterfox",  # Firefox and its kin, Thunderbird
+    ".config/google-chrome", ".config/google-chrome-beta", ".config/google-chrome-unstable",  # Chrome
+    ".config/chromium", ".config/BraveSoftware", ".config/microsoft-edge", ".config/microsoft-edge-beta",
+    ".config/vivaldi", ".config/opera", ".config/epiphany",  # Chromium, Brave, Edge, Vivaldi, Opera, GNOME Web
+    "snap/firefox/common/.mozilla", "snap/chromium/common/chromium",  # the snap packages' profiles
+    ".var/app/org.mozilla.firefox", ".var/app/com.google.Chrome", ".var/app/org.chromium.Chromium",  # flatpak
+    ".var/app/com.brave.Browser", ".var/app/org.mozilla.Thunderbird",
     # --- shells: the rc files people export API keys from, and histories that saw keys typed
     ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile",
     ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".envrc", ".config/fish",
@@ -99,6 +124,9 @@ SECRET_PATH_VARIABLES: dict[str, tuple[str, ...]] = {
     "GRADLE_USER_HOME": ("gradle.properties",), "TF_CLI_CONFIG_FILE": ("",), "RCLONE_CONFIG": ("",),
     "GH_CONFIG_DIR": ("",), "CODEX_HOME": ("auth.json",), "CLAUDE_CONFIG_DIR": (".credentials.json",),
     "HISTFILE": ("",), "TRELLIS_STATE_DIR": ("",),
+    "KAGGLE_CONFIG_DIR": ("kaggle.json",), "PULUMI_HOME": ("credentials.json",), "DATABRICKS_CONFIG_FILE": ("",),
+    "SOPS_AGE_KEY_FILE": ("",), "NGROK_CONFIG": ("",), "SNOWFLAKE_HOME": ("connections.toml", "config.toml"),
+    "DBT_PROFILES_DIR": ("profiles.yml",),
 }
 
 

@@ -45,15 +45,24 @@ Inside a bwrap sandbox (see :meth:`Sandbox.wrap`):
   writable (the daemon's own Python stays visible, read-only, when it is
   installed under ``/tmp``: :func:`interpreter_paths_under_tmp`);
 - the cwd's git control files that make git run code read-only
-  (:func:`git_protections`: ``.git/config``, ``.git/hooks``, ...), and the
-  ``.git`` directory pinned in place so it cannot be renamed away and
-  rebuilt; ``git add``, ``commit``, branches keep working. Callers add their
-  own paths with ``protect`` (the session: files a hook command names);
+  (:func:`git_protections`: ``.git/config``, ``.git/hooks``, ...; the same
+  for repositories nested in the cwd, a bounded walk), and the ``.git``
+  directory pinned in place so it cannot be renamed away and rebuilt; ``git
+  add``, ``commit``, branches keep working. Callers add their own paths with
+  ``protect`` (the session: files a hook command names);
 - hidden paths (the state directory with transcripts, token file and every
   run's MCP config; the settings file; the credentials in the home,
   :mod:`actors.process.home_secrets`, looked up at every command) replaced by
   an empty directory or an unreadable node, then the few ``expose`` paths (a
   subagent's own MCP config file) bound back read-only at their own path;
+- every directory between the cwd and a path mounted under it (hidden,
+  read-only or a pinned git directory) pinned too: a mount point cannot be
+  renamed (``EBUSY``), so ``mv proj proj2`` cannot carry the mount that hides
+  ``proj/state`` away and leave ``proj2/state/token`` readable, nor ``mv
+  .claude x`` make room for a new ``.claude/hooks/check.sh``;
+- a cwd that no longer resolves to itself is refused (:func:`resolved_cwd`):
+  callers pass the session's cwd, resolved when it was set, and one another
+  session moved or replaced by a symlink would lead the command elsewhere;
 - a cwd at or above the home is refused (:class:`SandboxRefusal`): there the
   command could create files the home does not have yet (``~/.bash_profile``,
   ``~/.ssh/authorized_keys``), which no mount can hide in advance;
@@ -69,6 +78,7 @@ Inside a bwrap sandbox (see :meth:`Sandbox.wrap`):
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import os
@@ -108,7 +118,8 @@ EnvAdditions = tuple[tuple[str, str | None], ...]
 
 __all__ = ["ENV_ALLOWLIST", "HOME_SECRETS", "NO_SANDBOX", "SANDBOX_SETTINGS", "WITHHELD_NAMES", "Sandbox",
            "SandboxRefusal", "SandboxSetting", "SandboxUnavailable", "allowed_environment", "git_protections",
-           "log_sandbox", "parse_env", "probe", "probe_user_namespace", "resolve_sandbox"]
+           "log_sandbox", "nested_repositories", "parse_env", "probe", "probe_user_namespace", "resolve_sandbox",
+           "resolved_cwd"]
 
 log = logging.getLogger("trellis.sandbox")
 
@@ -276,13 +287,15 @@ class Sandbox:
         ``expose``: files a hidden path holds that this command may read. ``protect``:
         paths under the cwd made read-only on top of :func:`git_protections` (a
         path ending in ``/`` is a directory, mounted as an empty read-only one
-        when it does not exist; a missing file is skipped). Raises
-        :class:`SandboxRefusal` for a cwd the sandbox will not run a command in.
+        when it does not exist; a missing file is skipped). ``cwd`` is given resolved
+        (a session's, resolved when it was set). Raises :class:`SandboxRefusal` for a
+        cwd the sandbox will not run a command in: inside a hidden path, at or above
+        the home, or no longer resolving to itself (:func:`resolved_cwd`).
         """
         if not self.active:
             return list(argv)
         assert self.executable is not None
-        cwd = os.path.realpath(cwd)
+        cwd = resolved_cwd(cwd)
         hidden = self.hidden_paths()
         for path in hidden:
             if _is_within(cwd, path):
@@ -308,11 +321,17 @@ class Sandbox:
             args += ["--tmpfs", "/run", *_resolver_binds()]
         args += ["--bind", cwd, cwd]
         pinned, read_only = git_protections(cwd)
-        for path in pinned:  # bound over itself: a mount point, which cannot be renamed or removed
-            args += ["--bind", path, path]
         if self.protect_for is not None:
             protect = [*protect, *self.protect_for(cwd)]
-        for path in [*read_only, *(os.path.join(cwd, p) for p in protect)]:  # before hiding: none is bound back
+        read_only = [*read_only, *(os.path.join(cwd, p) for p in protect)]
+        mounted = [*pinned, *read_only, *hidden]
+        # Bound over itself: a mount point, which cannot be renamed or removed (EBUSY). The git directories,
+        # and every directory between the cwd and what is mounted below: renaming a parent would take the
+        # mount along with it and leave the path it protects free to be made anew (mv proj proj2: the
+        # state directory and settings file readable at proj2/..., a new .claude/hooks/check.sh).
+        for path in _outermost_first([*pinned, *_parents_to_pin(mounted, cwd)]):
+            args += ["--bind", path, path]
+        for path in read_only:  # before hiding: none is bound back
             args += _read_only(path, cwd)
         for path in hidden:  # after the cwd bind, so a state directory under the cwd is still hidden
             if os.path.isdir(path):
@@ -367,6 +386,54 @@ class Sandbox:
 NO_SANDBOX = Sandbox("off", reason="no sandbox configured")
 
 
+def resolved_cwd(cwd: str) -> str:
+    """``cwd`` as given, when it still resolves to itself; :class:`SandboxRefusal` when it does not.
+
+    Callers pass a session's cwd, resolved when the session started (or moved): a cwd that no longer
+    resolves to itself was moved, or replaced by a symlink (by another session, whose cwd holds this
+    one), and a command run there would work wherever the symlink now leads.
+    """
+    given = os.path.abspath(cwd)
+    real = os.path.realpath(given)
+    if real != given:
+        raise SandboxRefusal(f"the session's working directory {given} was moved or replaced by a symlink since "
+                             f"the session started (it now leads to {real}); nothing was done")
+    return real
+
+
+def _parents_to_pin(paths: Iterable[str], cwd: str) -> list[str]:
+    """Every existing directory strictly between ``cwd`` and each of ``paths`` that lies under it, outermost first.
+
+    A directory protection that does not exist yet (a ``hooks/`` bwrap makes as an empty read-only
+    one) gets its missing parents made first, as bwrap itself would, so they can be pinned too.
+    """
+    found: list[str] = []
+    for path in paths:
+        real = os.path.realpath(path)
+        if not _is_within(real, cwd) or real == cwd:
+            continue
+        parent = os.path.dirname(real)
+        if path.endswith("/") and not os.path.lexists(real) and not os.path.isdir(parent):
+            try:
+                os.makedirs(parent, exist_ok=True)
+            except OSError:
+                pass  # bwrap reports what it cannot make
+        relative = os.path.relpath(parent, cwd)
+        if relative == ".":
+            continue
+        current = cwd
+        for part in relative.split(os.sep):
+            current = os.path.join(current, part)
+            if not os.path.isdir(current) or os.path.islink(current):
+                break
+            found.append(current)
+    return _outermost_first(found)
+
+
+def _outermost_first(paths: Iterable[str]) -> list[str]:
+    return sorted(dict.fromkeys(paths), key=lambda p: (p.count(os.sep), p))
+
+
 def _read_only(path: str, cwd: str) -> list[str]:
     """bwrap arguments that make ``path`` read-only over itself (nothing for a path outside the cwd: it is)."""
     directory = path.endswith("/")
@@ -390,30 +457,79 @@ def git_protections(cwd: str) -> tuple[list[str], list[str]]:
     read-only one when missing), ``config.worktree`` and ``commondir`` where
     present, the same of its linked worktrees and submodules, and a ``.git``
     file itself. What git writes for ``add``, ``commit`` and branches (objects,
-    refs, the index, logs) stays writable.
+    refs, the index, logs) stays writable. The same for the repositories nested
+    in the cwd that :func:`nested_repositories` finds (a bounded walk). The file
+    tools ask before writing any of these paths (``Scope.ask_always``).
     """
     cwd = os.path.realpath(cwd)
-    dot_git = os.path.join(cwd, ".git")
     pinned: list[str] = []
     read_only: list[str] = []
+    for top in [cwd, *nested_repositories(cwd)]:
+        _protect_repository(top, cwd, pinned, read_only)
+    return list(dict.fromkeys(pinned)), list(dict.fromkeys(read_only))
+
+
+# Repositories nested in the cwd (a workspace root holding several clones, vendored repositories) are
+# protected as the cwd's own is. They are found by a cheap walk of the cwd, run at every command and
+# every file-tool write: at most NESTED_DEPTH levels below the cwd, and at most NESTED_ENTRIES directory
+# entries read in all (breadth first, so the shallowest repositories are found first), never entering a
+# symlink, a dot-directory (.git included: its own modules are found from it), nor the big trees of
+# NESTED_SKIPPED. A repository deeper than that, or past the entry bound in a cwd that large, is not
+# protected: its .git/config and hooks are writable like any file of the cwd.
+NESTED_DEPTH = 3
+NESTED_ENTRIES = 5000
+NESTED_SKIPPED = frozenset({"node_modules", "venv", "target", "__pycache__", "site-packages"})
+
+
+def nested_repositories(cwd: str) -> list[str]:
+    """The directories strictly under ``cwd`` that hold a ``.git`` (directory or gitfile), within the bounds above."""
+    found: list[str] = []
+    queue: collections.deque[tuple[str, int]] = collections.deque([(cwd, 0)])
+    read = 0
+    while queue:
+        directory, depth = queue.popleft()
+        try:
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    read += 1
+                    if read > NESTED_ENTRIES:
+                        return sorted(found)
+                    if entry.name == ".git":
+                        if directory != cwd:
+                            found.append(directory)
+                        continue
+                    if depth >= NESTED_DEPTH or entry.name.startswith(".") or entry.name in NESTED_SKIPPED:
+                        continue
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            queue.append((entry.path, depth + 1))
+                    except OSError:
+                        continue
+        except OSError:  # unreadable, vanished: skipped
+            continue
+    return sorted(found)
+
+
+def _protect_repository(top: str, cwd: str, pinned: list[str], read_only: list[str]) -> None:
+    """The protections of the repository whose work tree is ``top`` (the cwd, or one nested in it)."""
+    dot_git = os.path.join(top, ".git")
     if os.path.isfile(dot_git) and not os.path.islink(dot_git):
         read_only.append(dot_git)  # a gitfile the command could point at a directory of its own
         gitdir = _gitfile_target(dot_git)
         if gitdir is None or not _is_within(gitdir, cwd) or not os.path.isdir(gitdir):
-            return pinned, read_only
+            return
     elif os.path.isdir(dot_git) and not os.path.islink(dot_git):
         gitdir = dot_git
     else:
-        return pinned, read_only
-    _protect_gitdir(gitdir, cwd, pinned, read_only, create_hooks=True, depth=0)
+        return
+    _protect_gitdir(gitdir, top, cwd, pinned, read_only, create_hooks=True, depth=0)
     common = _commondir(gitdir)
     if common is not None and common != gitdir and _is_within(common, cwd) and os.path.isdir(common):
-        _protect_gitdir(common, cwd, pinned, read_only, create_hooks=True, depth=0)
-    return list(dict.fromkeys(pinned)), list(dict.fromkeys(read_only))
+        _protect_gitdir(common, top, cwd, pinned, read_only, create_hooks=True, depth=0)
 
 
-def _protect_gitdir(gitdir: str, cwd: str, pinned: list[str], read_only: list[str], *, create_hooks: bool,
-                    depth: int) -> None:
+def _protect_gitdir(gitdir: str, top: str, cwd: str, pinned: list[str], read_only: list[str], *,
+                    create_hooks: bool, depth: int) -> None:
     if gitdir != cwd:
         pinned.append(gitdir)
     configs = [p for p in (os.path.join(gitdir, n) for n in ("config", "config.worktree")) if os.path.isfile(p)]
@@ -424,14 +540,14 @@ def _protect_gitdir(gitdir: str, cwd: str, pinned: list[str], read_only: list[st
     if create_hooks or os.path.isdir(hooks):
         read_only.append(hooks + "/")
     for config in configs:  # hooks elsewhere (core.hooksPath: .husky/, .githooks/) and included config files
-        read_only += _config_paths(config, worktree=cwd)
+        read_only += _config_paths(config, worktree=top)
     for worktree in _subdirs(os.path.join(gitdir, "worktrees")):  # linked worktrees: theirs point elsewhere
         pinned.append(worktree)
         read_only += [p for p in (os.path.join(worktree, n) for n in ("commondir", "config.worktree"))
                       if os.path.isfile(p)]
     if depth < MODULE_DEPTH:
         for module in _module_gitdirs(os.path.join(gitdir, "modules")):
-            _protect_gitdir(module, cwd, pinned, read_only, create_hooks=False, depth=depth + 1)
+            _protect_gitdir(module, top, cwd, pinned, read_only, create_hooks=False, depth=depth + 1)
 
 
 _SECTION = re.compile(r'\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"[^"]*")?\s*\]\s*(.*)$')

@@ -9,8 +9,9 @@ Rules:
   tool call carries the diff and the location; ``auto-edit`` and ``yolo`` do
   not ask; ``plan`` refuses. A user's "always" answer covers every ``edit``-kind
   call of the session, as it does for its kind elsewhere. A write under
-  ``.git/`` or to a file a hook command runs is asked for in every mode,
-  ``yolo`` included, each time (:meth:`.paths.Scope.ask_always`).
+  ``.git/``, to another of git's control paths, to a file a hook command runs
+  or outside the cwd is asked for in every mode, ``yolo`` included, each time
+  (:meth:`.paths.Scope.ask_always`).
 * The file is read before asking and again after the answer: if it changed
   while the user looked, nothing is written (the diff they approved is no
   longer what would happen) and the model is told to read it again.

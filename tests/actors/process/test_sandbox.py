@@ -510,3 +510,89 @@ def test_a_sandbox_with_a_home_binds_it_writable_last_and_hands_it_over_as_home(
     assert sandbox.environment({"HOME": "/root", "PATH": "/bin"}, {})["HOME"] == str(home)
     assert sandbox.configured_environment({"HOME": "/root"})["HOME"] == str(home)
     assert Sandbox("off").with_home(str(home)).environment({"HOME": "/root"}, {})["HOME"] == "/root"
+
+
+# ------------------------------------------------------------------ renames, nested repositories, a moved cwd
+
+
+def test_every_directory_between_the_cwd_and_what_is_mounted_under_it_is_pinned_first(tmp_path):
+    """A mount moves with a renamed parent (``mv proj proj2``): the parents are mount points too."""
+    ws = tmp_path / "ws"
+    state, settings = ws / "proj" / "state", ws / "proj" / "settings.json"
+    state.mkdir(parents=True)
+    settings.write_text("{}")
+    (ws / ".claude" / "hooks").mkdir(parents=True)
+    (ws / ".claude" / "hooks" / "check.sh").write_text("#!/bin/sh\n")
+    sandbox = Sandbox("bwrap", executable="/usr/bin/bwrap", hidden=(str(state), str(settings)))
+    argv = argv_of(sandbox, ws, protect=[".claude/hooks/check.sh", "deep/er/hooks/"])
+    bound = pairs(argv, "--bind")
+    for parent in ("proj", ".claude", ".claude/hooks", "deep", "deep/er"):
+        assert str(ws / parent) in bound, parent
+        assert bound.index(str(ws)) < bound.index(str(ws / parent))
+    assert (ws / "deep" / "er").is_dir() and not (ws / "deep" / "er" / "hooks").exists()  # bwrap makes hooks/
+    assert argv.index(str(ws / "proj")) < argv.index(str(state))  # pinned before it is hidden
+    assert argv.index(str(ws / ".claude" / "hooks")) < argv.index(str(ws / ".claude" / "hooks" / "check.sh"))
+    assert str(ws / "proj" / "state") not in bound  # the hidden path itself is a mount already
+
+
+@needs_bwrap
+def test_a_parent_of_the_state_directory_or_a_hook_file_cannot_be_renamed(tmp_path):
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(dir="/var/tmp"))  # not under /tmp, which the sandbox replaces
+    try:
+        ws = root / "ws"
+        state = ws / "proj" / "state"
+        state.mkdir(parents=True)
+        (state / "token").write_text("the-daemon-token")
+        (ws / ".claude" / "hooks").mkdir(parents=True)
+        (ws / ".claude" / "hooks" / "check.sh").write_text("#!/bin/sh\n")
+        sandbox = resolve_sandbox("bwrap", [state])
+        result = subprocess.run(
+            sandbox.wrap(["/bin/sh", "-c", "mv proj proj2 || echo PROJ-PINNED; cat proj2/state/token; "
+                                           "mv .claude x || echo CLAUDE-PINNED; echo ok > work.txt"],
+                         str(ws), protect=[".claude/hooks/check.sh"]),
+            cwd=ws, capture_output=True, text=True, timeout=30)
+        assert "PROJ-PINNED" in result.stdout and "CLAUDE-PINNED" in result.stdout, result.stdout + result.stderr
+        assert "the-daemon-token" not in result.stdout + result.stderr
+        assert (ws / "proj" / "state" / "token").exists() and (ws / "work.txt").read_text() == "ok\n"
+    finally:
+        shutil.rmtree(root)
+
+
+def test_nested_repositories_are_found_within_the_bounds(tmp_path, monkeypatch):
+    for repo in ("a", "b/c", "x/y/z", "deep/1/2/3", "node_modules/m", ".hidden/r", "a/sub"):
+        (tmp_path / repo / ".git").mkdir(parents=True)
+    (tmp_path / ".git").mkdir()  # the cwd's own: not a nested one
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / ".git").write_text("gitdir: ../somewhere\n")  # a gitfile counts
+    assert sandbox_module.nested_repositories(str(tmp_path)) == [
+        str(tmp_path / p) for p in ("a", "a/sub", "b/c", "f", "x/y/z")]  # depth 4, node_modules, dot-dirs: no
+    monkeypatch.setattr(sandbox_module, "NESTED_ENTRIES", 3)
+    assert len(sandbox_module.nested_repositories(str(tmp_path))) < 5  # the walk stops at its bound
+
+
+@needs_git
+def test_a_nested_repositorys_control_files_are_protected_as_the_cwds_own(tmp_path):
+    git(tmp_path, "init", "-q", "vendor/lib")
+    git(tmp_path / "vendor" / "lib", "config", "core.hooksPath", "githooks")
+    (tmp_path / "vendor" / "lib" / "githooks").mkdir()
+    pinned, read_only = sandbox_module.git_protections(str(tmp_path))
+    lib = tmp_path / "vendor" / "lib"
+    assert pinned == [str(lib / ".git")]
+    for path in (".git/config", ".git/hooks/", "githooks/"):
+        assert f"{lib}/{path}" in read_only, path
+    argv = argv_of(Sandbox("bwrap", executable="/usr/bin/bwrap"), tmp_path)
+    assert {str(tmp_path / "vendor"), str(lib), str(lib / ".git")} <= set(pairs(argv, "--bind"))
+
+
+def test_a_cwd_that_no_longer_resolves_to_itself_is_refused(tmp_path):
+    cwd, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.symlink(elsewhere, cwd)  # another session put a symlink where this session's cwd was
+    sandbox = Sandbox("bwrap", executable="/usr/bin/bwrap")
+    with pytest.raises(SandboxRefusal) as refused:
+        argv_of(sandbox, cwd)
+    assert str(refused.value) == (f"the session's working directory {cwd} was moved or replaced by a symlink since "
+                                  f"the session started (it now leads to {elsewhere}); nothing was done")
+    assert argv_of(sandbox, elsewhere)[-4:] == ["--", "/bin/sh", "-c", "true"]

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+
+import pytest
 
 from actors.tools import EditTool, WriteFileTool
 from actors.tools.common import MAX_DIFF_CHARS
@@ -57,13 +61,18 @@ async def test_a_write_outside_the_cwd_is_refused_before_anyone_is_asked(tmp_pat
     assert services.asked == [] and list(outside.iterdir()) == []
 
 
-async def test_with_the_setting_a_write_outside_the_cwd_is_asked_like_any_other(tmp_path):
+async def test_with_the_setting_a_write_outside_the_cwd_is_asked_in_every_mode(tmp_path):
     cwd, outside = tmp_path / "work", tmp_path / "outside"
     cwd.mkdir()
     services = Services(runtime=runtime(paths_outside_cwd=True))
     result = await call(WriteFileTool, cwd, {"path": str(outside / "a.txt"), "content": "x"}, services)
     assert result.error is None and (outside / "a.txt").read_text() == "x"
     assert services.asked[0]["title"] == f"write_file {outside / 'a.txt'}"
+    # ~/.gitconfig, ~/.local/bin/git: code the user runs later; yolo asks too
+    assert "outside the session's working directory" in services.asked[0]["alwaysAsk"]
+    inside = Services(runtime=runtime(paths_outside_cwd=True))
+    await call(WriteFileTool, cwd, {"path": "a.txt", "content": "x"}, inside)
+    assert inside.asked[0]["alwaysAsk"] is None  # under the cwd the mode decides
 
 
 async def test_the_state_directory_is_never_written(tmp_path):
@@ -166,3 +175,89 @@ async def test_a_denied_edit_changes_nothing(tmp_path):
     result = await call(EditTool, tmp_path, {"path": "a.txt", "old_string": "a", "new_string": "b"},
                         Services(deny="plan mode: execution is refused until the plan is approved"))
     assert result.error.startswith("plan mode") and (tmp_path / "a.txt").read_text() == "a\n"
+
+
+# ----------------------------------------------------------------- git's control files, wherever they lie
+
+
+def git(cwd, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+@needs_git
+async def test_writes_to_gits_control_files_outside_a_dot_git_directory_are_asked_in_every_mode(tmp_path):
+    """A gitdir a ``.git`` file names (``gitdir: ./.bare``), ``core.hooksPath``, ``include.path``: what the
+    sandbox makes read-only for git's sake, reused from ``git_protections``."""
+    git(tmp_path, "init", "-q", "--bare", str(tmp_path / ".bare"))
+    (tmp_path / ".git").write_text("gitdir: ./.bare\n")
+    git(tmp_path, "config", "core.hooksPath", "tools/hooks")
+    git(tmp_path, "config", "include.path", "../project.gitconfig")
+    (tmp_path / "tools" / "hooks").mkdir(parents=True)
+    for path in (".bare/config", ".bare/hooks/pre-commit", "tools/hooks/pre-commit", "project.gitconfig", ".git"):
+        services = Services(deny="no")
+        await call(WriteFileTool, tmp_path, {"path": path, "content": "x"}, services)
+        assert services.asked[0]["alwaysAsk"] is not None, path
+    services = Services(deny="no")
+    await call(WriteFileTool, tmp_path, {"path": "tools/build.sh", "content": "x"}, services)
+    assert services.asked[0]["alwaysAsk"] is None
+
+
+@needs_git
+async def test_a_nested_repositorys_config_and_hooks_are_asked_for_too(tmp_path):
+    git(tmp_path, "init", "-q", "vendor/lib")
+    git(tmp_path / "vendor" / "lib", "config", "core.hooksPath", "githooks")
+    (tmp_path / "vendor" / "lib" / "githooks").mkdir()
+    for path in ("vendor/lib/.git/config", "vendor/lib/githooks/pre-push"):
+        services = Services(deny="no")
+        await call(WriteFileTool, tmp_path, {"path": path, "content": "x"}, services)
+        assert services.asked[0]["alwaysAsk"] is not None, path
+
+
+# ----------------------------------------------------------------- the cwd and the hidden paths, moved
+
+
+async def test_a_cwd_replaced_by_a_symlink_is_refused_naming_what_happened(tmp_path):
+    cwd, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    cwd.mkdir()
+    elsewhere.mkdir()
+    services = Services()
+    context_cwd = str(cwd)  # as the session resolved it when it started
+    cwd.rename(tmp_path / "proj.orig")
+    os.symlink(elsewhere, cwd)
+    result = await call(WriteFileTool, context_cwd, {"path": "planted", "content": "x"}, services)
+    assert result.error == (f"the session's working directory {cwd} was moved or replaced by a symlink since the "
+                            f"session started (it now leads to {elsewhere}); nothing was done")
+    assert services.asked == [] and list(elsewhere.iterdir()) == []
+
+
+async def test_a_state_directory_whose_parent_was_renamed_is_still_refused(tmp_path):
+    from actors.tools import GrepTool, ReadFileTool
+
+    state = tmp_path / "proj" / "state"
+    state.mkdir(parents=True)
+    (state / "token").write_text("s3cret-token\n")
+    services = Services(runtime=runtime(state))
+    assert "file tools never touch it" in (await call(ReadFileTool, tmp_path, {"path": "proj/state/token"},
+                                                      services)).error  # seen in its place once
+    (tmp_path / "proj").rename(tmp_path / "proj2")
+    result = await call(ReadFileTool, tmp_path, {"path": "proj2/state/token"}, services)
+    assert result.error == "proj2/state/token is the daemon's own state; file tools never touch it"
+    grep = await call(GrepTool, tmp_path, {"pattern": "s3cret"}, services)
+    assert grep.content.startswith("No matches") and "s3cret-token" not in grep.content
+
+
+async def test_a_hard_link_to_a_credential_in_the_home_is_refused_as_one(tmp_path, monkeypatch):
+    from actors.tools import ReadFileTool
+
+    home, work = tmp_path / "home", tmp_path / "home" / "work"
+    work.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    (home / ".netrc").write_text("machine x password p\n")
+    os.link(home / ".netrc", work / "notes.txt")
+    for path in ("notes.txt", "~/.netrc"):
+        result = await call(ReadFileTool, work, {"path": path})
+        assert result.error == (f"{path} is a credential in the home, hidden from the tools as from the sandbox's "
+                                f"commands; file tools never touch it")
