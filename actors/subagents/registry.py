@@ -22,6 +22,7 @@ import trio
 
 from .. import wire
 from .._actor import ActorGone
+from ..process import Sandbox
 from ..settings import APPROVAL_MODES, SettingsError
 from .client import call_signal_tool
 from .files import check_named_report, make_private_dir, remove_quietly, write_mcp_config
@@ -123,14 +124,25 @@ class SubagentRegistry:
 
     # ------------------------------------------------------------- start
 
+    def check(self, arguments: dict[str, Any], cwd: str | None = None) -> RunSpec:
+        """What ``start`` would run, without starting it: :class:`StartError` for arguments it would refuse
+        (a runner that is not configured included). The ``agent`` tool checks before it asks the user."""
+        spec = self._spec(arguments, cwd)
+        self._runner(spec.runner)
+        return spec
+
     async def start(self, arguments: dict[str, Any], *, cwd: str | None = None,
                     on_end: Callable[[SubagentRun], None] | None = None,
-                    approve_report: Callable[[Path], Awaitable[str | None]] | None = None) -> SubagentRun:
+                    approve_report: Callable[[Path], Awaitable[str | None]] | None = None,
+                    parent_mode: str | None = None, sandbox: Sandbox | None = None) -> SubagentRun:
         """Validate ``arguments`` (the ``start`` tool's), spawn the run, return it once it is running.
 
         ``cwd`` is the default working directory (the calling session's); ``on_end`` is called once
         the run has ended; ``approve_report`` asks the caller's user about a report file the subagent
-        names (``None`` once allowed, else why not). Raises :class:`StartError` when nothing was spawned.
+        names (``None`` once allowed, else why not); ``parent_mode`` is the approval mode of the session
+        that starts the run (its ``agent`` tool): a child session never runs in a more permissive one.
+        ``sandbox``: that session's, so a command runner sees what it protects (its hooks' files)
+        read-only, as the session's own commands do. Raises :class:`StartError` when nothing was spawned.
         """
         spec = self._spec(arguments, cwd)
         if self.base_url is None:
@@ -139,7 +151,7 @@ class SubagentRegistry:
             raise StartError(f"a run named {spec.name!r} is underway")
         if sum(not r.ended.is_set() for r in self._runs.values()) + len(self._starting) >= MAX_LIVE_RUNS:
             raise StartError(f"at most {MAX_LIVE_RUNS} live subagent runs")
-        runner = self._runner(spec.runner)
+        runner = self._runner(spec.runner, parent_mode, sandbox)
         run = SubagentRun(spec, clock_ms=self.daemon.runtime.clock_ms, grace=self.config.signal_grace_seconds)
         run.cleanup = self._cleanup
         run.refuse_report = functools.partial(self._refuse_named_report, spec.cwd)
@@ -224,16 +236,16 @@ class SubagentRegistry:
             return str(exc)
         return check_named_report(Path(real), cwd)
 
-    def _runner(self, kind: str) -> Any:
+    def _runner(self, kind: str, parent_mode: str | None = None, sandbox: Sandbox | None = None) -> Any:
         if kind == "session":
             return SessionRunner(self.daemon, self.config.session_model, self.config.session_approval_mode,
-                                 signal_client=self.signal_client)
+                                 signal_client=self.signal_client, parent_mode=parent_mode)
         template = self.config.command_template
         if not template:
             raise StartError("no command runner is configured (settings key subagents.runners.command.template)")
         try:
             # A real agent CLI needs its own API key: it gets the variables its settings name, and only those.
-            return CommandRunner(template, self.daemon.runtime.sandbox,
+            return CommandRunner(template, sandbox or self.daemon.runtime.sandbox,
                                  env=command_env(self.daemon.settings.subagents),
                                  state_dir=self.daemon.runtime.state_dir)
         except RunnerError as exc:

@@ -48,19 +48,34 @@ class RunnerError(Exception):
 # ----------------------------------------------------------------- session
 
 
+# Approval modes from the strictest: ``plan`` refuses, ``default`` asks, ``auto-edit`` and ``yolo`` do not.
+STRICTNESS = ("plan", "default", "auto-edit", "yolo")
+
+
+def stricter(*modes: str | None) -> str | None:
+    """The strictest of ``modes``, ``None`` ignored (``None`` when none is given); a mode this order does not
+    know counts as ``plan``, so a mode added later is never taken for a permissive one."""
+    given = [m if m in STRICTNESS else "plan" for m in modes if m is not None]
+    return min(given, key=STRICTNESS.index) if given else None
+
+
 class SessionRunner:
     """A child session of the daemon per run."""
 
     name = "session"
 
     def __init__(self, daemon: Any, model: str | None = None, approval_mode: str | None = None, *,
-                 signal_client: Any = None) -> None:
+                 signal_client: Any = None, parent_mode: str | None = None) -> None:
         self._daemon = daemon
         self._signal_client = signal_client  # None: over HTTP (``call_signal_tool``)
         self._model = model
         # Nobody answers a child's permission requests but the parent polling status, so a
         # deployment usually sets a mode here (the daemon's own is kept when it does not).
         self._approval_mode = approval_mode
+        # The mode of the session whose ``agent`` tool started the run, when it started it: the child
+        # takes the stricter of it and its own, so a session in ``plan`` or ``default`` cannot get
+        # through a child what it may not do itself (None: no parent session, e.g. the MCP ``start``).
+        self._parent_mode = parent_mode
 
     @asynccontextmanager
     async def open(self, run: SubagentRun) -> AsyncIterator[SessionTurns]:
@@ -77,8 +92,9 @@ class SessionRunner:
             handle.turn_off_todo_stop_guard()
             if self._model:
                 await handle.set_model(self._model)
-            if self._approval_mode:
-                await handle.set_approval_mode(self._approval_mode)
+            if self._approval_mode or self._parent_mode:
+                own = self._approval_mode or self._daemon.settings.approval_mode
+                await handle.set_approval_mode(stricter(own, self._parent_mode) or own)
             yield SessionTurns(handle, run)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(10):

@@ -3,6 +3,11 @@
 ``agent`` starts a run as background work of kind ``agent``: the run's end
 arrives in the calling session as a terminal notification, and while it is
 live it is part of the Todo Stop Guard's background baseline like a shell.
+Starting one is asked for as a shell command is (kind ``execute``: ``plan``
+refuses, ``default`` asks, ``auto-edit`` and ``yolo`` do not), in one request
+that also covers the ``report_file`` when one is given; and a child session
+never runs in a more permissive approval mode than the calling session had
+when it started the run (:func:`.runners.stricter`).
 
 ``goal_reached`` / ``need_help`` are MCP-client tools: each call reads the
 signal URL from the run's own MCP config file and calls it over HTTP. Neither
@@ -11,6 +16,7 @@ takes a name — the token in that URL is the only identity there is.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -130,6 +136,27 @@ def notification_text(run: Any) -> str:
     return f"{head}\n{status['done']}"
 
 
+BRIEF_SHOWN = 300  # characters of the brief in the permission request's title (all of it is in its rawInput)
+
+
+def start_title(spec: Any, template: str | None, report: str | None = None) -> str:
+    """What the permission request to start a run says: its name, what runs it, its brief (shortened)."""
+    from .. import wire
+
+    if spec.runner == "command":
+        try:
+            program = shlex.split(template or "")[0]
+        except (ValueError, IndexError):
+            program = "?"
+        runner = f"the command runner ({program})"
+    else:
+        runner = "a child session"
+    title = f"agent {spec.name}: start {runner} with the brief “{wire.shorten(spec.brief, BRIEF_SHOWN)}”"
+    if report is not None:
+        title += f", and append its done message to {report}"
+    return title
+
+
 ITEM_STATES = {"no_goal": "completed", "goal_reached": "completed", "need_help": "failed", "turn_cap": "failed",
                "stopped": "killed", "error": "failed"}
 
@@ -140,10 +167,13 @@ class AgentTool:
     name = "agent"
     builtin = True
     kind = "other"
+    asks_permission = True  # it calls services.authorize itself
     description = (
         "Start a subagent run in the background with a brief (and optionally a goal it is re-prompted toward, "
         "up to max_turns). It runs on its own; its end arrives as a task notification saying how it ended "
-        "(goal_reached is the subagent's own claim). Stop it with kill_task."
+        "(goal_reached is the subagent's own claim). Stop it with kill_task. Starting one is asked for as a "
+        "shell command is (refused in plan mode), and the subagent never gets a more permissive approval mode "
+        "than this session's."
     )
     parameters = AGENT_SCHEMA
 
@@ -159,18 +189,12 @@ class AgentTool:
         registry = registry_for(context.services)
         if registry is None or context.services is None:
             return ToolResult.failure("subagents are not available in this daemon")
-        manager = context.services.background
-        name, brief = arguments.get("name"), arguments.get("brief")
-        try:
-            item = manager.track("agent", f"{name}: {brief}"[:200])
-        except BackgroundLimit as exc:
-            return ToolResult.failure(str(exc))
-
-        def on_end(run: Any) -> None:
-            manager.finish(item.task_id, state=ITEM_STATES.get(run.end_reason, "failed"),
-                           text=notification_text(run))
-
         services = context.services
+        try:
+            spec = registry.check(arguments, context.cwd)  # refused before the user is asked about it
+        except StartError as exc:
+            return ToolResult.failure(str(exc))
+        name, brief = spec.name, spec.brief
 
         async def approve_report(path: Any, *, named: bool = True) -> str | None:
             # A report file is a file the daemon writes on the model's behalf: asked as write_file is.
@@ -180,26 +204,48 @@ class AgentTool:
                 context, title=f"agent {name}: append to {shown} ({who})", kind="edit",
                 raw_input={"report_file": shown}, details={"locations": [location(str(path))]})
 
+        # One request to start the run, as a shell command is asked for (kind execute), and covering the
+        # report_file when there is one: the daemon appending to it (kind edit) asks in the same modes, and
+        # what allows a command allows a file's write. A user's "always reject" of edits still refuses it.
         report = arguments.get("report_file")
+        details: dict[str, Any] | None = None
+        shown_report = None
         if report is not None:
             try:
                 real = scope_of(context).resolve_report(report)
             except PathRefused as exc:
-                manager.finish(item.task_id, state="failed", text=str(exc), notify=False)
                 return ToolResult.failure(str(exc))
-            try:
-                denied = await approve_report(real, named=False)
-            except BaseException:
-                manager.finish(item.task_id, state="failed", text="the report file was not approved", notify=False)
-                raise
-            if denied is not None:
-                manager.finish(item.task_id, state="failed", text=denied, notify=False)
-                return ToolResult.failure(f"report_file {report}: {denied}; no run was started")
+            if "edit" in getattr(services, "always_denied", ()):
+                return ToolResult.failure(f"report_file {report}: the user denied such calls for the rest of this "
+                                          "session; no run was started")
+            shown_report = scope_of(context).shown(str(real))
+            details = {"locations": [location(str(real))]}
+        template = registry.config.command_template
+        denied = await services.authorize(context, title=start_title(spec, template, shown_report), kind="execute",
+                                          raw_input=arguments, details=details)
+        if denied is not None:
+            return ToolResult.failure(f"{denied}; no run was started")
+        # The calling session's mode now, as it starts the run: its child session never gets a laxer one.
+        parent_mode = getattr(services, "approval_mode", None)
+        manager = services.background
         try:
-            run = await registry.start(arguments, cwd=context.cwd, on_end=on_end, approve_report=approve_report)
+            item = manager.track("agent", f"{name}: {brief}"[:200])
+        except BackgroundLimit as exc:
+            return ToolResult.failure(str(exc))
+
+        def on_end(run: Any) -> None:
+            manager.finish(item.task_id, state=ITEM_STATES.get(run.end_reason, "failed"),
+                           text=notification_text(run))
+
+        try:
+            run = await registry.start(arguments, cwd=context.cwd, on_end=on_end, approve_report=approve_report,
+                                       parent_mode=parent_mode, sandbox=getattr(services, "sandbox", None))
         except StartError as exc:
             manager.finish(item.task_id, state="failed", text=str(exc), notify=False)
             return ToolResult.failure(str(exc))
+        except BaseException:
+            manager.finish(item.task_id, state="failed", text="the run was not started", notify=False)
+            raise
         item.actor = _RunStopper(registry, run.name)
         return ToolResult(
             f"Subagent run {run.name!r} started in the background as task {item.task_id} "

@@ -215,6 +215,7 @@ def test_a_subagent_run_shows_its_turn_counter_and_how_it_ended(page, daemons):
     open_ui(page, d)
     new_session(page)
     send(page, "delegate")
+    page.get_by_role("button", name="Allow", exact=True).click()  # starting a run is asked, as a shell is
     runs = page.get_by_role("region", name="Subagent runs")
     run = runs.get_by_role("listitem").filter(has_text="kid")
     expect(run.locator(".run-turn")).to_have_text(re.compile(r"turn [12] of 2"))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
+
 import trio
 
+from actors import Settings
 from tests.transport.mcp.harness import mcp_daemon, routed, signal
 
 
@@ -30,11 +34,16 @@ async def test_the_agent_tool_runs_a_subagent_as_background_work(tmp_path):
             with trio.fail_after(20):
                 async for event in events:
                     seen.append(event)
+                    if event.type == "permission_request":  # default mode: starting a run is asked for
+                        await parent.vote(event.data["requestId"], "selected", "proceed_once")
                     if event.type == "turn_complete" and any(
                             "<task-notification" in t for t in _user_texts(seen)):
                         break
         run = daemon.subagents.get("kid")
         status = await parent.status()
+    asked = [e.data["toolCall"] for e in seen if e.type == "permission_request"]
+    assert [(a["kind"], a["title"]) for a in asked] == [
+        ("execute", "agent kid: start a child session with the brief “kid-brief: count the files”")]
     tasks = [e.data for e in seen if e.type == "background_task"]
     started = [t for t in tasks if t["status"] == "started"]
     finished = [t for t in tasks if t["status"] == "finished"]
@@ -62,7 +71,9 @@ async def test_an_agent_item_is_live_while_the_run_is_and_kill_task_stops_it(tmp
         ],
         **{"slow-brief": [{"delay": 60, "steps": [{"text": "late"}]}]},
     )
-    async with mcp_daemon(model=model, workspace=str(tmp_path)) as (daemon, base):
+    # yolo: starting a run asks in default mode (the test above answers it).
+    settings = Settings(approval_mode="yolo")
+    async with mcp_daemon(model=model, workspace=str(tmp_path), settings=settings) as (daemon, base):
         parent, _ = await daemon.create_session(str(tmp_path))
         async with parent.subscribe(last_event_id=0) as events:
             await parent.prompt("parent: start something slow")
@@ -81,3 +92,82 @@ async def test_an_agent_item_is_live_while_the_run_is_and_kill_task_stops_it(tmp
         assert run.end_reason == "stopped"
         finished = next(t for t in (await parent.status())["backgroundTasks"] if t["kind"] == "agent")
         assert finished["status"] == "killed"
+
+
+async def _one_prompt(daemon, cwd, *, mode: str | None = None, vote: str | None = None) -> list:
+    """One parent prompt to its turn's end, answering each permission request with ``vote``; every event."""
+    parent, _ = await daemon.create_session(str(cwd))
+    if mode is not None:
+        await parent.set_approval_mode(mode)
+    seen: list = []
+    async with parent.subscribe(last_event_id=0) as events:
+        await parent.prompt("parent: delegate")
+        with trio.fail_after(20):
+            async for event in events:
+                seen.append(event)
+                if event.type == "permission_request" and vote is not None:
+                    await parent.vote(event.data["requestId"], "selected", vote)
+                if event.type == "turn_complete":
+                    break
+    return seen
+
+
+def _asked(seen: list) -> list[dict]:
+    return [e.data["toolCall"] for e in seen if e.type == "permission_request"]
+
+
+def _results(seen: list) -> list[str]:
+    return [str(e.data["update"].get("rawOutput") or e.data["update"].get("content")) for e in seen
+            if e.type == "session_update" and e.data["update"].get("sessionUpdate") == "tool_call_update"
+            and e.data["update"].get("status") in ("completed", "failed")]
+
+
+async def test_plan_mode_refuses_the_agent_tool_and_no_run_starts(tmp_path):
+    """A session in plan may not execute: no more through a child session, whatever the daemon's mode."""
+    model = routed(parent=[[{"tool_call": {"name": "agent", "arguments": {"name": "kid", "brief": "kid-brief"}}}],
+                           [{"text": "refused"}]],
+                   **{"kid-brief": signal("goal_reached", summary="ran anyway")})
+    settings = Settings(approval_mode="auto-edit")
+    async with mcp_daemon(model=model, workspace=str(tmp_path), settings=settings) as (daemon, _):
+        seen = await _one_prompt(daemon, tmp_path, mode="plan")
+        assert daemon.subagents.list() == [] and daemon.session_count == 1
+    assert _asked(seen) == []
+    assert any("plan mode" in r and "no run was started" in r for r in _results(seen)), _results(seen)
+    assert not any(e.type == "background_task" for e in seen)
+
+
+async def test_default_mode_asks_before_a_command_runner_runs_the_brief(tmp_path):
+    """The request names the run, the CLI that runs and the brief; a rejection starts nothing."""
+    template = f"{shlex.quote(sys.executable)} -c {{brief}} {{config}}"
+    brief = "import pathlib; pathlib.Path('ran.txt').write_text('x')"
+    model = routed(parent=[[{"tool_call": {"name": "agent", "arguments": {
+        "name": "cli", "brief": brief, "runner": "command"}}}], [{"text": "rejected"}]])
+    settings = Settings(subagents={"runners": {"command": {"template": template}}})
+    async with mcp_daemon(model=model, workspace=str(tmp_path), settings=settings) as (daemon, _):
+        seen = await _one_prompt(daemon, tmp_path, vote="cancel")
+        assert daemon.subagents.list() == []
+    (request,) = _asked(seen)
+    program = sys.executable
+    assert request["kind"] == "execute" and request["rawInput"]["brief"] == brief
+    assert request["title"] == f"agent cli: start the command runner ({program}) with the brief “{brief}”"
+    assert any("denied" in r and "no run was started" in r for r in _results(seen)), _results(seen)
+    assert not (tmp_path / "ran.txt").exists()
+
+
+async def test_one_request_covers_the_start_and_the_report_file(tmp_path):
+    """With a report_file the start and the daemon's appends to it are asked for at once: allowed, the run
+    starts and its done message is appended without a second request."""
+    model = routed(parent=[[{"tool_call": {"name": "agent", "arguments": {
+        "name": "kid", "brief": "kid-brief: work", "report_file": "report.md"}}}],
+        [{"text": "delegated"}], [{"text": "noted"}]],
+        **{"kid-brief": signal("goal_reached", summary="done")})
+    async with mcp_daemon(model=model, workspace=str(tmp_path)) as (daemon, _):
+        seen = await _one_prompt(daemon, tmp_path, vote="proceed_once")
+        run = daemon.subagents.get("kid")
+        with trio.fail_after(10):
+            await run.ended.wait()
+    (request,) = _asked(seen)
+    assert request["title"] == ("agent kid: start a child session with the brief “kid-brief: work”, "
+                                "and append its done message to report.md")
+    assert request["locations"] == [{"path": str(tmp_path / "report.md")}]
+    assert "done" in (tmp_path / "report.md").read_text()

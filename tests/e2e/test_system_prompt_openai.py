@@ -74,7 +74,7 @@ async def test_a_subagent_child_gets_its_brief_on_top_of_the_daemon_prompt(nurse
     url = await nursery.start(fake.serve)
     model = OpenAIModel(OpenAIConfig(base_url=url, api_key=KEY))
     with trio.fail_after(30):
-        async with mcp_daemon(model=model, workspace=str(tmp_path)) as (daemon, _):
+        async with mcp_daemon(model=model, workspace=str(tmp_path), settings=Settings(approval_mode="yolo")) as (daemon, _):
             parent, _ = await daemon.create_session(str(tmp_path))
             async with parent.subscribe(last_event_id=0) as events:
                 await parent.prompt("delegate the counting")

@@ -17,7 +17,9 @@ from __future__ import annotations
 import base64
 import io
 import re
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -143,8 +145,12 @@ def test_the_rich_table_on_a_terminal_takes_no_markup_and_no_escape_from_a_direc
 
 
 @needs_pty
-def test_trellis_attach_shows_the_models_escape_sequences_and_does_not_send_them(world, tmp_path):
-    evil = hostile_dir(tmp_path)
+def test_trellis_attach_shows_the_models_escape_sequences_and_does_not_send_them(world, request):
+    # Under a short base: the banner shortens a directory wider than the 120-column screen, and pytest's
+    # own tmp_path grows with its run counter.
+    short = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(short, ignore_errors=True))
+    evil = hostile_dir(short)
     command = f"echo 'T{osc('TITLE')}\x07'; printf 'OUT<\\033]52;c;{clip('OUT')}\\007\\302\\233>\\n'"
     d = world["daemon"]().start([
         [{"thought": hostile("THOUGHT") + "\n"}, {"text": hostile("MODEL") + "\n"},

@@ -9,6 +9,7 @@ from __future__ import annotations
 import httpx
 import trio
 
+from actors import Settings
 from tests.conftest import live_daemon
 from tests.processes import kill_all, marker, sleeping
 
@@ -94,7 +95,7 @@ async def test_subagent_runs_are_listed_with_their_turn_counter(tmp_path):
     model = routed(parent=[[{"tool_call": {"name": "agent", "arguments": {
         "name": "kid", "brief": "kid-brief: count the files", "goal": "a count"}}}], [{"text": "on it"}],
         [{"text": "noted"}]], **{"kid-brief": signal("goal_reached", summary="3 files")})
-    async with mcp_daemon(model=model, workspace=str(tmp_path)) as (daemon, base):
+    async with mcp_daemon(model=model, workspace=str(tmp_path), settings=Settings(approval_mode="yolo")) as (daemon, base):
         async with httpx.AsyncClient(base_url=base, trust_env=False) as client:  # an app without a token
             assert (await client.get("/subagents")).json() == {"runs": []}
             parent, _ = await daemon.create_session(str(tmp_path))

@@ -246,6 +246,9 @@ def test_a_subagent_run_shows_its_turns_and_how_it_ended(world):
     screen = world["attach"](d)
     screen.session_id()
     screen.line("delegate")
+    screen.expect("? permission: execute: agent kid: start a child session")  # default mode asks first
+    time.sleep(GRACE + 0.2)
+    screen.child.send("a")
     screen.expect("⧉ subagent kid started")
     screen.expect("⧉ subagent kid ended at turn 2 of 2: turn_cap", timeout=15)
     screen.child.sendcontrol("d")

@@ -11,6 +11,13 @@ Streamed text is kept in the live area until its line ends (a newline, a line
 as wide as the terminal, or any other event), then printed once: a finished
 line is never drawn twice.
 
+A permission request is shown whole (:func:`request_rows`): every line of its
+title (and of the command it runs, when that differs), control characters made
+visible, long lines wrapped, never cut; past :data:`PERMISSION_ROWS` rows a
+line says how many lines and characters are not shown, and to reject. Folding
+or cutting it let a harmless first line hide a ``curl … | sh`` second line
+from the user asked to allow it.
+
 Lines are :class:`Line`: rich text whose daemon-supplied characters are made
 visible as it is built (:mod:`trellis.visible`: an ESC shows as ``␛``, a
 lone CR as ``␍``), never parsed as markup (a ``[bold]`` in the model's text is
@@ -34,6 +41,7 @@ GUARD_SOURCE = "todo_stop_guard"
 TERMINAL_TOOL_STATUS = frozenset({"completed", "failed"})
 OUTPUT_LINES = 12  # lines of a tool's output shown (the rest is counted)
 TASK_OUTPUT_LINES = 8  # lines of one background_task output event shown
+PERMISSION_ROWS = 40  # rows of a permission request's text shown; past them the rest is counted, never dropped
 PENDING_LISTED = 4  # queued prompts named on the FIFO line (the rest are counted)
 KIND_KEYS = {"allow_once": "a", "allow_always": "A", "reject_once": "r", "reject_always": "R"}
 PLAN_MARKS = {"pending": "○", "in_progress": "◐", "completed": "✓"}
@@ -69,6 +77,9 @@ class Permission:
     title: str
     choices: list[Choice]
     voted: bool = False  # a vote was sent; the resolution has not arrived yet
+    # What the prompt area adds to the question's first line when the lines above show it in rows
+    # (several lines, or a long one), and when not all of it is shown there.
+    above: str = ""
 
     def choice(self, key: str) -> Choice | None:
         return next((c for c in self.choices if c.key == key), None)
@@ -127,6 +138,50 @@ def short(text: str, width: int) -> str:
     """``text`` on one line, cut to ``width`` characters with an ellipsis."""
     line = " ".join(text.split())
     return line if len(line) <= width else line[: max(1, width - 1)] + "…"
+
+
+def wrap(line: str, width: int) -> list[str]:
+    """``line`` in rows of at most ``width`` characters, at a space when one is in the second half; no
+    character dropped (a row that starts with a space is the space that was cut at)."""
+    width = max(1, width)
+    rows: list[str] = []
+    while len(line) > width:
+        cut = line.rfind(" ", width // 2, width + 1)
+        if cut <= 0:
+            cut = width
+        rows.append(line[:cut])
+        line = line[cut:]
+    rows.append(line)
+    return rows
+
+
+@attrs.frozen
+class Rows:
+    """A permission request's text as rows to print: what is shown, and what is not (counted)."""
+
+    rows: list[str]
+    lines: int  # lines of the text
+    hidden_lines: int = 0  # lines not shown, or shown only in part
+    hidden_chars: int = 0
+
+
+def request_rows(text: str, width: int, limit: int = PERMISSION_ROWS) -> Rows:
+    """Every line of ``text`` (made visible: a CR or ESC is shown, not obeyed), numbered when there are
+    several, each wrapped at ``width`` (continued rows marked ``↪``), up to ``limit`` rows."""
+    lines = visible(text).split("\n")
+    number = len(str(len(lines))) if len(lines) > 1 else 0
+    rows: list[str] = []
+    for n, line in enumerate(lines, 1):
+        head = f"{n:>{number}}│ " if number else ""
+        pieces = wrap(line, width - (len(head) if number else 2))  # 2: a continued row's "↪ "
+        for i, piece in enumerate(pieces):
+            if len(rows) == limit:
+                shown = sum(len(p) for p in pieces[:i])
+                left = len(line) - shown + sum(len(later) + 1 for later in lines[n:])  # +1: each line break
+                return Rows(rows, len(lines), len(lines) - n + 1, left)
+            lead = head if i == 0 else (" " * (len(head) - 2) + "↪ " if number else "↪ ")
+            rows.append(lead + piece)
+    return Rows(rows, len(lines))
 
 
 def text_of(content: Any) -> str:
@@ -274,7 +329,8 @@ class View:
             return []
         more = sum(1 for p in self.permissions.values() if not p.voted) - 1
         keys = ("class:keys", request.keys_text()) if instead is None else ("class:status", instead)
-        parts = [("class:permission", f"? {short(request.title, 60)} — "), keys]
+        title = short(request.title.split("\n", 1)[0], 60) + request.above
+        parts = [("class:permission", f"? {title} — "), keys]
         if more > 0:
             parts.append(("class:status", f"  (+{more} more)"))
         return parts
@@ -442,8 +498,33 @@ class View:
         out = self.close_partial()
         head = Line("? permission: ", style=S_PERMISSION)
         head.append(f"{kind}: " if kind else "", style=S_WARN)
-        head.append(short(title, max(20, self.width() - 24)), style="bold")
-        out.append(head)
+        width = max(20, self.width() - 24)
+        raw = tool_call.get("rawInput")
+        command = raw.get("command") if isinstance(raw, dict) else None
+        texts = [("", title)]
+        if isinstance(command, str) and command != title:  # e.g. a hook's "ask", titled by the tool's name
+            texts.append(("command", command))
+        above = ""
+        for label, text in texts:
+            rows = request_rows(text, max(20, self.width() - 4))
+            if not label and rows.lines == 1 and len(rows.rows) == 1 and len(rows.rows[0]) <= width:
+                head.append(rows.rows[0], style="bold")  # one short line: on the question's own line
+                out.append(head)
+                continue
+            if not label:
+                head.append(f"({rows.lines} line{'s' if rows.lines != 1 else ''}, "
+                            f"{len(visible(text)):,} characters):", style=S_WARN)
+                out.append(head)
+            else:
+                out.append(Line(f"  {label} ({rows.lines} line{'s' if rows.lines != 1 else ''}):", style=S_WARN))
+            above = above or " (whole request above)"
+            out += [Line("  " + row, style="bold") for row in rows.rows]
+            if rows.hidden_lines:
+                above = " (not all shown above: reject unless you have inspected it)"
+                out.append(Line(f"  ⚠ not shown: {rows.hidden_lines} line{'s' if rows.hidden_lines != 1 else ''} "
+                                f"({rows.hidden_chars:,} characters) of this request. Reject it unless you have "
+                                "inspected all of it.", style=S_BAD))
+        request.above = above
         out.append(Line("  " + request.keys_text(), style=S_WARN))
         return out
 
@@ -583,4 +664,4 @@ class View:
         return self.note(f"session closed ({data.get('reason')})", S_WARN)
 
 
-__all__ = ["Choice", "Line", "Permission", "View", "choices_of", "visible_text"]
+__all__ = ["Choice", "Line", "Permission", "Rows", "View", "choices_of", "request_rows", "visible_text", "wrap"]

@@ -147,6 +147,35 @@ def test_the_config_file_carries_what_claude_code_and_qwen_code_read(tmp_path):
     assert read_signal_url(old) == url
 
 
+@pytest.mark.parametrize("configured, daemon_mode, parent, expected", [
+    ("yolo", "default", "default", "default"),  # the parent's stricter mode wins over the configured one
+    ("auto-edit", "default", "yolo", "auto-edit"),  # a laxer parent never loosens the child
+    (None, "auto-edit", "plan", "plan"),  # the daemon's mode is the child's own when none is configured
+    (None, "auto-edit", None, "auto-edit"),  # no parent session (the MCP start): the child's own mode
+])
+async def test_a_child_session_is_never_laxer_than_the_session_that_started_it(tmp_path, configured, daemon_mode,
+                                                                             parent, expected):
+    from actors import Settings
+
+    model = child({"delay": 10_000, "steps": []})
+    async with open_daemon(Settings(approval_mode=daemon_mode), model=model, ids=CountingIds(),
+                           workspace=str(tmp_path)) as daemon:
+        daemon.subagents.base_url = BASE
+        daemon.subagents.config = SubagentConfig(session_approval_mode=configured)
+        await daemon.subagents.start({"name": "c", "brief": "b"}, parent_mode=parent)
+        (kid,) = daemon.sessions()
+        assert (await kid.status())["approvalMode"] == expected
+        await daemon.subagents.stop("c")
+
+
+def test_stricter_orders_plan_default_auto_edit_yolo():
+    from actors.subagents.runners import stricter
+
+    assert stricter("yolo", "auto-edit") == "auto-edit" and stricter("default", "auto-edit") == "default"
+    assert stricter("plan", "yolo") == "plan" and stricter(None, "yolo") == "yolo" and stricter() is None
+    assert stricter("yolo", "a-mode-added-later") == "plan"  # unknown: taken as the strictest
+
+
 async def test_child_sessions_take_the_configured_model_and_approval_mode(tmp_path):
     model = child({"delay": 10_000, "steps": []})
     async with open_daemon(model=model, ids=CountingIds(), workspace=str(tmp_path)) as daemon:
