@@ -49,7 +49,6 @@ Run by hand (``ANTHROPIC_BASE_URL`` is the printed URL, without ``/v1``)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Iterable, Iterator
@@ -60,7 +59,7 @@ import h11
 import orjson
 import trio
 
-from .fake_openai import FakeOpenAI, ReceivedRequest, _Cut, _fail, _seconds, _split, _Stall, load_script_file
+from .fake_openai import FakeOpenAI, ReceivedRequest, _Cut, _fail, _seconds, _split, _Stall, serve_by_hand
 
 __all__ = ["DEMO_SCRIPT", "FALLBACK", "FakeAnthropic", "MessagePlan", "ReceivedRequest", "main"]
 
@@ -371,30 +370,9 @@ def _error(kind: str, message: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m transport.fake_anthropic",
-                                description="A loopback fake of the Anthropic Messages API playing a script.")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0, help="0 picks a free port (printed)")
-    p.add_argument("--script", default=None, metavar="FILE",
-                   help="JSON list of responses, or {responses: [...]} (default: a short demo)")
-    args = p.parse_args(argv)
-    try:
-        fake = FakeAnthropic(load_script_file(args.script) if args.script else DEMO_SCRIPT)
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-    async def run() -> None:
-        async with trio.open_nursery() as nursery:
-            url = await nursery.start(lambda task_status: fake.serve(
-                host=args.host, port=args.port, task_status=task_status))
-            print(f"listening on {url}", flush=True)
-
-    try:
-        trio.run(run)
-    except KeyboardInterrupt:
-        pass
-    return 0
+    return serve_by_hand(argv, prog="python -m transport.fake_anthropic",
+                         description="A loopback fake of the Anthropic Messages API playing a script.",
+                         make=FakeAnthropic, demo=DEMO_SCRIPT)
 
 
 if __name__ == "__main__":

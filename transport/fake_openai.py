@@ -512,16 +512,16 @@ def load_script_file(path: str) -> list[Any]:
     return data["responses"] if isinstance(data, dict) and "responses" in data else data
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m transport.fake_openai",
-                                description="A loopback fake OpenAI-compatible server playing a script.")
+def serve_by_hand(argv: list[str] | None, *, prog: str, description: str, make: Any, demo: list[Any]) -> int:
+    """The command line of a loopback fake: ``make(script)`` serves it until interrupted (also fake_anthropic's)."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port (printed)")
     p.add_argument("--script", default=None, metavar="FILE",
                    help="JSON list of responses, or {responses: [...]} (default: a short demo)")
     args = p.parse_args(argv)
     try:
-        fake = FakeOpenAI(load_script_file(args.script) if args.script else DEMO_SCRIPT)
+        fake = make(load_script_file(args.script) if args.script else demo)
     except (OSError, ValueError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -537,6 +537,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serve_by_hand(argv, prog="python -m transport.fake_openai",
+                         description="A loopback fake OpenAI-compatible server playing a script.",
+                         make=FakeOpenAI, demo=DEMO_SCRIPT)
 
 
 if __name__ == "__main__":

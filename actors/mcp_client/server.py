@@ -359,6 +359,8 @@ class McpServer:
         command = ""
         if self.config.transport == "stdio":
             where = ", run in the sandbox" if self.config.sandbox and self.sandbox.active else ""
+            if where and not self.sandbox.network:  # the likeliest reason a download or a fetch never answered
+                where += " without a network (sandbox.network is off)"
             command = f" Its command{where}: {command_text(self.config)}."
         self._on_failed(self, f"MCP server {self.name!r} did not start: {reason}.{command} "
                                "The session goes on without its tools.")

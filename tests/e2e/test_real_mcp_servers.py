@@ -499,3 +499,28 @@ async def test_a_settings_server_with_sandbox_false_runs_outside_the_sandbox(nur
             assert got["free"] == os.environ["HOME"]  # the user's own home, as hooks see it
     finally:
         kill_all(pids_with(boxed) + pids_with(free))
+
+
+# ----------------------------------------------------------------- sandbox.network: "off"
+
+
+@pytest.mark.skipif(not _bwrap_works(), reason="needs a working bubblewrap: network off is a sandbox's namespace")
+async def test_with_the_network_off_a_local_server_works_and_an_npx_download_is_refused(nursery, tmp_path,
+                                                                                     npm_registry):
+    """What still works (a server on disk, the model's own tools) and what is refused, in the server's own words."""
+    work = workspace(tmp_path)
+    servers = {"fresh": npx_server(EVERYTHING) | {"discoveryTimeoutMs": 8_000},  # its home's npm cache is empty
+               "local": {"command": sys.executable, "args": [str(TEST_SERVER)]}}
+    fake = FakeOpenAI([[call("add", "mcp__local__add", a=2, b=40), call("sh", "shell", command="echo local-ok")],
+                       [{"text": "done"}]])
+    async with trellis(nursery, tmp_path, {"network": "off"}, fake, servers) as (running, client):
+        sid, pid = await start(client, work)
+        assert (await wait_turn(client, sid, pid))["stopReason"] == "end_turn"
+        updates = await session_updates(client, sid)
+    got = tool_results(fake)
+    assert got["add"] == "42" and "local-ok" in got["sh"]
+    [fresh] = notices(updates)
+    # npm cannot reach its registry and retries until the start times out; the notice says why that is likely
+    assert fresh.startswith("MCP server 'fresh' did not start: "), fresh
+    assert (f"Its command, run in the sandbox without a network (sandbox.network is off): npx -y {EVERYTHING}."
+            in fresh), fresh
