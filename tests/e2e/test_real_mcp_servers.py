@@ -215,7 +215,8 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def expected_home(sandbox: str, state: Path, sid: str) -> str:
-    return str(state.resolve() / "homes" / sid) if sandbox == "auto" else os.environ["HOME"]
+    """A sandboxed server's HOME: the session's servers' own (apart from its commands' one)."""
+    return str(state.resolve() / "homes" / f"{sid}.servers") if sandbox == "auto" else os.environ["HOME"]
 
 
 # ----------------------------------------------------------------- npm: npx -y, from the settings
@@ -495,7 +496,7 @@ async def test_a_settings_server_with_sandbox_false_runs_outside_the_sandbox(nur
             assert _pid_namespace(in_box) != _pid_namespace(os.getpid())  # bwrap's own PID namespace
             assert _pid_namespace(outside) == _pid_namespace(os.getpid())
             got = tool_results(fake)
-            assert got["boxed"] == str(running.state_dir.resolve() / "homes" / sid)
+            assert got["boxed"] == expected_home("auto", running.state_dir, sid)
             assert got["free"] == os.environ["HOME"]  # the user's own home, as hooks see it
     finally:
         kill_all(pids_with(boxed) + pids_with(free))
