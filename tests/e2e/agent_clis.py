@@ -1,7 +1,8 @@
 """Real agent CLIs from npm, installed at test time once per test session (tests/e2e/test_real_agent_clis.py).
 
 Where they go: a fresh directory per test session, ``.pytest_cache/d/agent-clis/session-*`` in the
-repository (pytest's cache directory), removed when the session ends. Not under ``/tmp``: the sandbox
+repository (pytest's cache directory; ``/var/tmp`` when the checkout lies under ``/tmp``), removed when
+the session ends. Not under ``/tmp``: the sandbox
 gives every command a ``/tmp`` of its own, so a CLI installed there is not found inside it (``bwrap:
 execvp ...: No such file or directory``). Not under ``$HOME`` either: the tests leave nothing in the
 developer's home (and move ``HOME`` themselves), while the checkout is the tests' own place, already
@@ -106,11 +107,13 @@ def install(spec: str, into: Path) -> Installed:
 
 
 def session_root(config: Any) -> Path:
-    """``.pytest_cache/d/agent-clis`` of the repository (pytest's cache directory, when the plugin is on)."""
+    """``.pytest_cache/d/agent-clis`` of the repository (pytest's cache directory, when the plugin is on),
+    or ``/var/tmp/trellis-test-agent-clis`` when the checkout itself lies under ``/tmp`` (a clone there,
+    as CI may make one: the sandbox's own ``/tmp`` would hide it)."""
     cache = getattr(config, "cache", None)
-    if cache is not None:
-        return Path(cache.mkdir("agent-clis"))
-    root = ROOT / ".pytest_cache" / "d" / "agent-clis"
+    root = Path(cache.mkdir("agent-clis")) if cache is not None else ROOT / ".pytest_cache" / "d" / "agent-clis"
+    if os.path.realpath(root).startswith("/tmp/"):
+        root = Path("/var/tmp/trellis-test-agent-clis")
     root.mkdir(parents=True, exist_ok=True)
     return root
 
