@@ -80,6 +80,9 @@ class Runtime:
     store: SessionStore | None = None
     # How model-run commands (shells, monitors, command subagents) are started.
     sandbox: Sandbox = NO_SANDBOX
+    # What the unsandboxed hooks' files were when the user vouched for them, by cwd (session.hooks.HookFiles):
+    # the daemon's, so a later session in a cwd inherits it rather than vouching for what is on disk now.
+    vouched_hook_files: dict[str, Any] = attrs.field(factory=dict)
 
     def today(self) -> str:
         """The local date (ISO) by :attr:`now`: kept briefly for the default clock (:func:`local_today`)."""

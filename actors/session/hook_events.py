@@ -75,7 +75,7 @@ async def pre_tool_use(turn: Turn, call: ToolCall, arguments: Any) -> tuple[Any,
         return arguments, None, None
     data = payload(session, "PreToolUse", tool_name=call.name, tool_input=arguments, tool_use_id=call.id)
     outcome = await run_hooks(groups, data, session.cwd, call.name, session.runtime.hook_runner,
-                              sandbox=session.sandbox, files=session.hook_files)
+                              sandbox=session.sandbox, files=session.hook_files, refused_blocks=True)
     report(session, "PreToolUse", outcome, turn.prompt_id)
     if outcome.contexts:
         turn.pre_tool_contexts[call.id] = outcome.contexts  # shown to the model with the call's result

@@ -130,31 +130,50 @@ def hook_files(hooks: HooksConfig, cwd: str) -> tuple[str, ...]:
 
 def _named_paths(command: str, cwd: str, depth: int = 0) -> list[str]:
     """The absolute paths a hook command names (unresolved: a symlink in the cwd stays itself)."""
+    return [path for path, _ in _named(command, cwd, depth)]
+
+
+def _named(command: str, cwd: str, depth: int = 0) -> list[tuple[str, bool]]:
+    """``(path, strict)`` for each path a hook command may run. ``strict``: watched even while it does not
+    exist (it names a path: ``./check.sh``, ``lint.py``); a bare word (``rm`` in ``grep -q rm``) is
+    watched only if it was a file when the session vouched for it."""
     try:
         words = shlex.split(command)
     except ValueError:
         words = command.split()
     words = [w for w in words if not _ASSIGNMENT.match(w)]
-    out: list[str] = []
+    real_cwd = os.path.realpath(cwd)
+    out: list[tuple[str, bool]] = []
     for n, word in enumerate(words):
         word = _PROJECT_DIR.sub(lambda _: cwd, word)
         if depth < 2 and any(c.isspace() for c in word):
-            out += _named_paths(word, cwd, depth + 1)
+            out += _named(word, cwd, depth + 1)
             continue
         if n > 0 and words[n - 1] == "-m" and _MODULE.fullmatch(word):
-            module = os.path.join(cwd, *word.split("."))
-            out += [module + ".py", os.path.join(module, "__init__.py")]
+            parts = word.split(".")
+            module = os.path.join(cwd, *parts)
+            out += [(module + ".py", True), (os.path.join(module, "__init__.py"), True)]
+            # Python imports each enclosing package's __init__.py first
+            out += [(os.path.join(cwd, *parts[:i], "__init__.py"), True) for i in range(1, len(parts))]
             continue
         if not word or word.startswith("-") or (n == 0 and "/" not in word):
             continue
         path = os.path.normpath(os.path.join(cwd, os.path.expanduser(word)))
-        out.append(path)
+        out.append((path, "/" in word or "." in os.path.basename(word)))
         parent = os.path.dirname(os.path.realpath(path))
-        if os.path.isfile(path) and parent != os.path.realpath(cwd) and _inside(parent, cwd):
-            try:
-                out += sorted(os.path.join(parent, e.name) for e in os.scandir(parent) if e.is_file())[:64]
-            except OSError:
-                pass
+        if not os.path.isfile(path) or not _inside(parent, cwd):
+            continue
+        # Its siblings: Python puts a script's directory first on its import path. In the cwd itself only
+        # the *.py ones, for a Python script (every file of the cwd would stop hooks for any new file).
+        in_cwd = parent == real_cwd
+        if in_cwd and not path.endswith(".py"):
+            continue
+        try:
+            siblings = sorted(os.path.join(parent, e.name) for e in os.scandir(parent)
+                              if e.is_file() and (not in_cwd or e.name.endswith(".py")))
+        except OSError:
+            continue
+        out += [(sibling, True) for sibling in siblings[:64]]
     return out
 
 
@@ -167,55 +186,83 @@ _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 class HookFiles:
-    """What the files of a session's unsandboxed hooks were when the session vouched for them.
+    """What the files of the unsandboxed hooks were when the user vouched for them, for one cwd.
 
-    Taken when the session starts, and again when its cwd changes (both the user's doing); a write
-    the user approved through the file tools vouches for the file it wrote (:meth:`vouch`). Before
-    an unsandboxed hook runs, :meth:`changed` compares: a file that appeared, vanished, was replaced
-    or now resolves elsewhere since (a command the model ran, a subagent, a sandboxed hook) means the
-    hook does not run, reported as a failed hook (it fails open, as any failed hook does).
+    Taken when the first session in a cwd starts, and again when a session's cwd is set (both the
+    user's doing); kept per daemon and cwd (:func:`hook_files_for`), so a later session there (a
+    subagent's child session among them) inherits it rather than vouching for what the model left on
+    disk meanwhile. A write the user approved through the file tools vouches for the file it wrote
+    (:meth:`vouch`). Before an unsandboxed hook runs, :meth:`why_refused` compares: a file that
+    appeared, vanished, was replaced or now resolves elsewhere since (a command the model ran, a
+    subagent, a sandboxed hook) means the hook does not run; a refused PreToolUse hook denies the call
+    and a refused Stop hook blocks the stop (a guard the model switched off fails closed); any other
+    is reported as a failed hook.
     """
 
     def __init__(self, hooks: HooksConfig, cwd: str) -> None:
         self._hooks = hooks
+        self._stat: dict[str, tuple[tuple[int, ...], str | None]] = {}
         self.vouch_all(cwd)
 
     def vouch_all(self, cwd: str) -> None:
         self._cwd = cwd
-        self._known = {p: _fingerprint(p) for g in self._hooks.all_groups() for h in g.commands if not h.sandbox
-                       for p in _named_paths(h.command, cwd)}
+        self._known: dict[str, tuple[str, str | None]] = {}
+        for path, strict in self._paths():
+            found = self._fingerprint(path)
+            if strict or found[1] is not None:
+                self._known[path] = found
+
+    def _paths(self) -> list[tuple[str, bool]]:
+        return [named for group in self._hooks.all_groups() for hook in group.commands if not hook.sandbox
+                for named in _named(hook.command, self._cwd)]
 
     def vouch(self, path: str) -> None:
         """The user approved a write to ``path``: what it holds now is what a hook may run."""
         real = os.path.realpath(path)
-        for group in self._hooks.all_groups():
-            for hook in group.commands:
-                for named in _named_paths(hook.command, self._cwd) if not hook.sandbox else ():
-                    if os.path.realpath(named) == real:
-                        self._known[named] = _fingerprint(named)
+        for named, _ in self._paths():
+            if os.path.realpath(named) == real:
+                self._known[named] = self._fingerprint(named)
 
-    def changed(self, hook: HookCommand) -> str | None:
+    def why_refused(self, hook: HookCommand) -> str | None:
         """Why ``hook`` must not run (a file it runs changed since it was vouched for), or ``None``."""
         if hook.sandbox:
             return None
-        for path in _named_paths(hook.command, self._cwd):
-            if path not in self._known:  # a sibling that appeared since
-                if os.path.lexists(path):
-                    return f"{path} appeared since the session started"
+        for path, strict in _named(hook.command, self._cwd):
+            if path not in self._known:
+                if strict and os.path.lexists(path):  # a sibling, or a named file, that appeared since
+                    return f"{path} appeared since the session vouched for its hooks"
                 continue
-            if _fingerprint(path) != self._known[path]:
-                return f"{path} changed since the session started"
+            if self._fingerprint(path) != self._known[path]:
+                return f"{path} changed since the session vouched for its hooks"
         return None
 
+    def _fingerprint(self, path: str) -> tuple[str, str | None]:
+        """Where ``path`` resolves, and a digest of what it holds (``None``: no readable file). A file whose
+        inode, size and times are as last hashed is not read again (hooks run on every tool call)."""
+        real = os.path.realpath(path)
+        try:
+            info = os.stat(real)
+        except OSError:
+            return real, None
+        key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        cached = self._stat.get(real)
+        if cached is not None and cached[0] == key:
+            return real, cached[1]
+        try:
+            with open(real, "rb") as f:
+                digest: str | None = hashlib.sha256(f.read(_FINGERPRINT_BYTES)).hexdigest()
+        except OSError:
+            digest = None
+        self._stat[real] = (key, digest)
+        return real, digest
 
-def _fingerprint(path: str) -> tuple[str, str | None]:
-    """Where ``path`` resolves, and a digest of what it holds there (``None``: no readable file)."""
-    real = os.path.realpath(path)
-    try:
-        with open(real, "rb") as f:
-            return real, hashlib.sha256(f.read(_FINGERPRINT_BYTES)).hexdigest()
-    except OSError:
-        return real, None
+
+def hook_files_for(vouched: dict[str, HookFiles], hooks: HooksConfig, cwd: str) -> HookFiles:
+    """The daemon's :class:`HookFiles` of ``cwd`` (made, so vouched for, by the first session there)."""
+    key = os.path.realpath(cwd)
+    if key not in vouched:
+        vouched[key] = HookFiles(hooks, cwd)
+    return vouched[key]
 
 
 _FINGERPRINT_BYTES = 16 * 1024 * 1024
@@ -299,12 +346,12 @@ class HookResult:
 async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd: str,
                     tool_name: str | None = None, runner: Any = None, *,
                     plain_context: bool = False, sandbox: Sandbox = NO_SANDBOX,
-                    files: HookFiles | None = None) -> HookResult:
+                    files: HookFiles | None = None, refused_blocks: bool = False) -> HookResult:
     """Run every matching command hook of one event, one after another.
 
     ``runner`` starts one command (default: a real subprocess with its timeout; a ``sandbox: true``
     hook in ``sandbox``). ``files``: an unsandboxed hook whose files changed since the session vouched for
-    them is not run (:class:`HookFiles`). With
+    them is not run (:class:`HookFiles`), and with ``refused_blocks`` (PreToolUse, Stop) that blocks. With
     ``plain_context`` (UserPromptSubmit, SessionStart) stdout that is not JSON is context.
     """
     start = runner or functools.partial(_run_one, sandbox=sandbox)
@@ -322,11 +369,13 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
         if not group.matches(tool_name):
             continue
         for hook in group.commands:
-            refused = files.changed(hook) if files is not None else None
+            refused = files.why_refused(hook) if files is not None else None
             if refused is not None:
                 outcome: tuple[int, str, str] | str = (
                     f"not run: {refused} (by a command, a subagent or a sandboxed hook?), and hooks run outside "
-                    f"the sandbox; check it, then start a new session or set the cwd again to vouch for it")
+                    f"the sandbox; check it, then set the session's cwd again to vouch for it")
+                if refused_blocks:  # a guard the model switched off fails closed
+                    blocks.append(f"a hook did not run: {refused}; the user must check it")
             else:
                 outcome = await start(hook, data, cwd)
             if isinstance(outcome, str):
@@ -449,9 +498,20 @@ async def _run_sandboxed(hook: HookCommand, stdin: bytes, cwd: str, sandbox: San
     except OSError as exc:
         return f"could not start: {exc.strerror or exc}"
     assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
-    streams = [trio.lowlevel.FdStream(os.dup(f.fileno())) for f in (popen.stdin, popen.stdout, popen.stderr)]
-    for f in (popen.stdin, popen.stdout, popen.stderr):
-        f.close()
+    # Trio streams over the pipes (FdStream takes its fd over; the Popen file objects are closed here).
+    streams = []
+    try:
+        for f in (popen.stdin, popen.stdout, popen.stderr):
+            streams.append(trio.lowlevel.FdStream(os.dup(f.fileno())))
+    except OSError as exc:  # out of descriptors: nothing of it may stay behind
+        for stream in streams:
+            stream.close()
+        popen.kill()
+        popen.wait()
+        return f"could not start: {exc.strerror or exc}"
+    finally:
+        for f in (popen.stdin, popen.stdout, popen.stderr):
+            f.close()
     child = Child(popen, streams[1])
     outputs: list[bytes] = [b"", b""]
 
@@ -481,7 +541,7 @@ async def _run_sandboxed(hook: HookCommand, stdin: bytes, cwd: str, sandbox: San
                 await _kill_group(popen, task)
                 await child.wait()
         for stream in streams:
-            await stream.aclose()
+            stream.close()  # synchronous: a cancelled aclose() would stop after the first
     if scope.cancelled_caught:
         return f"timed out after {hook.timeout:g} s"
     if code < 0:
@@ -490,5 +550,5 @@ async def _run_sandboxed(hook: HookCommand, stdin: bytes, cwd: str, sandbox: San
             outputs[1][:OUTPUT_LIMIT].decode("utf-8", "replace"))
 
 
-__all__ = ["CLAUDE_ALIASES", "DEFAULT_STOP_BLOCK_CAP", "HookConfigError", "HookFiles", "HookResult", "HooksConfig", "hook_files", "parse_hooks",
+__all__ = ["CLAUDE_ALIASES", "DEFAULT_STOP_BLOCK_CAP", "HookConfigError", "HookFiles", "HookResult", "HooksConfig", "hook_files", "hook_files_for", "parse_hooks",
            "run_hooks"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -46,7 +47,7 @@ from .status import status_of
 from . import persistence
 from .persistence import RecordSaver, ReplayWriter
 from . import drains, hook_events, turn_log
-from .hooks import HookFiles, hook_files
+from .hooks import hook_files, hook_files_for
 from ..process.sandbox import make_home, remove_home
 from .outcomes import PermissionCancelled, only_cancelled
 from .permissions import DEFAULT_OPTIONS, PermissionBroker, UnknownOption
@@ -152,20 +153,21 @@ class Session:
         self.bus.on_last_unsubscribe = self._clients_left
         self.always_allowed: set[str] = set()  # tool kinds the user allowed for the rest of the session
         self.always_denied: set[str] = set()  # ... or rejected for the rest of the session
-        # What its unsandboxed hooks run, as the session vouches for it (a changed file: the hook does not run).
-        self.hook_files = HookFiles(self.hooks, cwd)
+        # What its unsandboxed hooks run, as the user vouched for it (a changed file: the hook does not run).
+        self.hook_files = hook_files_for(runtime.vouched_hook_files, self.hooks, cwd)
         # Its commands see the files its unsandboxed hooks run read-only (a hook runs them as the user), and
         # have a home of their own; its stdio MCP servers another, which no command can write (a command
         # could otherwise plant ~/.gitconfig there and run code with a server's secrets). Both are made
         # here and deleted when the actor ends.
         self.sandbox = runtime.sandbox.protecting(lambda cwd: hook_files(self.hooks, cwd))
-        self._homes: list[str] = []
+        self._homes: str | None = None  # <state>/homes/<session>: commands/ and servers/ in it
         servers_sandbox = self.sandbox
         if self.sandbox.active:
-            self._homes = [make_home(runtime.state_dir, session_id),
-                           make_home(runtime.state_dir, f"{session_id}.servers")]
-            self.sandbox = self.sandbox.with_home(self._homes[0])
-            servers_sandbox = servers_sandbox.with_home(self._homes[1])
+            self._homes = make_home(runtime.state_dir, session_id)
+            for name in ("commands", "servers"):
+                os.mkdir(os.path.join(self._homes, name), 0o700)
+            self.sandbox = self.sandbox.with_home(os.path.join(self._homes, "commands"))
+            servers_sandbox = servers_sandbox.with_home(os.path.join(self._homes, "servers"))
         self.background = BackgroundManager(
             session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
             sandbox=self.sandbox,
@@ -229,8 +231,8 @@ class Session:
             self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
             if self.runtime.store is not None:
                 self.runtime.store.close(self.session_id)
-            for home in self._homes:  # the homes last as long as this actor
-                remove_home(home)
+            if self._homes is not None:  # the homes last as long as this actor
+                remove_home(self._homes)
 
     def _handle(self, message: SessionMessage) -> None:
         match message:
@@ -253,7 +255,8 @@ class Session:
                 reply.send(model)
             case ChangeCwd(cwd, reply):
                 self.cwd = cwd
-                self.hook_files.vouch_all(cwd)  # the user's own doing, as the session's start is
+                self.hook_files = hook_files_for(self.runtime.vouched_hook_files, self.hooks, cwd)
+                self.hook_files.vouch_all(cwd)  # a cwd set through the API is the user's own doing
                 self._invalidate()
                 self.records.mark()
                 reply.send(cwd)

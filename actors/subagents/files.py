@@ -89,7 +89,7 @@ def append_report(path: Path, text: str, *, confine: str | Path | None = None) -
     symlink: a swap after the check at ``goal_reached`` is refused too.
     """
     if confine is not None:
-        opened = os.fdopen(open_beneath(confine, path), "a", encoding="utf-8")
+        opened = os.fdopen(open_beneath(confine, path, create=True), "a", encoding="utf-8")
     else:
         opened = open(path, "a", encoding="utf-8")
     with opened as out:
@@ -104,8 +104,9 @@ def within(path: str | Path, directory: str | Path) -> bool:
     return real == base or real.startswith(base.rstrip("/") + "/")
 
 
-def open_beneath(directory: str | Path, path: str | Path) -> int:
-    """Open ``path`` for appending, walking down from ``directory`` without following any symlink.
+def open_beneath(directory: str | Path, path: str | Path, *, create: bool = False) -> int:
+    """Open ``path`` for appending (created when ``create``), walking down from ``directory`` without
+    following any symlink, and never a file with other hard links.
 
     Each component is opened relative to the one before with ``O_NOFOLLOW``,
     so swapping a directory on the way for a symlink (a race against the
@@ -123,12 +124,17 @@ def open_beneath(directory: str | Path, path: str | Path) -> int:
             step = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             os.close(fd)
             fd = step
-        out = os.open(parts[-1], os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        out = os.open(parts[-1], flags, 0o644, dir_fd=fd)
     finally:
         os.close(fd)
-    if not stat.S_ISREG(os.fstat(out).st_mode):
+    info = os.fstat(out)
+    if not stat.S_ISREG(info.st_mode):
         os.close(out)
         raise OSError(f"{path} is not a regular file")
+    if info.st_nlink > 1:  # a hard link made since the check: the same file is also somewhere else
+        os.close(out)
+        raise OSError(f"{path} has other hard links; nothing was appended")
     return out
 
 

@@ -123,6 +123,8 @@ class SubagentRun:
         self._report_asked = False
         self.output_tail = ""  # the command runner's captured output (bounded)
         self.done = DoneMessage(spec.name, spec.report_file, clock_ms)
+        if spec.report_file is not None:  # appended to beneath the cwd, as a named one is: no symlink swapped in
+            self.done.confine = Path(spec.cwd)
         self.ended = trio.Event()
         self.ref: ActorRef[RunMessage] | None = None
         self.last_event_at = trio.current_time()

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from ..session.tools import ToolContext, ToolResult
@@ -196,13 +197,14 @@ class AgentTool:
             return ToolResult.failure(str(exc))
         name, brief = spec.name, spec.brief
 
-        async def approve_report(path: Any, *, named: bool = True) -> str | None:
-            # A report file is a file the daemon writes on the model's behalf: asked as write_file is.
+        async def approve_report(path: Any) -> str | None:
+            # A report file the subagent names is a file the daemon writes on its behalf: asked as write_file
+            # is, on its own (a PreToolUse hook's answer to the agent call does not carry over to it).
             shown = scope_of(context).shown(str(path))
-            who = "the subagent names it as its report" if named else "the done message is appended to it"
             return await services.authorize(
-                context, title=f"agent {name}: append to {shown} ({who})", kind="edit",
-                raw_input={"report_file": shown}, details={"locations": [location(str(path))]})
+                attrs.evolve(context, permission=None), title=f"agent {name}: append to {shown} (the subagent "
+                f"names it as its report)", kind="edit", raw_input={"report_file": shown},
+                details={"locations": [location(str(path))]})
 
         # One request to start the run, as a shell command is asked for (kind execute), and covering the
         # report_file when there is one: the daemon appending to it (kind edit) asks in the same modes, and

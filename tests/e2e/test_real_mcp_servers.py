@@ -216,7 +216,7 @@ def workspace(tmp_path: Path) -> Path:
 
 def expected_home(sandbox: str, state: Path, sid: str) -> str:
     """A sandboxed server's HOME: the session's servers' own (apart from its commands' one)."""
-    return str(state.resolve() / "homes" / f"{sid}.servers") if sandbox == "auto" else os.environ["HOME"]
+    return str(state.resolve() / "homes" / sid / "servers") if sandbox == "auto" else os.environ["HOME"]
 
 
 # ----------------------------------------------------------------- npm: npx -y, from the settings

@@ -154,3 +154,26 @@ async def test_a_report_the_subagent_names_is_asked_for_and_written_once_approve
     assert any("kid-report.md" in a["toolCall"]["title"] for a in asked[1:])
     text = (work / "kid-report.md").read_text()
     assert text.startswith("# findings\n") and "all found" in text
+
+
+async def test_a_report_file_swapped_for_a_symlink_after_the_start_is_not_followed(tmp_path, home):
+    """Review finding: the start's report file was checked once, then appended to with a plain open, so a
+    symlink made after the start (by the model's shell) led the daemon's append into ``~/.bashrc``."""
+    work = tmp_path / "work"
+    work.mkdir()
+    bashrc = home / ".bashrc"
+    kid = [{"delay": 2, "steps": [{"tool_call": {"name": "goal_reached",
+                                                  "arguments": {"summary": "x; touch /tmp/pwned"}}}]},
+           [{"text": "bye"}]]
+    parent = [[{"tool_call": {"name": "agent", "arguments": {"name": "kid", "brief": "kid-brief: work",
+                                                             "goal": "done", "report_file": "notes.md"}}}],
+              [{"tool_call": {"name": "shell", "arguments": {"command": f"ln -sf {bashrc} notes.md"}}}],
+              [{"text": "delegated"}], [{"text": "noted"}], [{"text": "noted"}]]
+    model = routed(parent=parent, **{"kid-brief": kid})
+    async with mcp_daemon(model=model, workspace=str(work), settings=Settings(approval_mode="yolo")) as (daemon, _):
+        await run_parent(daemon, work)
+        run = daemon.subagents.get("kid")
+        assert run.end_reason == "goal_reached"
+        assert "report" in (run.status().get("reportError") or "")
+    assert bashrc.read_text() == BASHRC
+    assert (work / "notes.md").is_symlink()

@@ -80,7 +80,7 @@ async def test_a_sandboxed_command_writes_its_sessions_home_never_the_users(nurs
     seen: dict = {}
 
     async def after(client, ids, state) -> None:
-        seen["home"] = state / "homes" / ids[0]
+        seen["home"] = state / "homes" / ids[0] / "commands"
         seen["during"] = (seen["home"] / ".npm" / "_npx" / "x" / "concurrency.lock").exists()
         assert (await client.delete(f"/session/{ids[0]}")).status_code in (200, 204)
         with trio.fail_after(10):

@@ -1,10 +1,11 @@
-"""HookFiles: an unsandboxed hook runs only what the session vouched for (its start, a cwd change, an approved write)."""
+"""HookFiles: an unsandboxed hook runs only what the user vouched for (the first session in a cwd, a cwd
+set through the API, an approved write)."""
 
 from __future__ import annotations
 
 import os
 
-from actors.session.hooks import HookFiles, hook_files, parse_hooks
+from actors.session.hooks import HookFiles, hook_files, hook_files_for, parse_hooks
 
 
 def config(*commands: str | dict) -> object:
@@ -17,43 +18,85 @@ def test_a_script_that_appears_changes_or_is_swapped_stops_its_hook(tmp_path):
     hooks = config("./check.sh", "./lint.sh")
     check, lint = hooks.stop[0].commands
     files = HookFiles(hooks, str(tmp_path))
-    assert files.changed(check) is None and files.changed(lint) is None
+    assert files.why_refused(check) is None and files.why_refused(lint) is None
     (tmp_path / "check.sh").write_text("cat token\n")  # missing when vouched for, made since
-    assert "check.sh changed" in files.changed(check)
+    assert "check.sh changed" in files.why_refused(check)
     (tmp_path / "lint.sh").write_text("cat token\n")
-    assert "lint.sh changed" in files.changed(lint)
+    assert "lint.sh changed" in files.why_refused(lint)
     files.vouch(str(tmp_path / "lint.sh"))  # the user approved that write
-    assert files.changed(lint) is None
-    (tmp_path / "real.sh").write_text("cat token\n")
+    assert files.why_refused(lint) is None
     os.remove(tmp_path / "lint.sh")
-    os.symlink("real.sh", tmp_path / "lint.sh")  # the same bytes elsewhere are not the same file
     (tmp_path / "real.sh").write_text("cat token\n")
-    assert "lint.sh changed" in files.changed(lint)
+    os.symlink("real.sh", tmp_path / "lint.sh")  # the same bytes elsewhere are not the same file
+    assert "lint.sh changed" in files.why_refused(lint)
     files.vouch_all(str(tmp_path))  # a cwd set again: the user's doing
-    assert files.changed(check) is None and files.changed(lint) is None
+    assert files.why_refused(check) is None and files.why_refused(lint) is None
+
+
+def test_a_bare_word_that_was_no_file_is_not_watched(tmp_path):
+    """``grep -q rm``: a file named ``rm`` made later must not switch the guard off (nor on)."""
+    hooks = config("jq -r .tool_input.command | grep -q rm && exit 2")
+    guard = hooks.stop[0].commands[0]
+    files = HookFiles(hooks, str(tmp_path))
+    (tmp_path / "rm").write_text("")
+    assert files.why_refused(guard) is None
 
 
 def test_what_a_command_runs_beyond_its_words_is_watched(tmp_path):
     (tmp_path / "hooks").mkdir()
     (tmp_path / "hooks" / "check.py").write_text("import json\n")
+    (tmp_path / "lint.py").write_text("import json\n")
     (tmp_path / "pkg" / "sub").mkdir(parents=True)
-    hooks = config("python3 hooks/check.py", "python3 -m pkg.sub", "bash -c 'sh tools/run.sh'")
-    script, module, nested = hooks.stop[0].commands
+    hooks = config("python3 hooks/check.py", "python3 -m pkg.sub", "bash -c 'sh tools/run.sh'", "python3 lint.py")
+    script, module, nested, top = hooks.stop[0].commands
     files = HookFiles(hooks, str(tmp_path))
     (tmp_path / "hooks" / "json.py").write_text("import os\n")  # a sibling the script imports first
-    assert "json.py appeared" in files.changed(script)
-    (tmp_path / "pkg" / "sub" / "__init__.py").write_text("import os\n")
-    assert "__init__.py changed" in files.changed(module)
+    assert "json.py appeared" in files.why_refused(script)
+    (tmp_path / "pkg" / "__init__.py").write_text("import os\n")  # imported before pkg.sub
+    assert "__init__.py" in files.why_refused(module)
     (tmp_path / "tools").mkdir()
     (tmp_path / "tools" / "run.sh").write_text("id\n")
-    assert "run.sh changed" in files.changed(nested)
+    assert "run.sh changed" in files.why_refused(nested)
+    (tmp_path / "notes.txt").write_text("")  # not Python: a script in the cwd watches only *.py beside it
+    assert files.why_refused(top) is None
+    (tmp_path / "json.py").write_text("import os\n")
+    assert "json.py appeared" in files.why_refused(top)
     protected = hook_files(hooks, str(tmp_path))
     assert str(tmp_path / "hooks" / "json.py") in protected and str(tmp_path / "tools" / "run.sh") in protected
+
+
+def test_a_later_session_in_the_cwd_inherits_what_was_vouched_for(tmp_path):
+    """A subagent's child session, or any new one, does not vouch for what the model left on disk."""
+    hooks = config("./check.sh")
+    vouched: dict = {}
+    first = hook_files_for(vouched, hooks, str(tmp_path))
+    (tmp_path / "check.sh").write_text("cat token\n")
+    later = hook_files_for(vouched, hooks, str(tmp_path))
+    assert later is first and "check.sh changed" in later.why_refused(hooks.stop[0].commands[0])
 
 
 def test_a_sandboxed_hook_is_not_watched_and_its_files_are_not_protected(tmp_path):
     hooks = config({"type": "command", "command": "sh ci.sh", "sandbox": True})
     files = HookFiles(hooks, str(tmp_path))
     (tmp_path / "ci.sh").write_text("make\n")
-    assert files.changed(hooks.stop[0].commands[0]) is None
+    assert files.why_refused(hooks.stop[0].commands[0]) is None
     assert hook_files(hooks, str(tmp_path)) == ()
+
+
+async def test_a_refused_guard_fails_closed_and_any_other_hook_fails_open(tmp_path):
+    from actors.session.hooks import run_hooks
+
+    hooks = config("./guard.sh")
+    files = HookFiles(hooks, str(tmp_path))
+    (tmp_path / "guard.sh").write_text("exit 0\n")  # made after the vouch: the guard is not run
+    ran: list = []
+
+    async def runner(hook, stdin, cwd):
+        ran.append(hook.command)
+        return 0, "", ""
+
+    closed = await run_hooks(hooks.stop, {}, str(tmp_path), runner=runner, files=files, refused_blocks=True)
+    opened = await run_hooks(hooks.stop, {}, str(tmp_path), runner=runner, files=files)
+    assert ran == []
+    assert closed.blocked and "guard.sh" in closed.block_reasons[0] and closed.failures
+    assert not opened.blocked and "not run" in opened.failures[0]
