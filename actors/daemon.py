@@ -15,7 +15,7 @@ import trio
 from . import wire
 from .ids import IdSource
 from .model import ModelProvider, ScriptedModel
-from .process.sandbox import log_sandbox, resolve_sandbox
+from .process.sandbox import clear_homes, log_sandbox, resolve_sandbox
 from .runtime import InvalidCwd, Runtime, default_tools, local_now
 from .session.handle import SessionHandle
 from .session import persistence
@@ -427,6 +427,7 @@ async def open_daemon(
     log_sandbox(sandbox)
     if state_dir is not None:
         Path(state_dir).mkdir(parents=True, exist_ok=True)  # exists before any command, so it can be hidden
+        clear_homes(state_dir)  # homes a previous daemon left, before any session makes (or restores) its own
     runtime = Runtime(
         settings=settings,
         provider=model or ScriptedModel(),

@@ -57,7 +57,8 @@ class Settings:
     mcp_servers: dict[str, Any] = attrs.field(factory=dict)  # mcpServers, as written (actors.mcp_client.config)
     journal_fsync: str = "always"  # storage.fsync: "always" (before each 202) or "never" (see actors.storage.local)
     # For model-run commands: "auto", "bwrap" (required) or "off", or a SandboxSetting when the file's object
-    # form adds variables to their environment (sandbox.env; actors.process.sandbox).
+    # form {"mode", "env", "writable", "network"} adds variables to their environment (sandbox.env), directories
+    # they may write (sandbox.writable) or takes their network away (sandbox.network; actors.process.sandbox).
     sandbox: str | SandboxSetting = "auto"
     # The model's system prompt (actors.session.system_prompt): None is the built-in default, "" sends none;
     # append_system_prompt is added after it.
@@ -102,7 +103,7 @@ _KNOWN: dict[str, tuple[str, type | tuple[type, ...]]] = {
     "ui.enableFollowupSuggestions": ("followup_suggestions", bool),
     "disableAllHooks": ("disable_all_hooks", bool),
     "approvalMode": ("approval_mode", str),
-    "sandbox": ("sandbox", (str, dict)),  # a mode, or {"mode", "env"}
+    "sandbox": ("sandbox", (str, dict)),  # a mode, or {"mode", "env", "writable", "network"}
     "storage.fsync": ("journal_fsync", str),
     "hooks": ("hooks", dict),
     "stopHookBlockingCap": ("stop_hook_block_cap", int),

@@ -2,7 +2,8 @@
 
 Which commands: ``shell`` (foreground and background), ``monitor`` commands
 and the ``command`` subagent runner — everything whose command line a model
-chose. Hooks are the user's own configuration and run unsandboxed.
+chose. Hooks are the user's own configuration and run unsandboxed, unless a
+hook asks for the sandbox (``sandbox: true`` on the hook).
 
 The ``sandbox`` setting picks the policy at daemon start, either as a mode
 string or as ``{"mode": ..., "env": ...}`` (:class:`SandboxSetting`):
@@ -69,11 +70,19 @@ Inside a bwrap sandbox (see :meth:`Sandbox.wrap`):
 - ``/run`` replaced by an empty directory (the user's session bus, ssh and
   gpg agents, ``docker.sock`` live there; DNS keeps working: a
   ``/etc/resolv.conf`` that points into ``/run`` is bound back);
-- the network is shared: a command can reach loopback, where every daemon
-  route but ``/health`` and a run's own signal URL needs the bearer token it
-  cannot read. So are abstract Unix sockets, and a Unix socket elsewhere on
-  the (read-only) filesystem can still be connected to: the sandbox hides the
-  well-known ones, it does not filter ``connect``.
+- the network is shared unless ``sandbox.network`` is ``"off"`` (then the
+  command gets a network namespace of its own, with only its own loopback):
+  a command can reach loopback, where every daemon route but ``/health`` and
+  a run's own signal URL needs the bearer token it cannot read. So are
+  abstract Unix sockets (off: they are the namespace's own), and a Unix
+  socket elsewhere on the (read-only) filesystem can still be connected to:
+  the sandbox hides the well-known ones, it does not filter ``connect``;
+- the directories of ``sandbox.writable`` bound writable early, right after
+  the private ``/tmp``, so every protection above (git control files, pins,
+  hidden paths) is mounted on top of them and still holds inside them; an
+  entry at or above a home is refused when the settings are read
+  (:func:`parse_writable`). The command's own home (:meth:`Sandbox.with_home`)
+  is bound last.
 """
 
 from __future__ import annotations
@@ -88,6 +97,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -228,7 +238,21 @@ def parse_writable(value: Any, key: str) -> tuple[str, ...]:
         path = os.path.expanduser(raw)
         if "\0" in raw or not os.path.isabs(path):
             raise ValueError(f"{key}[{n}] must be an absolute path or start with ~/, got {raw!r}")
-        out.append(os.path.normpath(path))
+        path = os.path.normpath(path)
+        real = os.path.realpath(path)
+        above = [home for home in (*homes(), "/home") if _is_within(home, path) or _is_within(home, real)]
+        if above:
+            if above[0] == "/home" and "/home" not in homes():
+                where = "holds the users' homes"
+            elif above[0] in (path, real):
+                where = "is the home directory"
+            else:
+                where = f"holds the home directory {above[0]}"
+            raise ValueError(
+                f"{key}[{n}] {raw!r} {where}: no writable directory may be at or above a home, where commands "
+                "could create what the home does not have yet (~/.bash_profile, ~/.ssh/authorized_keys), which "
+                "nothing hides in advance. Name a directory under the home (~/.cache/shared)")
+        out.append(path)
     return tuple(out)
 
 
@@ -315,6 +339,12 @@ class Sandbox:
         if not self.network:
             args.append("--unshare-net")
         args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        # The settings' writable directories first: every protection below is mounted over them, so a
+        # ~/.cache made writable keeps ~/.cache/huggingface/token hidden, and one holding the cwd keeps its
+        # .git/config and hooks read-only (bound last, such a directory would cover all of those again).
+        for path in self.writable:
+            if os.path.isdir(path):
+                args += ["--bind", path, path]
         for path in interpreter_paths_under_tmp():  # the daemon's own Python, were it installed under /tmp
             args += ["--ro-bind", path, path]
         if os.path.isdir("/run") and not _is_within(cwd, "/run"):
@@ -341,10 +371,10 @@ class Sandbox:
         for path in expose:
             real = os.path.realpath(path)
             args += ["--ro-bind", real, real]
-        # Last, so a home or a writable directory under a hidden path (the state directory) is bound back.
-        for path in [*self.writable, *([self.home] if self.home else [])]:
-            if os.path.isdir(path):
-                args += ["--bind", path, path]
+        # Last, so the command's own home under a hidden path (the state directory) is bound back. Only the
+        # daemon's own homes (make_home) come here: nothing protected lies inside one.
+        if self.home is not None and os.path.isdir(self.home):
+            args += ["--bind", self.home, self.home]
         return [*args, "--chdir", cwd, "--", *argv]
 
     def hidden_paths(self) -> list[str]:
@@ -464,8 +494,9 @@ def git_protections(cwd: str) -> tuple[list[str], list[str]]:
     cwd = os.path.realpath(cwd)
     pinned: list[str] = []
     read_only: list[str] = []
+    budget = _GitdirBudget()
     for top in [cwd, *nested_repositories(cwd)]:
-        _protect_repository(top, cwd, pinned, read_only)
+        _protect_repository(top, cwd, pinned, read_only, budget)
     return list(dict.fromkeys(pinned)), list(dict.fromkeys(read_only))
 
 
@@ -510,7 +541,8 @@ def nested_repositories(cwd: str) -> list[str]:
     return sorted(found)
 
 
-def _protect_repository(top: str, cwd: str, pinned: list[str], read_only: list[str]) -> None:
+def _protect_repository(top: str, cwd: str, pinned: list[str], read_only: list[str],
+                        budget: _GitdirBudget) -> None:
     """The protections of the repository whose work tree is ``top`` (the cwd, or one nested in it)."""
     dot_git = os.path.join(top, ".git")
     if os.path.isfile(dot_git) and not os.path.islink(dot_git):
@@ -522,14 +554,14 @@ def _protect_repository(top: str, cwd: str, pinned: list[str], read_only: list[s
         gitdir = dot_git
     else:
         return
-    _protect_gitdir(gitdir, top, cwd, pinned, read_only, create_hooks=True, depth=0)
+    _protect_gitdir(gitdir, top, cwd, pinned, read_only, budget, create_hooks=True, depth=0)
     common = _commondir(gitdir)
     if common is not None and common != gitdir and _is_within(common, cwd) and os.path.isdir(common):
-        _protect_gitdir(common, top, cwd, pinned, read_only, create_hooks=True, depth=0)
+        _protect_gitdir(common, top, cwd, pinned, read_only, budget, create_hooks=True, depth=0)
 
 
-def _protect_gitdir(gitdir: str, top: str, cwd: str, pinned: list[str], read_only: list[str], *,
-                    create_hooks: bool, depth: int) -> None:
+def _protect_gitdir(gitdir: str, top: str, cwd: str, pinned: list[str], read_only: list[str],
+                    budget: _GitdirBudget, *, create_hooks: bool, depth: int) -> None:
     if gitdir != cwd:
         pinned.append(gitdir)
     configs = [p for p in (os.path.join(gitdir, n) for n in ("config", "config.worktree")) if os.path.isfile(p)]
@@ -541,13 +573,23 @@ def _protect_gitdir(gitdir: str, top: str, cwd: str, pinned: list[str], read_onl
         read_only.append(hooks + "/")
     for config in configs:  # hooks elsewhere (core.hooksPath: .husky/, .githooks/) and included config files
         read_only += _config_paths(config, worktree=top)
-    for worktree in _subdirs(os.path.join(gitdir, "worktrees")):  # linked worktrees: theirs point elsewhere
-        pinned.append(worktree)
-        read_only += [p for p in (os.path.join(worktree, n) for n in ("commondir", "config.worktree"))
-                      if os.path.isfile(p)]
+    worktrees = os.path.join(gitdir, "worktrees")
+    found = _worktree_gitdirs(worktrees, budget)
+    if found is None:  # past the bounds: the whole directory read-only rather than some of it unprotected
+        read_only.append(worktrees + "/")
+    else:
+        for worktree in found:  # linked worktrees: theirs point elsewhere
+            pinned.append(worktree)
+            read_only += [p for p in (os.path.join(worktree, n) for n in ("commondir", "config.worktree"))
+                          if os.path.isfile(p)]
     if depth < MODULE_DEPTH:
-        for module in _module_gitdirs(os.path.join(gitdir, "modules")):
-            _protect_gitdir(module, top, cwd, pinned, read_only, create_hooks=False, depth=depth + 1)
+        modules = os.path.join(gitdir, "modules")
+        found = _module_gitdirs(modules, budget)
+        if found is None:
+            read_only.append(modules + "/")
+        else:
+            for module in found:
+                _protect_gitdir(module, top, cwd, pinned, read_only, budget, create_hooks=False, depth=depth + 1)
 
 
 _SECTION = re.compile(r'\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"[^"]*")?\s*\]\s*(.*)$')
@@ -584,23 +626,84 @@ def _config_paths(config: str, *, worktree: str) -> list[str]:
     return found
 
 
-def _subdirs(path: str) -> list[str]:
+# The linked worktrees (.git/worktrees/<name>) and submodule git directories (.git/modules/<name>, a name
+# being a path: modules/a/b) of every git directory protected are found by a bounded walk too, for a command
+# can make as many of those directories as it likes (mkdir -p .git/modules/a/a/a/..., thousands wide), and
+# each one found costs a few mounts. One git_protections call reads at most GITDIR_ENTRIES directory entries
+# under those directories in all, looks at most MODULE_NAME_DEPTH levels down a submodule's name, and
+# protects at most GITDIR_LIMIT such git directories. A worktrees/ or modules/ directory the walk could not
+# finish within those bounds is made read-only as a whole (one mount), not left partly unprotected: git in
+# such a repository cannot then update its worktrees or submodules from a sandboxed command.
+GITDIR_ENTRIES = 5000
+GITDIR_LIMIT = 256
+MODULE_NAME_DEPTH = 8
+
+
+@attrs.define
+class _GitdirBudget:
+    """What is left of one :func:`git_protections` call's bounds on ``worktrees/`` and ``modules/``."""
+
+    entries: int = attrs.field(factory=lambda: GITDIR_ENTRIES)
+    gitdirs: int = attrs.field(factory=lambda: GITDIR_LIMIT)
+
+    def read(self) -> bool:
+        """Count one directory entry read; ``False`` once the bound is passed."""
+        self.entries -= 1
+        return self.entries >= 0
+
+    def found(self) -> bool:
+        """Count one git directory found; ``False`` once the bound is passed."""
+        self.gitdirs -= 1
+        return self.gitdirs >= 0
+
+
+def _bounded_subdirs(path: str, budget: _GitdirBudget) -> list[str] | None:
+    """The subdirectories of ``path`` (none when it cannot be read), or ``None`` past the entry bound."""
+    found: list[str] = []
     try:
         with os.scandir(path) as entries:
-            return sorted(e.path for e in entries if e.is_dir(follow_symlinks=False))
-    except OSError:
+            for entry in entries:
+                if not budget.read():
+                    return None
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        found.append(entry.path)
+                except OSError:
+                    continue
+    except OSError:  # absent, unreadable: nothing there
         return []
+    return sorted(found)
 
 
-def _module_gitdirs(modules: str) -> list[str]:
-    """The git directories under ``.git/modules`` (a submodule named ``a/b`` lives at ``modules/a/b``)."""
-    found: list[str] = []
-    for sub in _subdirs(modules):
-        if os.path.isfile(os.path.join(sub, "HEAD")):
-            found.append(sub)
-        else:
-            found += _module_gitdirs(sub)
+def _worktree_gitdirs(worktrees: str, budget: _GitdirBudget) -> list[str] | None:
+    """The git directories of linked worktrees (``.git/worktrees/<name>``), or ``None`` past the bounds."""
+    found = _bounded_subdirs(worktrees, budget)
+    if found is None or not all(budget.found() for _ in found):
+        return None
     return found
+
+
+def _module_gitdirs(modules: str, budget: _GitdirBudget | None = None) -> list[str] | None:
+    """The git directories under ``.git/modules`` (a submodule named ``a/b`` lives at ``modules/a/b``): a
+    directory holding a ``HEAD`` is one, any other is looked into. ``None`` past the bounds (above)."""
+    budget = budget if budget is not None else _GitdirBudget()
+    found: list[str] = []
+    queue: collections.deque[tuple[str, int]] = collections.deque([(modules, 0)])
+    while queue:  # breadth first, iterative: a deep chain of directories is no recursion
+        directory, depth = queue.popleft()
+        subdirs = _bounded_subdirs(directory, budget)
+        if subdirs is None:
+            return None
+        for sub in subdirs:
+            if os.path.isfile(os.path.join(sub, "HEAD")):
+                if not budget.found():
+                    return None
+                found.append(sub)
+            elif depth + 1 >= MODULE_NAME_DEPTH:
+                return None  # deeper than any submodule name looked into: it may hold one
+            else:
+                queue.append((sub, depth + 1))
+    return sorted(found)
 
 
 def _first_line(path: str) -> str:
@@ -710,32 +813,95 @@ def resolve_sandbox(setting: str | SandboxSetting,
 
 
 def make_home(state_dir: str | os.PathLike[str] | None, name: str) -> str:
-    """A new private directory for :meth:`Sandbox.with_home`: ``<state_dir>/homes/<name>``, else under the
-    system's temporary directory (which the sandbox's own ``/tmp`` hides from every other command)."""
+    """A new private directory for :meth:`Sandbox.with_home`: ``<state_dir>/homes/<name>`` (``name`` may be
+    ``<session-id>/commands``), else under the system's temporary directory (which the sandbox's own ``/tmp``
+    hides from every other command).
+
+    A home left at that path (by a daemon that died) is not reused: it is renamed aside at once and deleted
+    in a thread nobody awaits (:func:`_discard`), never on the event loop (it may be a large npm cache), and
+    never by a removal still under way for the same path deleting the new home.
+    """
     if state_dir is None:
-        return tempfile.mkdtemp(prefix=f"trellis-home-{name}-")
-    path = os.path.join(state_dir, "homes", name)
+        return tempfile.mkdtemp(prefix=f"trellis-home-{name.replace(os.sep, '-')}-")
+    root = os.path.join(state_dir, "homes")
+    path = os.path.join(root, name)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    shutil.rmtree(path, onerror=_writable_then_retry)  # a home left by a daemon that died is not reused
-    os.mkdir(path, 0o700)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        if not _discard(path, root):  # cannot be renamed (a mount point?): deleted here, as it always was
+            shutil.rmtree(path, onerror=_writable_then_retry)
+        os.mkdir(path, 0o700)
     return path
 
 
 def remove_home(path: str) -> None:
-    """Delete a home made by :func:`make_home`; gone already is fine. Never waits on a large one.
+    """Delete a home made by :func:`make_home` (or a directory of them, ``homes/<session-id>``); gone
+    already is fine. Never waits on a large one.
 
     An empty home (no command wrote there) goes at once; one with content (an npm cache may be
-    hundreds of megabytes) in a thread of its own that nothing awaits, so a session or a run closes
-    without a thread hop (and a virtual clock does not jump meanwhile). One the daemon's exit cut
-    short is deleted when the same name is made again (:func:`make_home`).
+    hundreds of megabytes) is renamed aside and deleted in a thread of its own that nothing awaits
+    (:func:`_discard`), so a session or a run closes without a thread hop (and a virtual clock does not
+    jump meanwhile), and a home made again at the same path is never touched by that thread. What the
+    daemon's exit cut short is deleted at the next start (:func:`clear_homes`).
     """
     try:
         os.rmdir(path)
     except FileNotFoundError:
         return
     except OSError:
-        threading.Thread(target=shutil.rmtree, args=(path,), kwargs={"onerror": _writable_then_retry},
-                         name="trellis-remove-home", daemon=True).start()
+        _discard(path, os.path.dirname(path))  # not renamable: left for clear_homes at the next start
+
+
+def clear_homes(state_dir: str | os.PathLike[str] | None) -> None:
+    """At daemon start, before any session is made or restored: delete ``<state_dir>/homes`` with whatever
+    homes a previous daemon left there (a removal thread its exit cut short, a daemon killed).
+
+    ``homes`` is renamed into ``<state_dir>/homes.removing/`` at once, so the homes made from now on start
+    afresh, and that directory (with anything an earlier start's thread did not finish) is deleted in a
+    thread nobody awaits: one rename and one small listing on the event loop, never a big tree.
+    """
+    if state_dir is None:
+        return
+    homes_dir = os.path.join(state_dir, "homes")
+    trash = os.path.join(state_dir, "homes.removing")
+    for _ in range(2):  # a previous start's thread may remove the trash directory between mkdir and rename
+        try:
+            os.makedirs(trash, mode=0o700, exist_ok=True)
+            os.rename(homes_dir, os.path.join(trash, uuid.uuid4().hex))
+            break
+        except FileNotFoundError:
+            if not os.path.lexists(homes_dir):
+                break
+        except OSError as exc:
+            log.warning("could not move %s aside to delete it: %s", homes_dir, exc)
+            break
+    try:
+        if not os.listdir(trash):
+            return
+    except OSError:
+        return
+    threading.Thread(target=shutil.rmtree, args=(trash,), kwargs={"onerror": _writable_then_retry},
+                     name="trellis-clear-homes", daemon=True).start()
+
+
+def _discard(path: str, aside_in: str) -> bool:
+    """Rename ``path`` to a unique name in ``aside_in`` (same filesystem) and delete it there in a daemon
+    thread nobody awaits; ``True`` when it is gone from ``path`` (or was already). Renamed first, so the path
+    is free at once and the thread's ``rmtree`` works on a tree no one will make again or remove too. One
+    that cannot be renamed is left where it is (``False``): deleting it in place would race what is made
+    there next."""
+    aside = os.path.join(aside_in, f".removing-{os.path.basename(path)}-{uuid.uuid4().hex}")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        log.warning("could not move %s aside to delete it: %s", path, exc)
+        return False
+    threading.Thread(target=shutil.rmtree, args=(aside,), kwargs={"onerror": _writable_then_retry},
+                     name="trellis-remove-home", daemon=True).start()
+    return True
 
 
 def _writable_then_retry(function: Any, path: str, exc_info: Any) -> None:

@@ -74,8 +74,10 @@ PATH_PROPERTY = {"type": "string", "description": "where to search, relative to 
 
 
 def _stopped_note(walk: Walk) -> list[str]:
-    return [f"[the search stopped after looking at {MAX_ENTRIES:,} entries; give a narrower path]"] \
+    """What the walk left out: entries past its limit, .gitignore patterns past theirs."""
+    stopped = [f"[the search stopped after looking at {MAX_ENTRIES:,} entries; give a narrower path]"] \
         if walk.stopped else []
+    return stopped + walk.notes
 
 
 def _root(scope: Scope, args: dict[str, Any]) -> str:

@@ -45,6 +45,12 @@ Rules:
   git's wildmatch rules) and compiled the same way; a line over
   :data:`MAX_GITIGNORE_LINE` characters, or one git would reject (``!`` alone,
   a dangling ``\\``), is skipped, as git skips what it cannot parse.
+* **Bounded ``.gitignore`` files.** Of each file at most
+  :data:`MAX_GITIGNORE_BYTES` are read and its first :data:`MAX_GITIGNORE_PATTERNS`
+  patterns used; the rest is skipped, and the walk says so (``Walk.notes``).
+  Compiling them is charged to the call's :class:`Budget` (:class:`TooSlow`
+  when it runs out) and stops when the call is abandoned (:class:`Abandoned`),
+  as a match does: a cancelled call does not go on compiling a huge file.
 """
 
 from __future__ import annotations
@@ -75,6 +81,8 @@ MAX_ENTRIES = 100_000
 MAX_BRACE_EXPANSIONS = 64
 MAX_GLOB_REGEX_CHARS = 20_000  # compiling holds the GIL: a pattern's brace expansions stay small
 MAX_GITIGNORE_LINE = 4096  # no path is longer (PATH_MAX)
+MAX_GITIGNORE_BYTES = 256 * 1024  # read of one .gitignore (or info/exclude); the rest is skipped
+MAX_GITIGNORE_PATTERNS = 5000  # patterns used of one such file; the rest are skipped
 MATCH_SECONDS = 5.0  # one call's slow matches, in all
 SLOW_MATCH_SECONDS = 0.001  # a match that takes longer is slow (a hostile pattern's are; a grep line's take µs)
 ALL_MATCHES_SECONDS = 60.0  # one call's matches, every one, in all
@@ -172,16 +180,28 @@ class Matcher:
 # ----------------------------------------------------------------- .gitignore
 
 
-def _spec(path: str, budget: Budget) -> GitIgnoreSpec | None:
+def _spec(path: str, budget: Budget, cut: list[str] | None = None) -> GitIgnoreSpec | None:
+    """The rules of one ``.gitignore`` (bounded: see the module's rules); a file cut short is added to ``cut``."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
+        with open(path, "rb") as f:
+            data = f.read(MAX_GITIGNORE_BYTES + 1)
     except OSError:  # absent, unreadable: no rules from it
         return None
+    truncated = len(data) > MAX_GITIGNORE_BYTES
+    if truncated:  # up to the last whole line read
+        data = data[:MAX_GITIGNORE_BYTES]
+        data = data[:data.rfind(b"\n") + 1]
+    lines = data.decode("utf-8", errors="replace").splitlines()
     patterns = []
-    for line in lines:
-        if len(line) > MAX_GITIGNORE_LINE:
+    for number, line in enumerate(lines, 1):
+        if budget.abandoned:  # the call was cancelled: no one reads what is compiled
+            raise Abandoned
+        if len(line) > MAX_GITIGNORE_LINE or not line.strip() or line.startswith("#"):
             continue
+        if len(patterns) >= MAX_GITIGNORE_PATTERNS:
+            truncated = True
+            break
+        started = time.perf_counter()
         try:
             source, include = GitPattern.pattern_to_regex(line)
             if include is None:  # blank, a comment, or one git discards
@@ -189,8 +209,17 @@ def _spec(path: str, budget: Budget) -> GitIgnoreSpec | None:
             compiled = regex.compile(source)
         except (ValueError, regex.error):  # GitIgnorePatternError among them: one git cannot parse either, skipped
             continue
+        finally:  # compiling holds the GIL: it is charged to the call's budget as matching is
+            elapsed = time.perf_counter() - started
+            budget.spent += elapsed
+            if elapsed > SLOW_MATCH_SECONDS:
+                budget.slow += elapsed
+        if budget.left() < 0:
+            raise TooSlow(".gitignore pattern", line.strip(), f"line {number}", budget.limit(), source=path)
         matcher = Matcher(compiled, budget, ".gitignore pattern", line.strip(), source=path)
         patterns.append(GitPattern(matcher, include))
+    if truncated and cut is not None:
+        cut.append(path)
     return GitIgnoreSpec(patterns, **SPEC_OPTIONS) if patterns else None
 
 
@@ -201,6 +230,7 @@ class Ignores:
 
     layers: tuple[tuple[str, GitIgnoreSpec], ...] = ()
     budget: Budget = attrs.field(factory=Budget, eq=False)
+    cut: list[str] = attrs.field(factory=list, eq=False)  # the files read only in part (their first patterns)
 
     def ignored(self, path: str, is_dir: bool) -> bool:
         for base, spec in reversed(self.layers):  # the deepest file that has an opinion decides
@@ -211,12 +241,13 @@ class Ignores:
         return False
 
     def entering(self, directory: str) -> Ignores:
-        spec = _spec(os.path.join(directory, ".gitignore"), self.budget)
-        return self if spec is None else Ignores((*self.layers, (directory, spec)), self.budget)
+        spec = _spec(os.path.join(directory, ".gitignore"), self.budget, self.cut)
+        return self if spec is None else Ignores((*self.layers, (directory, spec)), self.budget, self.cut)
 
 
-def ignores_above(root: str, scope: Scope, budget: Budget | None = None) -> Ignores:
-    """The rules in force at ``root`` from its parents (and its own ``.gitignore``)."""
+def ignores_above(root: str, scope: Scope, budget: Budget | None = None, cut: list[str] | None = None) -> Ignores:
+    """The rules in force at ``root`` from its parents (and its own ``.gitignore``); a file read only in part
+    is added to ``cut``."""
     chain: list[str] = []
     top: str | None = None
     directory = root
@@ -232,12 +263,13 @@ def ignores_above(root: str, scope: Scope, budget: Budget | None = None) -> Igno
     if top is None:  # no repository: the parents up to the session's cwd only
         chain = [d for d in chain if scope.inside(d)] or [root]
     budget = budget or Budget()
+    cut = cut if cut is not None else []
     layers: list[tuple[str, GitIgnoreSpec]] = []
     if top is not None:
-        exclude = _spec(os.path.join(top, ".git", "info", "exclude"), budget)
+        exclude = _spec(os.path.join(top, ".git", "info", "exclude"), budget, cut)
         if exclude is not None:
             layers.append((top, exclude))
-    ignores = Ignores(tuple(layers), budget)
+    ignores = Ignores(tuple(layers), budget, cut)
     for directory in reversed(chain):
         ignores = ignores.entering(directory)
     return ignores
@@ -257,10 +289,18 @@ class Walk:
     entries: int = 0
     stopped: bool = False  # the entry limit was reached before the tree ended
     budget: Budget = attrs.field(factory=Budget)
+    cut: list[str] = attrs.field(factory=list)  # .gitignore files read only in part
 
     def files(self) -> Iterator[tuple[str, str]]:
         """``(path, real)`` of each usable file: the path as walked (under ``root``), and its target."""
-        yield from self._walk(self.root, ignores_above(self.root, self.scope, self.budget))
+        yield from self._walk(self.root, ignores_above(self.root, self.scope, self.budget, self.cut))
+
+    @property
+    def notes(self) -> list[str]:
+        """What the walk has to say besides its files: the limits it reached."""
+        return [f"[{self.scope.shown(path)} is too long: only its first {MAX_GITIGNORE_BYTES // 1024} KiB and "
+                f"{MAX_GITIGNORE_PATTERNS:,} patterns are used, the rest of it was skipped]"
+                for path in dict.fromkeys(self.cut)]
 
     def _walk(self, directory: str, ignores: Ignores) -> Iterator[tuple[str, str]]:
         try:
@@ -386,4 +426,5 @@ def glob_regex(pattern: str) -> Any:
 
 
 __all__ = ["ALL_MATCHES_SECONDS", "Abandoned", "BadPattern", "Budget", "Ignores", "MATCH_SECONDS", "MAX_ENTRIES",
+           "MAX_GITIGNORE_BYTES", "MAX_GITIGNORE_PATTERNS",
            "Matcher", "SLOW_MATCH_SECONDS", "TooSlow", "Walk", "expand_braces", "glob_regex", "ignores_above"]

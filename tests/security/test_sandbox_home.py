@@ -133,3 +133,20 @@ async def test_settings_can_make_a_directory_writable_for_commands(nursery, tmp_
     out = tool_output(fake, 1)
     assert "shared-ok" in out and "other-read-only" in out
     assert (shared / "made").exists() and not (other / "made").exists()
+
+
+async def test_a_writable_directory_keeps_the_credentials_in_it_hidden(nursery, tmp_path):
+    """``writable: ["~/.cache"]`` was bound after the hidden paths and covered them again:
+    ``~/.cache/huggingface/token`` was readable (and writable) by every command."""
+    cache = tmp_path / "home" / ".cache"
+    token = cache / "huggingface" / "token"
+    token.parent.mkdir(parents=True)
+    token.write_text("hf_the-users-token")
+    command = (f"cat {token} 2>/dev/null || echo token-hidden; "
+               f"echo planted > {token} 2>/dev/null || echo token-read-only; "
+               f"mkdir -p {cache}/pip && touch {cache}/pip/made && echo cache-writable")
+    fake, _, _ = await run_sessions(nursery, tmp_path, [[command]], sandbox={"mode": "bwrap", "writable": ["~/.cache"]})
+    out = tool_output(fake, 1)
+    assert "token-hidden" in out and "token-read-only" in out and "cache-writable" in out, out
+    assert "hf_the-users-token" not in out
+    assert token.read_text() == "hf_the-users-token" and (cache / "pip" / "made").exists()

@@ -596,3 +596,190 @@ def test_a_cwd_that_no_longer_resolves_to_itself_is_refused(tmp_path):
     assert str(refused.value) == (f"the session's working directory {cwd} was moved or replaced by a symlink since "
                                   f"the session started (it now leads to {elsewhere}); nothing was done")
     assert argv_of(sandbox, elsewhere)[-4:] == ["--", "/bin/sh", "-c", "true"]
+
+
+# ------------------------------------------------------------------ writable directories under the protections
+
+
+def test_writable_directories_are_bound_before_every_protection_and_the_home_last(tmp_path, monkeypatch):
+    """``writable: ["~/.cache"]`` bound last covered the token hidden in it; one holding the cwd covered the
+    read-only ``.git/config`` and hooks."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    cache = tmp_path / "home" / ".cache"
+    token = cache / "huggingface" / "token"
+    token.parent.mkdir(parents=True)
+    token.write_text("hf_secret")
+    shared = tmp_path / "shared"
+    repo = shared / "repo"
+    (repo / ".git" / "hooks").mkdir(parents=True)
+    (repo / ".git" / "config").write_text("[core]\n")
+    home = tmp_path / "state" / "homes" / "s1" / "commands"
+    home.mkdir(parents=True)
+    sandbox = Sandbox("bwrap", executable="/usr/bin/bwrap", writable=(str(cache), str(shared)),
+                      hidden=(str(tmp_path / "state"),)).with_home(str(home))
+    argv = argv_of(sandbox, repo)
+    tmp = argv.index("/tmp", argv.index("--tmpfs"))
+    bound = [i for i, a in enumerate(argv) if a == "--bind"]
+    cache_at, shared_at = argv.index(str(cache)), argv.index(str(shared))
+    assert tmp < cache_at < shared_at < argv.index(str(repo))  # right after the private /tmp, before the cwd
+    assert argv[cache_at - 1] == argv[shared_at - 1] == "--bind"
+    for protected in (token, repo / ".git" / "config", repo / ".git" / "hooks", repo / ".git"):
+        assert argv.index(str(protected)) > shared_at, protected  # mounted over the writable directories
+    assert bound[-1] == argv.index(str(home)) - 1  # the session's own home: last
+    assert argv.index(str(home)) > argv.index(str(tmp_path / "state"))
+
+
+def test_a_writable_entry_at_or_above_a_home_is_refused_naming_the_rule(tmp_path, monkeypatch):
+    import pwd
+
+    from actors.process.sandbox import SandboxSetting
+
+    home = tmp_path / "users" / "me"
+    home.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    passwd_home = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)
+    (tmp_path / "link").symlink_to(home)
+    for entry in ("~", "~/", "/", "/home", str(tmp_path / "users"), passwd_home, str(tmp_path / "link")):
+        with pytest.raises(ValueError) as refused:
+            SandboxSetting.parse({"writable": ["/opt/cache", entry]})
+        message = str(refused.value)
+        assert message.startswith(f"sandbox.writable[1] {entry!r} "), message
+        assert "no writable directory may be at or above a home" in message and "~/.bash_profile" in message
+    assert "is the home directory" in str(pytest.raises(ValueError, SandboxSetting.parse, {"writable": ["~"]}).value)
+    parsed = SandboxSetting.parse({"writable": ["~/.cache", "/opt/cache"]})
+    assert parsed.writable == (str(home / ".cache"), "/opt/cache")  # under the home: fine
+
+
+# ------------------------------------------------------------------ worktrees and submodules, bounded
+
+
+def test_submodule_git_directories_are_found_and_protected(tmp_path):
+    for name in ("lib", "vendor/deep/x"):
+        gitdir = tmp_path / ".git" / "modules" / name
+        (gitdir / "hooks").mkdir(parents=True)
+        (gitdir / "HEAD").write_text("ref: refs/heads/main\n")
+        (gitdir / "config").write_text("[core]\n")
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    pinned, read_only = sandbox_module.git_protections(str(tmp_path))
+    for name in ("lib", "vendor/deep/x"):
+        gitdir = tmp_path / ".git" / "modules" / name
+        assert str(gitdir) in pinned and str(gitdir / "config") in read_only and f"{gitdir}/hooks/" in read_only
+
+
+def test_a_deep_chain_under_modules_neither_recurses_nor_goes_unprotected(tmp_path):
+    """``mkdir -p .git/modules/a/a/a/...`` 1,500 levels: RecursionError (no OSError) escaped wrap() and
+    every file-tool write's ask_always."""
+    deep = tmp_path / ".git" / "modules"
+    from actors.tools.paths import Scope
+
+    path = str(deep)
+    os.makedirs(path)
+    try:
+        for _ in range(1500):  # os.makedirs itself recurses that deep
+            path = os.path.join(path, "a")
+            os.mkdir(path)
+        pinned, read_only = sandbox_module.git_protections(str(tmp_path))  # no RecursionError
+        assert f"{deep}/" in read_only  # the walk could not finish: the whole directory read-only
+        argv = argv_of(Sandbox("bwrap", executable="/usr/bin/bwrap"), tmp_path)
+        assert str(deep) in pairs(argv, "--ro-bind")
+        assert Scope(str(tmp_path)).ask_always(str(deep / "a" / "a" / "config")) is not None
+    finally:  # one level at a time: rmtree (pytest's cleanup too) recurses as deep
+        while path != str(deep):
+            os.rmdir(path)
+            path = os.path.dirname(path)
+
+
+def test_a_wide_worktrees_or_modules_directory_adds_one_mount_not_thousands(tmp_path, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    for n in range(sandbox_module.GITDIR_LIMIT + 50):
+        (tmp_path / ".git" / "worktrees" / f"w{n}").mkdir(parents=True)
+    argv = argv_of(Sandbox("bwrap", executable="/usr/bin/bwrap"), tmp_path)
+    assert len(argv) < 60, len(argv)  # was a --bind for every one of them
+    assert str(tmp_path / ".git" / "worktrees") in pairs(argv, "--ro-bind")
+    shutil.rmtree(tmp_path / ".git" / "worktrees")
+    monkeypatch.setattr(sandbox_module, "GITDIR_ENTRIES", 100)
+    for n in range(150):  # wider than the entries read: none is a git directory, but one might be
+        (tmp_path / ".git" / "modules" / f"m{n}").mkdir(parents=True)
+    argv = argv_of(Sandbox("bwrap", executable="/usr/bin/bwrap"), tmp_path)
+    assert len(argv) < 60, len(argv)
+    assert str(tmp_path / ".git" / "modules") in pairs(argv, "--ro-bind")
+    (tmp_path / ".git" / "worktrees" / "one").mkdir(parents=True)  # within the bounds: each protected
+    assert str(tmp_path / ".git" / "worktrees" / "one") in sandbox_module.git_protections(str(tmp_path))[0]
+
+
+# ------------------------------------------------------------------ homes: made, removed, cleared at start
+
+
+def wait_gone(path: Path, seconds: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not path.exists(), path
+
+
+def test_a_stale_home_is_moved_aside_and_deleted_off_the_calling_thread(tmp_path, monkeypatch):
+    import threading
+
+    real_rmtree = shutil.rmtree
+    threads = []
+
+    def rmtree(path, *args, **kwargs):
+        threads.append(threading.current_thread())
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(sandbox_module.shutil, "rmtree", rmtree)
+    stale = tmp_path / "homes" / "s1" / "commands"
+    (stale / ".npm" / "cache").mkdir(parents=True)
+    (stale / ".npm" / "cache" / "blob").write_text("x" * 1000)
+    home = sandbox_module.make_home(str(tmp_path), "s1/commands")
+    assert home == str(stale) and os.listdir(home) == []  # made afresh at once
+    assert threads and threading.main_thread() not in threads  # the big tree went in a thread of its own
+    leftovers = [p for p in (tmp_path / "homes").iterdir() if p.name.startswith(".removing-")]
+    for path in leftovers:
+        wait_gone(path)
+
+
+def test_a_removal_under_way_never_deletes_the_home_made_again_at_its_path(tmp_path, monkeypatch):
+    import threading
+
+    real_rmtree = shutil.rmtree
+    release = threading.Event()
+
+    def slow_rmtree(path, *args, **kwargs):  # the removal thread of a big home, still at work
+        if threading.current_thread() is not threading.main_thread():
+            release.wait(10)
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(sandbox_module.shutil, "rmtree", slow_rmtree)
+    home = Path(sandbox_module.make_home(str(tmp_path), "s1/commands"))
+    (home / "old").write_text("old")
+    sandbox_module.remove_home(str(tmp_path / "homes" / "s1"))  # the session's homes, as a whole
+    again = Path(sandbox_module.make_home(str(tmp_path), "s1/commands"))  # the same id restored at once
+    (again / "new").write_text("new")
+    release.set()
+    for path in [p for p in (tmp_path / "homes").iterdir() if p.name.startswith(".removing-")]:
+        wait_gone(path)
+    assert (again / "new").read_text() == "new" and not (again / "old").exists()
+
+
+def test_clear_homes_moves_every_home_aside_at_once_and_deletes_them_in_a_thread(tmp_path):
+    for name in ("s1/commands/.npm/x", "s1/servers/.cache", "subagent-a-1/.qwen", ".removing-s2-abc/f"):
+        (tmp_path / "homes" / name).mkdir(parents=True)
+    sandbox_module.clear_homes(str(tmp_path))
+    assert not (tmp_path / "homes").exists()  # gone at once: the homes made from now on start afresh
+    wait_gone(tmp_path / "homes.removing")
+    assert Path(sandbox_module.make_home(str(tmp_path), "s1/commands")).is_dir()
+    sandbox_module.clear_homes(str(tmp_path / "nothing-here"))  # no homes: nothing to do
+    sandbox_module.clear_homes(None)
+
+
+async def test_the_daemon_clears_the_homes_a_previous_daemon_left_at_start(tmp_path):
+    from actors.daemon import open_daemon
+
+    left = tmp_path / "state" / "homes" / "s1" / "commands" / ".npm"
+    left.mkdir(parents=True)
+    async with open_daemon(state_dir=tmp_path / "state"):
+        assert not (tmp_path / "state" / "homes").exists()

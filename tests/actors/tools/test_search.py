@@ -291,3 +291,44 @@ async def test_a_cancelled_grep_stops_its_worker_at_the_next_match(tmp_path):
     cpu = time.process_time()
     await trio.sleep(1)
     assert time.process_time() - cpu < 0.3  # nothing is matching any more
+
+
+async def test_a_gitignore_is_read_and_compiled_within_bounds_and_the_walk_says_what_it_skipped(tmp_path):
+    from actors.tools.walk import MAX_GITIGNORE_BYTES, MAX_GITIGNORE_PATTERNS, Ignores
+
+    # Past the patterns bound: the rest of the file is skipped (git would apply it; the walk says so).
+    lines = [f"x{n}" for n in range(MAX_GITIGNORE_PATTERNS)] + ["*.log"]
+    tree(tmp_path / "many", {".gitignore": "\n".join(lines) + "\n", "a.log": "", "x7": ""})
+    walk = Walk(str(tmp_path / "many"), Scope(str(tmp_path)))
+    assert sorted(os.path.basename(p) for p, _ in walk.files()) == [".gitignore", "a.log"]
+    assert walk.notes == [f"[many/.gitignore is too long: only its first {MAX_GITIGNORE_BYTES // 1024} KiB and "
+                          f"{MAX_GITIGNORE_PATTERNS:,} patterns are used, the rest of it was skipped]"]
+    # Past the bytes bound: not even read.
+    padding = ("# " + "p" * 98 + "\n") * (MAX_GITIGNORE_BYTES // 100 + 10)
+    tree(tmp_path / "big", {".gitignore": padding + "*.log\n", "a.log": "", "b.txt": ""})
+    walk = Walk(str(tmp_path / "big"), Scope(str(tmp_path)))
+    assert sorted(os.path.basename(p) for p, _ in walk.files()) == [".gitignore", "a.log", "b.txt"]
+    assert len(walk.notes) == 1 and walk.notes[0].startswith("[big/.gitignore is too long")
+    assert Walk(str(tmp_path), Scope(str(tmp_path))).notes == []  # nothing walked, nothing cut
+
+    # Compiling is charged to the call's budget, and stops when the call is abandoned.
+    budget = Budget(slow_seconds=10, all_seconds=0.001)
+    with pytest.raises(TooSlow) as caught:
+        Ignores(budget=budget).entering(str(tmp_path / "many"))
+    assert caught.value.what == ".gitignore pattern" and caught.value.source == str(tmp_path / "many" / ".gitignore")
+    cancelled = Budget()
+    cancelled.abandon()
+    with pytest.raises(Abandoned):
+        Ignores(budget=cancelled).entering(str(tmp_path / "many"))
+
+
+async def test_glob_and_grep_say_when_a_gitignore_was_cut_short(tmp_path):
+    from actors.tools.walk import MAX_GITIGNORE_PATTERNS
+
+    (tmp_path / ".gitignore").write_text("\n".join([f"x{n}" for n in range(MAX_GITIGNORE_PATTERNS)] + ["*.log"]))
+    (tmp_path / "a.log").write_text("needle\n")
+    found = await call(GlobTool, tmp_path, {"pattern": "*.log"})
+    grepped = await call(GrepTool, tmp_path, {"pattern": "needle"})
+    for result in (found, grepped):
+        assert "a.log" in result.content  # pattern 5,001 was never used: a.log is not ignored
+        assert "[.gitignore is too long" in result.content
