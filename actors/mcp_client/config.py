@@ -30,9 +30,12 @@ name the JSON path (``$.mcpServers[0].command``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import attrs
+
+from .. import checked
+from ..checked import CheckError, HttpUrl, Invalid, NonEmpty
 
 DEFAULT_CALL_TIMEOUT = 600.0  # seconds (qwen-code's default: 10 minutes)
 STDIO_START_TIMEOUT = 30.0  # seconds to start, initialize and list the tools of a stdio server
@@ -41,17 +44,10 @@ TYPES = {"stdio": "stdio", "http": "http", "streamable-http": "http", "sse": "ss
 
 _STDIO_MEMBERS = {"command", "args", "env", "cwd", "sandbox"}
 _REMOTE_MEMBERS = {"url", "httpUrl", "headers"}
-_COMMON_MEMBERS = {"type", "timeout", "discoveryTimeoutMs", "trust", "includeTools", "excludeTools", "disabled",
-                   "description"}
 
 
-class McpConfigError(ValueError):
+class McpConfigError(CheckError):
     """An MCP server configuration that cannot be used: ``path`` names the member, ``detail`` says why."""
-
-    def __init__(self, path: str, detail: str) -> None:
-        super().__init__(f"{path} {detail}")
-        self.path = path
-        self.detail = detail
 
 
 @attrs.frozen(kw_only=True)
@@ -94,195 +90,179 @@ def merge_servers(base: tuple[ServerConfig, ...], extra: tuple[ServerConfig, ...
     return [*(server for server in base if server.name not in names), *extra]
 
 
-# ----------------------------------------------------------------- checks shared by both formats
-
-_JSON = {str: "a string", bool: "true or false", int: "a number", float: "a number", list: "an array",
-         dict: "an object", type(None): "null"}
-
-
-def _kind(value: Any) -> str:
-    return _JSON.get(type(value), type(value).__name__)
-
-
-def _string(value: Any, path: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise McpConfigError(path, f"must be a non-empty string, got {_kind(value)}")
-    return value
-
-
-def _strings(value: Any, path: str) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise McpConfigError(path, f"must be an array of strings, got {_kind(value)}")
-    for i, item in enumerate(value):
-        if not isinstance(item, str):
-            raise McpConfigError(f"{path}[{i}]", f"must be a string, got {_kind(item)}")
-    return tuple(value)
-
-
-def _url(value: Any, path: str) -> str:
-    from urllib.parse import urlsplit
-
-    url = _string(value, path)
-    try:
-        parts = urlsplit(url)
-        ok = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise McpConfigError(path, f"must be an http:// or https:// URL with a host, got {url[:200]!r}")
-    return url
-
-
-def _seconds_from_ms(value: Any, path: str) -> float:
-    if type(value) not in (int, float) or value <= 0:
-        raise McpConfigError(path, f"must be a positive number of milliseconds, got {value!r}")
-    return value / 1000
-
-
 # ----------------------------------------------------------------- the settings key
+
+Milliseconds = checked.constrained("Milliseconds", float, "a positive number of milliseconds", lambda v: v > 0,
+                                   schema={"exclusiveMinimum": 0})
+ServerName = checked.constrained("ServerName", str, "a non-empty name", lambda v: bool(v.strip()),
+                                 schema={"pattern": r"\S"})
+
+
+@checked.form(
+    "One MCP server: exactly one of command, httpUrl and url. Other members are ignored with a warning.",
+    schema={"oneOf": [{"required": ["command"]}, {"required": ["httpUrl"]}, {"required": ["url"]}],
+            "allOf": [{"if": {"required": ["type"], "properties": {"type": {"const": "stdio"}}},
+                       "then": {"required": ["command"]}},
+                      {"if": {"required": ["type"], "properties": {"type": {"enum": ["http", "streamable-http", "sse"]}}},
+                       "then": {"not": {"required": ["command"]}}}]})
+@attrs.frozen(kw_only=True)
+class SettingsServer:
+    """One entry of the settings key ``mcpServers``, as written (:meth:`server` is what a session starts)."""
+
+    type: Literal["stdio", "http", "streamable-http", "sse"] | None = checked.field(
+        None, "The transport; without it, command means stdio, httpUrl Streamable HTTP, and url Streamable HTTP "
+              "with SSE as the fallback.")
+    command: NonEmpty | None = checked.field(
+        None, "The program of a stdio server, started in the session's cwd, in the sandbox, with a minimal "
+              "environment plus env.")
+    args: tuple[str, ...] = checked.field((), "Its arguments.")
+    env: dict[str, str] = checked.field(
+        factory=dict, doc="Variables given to the stdio server; $VAR and ${VAR} are expanded from the daemon's "
+                          "environment (never its token or API key).")
+    cwd: NonEmpty | None = checked.field(
+        None, "The stdio server's working directory, relative to the session's cwd (default: the session's cwd).")
+    sandbox: bool = checked.field(
+        True, "false runs this stdio server outside the sandbox (as hooks run): with the real home, writable "
+              "wherever the daemon's user can write. Only the settings can say so; a client's servers (ACP "
+              "session/new) always run in the sandbox when there is one.")
+    http_url: HttpUrl | None = checked.field(None, "A Streamable HTTP server's URL.")
+    url: HttpUrl | None = checked.field(
+        None, "A server's URL: Streamable HTTP with type \"http\", SSE with type \"sse\", both (HTTP first) "
+              "without a type.")
+    headers: dict[str, str] = checked.field(
+        factory=dict, doc="HTTP headers sent to a URL server; $VAR and ${VAR} are expanded as in env.")
+    timeout: Milliseconds | None = checked.field(
+        None, "Milliseconds a tool call may take before it is cancelled and fails (default 600000).")
+    discovery_timeout_ms: Milliseconds | None = checked.field(
+        None, "Milliseconds to connect, initialize and list the tools (default 30000 for stdio, 10000 for a URL).")
+    trust: bool = checked.field(
+        False, "Its tool calls never ask for permission (the plan mode still refuses them).")
+    include_tools: tuple[str, ...] | None = checked.field(None, "Only these of its tools are offered.")
+    exclude_tools: tuple[str, ...] = checked.field((), "These of its tools are not offered.")
+    disabled: bool = checked.field(False, "Not started.")
+    description: str | None = checked.field(None, "For people; ignored.")
+    tcp: Any = checked.field(
+        None, "gemini-cli's websocket transport, which is not supported: an entry with nothing else is refused.")
+
+    def __attrs_post_init__(self) -> None:
+        given = self.given
+        if self.tcp is not None and not given:
+            raise Invalid("uses the websocket transport (tcp), which is not supported; give command, httpUrl or url")
+        if len(given) > 1:
+            raise Invalid(f"must give one of command, httpUrl or url, not {' and '.join(given)}")
+        if not given:
+            raise Invalid("needs command (a stdio server), httpUrl (Streamable HTTP) or url")
+        if self.type is not None and (TYPES[self.type] == "stdio") != (given[0] == "command"):
+            raise Invalid(f"has type {checked.shown(self.type)} but gives {given[0]}")
+
+    @property
+    def given(self) -> list[str]:
+        """Which of ``command``, ``httpUrl`` and ``url`` it gives."""
+        return [key for key, value in (("command", self.command), ("httpUrl", self.http_url), ("url", self.url))
+                if value is not None]
+
+    @property
+    def transport(self) -> str:
+        if self.type is not None:
+            return TYPES[self.type]
+        return "stdio" if self.command is not None else "http"
+
+    def server(self, name: str) -> ServerConfig:
+        """The server this entry describes."""
+        fields: dict[str, Any] = {"name": name, "transport": self.transport, "trust": self.trust,
+                                  "include_tools": self.include_tools, "exclude_tools": self.exclude_tools}
+        if self.transport == "stdio":
+            fields.update(command=self.command, args=self.args, env=tuple(self.env.items()), cwd=self.cwd,
+                          sandbox=self.sandbox)
+        else:
+            fields.update(url=self.http_url or self.url, headers=tuple(self.headers.items()),
+                          sse_fallback=self.type is None and self.url is not None)
+        if self.timeout is not None:
+            fields["call_timeout"] = self.timeout / 1000
+        if self.discovery_timeout_ms is not None:
+            fields["start_timeout"] = self.discovery_timeout_ms / 1000
+        return ServerConfig(**fields)
+
+    def ignored(self, where: str, written: dict[str, Any]) -> list[str]:
+        """Warnings about the members of the other transport (``args`` on a URL server), and ``tcp``."""
+        stdio = self.transport == "stdio"
+        other, label = (_REMOTE_MEMBERS, "stdio") if stdio else (_STDIO_MEMBERS, "URL")
+        out = [f"{where}.{key} ignored (a {label} server has none)" for key in written if key in other]
+        if "tcp" in written:
+            out.append(f"{where}.tcp ignored (the websocket transport is not supported)")
+        return out
+
+
+SettingsServers = dict[ServerName, SettingsServer]
 
 
 def parse_settings(value: Any, path: str = "mcpServers") -> tuple[tuple[ServerConfig, ...], list[str]]:
-    """The servers of the settings key ``mcpServers`` and the warnings about it (unknown members).
+    """The servers of the settings key ``mcpServers`` and the warnings about it (members it ignores).
 
-    Raises :class:`McpConfigError` for a shape that cannot be used.
+    Raises :class:`McpConfigError` for a shape that cannot be used, naming the JSON path of the bad value.
     """
-    if not isinstance(value, dict):
-        raise McpConfigError(path, f"must be an object {{name: server}}, got {_kind(value)}")
-    servers: list[ServerConfig] = []
-    warnings: list[str] = []
-    for name, entry in value.items():
-        where = f"{path}.{name}"
-        if not name.strip():
-            raise McpConfigError(f'{path}[""]', "a server needs a non-empty name")
-        server = _settings_server(name, entry, where, warnings)
-        if server is not None:
-            servers.append(server)
-    return tuple(servers), warnings
+    entries: dict[str, SettingsServer] = checked.structure(value, SettingsServers, path, McpConfigError)
+    warnings = [f"unknown key {p!r} ignored" for p in checked.unknown_keys(value, SettingsServers, path)]
+    warnings += ignored_members(entries, value, path)
+    return tuple(entry.server(name) for name, entry in entries.items() if not entry.disabled), warnings
 
 
-def _settings_server(name: str, entry: Any, where: str, warnings: list[str]) -> ServerConfig | None:
-    if not isinstance(entry, dict):
-        raise McpConfigError(where, f"must be an object, got {_kind(entry)}")
-    disabled = entry.get("disabled", False)
-    if not isinstance(disabled, bool):
-        raise McpConfigError(f"{where}.disabled", f"must be true or false, got {_kind(disabled)}")
-    kind = entry.get("type")
-    if "type" in entry and kind not in TYPES:
-        raise McpConfigError(f"{where}.type", f"must be one of {sorted(TYPES)}, got {kind!r}")
-    given = [key for key in ("command", "httpUrl", "url") if key in entry]
-    if "tcp" in entry and not given:
-        raise McpConfigError(where, "uses the websocket transport (tcp), which is not supported; "
-                                    "give command, httpUrl or url")
-    if len(given) > 1:
-        raise McpConfigError(where, f"must give one of command, httpUrl or url, not {' and '.join(given)}")
-    if not given:
-        raise McpConfigError(where, "needs command (a stdio server), httpUrl (Streamable HTTP) or url")
-    transport = TYPES[kind] if kind is not None else ("stdio" if given[0] == "command" else "http")
-    if (transport == "stdio") != (given[0] == "command"):
-        raise McpConfigError(where, f"has type {kind!r} but gives {given[0]}")
-    fields: dict[str, Any] = {"name": name, "transport": transport}
-    members = _STDIO_MEMBERS if transport == "stdio" else _REMOTE_MEMBERS
-    for key, value in entry.items():
-        if key in members or key in _COMMON_MEMBERS:
-            continue
-        other = key in _STDIO_MEMBERS or key in _REMOTE_MEMBERS
-        label = "stdio" if transport == "stdio" else "URL"
-        warnings.append(f"{where}.{key} ignored" + (f" (a {label} server has none)" if other else " (unknown member)"))
-    if transport == "stdio":
-        fields["command"] = _string(entry["command"], f"{where}.command")
-        if "args" in entry:
-            fields["args"] = _strings(entry["args"], f"{where}.args")
-        if "env" in entry:
-            fields["env"] = _pairs(entry["env"], f"{where}.env")
-        if "cwd" in entry:
-            fields["cwd"] = _string(entry["cwd"], f"{where}.cwd")
-        if "sandbox" in entry:
-            if not isinstance(entry["sandbox"], bool):
-                raise McpConfigError(f"{where}.sandbox", f"must be true or false, got {_kind(entry['sandbox'])}")
-            fields["sandbox"] = entry["sandbox"]
-    else:
-        key = given[0]
-        fields["url"] = _url(entry[key], f"{where}.{key}")
-        fields["sse_fallback"] = kind is None and key == "url"
-        if "headers" in entry:
-            fields["headers"] = _pairs(entry["headers"], f"{where}.headers")
-    if "timeout" in entry:
-        fields["call_timeout"] = _seconds_from_ms(entry["timeout"], f"{where}.timeout")
-    if "discoveryTimeoutMs" in entry:
-        fields["start_timeout"] = _seconds_from_ms(entry["discoveryTimeoutMs"], f"{where}.discoveryTimeoutMs")
-    trust = entry.get("trust", False)
-    if not isinstance(trust, bool):
-        raise McpConfigError(f"{where}.trust", f"must be true or false, got {_kind(trust)}")
-    fields["trust"] = trust
-    if "includeTools" in entry:
-        fields["include_tools"] = _strings(entry["includeTools"], f"{where}.includeTools")
-    if "excludeTools" in entry:
-        fields["exclude_tools"] = _strings(entry["excludeTools"], f"{where}.excludeTools")
-    if "description" in entry and not isinstance(entry["description"], str):
-        raise McpConfigError(f"{where}.description", f"must be a string, got {_kind(entry['description'])}")
-    return None if disabled else ServerConfig(**fields)
-
-
-def _pairs(value: Any, path: str) -> tuple[tuple[str, str], ...]:
-    """An object of strings (``env``, ``headers``)."""
-    if not isinstance(value, dict):
-        raise McpConfigError(path, f"must be an object of strings, got {_kind(value)}")
-    for key, item in value.items():
-        if not isinstance(item, str):
-            raise McpConfigError(f"{path}.{key}", f"must be a string, got {_kind(item)}")
-    return tuple(value.items())
+def ignored_members(entries: dict[str, SettingsServer], written: dict[str, Any], path: str = "mcpServers") -> list[str]:
+    """Warnings about members that a server's transport has no use for (its unknown keys aside)."""
+    return [w for name, entry in entries.items() for w in entry.ignored(checked.member(path, name), written[name])]
 
 
 # ----------------------------------------------------------------- ACP's session/new and session/load
+
+
+@checked.form(unknown=checked.IGNORE)
+@attrs.frozen(kw_only=True)
+class AcpPair:
+    """ACP's ``{name, value}`` (``env``, ``headers``)."""
+
+    name: NonEmpty
+    value: str
+
+
+@checked.form(unknown=checked.IGNORE)
+@attrs.frozen(kw_only=True)
+class AcpServer:
+    """One server of ACP's ``mcpServers``."""
+
+    name: NonEmpty
+    type: Literal["stdio", "http", "sse"] = "stdio"
+    command: NonEmpty | None = None
+    args: tuple[str, ...] | None = checked.field(None, nullable=True)
+    env: tuple[AcpPair, ...] | None = checked.field(None, nullable=True)
+    url: HttpUrl | None = None
+    headers: tuple[AcpPair, ...] | None = checked.field(None, nullable=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.type == "stdio" and self.command is None:
+            raise Invalid(f"must be {checked.wanted(NonEmpty)}", None, at="command")
+        if self.type != "stdio" and self.url is None:
+            raise Invalid(f"must be {checked.wanted(HttpUrl)}", None, at="url")
+
+    def server(self) -> ServerConfig:
+        if self.type == "stdio":
+            return ServerConfig(name=self.name, transport="stdio", source="acp", command=self.command,
+                                args=self.args or (), env=tuple((p.name, p.value) for p in self.env or ()))
+        return ServerConfig(name=self.name, transport=self.type, source="acp", url=self.url,
+                            headers=tuple((p.name, p.value) for p in self.headers or ()))
 
 
 def parse_acp(value: Any, path: str = "$.mcpServers") -> tuple[ServerConfig, ...]:
     """ACP's ``mcpServers`` (a list, ``None`` for none); :class:`McpConfigError` names the JSON path."""
     if value is None:
         return ()
-    if not isinstance(value, list):
-        raise McpConfigError(path, f"must be an array, got {_kind(value)}")
-    servers: list[ServerConfig] = []
+    entries: tuple[AcpServer, ...] = checked.structure(value, tuple[AcpServer, ...], path, McpConfigError)
     names: set[str] = set()
-    for i, entry in enumerate(value):
-        where = f"{path}[{i}]"
-        if not isinstance(entry, dict):
-            raise McpConfigError(where, f"must be an object, got {_kind(entry)}")
-        name = _string(entry.get("name"), f"{where}.name")
-        if name in names:
-            raise McpConfigError(f"{where}.name", f"{name!r} is given twice")
-        names.add(name)
-        kind = entry.get("type", "stdio")
-        if kind == "stdio":
-            env = entry.get("env")
-            servers.append(ServerConfig(
-                name=name, transport="stdio", source="acp",
-                command=_string(entry.get("command"), f"{where}.command"),
-                args=_strings([] if entry.get("args") is None else entry["args"], f"{where}.args"),
-                env=_acp_pairs([] if env is None else env, f"{where}.env")))
-        elif kind in ("http", "sse"):
-            servers.append(ServerConfig(
-                name=name, transport=kind, source="acp", url=_url(entry.get("url"), f"{where}.url"),
-                headers=_acp_pairs([] if entry.get("headers") is None else entry["headers"], f"{where}.headers")))
-        else:
-            raise McpConfigError(f"{where}.type", f'must be "http" or "sse" (or absent, for stdio), got {kind!r}')
-    return tuple(servers)
+    for i, entry in enumerate(entries):
+        if entry.name in names:
+            raise McpConfigError(f"{checked.shown(entry.name)} is given twice", path=f"{path}[{i}].name")
+        names.add(entry.name)
+    return tuple(entry.server() for entry in entries)
 
 
-def _acp_pairs(value: Any, path: str) -> tuple[tuple[str, str], ...]:
-    """ACP's ``[{name, value}]`` (``env``, ``headers``)."""
-    if not isinstance(value, list):
-        raise McpConfigError(path, f"must be an array of {{name, value}}, got {_kind(value)}")
-    pairs = []
-    for i, item in enumerate(value):
-        if not isinstance(item, dict):
-            raise McpConfigError(f"{path}[{i}]", f"must be an object {{name, value}}, got {_kind(item)}")
-        name = _string(item.get("name"), f"{path}[{i}].name")
-        if not isinstance(item.get("value"), str):
-            raise McpConfigError(f"{path}[{i}].value", f"must be a string, got {_kind(item.get('value'))}")
-        pairs.append((name, item["value"]))
-    return tuple(pairs)
-
-
-__all__ = ["DEFAULT_CALL_TIMEOUT", "McpConfigError", "ServerConfig", "merge_servers", "parse_acp", "parse_settings"]
+__all__ = ["DEFAULT_CALL_TIMEOUT", "McpConfigError", "ServerConfig", "SettingsServer", "SettingsServers",
+           "merge_servers", "parse_acp", "parse_settings"]

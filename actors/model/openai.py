@@ -49,7 +49,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import httpx
@@ -77,6 +77,8 @@ from .sse import Body, Proxied as _Proxied, data_payloads as _data_payloads
 from .overflow import EmptyResponse, overflow_from_chunk, overflow_from_response
 from .text_tools import STYLES as TEXT_TOOL_STYLES
 from .text_tools import TextToolCalls
+from .. import checked
+from ..checked import Count, HttpUrl, PositiveInt, PositiveNumber
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 MAX_BACKOFF = 30.0
 CONVERSATION_MEMO = "openai_conversation"  # the message memo key of the kept messages array (actors.model.encoded)
+TextToolStyle = Literal[TEXT_TOOL_STYLES]  # type: ignore[valid-type]
 
 
 @attrs.frozen(kw_only=True)
@@ -123,57 +126,49 @@ class OpenAIConfig:
     ) -> OpenAIConfig:
         """Environment, then the settings file's ``model`` object, then command-line flags.
 
-        Raises ``ValueError`` naming the settings key (``model.<key>``) of a value of the wrong type.
+        Raises a ``ValueError`` (:class:`actors.checked.CheckError`) naming the settings key (``model.<key>``)
+        of a value of the wrong type; an ``apiKey`` is never shown.
         """
-        from_settings: dict[str, Any] = {}
-        for key, (field, check, wanted) in _SETTINGS_KEYS.items():
-            if key not in settings:
-                continue
-            value = settings[key]
-            if not check(value):
-                shown = "" if key == "apiKey" else f", got {value!r}"  # never echo a key
-                raise ValueError(f"model.{key} must be {wanted}{shown}")
-            from_settings[field] = value
+        given = checked.structure(dict(settings), ModelSettings, "model")
+        from_settings = {f.name: getattr(given, f.name) for f in attrs.fields(ModelSettings)
+                         if f.name != "provider" and getattr(given, f.name) is not None}
         return cls.from_env(environ, **{**from_settings, **{k: v for k, v in flags.items() if v is not None}})
 
 
-def _text(v: Any) -> bool:
-    return isinstance(v, str)
+@checked.form("The primary model. The members other than provider configure the openai provider. Other members "
+              "are ignored, without a warning.", unknown=checked.IGNORE)
+@attrs.frozen(kw_only=True)
+class ModelSettings:
+    """The settings file's ``model`` object, as written; its fields other than ``provider`` are
+    :class:`OpenAIConfig`'s of the same name (None: not given)."""
 
-
-def _positive(v: Any) -> bool:
-    return type(v) in (int, float) and v > 0
-
-
-def _positive_int(v: Any) -> bool:
-    return type(v) is int and v > 0
-
-
-def _count(v: Any) -> bool:
-    return type(v) is int and v >= 0
-
-
-def _flag(v: Any) -> bool:
-    return isinstance(v, bool)
-
-
-def _text_tool_style(v: Any) -> bool:
-    return v in TEXT_TOOL_STYLES and isinstance(v, str)
-
-
-# settings key -> (config field, check, what the check wants)
-_SETTINGS_KEYS: dict[str, tuple[str, Any, str]] = {
-    "baseUrl": ("base_url", _text, "a string"),
-    "apiKey": ("api_key", _text, "a string"),
-    "name": ("model", _text, "a string"),
-    "connectTimeout": ("connect_timeout", _positive, "a positive number"),
-    "readTimeout": ("read_timeout", _positive, "a positive number"),
-    "contextWindow": ("context_window", _positive_int, "a positive integer"),
-    "maxTokens": ("max_tokens", _positive_int, "a positive integer"),
-    "maxRetries": ("max_retries", _count, "a non-negative integer"),
-    "textToolCalls": ("text_tool_calls", _text_tool_style, f"one of {list(TEXT_TOOL_STYLES)}"),
-    "supportsImages": ("supports_images", _flag, "true or false"),
-}
+    provider: Literal["scripted", "openai"] = checked.field(
+        "scripted", "scripted: the embedded demo model; openai: an OpenAI-compatible chat-completions server. "
+                    "--model overrides it.")
+    base_url: HttpUrl | None = checked.field(
+        None, "The endpoint, an http:// or https:// URL with a host (e.g. http://127.0.0.1:8080/v1). It wins over "
+              "$OPENAI_BASE_URL; --openai-base-url wins over both. The openai provider needs one of the three.",
+        secret=True)  # a URL may carry credentials (user:password@host)
+    api_key: str | None = checked.field(
+        None, "The API key; it wins over $OPENAI_API_KEY, --openai-api-key over both. The settings file is hidden "
+              "from sandboxed commands; prefer the environment.", secret=True)
+    model: str | None = checked.field(
+        None, "The model name sent, as the server serves it. It wins over $OPENAI_MODEL; --openai-model wins over "
+              "both. The openai provider needs one of the three.", key="name")
+    connect_timeout: PositiveNumber | None = checked.field(None, "Seconds (--model-connect-timeout; default 10).")
+    read_timeout: PositiveNumber | None = checked.field(
+        None, "The longest silence between two reads of a stream, in seconds (--model-read-timeout; default 120).")
+    context_window: PositiveInt | None = checked.field(
+        None, "Tokens; a request that would not fit is compacted or refused before it is sent (--context-window).")
+    max_tokens: PositiveInt | None = checked.field(None, "max_tokens of each call (--max-tokens).")
+    max_retries: Count | None = checked.field(
+        None, "Retries of 429, 5xx and connection errors before a stream is returned (--model-retries; default 0).")
+    text_tool_calls: TextToolStyle | None = checked.field(
+        None, "Read tool calls the model writes as text, for servers without a tool-call parser (--text-tool-calls; "
+              "default off).")
+    supports_images: bool | None = checked.field(
+        None, "The model reads images: prompts' image blocks are sent as image_url parts; off (the default), they "
+              "are refused.")
 
 
 # ----------------------------------------------------------------- request

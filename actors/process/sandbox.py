@@ -81,7 +81,7 @@ Inside a bwrap sandbox (see :meth:`Sandbox.wrap`):
   the private ``/tmp``, so every protection above (git control files, pins,
   hidden paths) is mounted on top of them and still holds inside them; an
   entry at or above a home is refused when the settings are read
-  (:func:`parse_writable`). The command's own home (:meth:`Sandbox.with_home`)
+  (:class:`SandboxForm`). The command's own home (:meth:`Sandbox.with_home`)
   is bound last.
 """
 
@@ -99,10 +99,12 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
+from .. import checked
+from ..checked import Invalid, shown
 from .home_secrets import HOME_SECRETS, homes, secret_paths
 
 SANDBOX_SETTINGS = ("auto", "bwrap", "off")
@@ -150,30 +152,42 @@ def allowed_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in environ.items() if k in ENV_ALLOWLIST or k.startswith(ENV_ALLOWED_PREFIXES)}
 
 
-def parse_env(value: Any, key: str) -> EnvAdditions:
-    """An ``env`` setting (names to pass through, or an object of name -> value); ``ValueError`` naming ``key``."""
-    if isinstance(value, list):
-        items: list[tuple[Any, Any]] = []
-        for i, name in enumerate(value):
-            if not isinstance(name, str):
-                raise ValueError(f"{key}[{i}] must be a variable name (a string), got {name!r}")
-            items.append((name, None))
-    elif isinstance(value, dict):
-        items = list(value.items())
-        for name, literal in items:
-            if not isinstance(literal, str):
-                raise ValueError(f"{key}.{name} must be a string, got {literal!r}")
-            if "\0" in literal:
-                raise ValueError(f"{key}.{name} must not contain a NUL character")
-    else:
-        raise ValueError(f"{key} must be an array of variable names or an object of name -> value, "
-                         f"got {value!r}")
-    for name, _ in items:
-        if not _NAME.fullmatch(name):
-            raise ValueError(f"{key}: {name!r} is not a variable name (letters, digits, _; not a digit first)")
-        if name in WITHHELD_NAMES:
-            raise ValueError(f"{key}: {name} is the daemon's own credential; it is never passed to a command")
+def _variable_name(name: str) -> bool:
+    if not _NAME.fullmatch(name):
+        raise Invalid(f"{shown(name)} is not a variable name (letters, digits, _; not a digit first)")
+    if name in WITHHELD_NAMES:
+        raise Invalid(f"{name} is the daemon's own credential; it is never passed to a command")
+    return True
+
+
+EnvName = checked.constrained("EnvName", str, "a variable name", _variable_name,
+                              schema={"pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "not": {"enum": sorted(WITHHELD_NAMES)}})
+def _no_nul(value: str) -> bool:
+    if "\0" in value:
+        raise Invalid("must not contain a NUL character")  # no environment can hold one
+    return True
+
+
+EnvValue = checked.constrained("EnvValue", str, "a string", _no_nul, schema={"pattern": "^[^\\u0000]*$"})
+# An ``env`` setting (sandbox.env, subagents.runners.command.env): names passed through from the daemon's
+# environment, or name -> literal value.
+EnvForm = list[EnvName] | dict[EnvName, EnvValue]
+ENV_DOC = ("Variables a command gets on top of the allowlisted environment (PATH, HOME, LANG, LC_*, TERM, TZ, USER, "
+           "SHELL): an array of names passed through from the daemon's environment when set there, or an object "
+           "of name -> literal value. The daemon's own credentials (" + ", ".join(sorted(WITHHELD_NAMES)) +
+           ") are refused.")
+
+
+def env_additions(form: list[str] | dict[str, str]) -> EnvAdditions:
+    """The additions an ``env`` setting (:data:`EnvForm`, structured) asks for."""
+    items = [(name, None) for name in form] if isinstance(form, list) else list(form.items())
     return tuple(dict(items).items())  # the last of a repeated name wins, as in an environment
+
+
+def parse_env(value: Any, key: str) -> EnvAdditions:
+    """An ``env`` setting (names to pass through, or an object of name -> value); a ``ValueError``
+    (:class:`actors.checked.CheckError`) naming ``key`` and the bad entry."""
+    return env_additions(checked.structure(value, EnvForm, key))
 
 
 def with_additions(env: Mapping[str, str], additions: EnvAdditions,
@@ -190,6 +204,8 @@ def with_additions(env: Mapping[str, str], additions: EnvAdditions,
 
 
 NETWORK_SETTINGS = ("on", "off")
+SandboxMode = Literal[SANDBOX_SETTINGS]  # type: ignore[valid-type]
+NetworkSetting = Literal[NETWORK_SETTINGS]  # type: ignore[valid-type]
 
 
 @attrs.frozen
@@ -204,56 +220,62 @@ class SandboxSetting:
 
     @classmethod
     def parse(cls, value: Any, key: str = "sandbox") -> str | SandboxSetting:
-        """A mode string, or a :class:`SandboxSetting` when the object sets more; ``ValueError`` naming ``key``."""
-        writable: tuple[str, ...] = ()
-        network = "on"
-        if isinstance(value, str):
-            mode, env = value, ()
-        elif isinstance(value, dict):
-            if unknown := sorted(set(value) - {"mode", "env", "writable", "network"}):
-                raise ValueError(f"{key} has unknown members {unknown} (it takes mode, env, writable and network)")
-            mode = value.get("mode", "auto")
-            env = parse_env(value.get("env", []), f"{key}.env")
-            writable = parse_writable(value.get("writable", []), f"{key}.writable")
-            network = value.get("network", "on")
-            if network not in NETWORK_SETTINGS:
-                raise ValueError(f"{key}.network must be one of {list(NETWORK_SETTINGS)}, got {network!r}")
-            key = f"{key}.mode"
+        """A mode string, or a :class:`SandboxSetting` when the object sets more; a ``ValueError``
+        (:class:`actors.checked.CheckError`) naming ``key`` or the member below it."""
+        form = checked.structure(value, SandboxMode | SandboxForm, key)
+        return form.setting() if isinstance(form, SandboxForm) else form
+
+
+def _writable_directory(raw: str) -> bool:
+    """A ``sandbox.writable`` entry: an absolute path, or a ``~/``-relative one (the daemon user's home),
+    neither at nor above a home."""
+    path = os.path.expanduser(raw)
+    if "\0" in raw or not os.path.isabs(path):
+        raise Invalid("must be an absolute path or start with ~/", raw)
+    path = os.path.normpath(path)
+    real = os.path.realpath(path)
+    above = [home for home in (*homes(), "/home") if _is_within(home, path) or _is_within(home, real)]
+    if above:
+        if above[0] == "/home" and "/home" not in homes():
+            where = "holds the users' homes"
+        elif above[0] in (path, real):
+            where = "is the home directory"
         else:
-            raise ValueError(f"{key} must be one of {list(SANDBOX_SETTINGS)} or an object "
-                             f"{{\"mode\": ..., \"env\": ..., \"writable\": ..., \"network\": ...}}, got {value!r}")
-        if mode not in SANDBOX_SETTINGS:
-            raise ValueError(f"{key} must be one of {list(SANDBOX_SETTINGS)}, got {mode!r}")
-        if env or writable or network != "on":
-            return cls(mode, env, writable, network)
-        return mode
+            where = f"holds the home directory {above[0]}"
+        raise Invalid(
+            f"{shown(raw)} {where}: no writable directory may be at or above a home, where commands "
+            "could create what the home does not have yet (~/.bash_profile, ~/.ssh/authorized_keys), which "
+            "nothing hides in advance. Name a directory under the home (~/.cache/shared)")
+    return True
 
 
-def parse_writable(value: Any, key: str) -> tuple[str, ...]:
-    """``sandbox.writable``: absolute paths, or ``~/``-relative ones (the daemon user's home); ``ValueError``."""
-    if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
-        raise ValueError(f"{key} must be a list of paths, got {value!r}")
-    out = []
-    for n, raw in enumerate(value):
-        path = os.path.expanduser(raw)
-        if "\0" in raw or not os.path.isabs(path):
-            raise ValueError(f"{key}[{n}] must be an absolute path or start with ~/, got {raw!r}")
-        path = os.path.normpath(path)
-        real = os.path.realpath(path)
-        above = [home for home in (*homes(), "/home") if _is_within(home, path) or _is_within(home, real)]
-        if above:
-            if above[0] == "/home" and "/home" not in homes():
-                where = "holds the users' homes"
-            elif above[0] in (path, real):
-                where = "is the home directory"
-            else:
-                where = f"holds the home directory {above[0]}"
-            raise ValueError(
-                f"{key}[{n}] {raw!r} {where}: no writable directory may be at or above a home, where commands "
-                "could create what the home does not have yet (~/.bash_profile, ~/.ssh/authorized_keys), which "
-                "nothing hides in advance. Name a directory under the home (~/.cache/shared)")
-        out.append(path)
-    return tuple(out)
+WritableDirectory = checked.constrained(
+    "WritableDirectory", str, "a directory path", _writable_directory,
+    convert=lambda raw: os.path.normpath(os.path.expanduser(raw)), schema={"pattern": "^(/|~/)"})
+
+
+@checked.form("The object form of the sandbox setting: the mode, and what model-run commands get besides it.",
+              unknown=checked.REFUSE)
+@attrs.frozen(kw_only=True)
+class SandboxForm:
+    """``sandbox`` as an object, as written (:meth:`setting` is what the daemon uses)."""
+
+    mode: SandboxMode = checked.field("auto", "As the string form.")
+    env: EnvForm = checked.field(factory=list, doc=ENV_DOC)
+    writable: tuple[WritableDirectory, ...] = checked.field(
+        (), "Directories sandboxed commands may write besides the session's cwd and its own home (absolute, "
+            "or ~/ for the daemon user's home, neither at nor above a home); one that does not exist is left out.")
+    network: NetworkSetting = checked.field(
+        "on", "off: shells, monitors and stdio MCP servers get a network namespace of their own, with only its "
+              "loopback (a command runner keeps the network: its agent CLI must reach its model and its signal "
+              "URL).")
+
+    def setting(self) -> str | SandboxSetting:
+        """The setting: its mode alone when the object sets nothing more."""
+        env = env_additions(self.env)
+        if env or self.writable or self.network != "on":
+            return SandboxSetting(self.mode, env, self.writable, self.network)
+        return self.mode
 
 
 def setting_parts(setting: str | SandboxSetting) -> tuple[str, EnvAdditions]:

@@ -32,12 +32,14 @@ import os
 import re
 import shlex
 import subprocess
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import trio
 
+from .. import checked
 from ..background.shell import kill_group, model_environment, user_environment
+from ..checked import CheckError, Invalid, NonEmpty, PositiveNumber
 from ..process import NO_SANDBOX, Sandbox, kill_task, marked_environment
 from ..process.spawn import Child
 
@@ -46,26 +48,60 @@ DEFAULT_STOP_BLOCK_CAP = 8
 OUTPUT_LIMIT = 64 * 1024
 
 
-class HookConfigError(ValueError):
-    """A ``hooks`` setting that does not have the documented form."""
+class HookConfigError(CheckError):
+    """A ``hooks`` setting that does not have the documented form (``path`` names the bad value)."""
 
 
+def _valid_pattern(matcher: str) -> bool:
+    if matcher in ("", "*"):  # every tool, as in Claude Code
+        return True
+    try:
+        re.compile(matcher)
+    except re.error as exc:
+        raise Invalid(f"not a valid pattern: {exc}") from None
+    return True
+
+
+Matcher = checked.constrained(
+    "Matcher", str, "a regular expression", _valid_pattern,
+    schema={"anyOf": [{"enum": ["", "*"]}, {"format": "regex"}]})
+
+
+def _compiled(matcher: str | None) -> re.Pattern[str] | None:
+    return None if matcher in (None, "", "*") else re.compile(matcher)  # type: ignore[arg-type]
+
+
+@checked.form("One command hook (Claude Code's form). Other members are ignored.", unknown=checked.IGNORE)
 @attrs.frozen
 class HookCommand:
-    command: str
-    timeout: float = DEFAULT_TIMEOUT
-    sandbox: bool = False  # run in the daemon's sandbox, as a model-run command is
+    command: NonEmpty = checked.field(
+        doc="Run with /bin/sh -c in the session's cwd, with the event's JSON on stdin; must not be empty or only "
+            "whitespace.")
+    timeout: PositiveNumber = checked.field(
+        DEFAULT_TIMEOUT, "Seconds before the hook's process group is killed (the hook then fails open).")
+    sandbox: bool = checked.field(
+        False, "Run the hook in the sandbox of model-run commands, with their environment. Without it a hook runs "
+               "unsandboxed, with your rights: give it to any hook that runs project code (make, pytest, a script "
+               "under the cwd).")
+    type: Literal["command"] = checked.field("command", "Only command hooks exist; may be left out.", kw_only=True)
 
 
+@checked.form("Hooks run for the tools the matcher matches. Other members are ignored.", unknown=checked.IGNORE)
 @attrs.frozen
 class HookGroup:
-    matcher: re.Pattern[str] | None
-    commands: tuple[HookCommand, ...]
+    matcher: Matcher | None = checked.field(
+        doc="A Python regular expression matched in full against the tool's name or its Claude Code name (Bash, "
+            "Write, TodoWrite, ...); absent, null, \"\" and \"*\" match every tool. Only tool events use it.",
+        nullable=True, default=None)
+    commands: tuple[HookCommand, ...] = checked.field(doc="The commands, run one after another.", key="hooks",
+                                                      kw_only=True)
+    pattern: re.Pattern[str] | None = attrs.field(
+        init=False, default=attrs.Factory(lambda self: _compiled(self.matcher), takes_self=True), eq=False)
 
     def matches(self, tool_name: str | None) -> bool:
-        if self.matcher is None or tool_name is None:
+        if self.pattern is None or tool_name is None:
             return True
-        return any(self.matcher.fullmatch(name) for name in (tool_name, *CLAUDE_NAMES.get(tool_name, ())))
+        return any(self.pattern.fullmatch(name) for name in (tool_name, *CLAUDE_NAMES.get(tool_name, ())))
 
 
 # Claude Code's tool names, as matchers name them, for ours, one to one: a matcher matches a tool by
@@ -90,21 +126,27 @@ for _claude, _ours in CLAUDE_ALIASES.items():
     for _name in _ours:
         CLAUDE_NAMES[_name] = (*CLAUDE_NAMES.get(_name, ()), _claude)
 
-EVENTS = {"Stop": "stop", "PostToolUse": "post_tool_use", "PreToolUse": "pre_tool_use",
-          "UserPromptSubmit": "user_prompt_submit", "SessionStart": "session_start", "SessionEnd": "session_end"}
+def _event(name: str) -> Any:
+    return checked.field(factory=tuple, key=name, doc=f"The hook groups of {name}.")
 
 
+@checked.form("Command hooks by event, in Claude Code's hooks form. Other event names are ignored with a warning "
+              "(Notification, SubagentStop, PreCompact, ... are not run).")
 @attrs.frozen
 class HooksConfig:
-    stop: tuple[HookGroup, ...] = ()
-    post_tool_use: tuple[HookGroup, ...] = ()
-    pre_tool_use: tuple[HookGroup, ...] = ()
-    user_prompt_submit: tuple[HookGroup, ...] = ()
-    session_start: tuple[HookGroup, ...] = ()
-    session_end: tuple[HookGroup, ...] = ()
+    stop: tuple[HookGroup, ...] = _event("Stop")
+    post_tool_use: tuple[HookGroup, ...] = _event("PostToolUse")
+    pre_tool_use: tuple[HookGroup, ...] = _event("PreToolUse")
+    user_prompt_submit: tuple[HookGroup, ...] = _event("UserPromptSubmit")
+    session_start: tuple[HookGroup, ...] = _event("SessionStart")
+    session_end: tuple[HookGroup, ...] = _event("SessionEnd")
 
     def all_groups(self) -> tuple[HookGroup, ...]:
         return tuple(g for name in EVENTS.values() for g in getattr(self, name))
+
+
+# The events run, by their name in the settings: the field of HooksConfig holding each one's groups.
+EVENTS = {checked.key_of(f): f.name for f in attrs.fields(HooksConfig)}
 
 
 def hook_files(hooks: HooksConfig, cwd: str) -> tuple[str, ...]:
@@ -271,53 +313,12 @@ _FINGERPRINT_BYTES = 16 * 1024 * 1024
 _PROJECT_DIR = re.compile(r"\$\{?CLAUDE_PROJECT_DIR\}?")
 
 
-def unknown_events(raw: Any) -> list[str]:
-    """Hook events in ``raw`` this daemon does not run (warned about at start, then ignored)."""
-    return [key for key in raw if key not in EVENTS] if isinstance(raw, dict) else []
-
-
 def parse_hooks(raw: Any, where: str = "hooks") -> HooksConfig:
+    """The ``hooks`` setting (``None``: none); :class:`HookConfigError` naming the JSON path of a bad value.
+    Events this daemon does not run are left out (the settings loader warns about them)."""
     if raw is None:
         return HooksConfig()
-    if not isinstance(raw, dict):
-        raise HookConfigError(f"{where}: expected an object keyed by hook event")
-    groups: dict[str, tuple[HookGroup, ...]] = {}
-    for event, field in EVENTS.items():
-        entries = raw.get(event, [])
-        if not isinstance(entries, list):
-            raise HookConfigError(f"{where}.{event}: expected a list of hook groups")
-        groups[field] = tuple(_group(e, f"{where}.{event}[{i}]") for i, e in enumerate(entries))
-    return HooksConfig(**groups)
-
-
-def _group(raw: Any, where: str) -> HookGroup:
-    if not isinstance(raw, dict) or not isinstance(raw.get("hooks"), list):
-        raise HookConfigError(f"{where}: expected an object {{matcher?, hooks: [...]}}")
-    matcher = raw.get("matcher")
-    pattern = None
-    if matcher not in (None, "", "*"):
-        if not isinstance(matcher, str):
-            raise HookConfigError(f"{where}.matcher: expected a string")
-        try:
-            pattern = re.compile(matcher)
-        except re.error as exc:
-            raise HookConfigError(f"{where}.matcher: not a valid pattern: {exc}") from None
-    commands = []
-    for i, hook in enumerate(raw["hooks"]):
-        at = f"{where}.hooks[{i}]"
-        if not isinstance(hook, dict) or hook.get("type", "command") != "command":
-            raise HookConfigError(f"{at}: expected {{type: 'command', command, timeout?, sandbox?}}")
-        command = hook.get("command")
-        if not isinstance(command, str) or not command.strip():
-            raise HookConfigError(f"{at}.command: expected a non-empty string")
-        timeout = hook.get("timeout", DEFAULT_TIMEOUT)
-        if type(timeout) not in (int, float) or timeout <= 0:
-            raise HookConfigError(f"{at}.timeout: expected a positive number of seconds")
-        sandbox = hook.get("sandbox", False)
-        if not isinstance(sandbox, bool):
-            raise HookConfigError(f"{at}.sandbox: expected true or false")
-        commands.append(HookCommand(command, float(timeout), sandbox))
-    return HookGroup(pattern, tuple(commands))
+    return checked.structure(raw, HooksConfig, where, HookConfigError)
 
 
 # ----------------------------------------------------------------- running hooks

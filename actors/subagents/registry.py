@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shutil
+import typing
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,11 +24,12 @@ import trio
 from .. import wire
 from .._actor import ActorGone
 from ..process import Sandbox
-from ..settings import APPROVAL_MODES, SettingsError
+from ..checked import CheckError
+from ..settings import SettingsError
 from .client import call_signal_tool
 from .files import check_named_report, make_private_dir, remove_quietly, write_mcp_config
 from .run import RunSpec, Signal, SpawnFailed, Stop, SubagentRun
-from .runners import CommandRunner, RunnerError, SessionRunner, command_env
+from .runners import CommandRunner, Runner, RunnerError, SessionRunner, command_env, subagents_settings
 from ..tools.paths import PathRefused, scope_for
 from .tokens import TokenRegistry
 
@@ -40,7 +42,7 @@ DEFAULT_MAX_TURNS = 5
 MAX_TURNS_LIMIT = 50
 MAX_LIVE_RUNS = 64
 FINISHED_KEPT = 256
-RUNNERS = ("session", "command")
+RUNNERS: tuple[str, ...] = typing.get_args(Runner)
 SIGNAL_TIMEOUT = 10.0
 STOP_WAIT = 15.0  # how long ``stop`` waits for the run to settle before answering
 START_FIELDS = {"name", "brief", "goal", "max_turns", "report_file", "cwd", "runner"}
@@ -59,7 +61,7 @@ class UnknownRun(LookupError):
 
 @attrs.frozen(kw_only=True)
 class SubagentConfig:
-    """The ``subagents`` settings.
+    """The ``subagents`` settings, as the registry uses them (:class:`.runners.SubagentsSettings` as written).
 
     ``{"subagents": {"runners": {"command": {"template": "claude -p {brief} --mcp-config {config}"},
     "session": {"model": "...", "approvalMode": "auto-edit"}}, "defaultRunner": "session",
@@ -74,31 +76,16 @@ class SubagentConfig:
 
     @classmethod
     def from_settings(cls, settings: Any) -> SubagentConfig:
-        """Read ``settings.subagents`` (a dict, absent until the settings know the key)."""
-        raw = getattr(settings, "subagents", None) or {}
-        if not isinstance(raw, dict):
-            raise SettingsError("subagents must be an object")
-        runners = raw.get("runners", {})
-        command = runners.get("command", {}) if isinstance(runners, dict) else None
-        session = runners.get("session", {}) if isinstance(runners, dict) else None
-        if not isinstance(command, dict) or not isinstance(session, dict):
-            raise SettingsError("subagents.runners.command and subagents.runners.session must be objects")
-        template, model = command.get("template"), session.get("model")
-        if template is not None and not isinstance(template, str):
-            raise SettingsError("subagents.runners.command.template must be a string")
-        if model is not None and not isinstance(model, str):
-            raise SettingsError("subagents.runners.session.model must be a string")
-        approval = session.get("approvalMode")
-        if approval is not None and approval not in APPROVAL_MODES:
-            raise SettingsError(f"subagents.runners.session.approvalMode must be one of {list(APPROVAL_MODES)}")
-        default = raw.get("defaultRunner", "session")
-        if default not in RUNNERS:
-            raise SettingsError(f"subagents.defaultRunner must be one of {list(RUNNERS)}")
-        grace = raw.get("signalGraceSeconds", 60.0)
-        if type(grace) not in (int, float) or grace <= 0:
-            raise SettingsError("subagents.signalGraceSeconds must be a positive number")
-        return cls(command_template=template, session_model=model, session_approval_mode=approval,
-                   default_runner=default, signal_grace_seconds=float(grace))
+        """Read ``settings.subagents`` (a dict as written, absent until the settings know the key); a
+        :class:`SettingsError` naming the JSON path of a bad value."""
+        try:
+            given = subagents_settings(getattr(settings, "subagents", None))
+        except CheckError as exc:
+            raise SettingsError(exc.detail, path=exc.path) from None
+        runners = given.runners
+        return cls(command_template=runners.command.template, session_model=runners.session.model,
+                   session_approval_mode=runners.session.approval_mode, default_runner=given.default_runner,
+                   signal_grace_seconds=given.signal_grace_seconds)
 
 
 class SubagentRegistry:

@@ -206,9 +206,9 @@ def test_a_group_that_is_not_an_object_is_refused_with_json_type_names(tmp_path)
     from actors.settings import SettingsError, load_settings
 
     path = tmp_path / "settings.json"
-    for document, message in [('{"limits": 5}', "limits must be an object, got an integer"),
-                              ('{"experimental": true}', "experimental must be an object, got true or false"),
-                              ('{"approvalMode": ["yolo"]}', "approvalMode must be a string, got an array"),
+    for document, message in [('{"limits": 5}', "limits: must be an object, got 5"),
+                              ('{"experimental": true}', "experimental: must be an object, got true"),
+                              ('{"approvalMode": ["yolo"]}', "approvalMode: must be one of .*, got an array"),
                               ('{"limits": {"shutdownSeconds": NaN}}', "invalid JSON: NaN is not a JSON number"),
                               ('{"limits": {"clientGraceSeconds": Infinity}}', "Infinity is not a JSON number")]:
         path.write_text(document)
@@ -242,18 +242,19 @@ def test_the_sandbox_flag_overrides_the_mode_and_keeps_the_files_env(tmp_path: P
 @pytest.mark.parametrize(
     ("data", "words"),
     [
-        ({"sandbox": {"mode": "maybe"}}, ["sandbox.mode", "'maybe'"]),
-        ({"sandbox": {"env": "GOPATH"}}, ["sandbox.env must be an array"]),
+        ({"sandbox": {"mode": "maybe"}}, ["sandbox.mode", '"maybe"']),
+        ({"sandbox": {"env": "GOPATH"}}, ["sandbox.env: must be an array"]),
         ({"sandbox": {"env": [3]}}, ["sandbox.env[0]"]),
-        ({"sandbox": {"env": ["A=1"]}}, ["sandbox.env", "'A=1' is not a variable name"]),
-        ({"sandbox": {"env": {"A": 1}}}, ["sandbox.env.A must be a string"]),
+        ({"sandbox": {"env": ["A=1"]}}, ["sandbox.env[0]", '"A=1" is not a variable name']),
+        ({"sandbox": {"env": {"A": 1}}}, ["sandbox.env.A: must be a string"]),
+        ({"sandbox": {"env": {"A": "x\u0000y"}}}, ["sandbox.env.A: must not contain a NUL character"]),
         ({"sandbox": {"env": ["TRELLIS_TOKEN"]}}, ["sandbox.env", "TRELLIS_TOKEN", "daemon's own credential"]),
         ({"sandbox": {"env": {"OPENAI_API_KEY": "sk"}}}, ["sandbox.env", "OPENAI_API_KEY"]),
         ({"sandbox": {"env": ["TRELLIS_STORE"]}}, ["sandbox.env", "TRELLIS_STORE"]),
-        ({"sandbox": {"mode": "off", "extra": 1}}, ["sandbox", "'extra'"]),
+        ({"sandbox": {"mode": "off", "extra": 1}}, ["sandbox.extra: unknown key"]),
         ({"subagents": {"runners": {"command": {"env": ["OPENAI_API_KEY"]}}}},
          ["subagents.runners.command.env", "OPENAI_API_KEY", "daemon's own credential"]),
-        ({"subagents": {"runners": {"command": {"env": 5}}}}, ["subagents.runners.command.env must be"]),
+        ({"subagents": {"runners": {"command": {"env": 5}}}}, ["subagents.runners.command.env: must be"]),
     ],
 )
 def test_a_bad_sandbox_or_runner_env_is_refused_naming_the_file_the_key_and_the_name(

@@ -1,17 +1,13 @@
-"""actors/settings.schema.json agrees with the daemon's own validation of a settings file.
+"""actors/settings.schema.json is generated from the settings classes, and agrees with the daemon.
 
-Every example below goes through both: the daemon's path (``load_settings``, then the model
-provider as ``transport.cli.make_model`` builds it) and the JSON Schema (draft 2020-12, with
-format assertion on, so a hook ``matcher`` must be a valid pattern). They must agree: both
-accept it, or both refuse it. "The daemon accepts" means it accepts the file whichever model
-it is started with: the ``model`` block's members are checked only when the openai provider is
-used, so each file is loaded twice, as the settings say and with ``--model openai`` (the server's
-address and model name, which that provider needs from somewhere, coming from the environment).
+The schema is :func:`actors.settings_file.schema` (``python -m actors.settings_file`` writes it): the
+committed file must be exactly what the generator makes now, so it cannot drift from the code.
 
-The schema cannot fall behind the code: every key of ``actors.settings._KNOWN`` is in it (nested,
-and dotted at the top level, as ``_walk`` accepts both), every property it has is one the code
-reads, and its enums are the code's constants. The examples of ``docs/settings.md`` and of the
-README's *Settings* are checked too.
+Every example below also goes through both judges: the daemon's path (``load_settings``, then the model
+provider as ``transport.cli.make_model`` builds it, under either provider) and the JSON Schema (draft
+2020-12, with format assertion on, so a hook ``matcher`` must be a valid pattern). They must agree: both
+accept it, or both refuse it. The examples of ``docs/settings.md`` and of the README's *Settings* are
+checked too.
 """
 
 from __future__ import annotations
@@ -26,11 +22,11 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from actors.model.openai import _SETTINGS_KEYS as MODEL_KEYS
 from actors.model.text_tools import STYLES as TEXT_TOOL_STYLES
 from actors.process.sandbox import SANDBOX_SETTINGS, WITHHELD_NAMES
 from actors.session.hooks import EVENTS as HOOK_EVENTS
-from actors.settings import _KNOWN, APPROVAL_MODES, SettingsError, load_settings
+from actors.settings import APPROVAL_MODES, SettingsError, load_settings
+from actors.settings_file import SCHEMA_PATH, schema_text
 from actors.subagents.registry import RUNNERS
 from transport.cli import build_parser, make_model
 
@@ -218,13 +214,13 @@ INVALID: list[Any] = [
     {"mcpServers": {"s": {"command": "x", "timeout": 0}}}, {"mcpServers": {"s": {"command": "x", "timeout": "5"}}},
     {"mcpServers": {"s": {"command": "x", "trust": "yes"}}}, {"mcpServers": {"s": {"command": "x", "disabled": 1}}},
     {"mcpServers": {"s": {"command": "x", "includeTools": "add"}}}, {"mcpServers": {"s": {"command": "x", "type": None}}},
+    # A NUL in a value no environment can hold.
+    {"sandbox": {"env": {"A": "x\u0000y"}}},
 ]
 
 # The one place they cannot agree: JSON Schema's integer is a number with no fraction, so 8.0 is
 # one; the daemon (json.loads gives a float) refuses it. Kept here so a change on either side shows.
-SCHEMA_ONLY: list[Any] = [{"limits": {"maxSessions": 8.0}}, {"model": {"maxTokens": 512.0}},
-                          # and a NUL in a value no environment can hold, which the schema does not look for
-                          {"sandbox": {"env": {"A": "x\u0000y"}}}]
+SCHEMA_ONLY: list[Any] = [{"limits": {"maxSessions": 8.0}}, {"model": {"maxTokens": 512.0}}]
 
 
 def _id(document: Any) -> str:
@@ -255,85 +251,64 @@ def test_integers_written_with_a_fraction_are_the_known_difference(tmp_path: Pat
 def test_unknown_keys_are_warnings_and_known_ones_are_not(tmp_path: Path) -> None:
     accepted, warnings = daemon_verdict(tmp_path, {"theme": "dark", "limits": {"maxWidgets": 1}})
     assert accepted and "'theme'" in warnings and "'limits.maxWidgets'" in warnings
-    every_known = {key: _sample(key) for key in _KNOWN}
-    assert daemon_verdict(tmp_path, every_known) == (True, "")
-    assert schema_verdict(every_known)[0]
+    every_group_key = {key: _sample(_resolve(ref)) for key, ref in SCHEMA["properties"].items() if "." in key}
+    assert "limits.maxSessions" in every_group_key and "cluster.store" in every_group_key
+    assert daemon_verdict(tmp_path, every_group_key) == (True, "")
+    assert schema_verdict(every_group_key)[0]
 
 
-def _sample(dotted: str) -> Any:
-    """A valid value for a known key, written dotted at the top level."""
-    kind = _KNOWN[dotted][1]
-    return {"approvalMode": "yolo", "sandbox": "off", "storage.fsync": "never"}.get(dotted) or (
-        True if kind is bool else 3 if kind in (int, float) else {} if kind is dict else "text")
+def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema a ``$ref`` (``#/$defs/Name`` or ``#/$defs/Name/properties/key``) points at."""
+    if "$ref" not in schema:
+        return schema
+    target: Any = SCHEMA
+    for part in schema["$ref"].removeprefix("#/").split("/"):
+        target = target[part]
+    return target
 
 
-# ----------------------------------------------------------------- the schema follows the code
+def _sample(schema: dict[str, Any]) -> Any:
+    """A valid value of a scalar key's schema."""
+    if "enum" in schema:
+        return schema["enum"][-1]
+    return {"boolean": True, "integer": 3, "number": 3, "string": "text"}[schema["type"]]
 
 
-def _schema_keys() -> tuple[set[str], set[str]]:
-    """(the keys the schema describes nested, written dotted; the dotted top-level properties)."""
-    nested, dotted = set(), set()
-    for name, sub in SCHEMA["properties"].items():
-        if "." in name:
-            dotted.add(name)
-        elif name in _KNOWN:
-            nested.add(name)
-        else:  # a group: only its leaves are keys of the code
-            assert set(sub) >= {"properties"} and sub.get("type") == "object", name  # a non-object is refused
-            nested.update(f"{name}.{leaf}" for leaf in sub["properties"])
-    return nested, dotted
+# ----------------------------------------------------------------- the schema is the generator's
 
 
-def test_every_known_key_is_in_the_schema_and_nothing_else() -> None:
-    nested, dotted = _schema_keys()
-    assert nested == set(_KNOWN)
-    assert dotted == {key for key in _KNOWN if "." in key}
-    for key in dotted:
-        group, leaf = key.split(".")
-        assert SCHEMA["properties"][key] == {"$ref": f"#/properties/{group}/properties/{leaf}"}
-
-
-def test_the_schema_says_what_each_known_key_holds() -> None:
-    wanted = {bool: {"boolean"}, str: {"string"}, dict: {"object"}, int: {"integer"}, float: {"number"}}
-    for key, (_, kind) in _KNOWN.items():
-        sub = SCHEMA["properties"][key] if key in SCHEMA["properties"] and "." not in key else \
-            SCHEMA["properties"][key.split(".")[0]]["properties"][key.split(".")[1]]
-        if "enum" in sub:
-            assert kind is str and all(isinstance(v, str) for v in sub["enum"]), key
-            continue
-        if "oneOf" in sub:  # sandbox: a mode, or an object
-            assert kind == (str, dict), key
-            assert [set(branch) & {"enum", "type"} for branch in sub["oneOf"]] == [{"enum"}, {"type"}], key
-            continue
-        assert {sub["type"]} == wanted[kind], key
-        if kind in (int, float):  # the daemon wants every number it reads positive
-            assert sub.get("minimum") == 1 or sub.get("exclusiveMinimum") == 0, key
+def test_the_committed_schema_is_what_the_generator_makes_now() -> None:
+    committed = SCHEMA_PATH.read_text()
+    assert committed == schema_text(), "run: python -m actors.settings_file"
+    assert json.loads(resources.files("actors").joinpath("settings.schema.json").read_text()) == SCHEMA
 
 
 def test_the_schema_enums_are_the_code_constants() -> None:
-    props = SCHEMA["properties"]
+    props, defs = SCHEMA["properties"], SCHEMA["$defs"]
     assert props["approvalMode"]["enum"] == list(APPROVAL_MODES)
-    mode, form = props["sandbox"]["oneOf"]
-    assert mode["enum"] == form["properties"]["mode"]["enum"] == list(SANDBOX_SETTINGS)
-    for branch in SCHEMA["$defs"]["envAdditions"]["oneOf"]:
+    mode, form = props["sandbox"]["anyOf"]
+    assert mode["enum"] == defs["SandboxForm"]["properties"]["mode"]["enum"] == list(SANDBOX_SETTINGS)
+    for branch in defs["SandboxForm"]["properties"]["env"]["anyOf"]:
         names = branch.get("items") or branch["propertyNames"]
         assert names["not"]["enum"] == sorted(WITHHELD_NAMES)  # what the daemon refuses by name
-    assert props["hooks"]["properties"].keys() == HOOK_EVENTS.keys()
-    model = props["model"]["properties"]
-    assert model.keys() == {"provider", *MODEL_KEYS}
-    assert model["textToolCalls"]["enum"] == list(TEXT_TOOL_STYLES)
-    subagents = props["subagents"]["properties"]
-    assert subagents["defaultRunner"]["enum"] == list(RUNNERS)
-    assert subagents["runners"]["properties"]["session"]["properties"]["approvalMode"]["enum"] == [
-        None, *APPROVAL_MODES]
+    assert defs["HooksConfig"]["properties"].keys() == HOOK_EVENTS.keys()
+    assert defs["ModelSettings"]["properties"]["textToolCalls"]["enum"] == list(TEXT_TOOL_STYLES)
+    assert defs["SubagentsSettings"]["properties"]["defaultRunner"]["enum"] == list(RUNNERS)
 
 
 def test_the_schema_is_a_valid_draft_2020_12_schema_shipped_with_the_package() -> None:
     Draft202012Validator.check_schema(SCHEMA)
     assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert SCHEMA["additionalProperties"] is True  # unknown keys are warnings
+    assert SCHEMA.get("additionalProperties", True) is True  # unknown keys are warnings
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "settings.schema.json" in pyproject["tool"]["setuptools"]["package-data"]["actors"]
+
+
+def test_every_key_of_a_group_is_also_spelt_dotted() -> None:
+    for group in ("experimental", "ui", "storage", "loopProtection", "tools", "limits", "cluster"):
+        ref = SCHEMA["properties"][group]
+        for leaf in _resolve(ref)["properties"]:
+            assert SCHEMA["properties"][f"{group}.{leaf}"] == {"$ref": f"{ref['$ref']}/properties/{leaf}"}
 
 
 def _doc_examples() -> list[Any]:

@@ -65,9 +65,9 @@ def test_flags_then_environment_then_settings():
 
 
 def test_cluster_settings_are_checked():
-    with pytest.raises(Exception, match="cluster.leaseSeconds must be a positive number"):
+    with pytest.raises(Exception, match="cluster.leaseSeconds: must be a positive number"):
         settings_from_dict({"cluster": {"leaseSeconds": "soon"}})
-    with pytest.raises(Exception, match="cluster must be an object"):
+    with pytest.raises(Exception, match="cluster: must be an object"):
         settings_from_dict({"cluster": "postgresql://x"})
 
 

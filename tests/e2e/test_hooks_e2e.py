@@ -341,4 +341,4 @@ async def test_unknown_hook_events_warn_at_start_and_are_ignored(nursery, tmp_pa
     _, _, record, stderr = await session_run(nursery, tmp_path, [[{"text": "ok"}]],
                                              {**hooks("Notification", command), **hooks("PreCompact", command)})
     assert record["state"] == "completed"
-    assert "unknown hook event 'Notification'" in stderr and "unknown hook event 'PreCompact'" in stderr
+    assert "unknown key 'hooks.Notification' ignored" in stderr and "unknown key 'hooks.PreCompact'" in stderr

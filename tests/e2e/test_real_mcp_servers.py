@@ -453,7 +453,7 @@ def test_the_sandbox_member_is_a_boolean_of_stdio_servers_in_the_settings_only(t
     [server], warnings = parse_settings({"s": {"command": "npx", "args": ["-y", "x"], "sandbox": False}})
     assert server.sandbox is False and warnings == []
     assert parse_settings({"s": {"command": "x"}})[0][0].sandbox is True
-    with pytest.raises(McpConfigError, match=r"mcpServers.s.sandbox must be true or false, got a string"):
+    with pytest.raises(McpConfigError, match=r'mcpServers.s.sandbox: must be true or false, got "no"'):
         parse_settings({"s": {"command": "x", "sandbox": "no"}})
     assert parse_settings({"s": {"httpUrl": "http://h/mcp", "sandbox": False}})[1] == [
         "mcpServers.s.sandbox ignored (a URL server has none)"]
@@ -462,7 +462,7 @@ def test_the_sandbox_member_is_a_boolean_of_stdio_servers_in_the_settings_only(t
     assert given.sandbox is True
     path = tmp_path / "settings.json"
     path.write_text(json.dumps({"mcpServers": {"s": {"command": "x", "sandbox": 0}}}))
-    with pytest.raises(SettingsError, match="mcpServers.s.sandbox must be true or false"):
+    with pytest.raises(SettingsError, match="mcpServers.s.sandbox: must be true or false, got 0"):
         load_settings(path)
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((ROOT / "actors" / "settings.schema.json").read_text())

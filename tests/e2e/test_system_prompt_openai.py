@@ -127,9 +127,9 @@ async def test_the_cli_daemon_turns_a_json_text_call_into_a_tool_call_and_keeps_
 
 async def test_bad_prompt_and_text_call_settings_are_refused_at_start_naming_the_key(tmp_path):
     environ = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
-    for document, named in (({"model": {"textToolCalls": "xml"}}, "model.textToolCalls must be one of"),
-                            ({"systemPrompt": 5}, "systemPrompt must be a str"),
-                            ({"appendSystemPrompt": ["x"]}, "appendSystemPrompt must be a str")):
+    for document, named in (({"model": {"textToolCalls": "xml"}}, "model.textToolCalls: must be one of"),
+                            ({"systemPrompt": 5}, "systemPrompt: must be a string, got 5"),
+                            ({"appendSystemPrompt": ["x"]}, "appendSystemPrompt: must be a string, got an array")):
         settings = tmp_path / "settings.json"
         settings.write_text(json.dumps(document))
         with trio.fail_after(20):

@@ -46,39 +46,41 @@ def test_unknown_and_misplaced_members_are_warnings():
     servers, warnings = parse_settings({"s": {"httpUrl": "http://h/mcp", "oauth": {"enabled": True},
                                               "args": ["x"]}})
     assert len(servers) == 1
-    assert warnings == ["mcpServers.s.oauth ignored (unknown member)", "mcpServers.s.args ignored (a URL server has none)"]
+    assert warnings == ["unknown key 'mcpServers.s.oauth' ignored", "mcpServers.s.args ignored (a URL server has none)"]
 
 
 @pytest.mark.parametrize(("value", "path", "detail"), [
-    ([], "mcpServers", "must be an object {name: server}, got an array"),
-    ({"s": "python"}, "mcpServers.s", "must be an object, got a string"),
+    ([], "mcpServers", "must be an object, got an array"),
+    ({"s": "python"}, "mcpServers.s", 'must be an object, got "python"'),
     ({"s": {}}, "mcpServers.s", "needs command (a stdio server), httpUrl (Streamable HTTP) or url"),
     ({"s": {"tcp": "localhost:9"}}, "mcpServers.s", "uses the websocket transport (tcp), which is not supported; "
                                                     "give command, httpUrl or url"),
     ({"s": {"command": "x", "url": "http://h"}}, "mcpServers.s", "must give one of command, httpUrl or url, "
                                                                  "not command and url"),
     ({"s": {"type": "ws", "url": "http://h"}}, "mcpServers.s.type",
-     "must be one of ['http', 'sse', 'stdio', 'streamable-http'], got 'ws'"),
-    ({"s": {"type": "sse", "command": "x"}}, "mcpServers.s", "has type 'sse' but gives command"),
-    ({"s": {"command": ""}}, "mcpServers.s.command", "must be a non-empty string, got a string"),
-    ({"s": {"command": 5}}, "mcpServers.s.command", "must be a non-empty string, got a number"),
-    ({"s": {"command": "x", "args": "-v"}}, "mcpServers.s.args", "must be an array of strings, got a string"),
-    ({"s": {"command": "x", "args": ["-v", 3]}}, "mcpServers.s.args[1]", "must be a string, got a number"),
+     'must be one of ["stdio", "http", "streamable-http", "sse"], got "ws"'),
+    ({"s": {"type": "sse", "command": "x"}}, "mcpServers.s", 'has type "sse" but gives command'),
+    ({"s": {"command": ""}}, "mcpServers.s.command", 'must be a non-empty string, got ""'),
+    ({"s": {"command": 5}}, "mcpServers.s.command", "must be a non-empty string, got 5"),
+    ({"s": {"command": "x", "args": "-v"}}, "mcpServers.s.args", 'must be an array of strings, got "-v"'),
+    ({"s": {"command": "x", "args": ["-v", 3]}}, "mcpServers.s.args[1]", "must be a string, got 3"),
     ({"s": {"command": "x", "env": ["A=1"]}}, "mcpServers.s.env", "must be an object of strings, got an array"),
-    ({"s": {"command": "x", "env": {"A": 1}}}, "mcpServers.s.env.A", "must be a string, got a number"),
+    ({"s": {"command": "x", "env": {"A": 1}}}, "mcpServers.s.env.A", "must be a string, got 1"),
     ({"s": {"httpUrl": "ftp://h/mcp"}}, "mcpServers.s.httpUrl",
-     "must be an http:// or https:// URL with a host, got 'ftp://h/mcp'"),
+     'must be an http:// or https:// URL with a host, got "ftp://h/mcp"'),
     ({"s": {"url": "localhost:3000"}}, "mcpServers.s.url",
-     "must be an http:// or https:// URL with a host, got 'localhost:3000'"),
+     'must be an http:// or https:// URL with a host, got "localhost:3000"'),
     ({"s": {"httpUrl": "http://h", "headers": {"X": None}}}, "mcpServers.s.headers.X",
      "must be a string, got null"),
     ({"s": {"command": "x", "timeout": 0}}, "mcpServers.s.timeout",
      "must be a positive number of milliseconds, got 0"),
-    ({"s": {"command": "x", "trust": "yes"}}, "mcpServers.s.trust", "must be true or false, got a string"),
+    ({"s": {"command": "x", "trust": "yes"}}, "mcpServers.s.trust", 'must be true or false, got "yes"'),
     ({"s": {"command": "x", "includeTools": "add"}}, "mcpServers.s.includeTools",
-     "must be an array of strings, got a string"),
-    ({"s": {"command": "x", "disabled": 1}}, "mcpServers.s.disabled", "must be true or false, got a number"),
-    ({" ": {"command": "x"}}, 'mcpServers[""]', "a server needs a non-empty name"),
+     'must be an array of strings, got "add"'),
+    ({"s": {"command": "x", "disabled": 1}}, "mcpServers.s.disabled", "must be true or false, got 1"),
+    ({" ": {"command": "x"}}, 'mcpServers[" "]', 'must be a non-empty name, got " "'),
+    # A name with a dot in it is written as a JSON string, so the path stays unambiguous.
+    ({"a.b": {"command": "x", "cwd": ""}}, 'mcpServers["a.b"].cwd', 'must be a non-empty string, got ""'),
 ])
 def test_bad_settings_shapes_are_refused_naming_the_member(value: Any, path: str, detail: str):
     with pytest.raises(McpConfigError) as caught:
@@ -91,14 +93,14 @@ def test_the_daemon_refuses_a_bad_file_and_warns_about_unknown_members(tmp_path:
     path.write_text(json.dumps({"mcpServers": {"fs": {"command": "x", "args": [1]}}}))
     with pytest.raises(SettingsError) as caught:
         load_settings(path)
-    assert str(caught.value) == f"{path}: mcpServers.fs.args[0] must be a string, got a number"
+    assert str(caught.value) == f"{path}: mcpServers.fs.args[0]: must be a string, got 1"
     path.write_text(json.dumps({"mcpServers": {"fs": {"command": "x", "oauth": {}}}}))
     settings = load_settings(path)
-    assert settings.warnings == (f"{path}: mcpServers.fs.oauth ignored (unknown member)",)
+    assert settings.warnings == (f"{path}: unknown key 'mcpServers.fs.oauth' ignored",)
     [server] = settings.mcp_server_configs
     assert (server.name, server.command) == ("fs", "x")
     path.write_text(json.dumps({"mcpServers": []}))
-    with pytest.raises(SettingsError, match="mcpServers must be an object, got an array"):
+    with pytest.raises(SettingsError, match="mcpServers: must be an object, got an array"):
         load_settings(path)
 
 
@@ -118,22 +120,21 @@ def test_the_acp_shapes():
 
 
 @pytest.mark.parametrize(("value", "path", "detail"), [
-    ({}, "$.mcpServers", "must be an array, got an object"),
-    ([5], "$.mcpServers[0]", "must be an object, got a number"),
-    ([{"command": "x"}], "$.mcpServers[0].name", "must be a non-empty string, got null"),
+    ({}, "$.mcpServers", "must be an array of objects, got an object"),
+    ([5], "$.mcpServers[0]", "must be an object, got 5"),
+    ([{"command": "x"}], "$.mcpServers[0].name", "is required"),
     ([{"name": "a"}], "$.mcpServers[0].command", "must be a non-empty string, got null"),
-    ([{"name": "a", "command": "x", "args": [1]}], "$.mcpServers[0].args[0]", "must be a string, got a number"),
+    ([{"name": "a", "command": "x", "args": [1]}], "$.mcpServers[0].args[0]", "must be a string, got 1"),
     ([{"name": "a", "command": "x", "env": {"A": "1"}}], "$.mcpServers[0].env",
-     "must be an array of {name, value}, got an object"),
-    ([{"name": "a", "command": "x", "env": [{"name": "A"}]}], "$.mcpServers[0].env[0].value",
-     "must be a string, got null"),
+     "must be an array of objects or null, got an object"),
+    ([{"name": "a", "command": "x", "env": [{"name": "A"}]}], "$.mcpServers[0].env[0].value", "is required"),
     ([{"type": "http", "name": "a", "url": "mcp.example.com"}], "$.mcpServers[0].url",
-     "must be an http:// or https:// URL with a host, got 'mcp.example.com'"),
+     'must be an http:// or https:// URL with a host, got "mcp.example.com"'),
     ([{"type": "http", "name": "a", "url": "http://h", "headers": [{"value": "v"}]}],
-     "$.mcpServers[0].headers[0].name", "must be a non-empty string, got null"),
+     "$.mcpServers[0].headers[0].name", "is required"),
     ([{"type": "acp", "name": "a", "serverId": "1"}], "$.mcpServers[0].type",
-     "must be \"http\" or \"sse\" (or absent, for stdio), got 'acp'"),
-    ([{"name": "a", "command": "x"}, {"name": "a", "command": "y"}], "$.mcpServers[1].name", "'a' is given twice"),
+     'must be one of ["stdio", "http", "sse"], got "acp"'),
+    ([{"name": "a", "command": "x"}, {"name": "a", "command": "y"}], "$.mcpServers[1].name", '"a" is given twice'),
 ])
 def test_bad_acp_shapes_are_refused_naming_the_path(value: Any, path: str, detail: str):
     with pytest.raises(McpConfigError) as caught:

@@ -145,7 +145,7 @@ def test_the_setting_is_read_and_a_bad_value_names_its_key() -> None:
     assert OpenAIConfig.from_sources({}, {}).text_tool_calls == "off"
     assert OpenAIConfig.from_sources({}, {"textToolCalls": "json"}, text_tool_calls="off").text_tool_calls == "off"
     for bad in ("xml", True, 1):
-        with pytest.raises(ValueError, match=r"model\.textToolCalls must be one of \['off', 'hermes', 'json'\]"):
+        with pytest.raises(ValueError, match=r'model\.textToolCalls: must be one of \["off", "hermes", "json"\]'):
             OpenAIConfig.from_sources({}, {"textToolCalls": bad})
     with pytest.raises(ValueError):
         OpenAIConfig(text_tool_calls="yaml")

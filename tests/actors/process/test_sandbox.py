@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -296,7 +297,7 @@ def test_the_refused_names_cover_every_credential_the_daemon_withholds():
 
     assert set(SECRET_ENV) | WITHHELD | MCP_WITHHELD <= sandbox_module.WITHHELD_NAMES
     for name in sandbox_module.WITHHELD_NAMES:
-        with pytest.raises(ValueError, match=f"x.env: {name} is the daemon's own credential"):
+        with pytest.raises(ValueError, match=fr"x.env\[0\]: {name} is the daemon's own credential"):
             sandbox_module.parse_env([name], "x.env")
     # A hand-made list that names one anyway still does not pass it on.
     assert "TRELLIS_TOKEN" not in Sandbox("off", env=(("TRELLIS_TOKEN", None),)).environment(
@@ -310,7 +311,7 @@ def test_the_sandbox_setting_in_both_forms():
     assert SandboxSetting.parse({"mode": "off", "env": {"A": "1"}}) == SandboxSetting("off", (("A", "1"),))
     sandbox = resolve_sandbox(SandboxSetting("off", (("A", "1"),)))
     assert sandbox.kind == "off" and sandbox.env == (("A", "1"),)
-    with pytest.raises(ValueError, match=r"sandbox.mode must be one of .* got 'docker'"):
+    with pytest.raises(ValueError, match=r'sandbox.mode: must be one of .* got "docker"'):
         SandboxSetting.parse({"mode": "docker"})
 
 
@@ -487,11 +488,11 @@ def test_the_sandbox_setting_takes_writable_directories_and_a_network_switch(tmp
     monkeypatch.setenv("HOME", str(tmp_path))
     parsed = SandboxSetting.parse({"writable": ["~/.cache/shared", "/opt/cache"], "network": "off"})
     assert parsed == SandboxSetting("auto", (), (str(tmp_path / ".cache/shared"), "/opt/cache"), "off")
-    with pytest.raises(ValueError, match=r"sandbox.network must be one of \['on', 'off'\], got 'none'"):
+    with pytest.raises(ValueError, match=r'sandbox.network: must be one of \["on", "off"\], got "none"'):
         SandboxSetting.parse({"network": "none"})
-    with pytest.raises(ValueError, match=r"sandbox.writable\[0\] must be an absolute path or start with ~/"):
+    with pytest.raises(ValueError, match=r"sandbox.writable\[0\]: must be an absolute path or start with ~/"):
         SandboxSetting.parse({"writable": ["cache"]})
-    with pytest.raises(ValueError, match=r"sandbox.writable must be a list of paths"):
+    with pytest.raises(ValueError, match=r"sandbox.writable: must be an array of directory paths"):
         SandboxSetting.parse({"writable": "/opt"})
 
 
@@ -643,7 +644,7 @@ def test_a_writable_entry_at_or_above_a_home_is_refused_naming_the_rule(tmp_path
         with pytest.raises(ValueError) as refused:
             SandboxSetting.parse({"writable": ["/opt/cache", entry]})
         message = str(refused.value)
-        assert message.startswith(f"sandbox.writable[1] {entry!r} "), message
+        assert message.startswith(f"sandbox.writable[1]: {json.dumps(entry)} "), message
         assert "no writable directory may be at or above a home" in message and "~/.bash_profile" in message
     assert "is the home directory" in str(pytest.raises(ValueError, SandboxSetting.parse, {"writable": ["~"]}).value)
     parsed = SandboxSetting.parse({"writable": ["~/.cache", "/opt/cache"]})

@@ -28,7 +28,7 @@ async def test_failures_are_listed_without_their_output(tmp_path):
     async def runner(hook: HookCommand, stdin: bytes, cwd: str):
         return {"a": (1, "", "stderr with a secret"), "b": "timed out after 2 s", "c": (0, "not json", "")}[hook.command]
 
-    groups = (HookGroup(None, (HookCommand("a"), HookCommand("b"), HookCommand("c"))),)
+    groups = (HookGroup(None, commands=(HookCommand("a"), HookCommand("b"), HookCommand("c"))),)
     outcome = await run_hooks(groups, {}, str(tmp_path), runner=runner)
     assert outcome.failed == (("a", "exited with 1"), ("b", "timed out after 2 s"), ("c", "output is not JSON; ignored"))
     assert "stderr with a secret" in outcome.failures[0]  # the client's hook_result still has it

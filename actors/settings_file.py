@@ -1,0 +1,246 @@
+"""The settings file's form: what ``--settings FILE`` may hold, as attrs classes checked by :mod:`actors.checked`.
+
+:func:`read` structures a parsed file into :class:`SettingsFile` (every block at once: the ``hooks``,
+``mcpServers``, ``subagents``, ``model`` and ``sandbox`` classes are their owners'), and returns the
+:class:`~actors.settings.Settings` attributes it gives with the warnings about it. A group's keys
+(``limits``, ``experimental``, ...) may also be written dotted at the top level.
+
+:func:`schema` is the file's JSON Schema, generated from the same classes; ``python -m actors.settings_file``
+rewrites ``actors/settings.schema.json`` with it (tests/actors/test_settings_schema.py checks that the
+committed file is what it generates).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from . import checked
+from .checked import PositiveInt, PositiveNumber
+from .mcp_client.config import SettingsServers, ignored_members
+from .model.openai import ModelSettings
+from .process.sandbox import SandboxForm, SandboxMode, SandboxSetting
+from .session.hooks import HooksConfig
+from .settings import ApprovalMode, Limits, Settings
+from .subagents.runners import SubagentsSettings
+
+SCHEMA_PATH = Path(__file__).with_name("settings.schema.json")
+
+# attrs metadata of SettingsFile's fields
+_SETTING = "settings.attribute"  # the Settings attribute the key sets
+_AS_WRITTEN = "settings.as_written"  # Settings keeps the block as written: its owner reads it (hook_config, ...)
+_CONVERT = "settings.convert"  # what Settings keeps of the structured value
+_GROUP = "settings.group"  # a group of keys, which may also be written dotted at the top level
+
+
+def _setting(name: str, doc: str, *, as_written: bool = False, convert: Any = None) -> Any:
+    """A key that sets the :class:`Settings` attribute ``name``; its default is that attribute's."""
+    default = attrs.fields_dict(Settings)[name].default
+    metadata = {_SETTING: name, _AS_WRITTEN: as_written, _CONVERT: convert}
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return checked.field(factory=default.factory, doc=doc, metadata=metadata)  # type: ignore[union-attr]
+    return checked.field(default, doc, metadata=metadata)
+
+
+def _group(cls: type, setting: str | None = None) -> Any:
+    """A group of keys (their settings are on its fields), or with ``setting`` an object setting of its own
+    (``limits``: the members the file gives replace the base's)."""
+    return checked.field(factory=cls, metadata={_GROUP: True, _SETTING: setting})
+
+
+_GROUP_DOC = " A value that is not an object is refused. Unknown keys inside are ignored with a warning."
+
+
+@checked.form("Experimental features." + _GROUP_DOC)
+@attrs.frozen(kw_only=True)
+class Experimental:
+    todo_stop_guard: bool = _setting(
+        "todo_stop_guard", "The Todo Stop Guard, read at start only; --safe-mode and --bare force it off, and the "
+                           "plan approval mode keeps it off.")
+
+
+@checked.form("Client-facing extras." + _GROUP_DOC)
+@attrs.frozen(kw_only=True)
+class Ui:
+    enable_followup_suggestions: bool = _setting(
+        "followup_suggestions", "After a completed turn, ask the model for up to three follow-up prompts "
+                                "(followup_suggestion events).")
+
+
+@checked.form("The journal." + _GROUP_DOC)
+@attrs.frozen(kw_only=True)
+class Storage:
+    fsync: Literal["always", "never"] = _setting(
+        "journal_fsync", "always: the journal records a 202 rests on are fsynced before it is sent; never: "
+                         "written, not fsynced (a 202 survives the daemon being killed, not a power cut).")
+
+
+@checked.form("When a turn counts as a loop and ends with stop reason max_turn_requests." + _GROUP_DOC)
+@attrs.frozen(kw_only=True)
+class LoopProtection:
+    max_tool_calls_per_turn: PositiveInt = _setting("max_tool_calls_per_turn", "Tool calls in one turn.")
+    max_repeated_failures: PositiveInt = _setting(
+        "max_repeated_failures", "The same failing call (name and arguments) this often in a row.")
+
+
+@checked.form("The built-in file and fetch tools." + _GROUP_DOC)
+@attrs.frozen(kw_only=True)
+class Tools:
+    enable_web_fetch: bool = _setting(
+        "web_fetch", "Offer the web_fetch tool (an HTTP(S) GET that asks permission). Off: the model is not told "
+                     "of it.")
+    allow_paths_outside_cwd: bool = _setting(
+        "paths_outside_cwd", "Let read_file, write_file, edit, glob and grep use paths outside the session's cwd "
+                             "(writes still ask permission in default mode). The state directory and the settings "
+                             "file stay out of reach.")
+
+
+@checked.form("Cluster mode: several daemons sharing sessions through PostgreSQL and Redis (docs/cluster.md). The "
+              "flags --store, --events, --node-id, --advertise-url and --lease-seconds, then $TRELLIS_STORE and "
+              "$TRELLIS_EVENTS, win over these." + _GROUP_DOC)
+@attrs.frozen(kw_only=True)
+class Cluster:
+    store: str | None = _setting(
+        "cluster_store", "The PostgreSQL database every node keeps sessions in (postgresql://…; it may hold a "
+                         "password: the settings file is hidden from model-run commands).")
+    events: str | None = _setting("cluster_events", "The Redis server carrying live events and wake-ups (redis://…).")
+    node_id: str | None = _setting(
+        "cluster_node_id", "This node's name: 1 to 64 letters, digits, '.', '_' and '-' (default: the host name "
+                           "and port).")
+    advertise_url: str | None = _setting(
+        "cluster_advertise_url", "The http:// or https:// URL other nodes reach this one at (default: the bound "
+                                 "address).")
+    lease_seconds: PositiveNumber | None = _setting(
+        "cluster_lease_seconds", "How long a node that stopped renewing keeps its sessions before another takes "
+                                 "them over (0.5 to 300, default 5; the same on every node).")
+
+
+def _sandbox_setting(value: str | SandboxForm) -> str | SandboxSetting:
+    return value.setting() if isinstance(value, SandboxForm) else value
+
+
+@checked.form(
+    "The JSON settings file of the Trellis daemon (--settings FILE). Unknown keys are reported as warnings at "
+    "start and ignored (a file may be shared with other tools), so they are allowed here; a known key with a wrong "
+    "value is an error naming its JSON path. The keys of a group may also be written dotted at the top level "
+    "({\"limits.maxSessions\": 8} is {\"limits\": {\"maxSessions\": 8}}). Integers must be written without a "
+    "fraction: the daemon refuses 8.0, which JSON Schema cannot tell from 8. Generated from actors/settings_file.py "
+    "(python -m actors.settings_file); see docs/settings.md.")
+@attrs.frozen(kw_only=True)
+class SettingsFile:
+    """A settings file, as written."""
+
+    experimental: Experimental = _group(Experimental)
+    ui: Ui = _group(Ui)
+    disable_all_hooks: bool = _setting(
+        "disable_all_hooks", "Run no command hook (the hooks block is still validated). Never turns the Todo Stop "
+                             "Guard off.")
+    approval_mode: ApprovalMode = _setting(
+        "approval_mode", "A new session's approval mode: default asks the client before running a command, "
+                         "auto-edit and yolo run tools without asking, plan refuses execution.")
+    sandbox: SandboxMode | SandboxForm = _setting(
+        "sandbox", "Where model-run commands run: auto uses bubblewrap when it works here, bwrap refuses to start "
+                   "without it, off runs them with the daemon's rights. --sandbox overrides the mode. The object form "
+                   "{\"mode\": ..., \"env\": ..., \"writable\": ..., \"network\": ...} also names what those commands "
+                   "get on top of the allowlisted environment (sandbox or not), what they may write and whether they "
+                   "have a network.", convert=_sandbox_setting)
+    storage: Storage = _group(Storage)
+    hooks: HooksConfig = _setting("hooks", "Command hooks by event, in Claude Code's hooks form.", as_written=True)
+    stop_hook_blocking_cap: PositiveInt = _setting(
+        "stop_hook_block_cap", "Consecutive Stop-hook blocks in one turn before the hook is overridden and the turn "
+                               "ends.")
+    loop_protection: LoopProtection = _group(LoopProtection)
+    model: ModelSettings = _setting("model", "The primary model.", as_written=True)
+    subagents: SubagentsSettings = _setting("subagents", "Subagent runs.", as_written=True)
+    system_prompt: str | None = _setting(
+        "system_prompt", "Replaces the base of every session's system prompt (\"\" sends none); unset: the built-in "
+                         "prompt.")
+    append_system_prompt: str | None = _setting(
+        "append_system_prompt", "Added after the system prompt of every session.")
+    tools: Tools = _group(Tools)
+    mcp_servers: SettingsServers = _setting(
+        "mcp_servers", "MCP servers every session starts, by name (Claude Code's, qwen-code's and gemini-cli's "
+                       "format): a stdio server gives command, a Streamable HTTP one httpUrl (or url with type "
+                       "\"http\"), an SSE one url with type \"sse\"; a bare url is tried as Streamable HTTP, then as "
+                       "SSE. Their tools are offered as mcp__<server>__<tool>. Unknown members of a server are "
+                       "ignored with a warning. See docs/settings.md.", as_written=True)
+    limits: Limits = _group(Limits, setting="limits")
+    cluster: Cluster = _group(Cluster)
+
+
+def _groups() -> dict[str, attrs.Attribute]:  # type: ignore[type-arg]
+    return {key: f for key, f in checked.json_fields(SettingsFile).items() if f.metadata.get(_GROUP)}
+
+
+def _undotted(data: dict[str, Any]) -> dict[str, Any]:
+    """``{"limits.maxSessions": 8}`` as ``{"limits": {"maxSessions": 8}}``; of two spellings of a key, the later
+    one in the file wins."""
+    groups = _groups()
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        head, dot, leaf = key.partition(".")
+        if dot and head in groups:
+            if isinstance(out.setdefault(head, {}), dict):  # else the group is refused for not being an object
+                out[head] = {**out[head], leaf: value}
+        elif key in groups and isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+def read(data: Any) -> tuple[dict[str, Any], list[str]]:
+    """The :class:`Settings` attributes a parsed settings file gives (``limits``: the limits it gives, by name),
+    and the warnings about it (unknown keys, members a server has no use for). Raises
+    :class:`actors.checked.CheckError` naming the JSON path of the first bad value."""
+    if isinstance(data, dict):
+        data = _undotted(data)
+    form: SettingsFile = checked.structure(data, SettingsFile)
+    warnings = [f"unknown key {path!r} ignored" for path in checked.unknown_keys(data, SettingsFile)]
+    warnings += ignored_members(form.mcp_servers, data.get("mcpServers", {}))
+    return _given(form, data), warnings
+
+
+def _given(form: Any, written: dict[str, Any]) -> dict[str, Any]:
+    """The settings of the keys ``written`` gives (a group's by its members)."""
+    out: dict[str, Any] = {}
+    for key, f in checked.json_fields(type(form)).items():
+        if key not in written:
+            continue
+        value, name = getattr(form, f.name), f.metadata.get(_SETTING)
+        if name is None:
+            out.update(_given(value, written[key]))
+        elif f.metadata.get(_GROUP):
+            out[name] = {g.name: getattr(value, g.name) for k, g in checked.json_fields(type(value)).items()
+                         if k in written[key]}
+        elif f.metadata.get(_AS_WRITTEN):
+            out[name] = written[key]
+        else:
+            out[name] = f.metadata[_CONVERT](value) if f.metadata.get(_CONVERT) else value
+    return out
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a settings file: :class:`SettingsFile`'s, with the dotted spellings."""
+    out = checked.json_schema(SettingsFile, title="Trellis daemon settings")
+    for key, f in _groups().items():
+        for leaf in checked.json_fields(f.type):
+            out["properties"][f"{key}.{leaf}"] = {"$ref": f"#/$defs/{f.type.__name__}/properties/{leaf}"}
+    return out
+
+
+def schema_text() -> str:
+    """What ``actors/settings.schema.json`` holds."""
+    return json.dumps(schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> None:
+    SCHEMA_PATH.write_text(schema_text())
+    print(f"wrote {SCHEMA_PATH}")
+
+
+if __name__ == "__main__":
+    main()
