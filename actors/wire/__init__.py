@@ -11,9 +11,11 @@ JSON path of the first problem.
     errors.py   bounded excerpts of client input; WireError with its JSON path
     events.py   the bus Event and the builder of every event's data
     bodies.py   request bodies, content blocks and the strict converter
+    jsonrpc.py  JSON-RPC 2.0 for ACP, MCP and the signal client: messages, batches, errors
 
-Everything is imported from ``actors.wire`` itself; the modules only keep
-each part small.
+Everything is imported from ``actors.wire`` itself, except JSON-RPC: it is
+``actors.wire.jsonrpc``, its short names (``parse``, ``request``) kept in their
+module; the modules only keep each part small.
 """
 
 from .bodies import *  # noqa: F403

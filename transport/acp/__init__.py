@@ -2,7 +2,8 @@
 
 The protocol logic lives apart from its transports:
 
-- :mod:`.jsonrpc` — JSON-RPC 2.0: parsing with the proper error codes, dispatch, calls to the client;
+- :mod:`.jsonrpc` — the JSON-RPC peer: dispatch and calls to the client (messages and error codes
+  are :mod:`actors.wire.jsonrpc`'s, shared with MCP);
 - :mod:`.agent` — the ACP methods on top of the daemon's actors;
 - :mod:`.binding` — one connection's hold on one session: event pump, prompt answers, permissions;
 - :mod:`.bridge` — bridge mode (``craft/drainMidTurnQueue``), for a client that owns the prompt queue;

@@ -33,14 +33,14 @@ from quart import Response, make_response, request
 from quart_trio import QuartTrio
 
 from actors import Daemon, SessionHandle, TooManySubscribers
-from actors.wire import excerpt
+from actors.wire import excerpt, jsonrpc
 
 from .. import sse
 from ..errors import HttpError, json_response
 from . import bridge
 from .binding import SessionBinding
 from .connection import AcpConnection
-from .jsonrpc import BadMessage, Request, error_message, parse
+from .jsonrpc import Invalid, Request, read
 from .outbox import END, KEEPALIVE, Frame, Outbox
 
 log = logging.getLogger("trellis.acp.http")
@@ -188,15 +188,13 @@ class HttpConnection:
             # The replay is queued whole when subscribing, so it is read here without waiting.
             while (event := subscription.get_nowait()) is not None:
                 if event.type == "session_update":  # the ring is raw: exactly what the live stream sent
-                    frames.append(Frame({"jsonrpc": "2.0", "method": "session/update", "params": event.data},
-                                        event.id))
+                    frames.append(Frame(jsonrpc.notification("session/update", event.data), event.id))
                 elif event.type == "state_resync_required":
-                    frames.append(Frame({"jsonrpc": "2.0", "method": STATE_RESYNC,
-                                         "params": {"sessionId": session_id, **event.data}}))
+                    frames.append(Frame(jsonrpc.notification(STATE_RESYNC, {"sessionId": session_id, **event.data})))
                 elif event.type == "replay_complete":
                     last = event.data["lastEventId"]
-                    frames.append(Frame({"jsonrpc": "2.0", "method": REPLAY_COMPLETE,
-                                         "params": {"sessionId": session_id, **event.data}}))
+                    frames.append(Frame(jsonrpc.notification(REPLAY_COMPLETE,
+                                                             {"sessionId": session_id, **event.data})))
                     break
         finally:
             subscription.close()
@@ -339,10 +337,9 @@ def register(
 
     async def post() -> Response:
         raw = await request.get_data()
-        try:
-            message = parse(raw)
-        except BadMessage as bad:
-            return json_response(error_message(bad.reply_id, bad.error), 400)
+        message = read(raw)
+        if isinstance(message, Invalid):
+            return json_response(message.response(), 400)
         if isinstance(message, Request) and message.method == "initialize" and not message.is_notification:
             connection = await registry.create()
             answer = await connection.acp.peer.answer_now(message)

@@ -1,14 +1,17 @@
-"""JSON-RPC 2.0 for ACP: parsing with the proper error codes, dispatch, and calls to the other side.
+"""ACP's JSON-RPC peer: dispatch to handlers, and calls to the other side awaiting their answers.
 
-The :class:`Peer` knows nothing of ACP or of transports. A transport feeds it
-raw messages (:meth:`Peer.receive`) and gives it one coroutine to send a
-message (``send(message, session_id, event_id)``; the two hints let the HTTP
-transport pick the stream — stdio ignores them).
+Messages, errors and their codes are :mod:`actors.wire.jsonrpc`'s (the one
+JSON-RPC of the daemon, shared with MCP); this module adds what ACP does with
+them. The :class:`Peer` knows nothing of ACP or of transports. A transport
+feeds it raw messages (:meth:`Peer.receive`) and gives it one coroutine to
+send a message (``send(message, session_id, event_id)``; the two hints let the
+HTTP transport pick the stream — stdio ignores them).
 
-Bad input never changes anything and never stops the peer: unparsable text
-gets -32700 with a null id, a message that is not a JSON-RPC request or
-response gets -32600, an unknown method -32601, bad params -32602 (the message
-names the field). Notifications never get an answer, not even an error.
+ACP narrows JSON-RPC in two ways (:func:`read`): request ids are strings or
+integers, and there are no batches — an array is one -32600 with a null id
+(its replies would belong to different streams over HTTP; ACP's clients never
+batch). Bad input never changes anything and never stops the peer; a
+notification never gets an answer, not even an error.
 """
 
 from __future__ import annotations
@@ -18,134 +21,38 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import attrs
-import orjson
 import trio
+
+from actors.wire import jsonrpc
+from actors.wire.jsonrpc import (
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, Invalid, Request, Response,
+    RpcError, invalid_params,
+)
 
 log = logging.getLogger("trellis.acp")
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-SERVER_BUSY = -32000  # implementation-defined server error: too much in flight
+SERVER_BUSY = jsonrpc.SERVER_ERROR  # too much in flight, or a daemon limit (``data.code`` says which)
 
 MAX_IN_FLIGHT = 64  # concurrent (non-inline) requests per peer
 MAX_OUTGOING = 256  # calls to the other side awaiting an answer
 
-
-class RpcError(Exception):
-    """A JSON-RPC error answer: raise it from a handler, or get it from :meth:`OutgoingCall.wait`."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            out["data"] = self.data
-        return out
-
-    def __repr__(self) -> str:
-        return f"RpcError({self.code}, {self.message!r})"
-
-
-def invalid_params(message: str, path: str) -> RpcError:
-    """-32602 whose message names the offending field (``$.prompt[0].text``)."""
-    return RpcError(INVALID_PARAMS, f"Invalid params: {message} at {path}", {"path": path})
+__all__ = [
+    "DEFERRED", "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND", "PARSE_ERROR",
+    "SERVER_BUSY", "ConnectionClosed", "Invalid", "OutgoingCall", "Peer", "Request", "Response", "RpcError", "Send",
+    "invalid_params", "read",
+]
 
 
 class ConnectionClosed(Exception):
     """The peer closed before the other side answered."""
 
 
-@attrs.frozen
-class Request:
-    """An incoming request (``id`` set) or notification (``id`` is ``None``)."""
-
-    method: str
-    params: Any
-    id: str | int | None = None
-
-    @property
-    def is_notification(self) -> bool:
-        return self.id is None
-
-
-@attrs.frozen
-class Response:
-    id: str | int
-    result: Any = None
-    error: dict[str, Any] | None = None
-
-
-class BadMessage(Exception):
-    """Input that is not a valid JSON-RPC message; ``reply_id`` is the id to answer with (or ``None``)."""
-
-    def __init__(self, error: RpcError, reply_id: str | int | None = None) -> None:
-        super().__init__(error.message)
-        self.error = error
-        self.reply_id = reply_id
-
-
-def _valid_id(value: Any) -> bool:
-    # JSON-RPC allows strings and numbers; booleans are not numbers here, and fractions are refused.
-    return isinstance(value, str) or (type(value) is int)
-
-
-def parse(raw: bytes | str) -> Request | Response:
-    """One message from its JSON text; raises :class:`BadMessage` for anything else."""
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise BadMessage(RpcError(PARSE_ERROR, f"Parse error: {exc}")) from None
-    return from_value(value)
-
-
-def from_value(value: Any) -> Request | Response:
-    """One message from already-parsed JSON; raises :class:`BadMessage`."""
-    if isinstance(value, list):
-        raise BadMessage(RpcError(INVALID_REQUEST, "Invalid Request: batches are not supported"))
-    if not isinstance(value, dict):
-        raise BadMessage(RpcError(INVALID_REQUEST, "Invalid Request: expected a JSON object"))
-    has_id = "id" in value
-    raw_id = value.get("id")
-    reply_id = raw_id if _valid_id(raw_id) else None
-    if value.get("jsonrpc") != "2.0":
-        raise BadMessage(RpcError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"'), reply_id)
-    if has_id and not _valid_id(raw_id):
-        raise BadMessage(RpcError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer"))
-    if "method" in value:
-        method = value["method"]
-        if not isinstance(method, str) or not method:
-            raise BadMessage(RpcError(INVALID_REQUEST, "Invalid Request: method must be a non-empty string"),
-                             reply_id)
-        params = value.get("params")
-        if "params" in value and not isinstance(params, (dict, list)):
-            raise BadMessage(RpcError(INVALID_REQUEST, "Invalid Request: params must be an object or an array"),
-                             reply_id)
-        return Request(method, params, raw_id if has_id else None)
-    if not has_id:
-        raise BadMessage(RpcError(INVALID_REQUEST, "Invalid Request: neither a request nor a response"))
-    has_result, has_error = "result" in value, "error" in value
-    if has_result == has_error:
-        raise BadMessage(RpcError(INVALID_REQUEST, "Invalid Request: a response has exactly one of result, error"))
-    error = value.get("error")
-    if has_error and not (isinstance(error, dict) and type(error.get("code")) is int):
-        raise BadMessage(RpcError(INVALID_REQUEST, "Invalid Request: error must be an object with an integer code"))
-    return Response(raw_id, value.get("result"), error)
-
-
-def error_message(reply_id: str | int | None, error: RpcError) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": reply_id, "error": error.to_dict()}
-
-
-def result_message(reply_id: str | int, result: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": reply_id, "result": result}
+def read(raw: bytes | str) -> Request | Response | Invalid:
+    """One ACP message from its JSON text, or the :class:`Invalid` that answers it."""
+    message = jsonrpc.parse(raw, ids=jsonrpc.STRING_OR_INTEGER_IDS)
+    if isinstance(message, jsonrpc.Batch):
+        return Invalid(jsonrpc.invalid_request("batches are not supported"))
+    return message
 
 
 class OutgoingCall:
@@ -225,11 +132,10 @@ class Peer:
 
     async def receive(self, raw: bytes | str) -> None:
         """Handle one raw message; answers bad input with an error and goes on."""
-        try:
-            message = parse(raw)
-        except BadMessage as bad:
-            log.info("bad JSON-RPC input: %s", bad.error.message)
-            await self._send(error_message(bad.reply_id, bad.error), None, None)
+        message = read(raw)
+        if isinstance(message, Invalid):
+            log.info("bad JSON-RPC input: %s", message.error.message)
+            await self._send(message.response(), None, None)
             return
         await self.receive_message(message)
 
@@ -242,7 +148,7 @@ class Peer:
             if message.is_notification:
                 log.info("ignored unknown notification %r", message.method)
                 return
-            await self.respond(message, error=RpcError(METHOD_NOT_FOUND, f"Method not found: {message.method}"))
+            await self.respond(message, error=jsonrpc.method_not_found(message.method))
             return
         handler, inline = entry
         if inline or message.is_notification:
@@ -273,20 +179,19 @@ class Peer:
         except RpcError as exc:
             if message.is_notification:
                 log.info("notification %s failed: %s", message.method, exc.message)
-            return error_message(message.id, exc)
+            return jsonrpc.error_response(message.id, exc)
         except Exception as exc:  # contained: one failing handler never stops the peer
             log.exception("handler for %s failed", message.method)
-            return error_message(message.id, RpcError(INTERNAL_ERROR, "Internal error",
-                                                      {"details": f"{type(exc).__name__}: {exc}"}))
+            return jsonrpc.error_response(message.id, jsonrpc.internal_error(f"{type(exc).__name__}: {exc}"))
         if result is DEFERRED:
             return None
-        return result_message(message.id, result)  # type: ignore[arg-type]
+        return jsonrpc.result_response(message.id, result)
 
     async def answer_now(self, message: Request) -> dict[str, Any]:
         """Run ``message``'s handler and return its answer instead of sending it (HTTP's ``initialize``)."""
         entry = self._handlers.get(message.method)
         if entry is None:
-            return error_message(message.id, RpcError(METHOD_NOT_FOUND, f"Method not found: {message.method}"))
+            return jsonrpc.error_response(message.id, jsonrpc.method_not_found(message.method))
         answer = await self._answer(entry[0], message)
         assert answer is not None, "a deferred handler cannot answer now"
         return answer
@@ -297,8 +202,10 @@ class Peer:
             if error is not None:
                 log.info("notification %s failed: %s", request.method, error.message)
             return
-        assert request.id is not None
-        message = error_message(request.id, error) if error is not None else result_message(request.id, result)
+        if error is not None:
+            message = jsonrpc.error_response(request.id, error)
+        else:
+            message = jsonrpc.result_response(request.id, result)
         if self.closed:
             return
         await self._send(message, self._reply_scope(request), None)
@@ -311,8 +218,7 @@ class Peer:
             log.info("ignored a response to unknown or finished request %r", response.id)
             return
         if response.error is not None:
-            error = response.error
-            call._settle(error=RpcError(error["code"], str(error.get("message", "")), error.get("data")))
+            call._settle(error=RpcError.from_dict(response.error))
         else:
             call._settle(result=response.result)
 
@@ -331,7 +237,7 @@ class Peer:
             call._settle(error=RpcError(SERVER_BUSY, "too many requests awaiting the client"))
             return call
         self._outgoing[call.id] = call
-        await self._send({"jsonrpc": "2.0", "id": call.id, "method": method, "params": params}, session_id, event_id)
+        await self._send(jsonrpc.request(call.id, method, params), session_id, event_id)
         return call
 
     def forget(self, call: OutgoingCall) -> None:
@@ -342,7 +248,7 @@ class Peer:
     async def notify(self, method: str, params: Any, *, session_id: str | None = None,
                      event_id: int | None = None) -> None:
         if not self.closed:
-            await self._send({"jsonrpc": "2.0", "method": method, "params": params}, session_id, event_id)
+            await self._send(jsonrpc.notification(method, params), session_id, event_id)
 
     def close(self) -> None:
         """Fail every call still awaiting an answer; send nothing more."""

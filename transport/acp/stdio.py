@@ -18,15 +18,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import trio
 
 from actors import Daemon, SandboxUnavailable, open_daemon
+from actors.wire import jsonrpc
 from transport.process_image import Secrets
 
 from . import bridge
 from .connection import AcpConnection
-from .jsonrpc import PARSE_ERROR, RpcError, error_message
 
 log = logging.getLogger("trellis.acp.stdio")
 
@@ -82,7 +81,7 @@ async def serve_stdio(daemon: Daemon, receive: trio.abc.ReceiveStream, send: tri
                     return
 
     async def send_message(message: dict[str, Any], session_id: str | None, event_id: int | None) -> None:
-        await out_send.send(orjson.dumps(message) + b"\n")
+        await out_send.send(jsonrpc.encode(message) + b"\n")
 
     async with trio.open_nursery() as outer:
         outer.start_soon(writer)
@@ -92,7 +91,7 @@ async def serve_stdio(daemon: Daemon, receive: trio.abc.ReceiveStream, send: tri
             try:
                 async for line in read_lines(receive):
                     if line is None:
-                        await send_message(error_message(None, RpcError(PARSE_ERROR, "Parse error: line too long")),
+                        await send_message(jsonrpc.error_response(None, jsonrpc.parse_error("line too long")),
                                            None, None)
                     else:
                         await conn.receive(line)

@@ -41,13 +41,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
-import orjson
 import trio
 
-from actors.wire import shorten
+from actors.wire import jsonrpc, shorten
+from actors.wire.jsonrpc import (
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Batch, Invalid, Request, RpcError, error_response,
+    result_response,
+)
 
-from . import jsonrpc
-from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, Incoming
+from . import jsonrpc as mcp_jsonrpc
 from .progress import Notify, Progress, ToolContext
 from .schema import check
 from .streaming import accepts_event_stream
@@ -124,11 +126,11 @@ def header(headers: Mapping[str, str], name: str) -> str | None:
 
 
 def _json(status: int, message: Any, headers: dict[str, str] | None = None) -> Answer:
-    return Answer(status, orjson.dumps(message), {"Content-Type": "application/json", **(headers or {})})
+    return Answer(status, jsonrpc.encode(message), {"Content-Type": "application/json", **(headers or {})})
 
 
 def _refuse(status: int, request_id: Any, code: int, message: str) -> Answer:
-    return _json(status, jsonrpc.error(request_id, code, message))
+    return _json(status, error_response(request_id, RpcError(code, message)))
 
 
 @attrs.define(eq=False)
@@ -142,7 +144,7 @@ class Exchange:
     endpoint: McpEndpoint
     tools: Mapping[str, McpTool]
     session: Session
-    slots: list[Incoming | dict[str, Any]]
+    slots: list[Request | dict[str, Any]]
     batch: bool
     streams: bool  # answer as text/event-stream: a tools/call asked for progress and Accept allows it
 
@@ -154,12 +156,12 @@ class Exchange:
         """The JSON-RPC answer itself; ``notify`` sends notifications that relate to it (SSE only)."""
         responses: list[dict[str, Any] | None] = [None] * len(self.slots)
 
-        async def one(index: int, message: Incoming) -> None:
+        async def one(index: int, message: Request) -> None:
             responses[index] = await self.endpoint.dispatch(self.tools, message, notify)
 
         async with trio.open_nursery() as nursery:
             for index, slot in enumerate(self.slots):
-                if isinstance(slot, Incoming):
+                if isinstance(slot, Request):
                     nursery.start_soon(one, index, slot)
                 else:
                     responses[index] = slot
@@ -203,23 +205,21 @@ class McpEndpoint:
         """Read one POST: an :class:`Answer` when nothing is left to run, else an :class:`Exchange`."""
         if len(body) > MAX_BODY:
             return _refuse(413, None, INVALID_REQUEST, f"message larger than {MAX_BODY} bytes")
-        try:
-            message = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return _refuse(400, None, PARSE_ERROR, "Parse error: the body is not JSON")
-        if isinstance(message, list):
+        message = mcp_jsonrpc.parse(body)
+        if isinstance(message, Invalid):
+            return _json(400, message.response())
+        if isinstance(message, Batch):
             return self._batch(scope, tools, headers, message)
-        incoming = jsonrpc.classify(message)
-        if isinstance(incoming, jsonrpc.Malformed):
-            return _json(400, incoming.response)
-        if incoming.is_request and incoming.method == "initialize":
-            return self._initialize(scope, incoming)
-        session = self._session(scope, headers, incoming.id)
+        if not isinstance(message, Request) or message.is_notification:
+            # A notification, or a client's response to us: accepted on a session, nothing to say.
+            session = self._session(scope, headers)
+            return session if isinstance(session, Answer) else Answer(202)
+        if message.method == "initialize":
+            return self._initialize(scope, message)
+        session = self._session(scope, headers, message.id)
         if isinstance(session, Answer):
             return session
-        if not incoming.is_request:  # a notification, or a client's response to us: accepted, nothing to say
-            return Answer(202)
-        return Exchange(self, tools, session, [incoming], batch=False, streams=_streams(headers, [incoming]))
+        return Exchange(self, tools, session, [message], batch=False, streams=_streams(headers, [message]))
 
     # ------------------------------------------------------------- sessions and batches
 
@@ -242,7 +242,7 @@ class McpEndpoint:
         return session
 
     def _batch(self, scope: str, tools: Mapping[str, McpTool], headers: Mapping[str, str],
-               messages: list[Any]) -> Answer | Exchange:
+               batch: Batch) -> Answer | Exchange:
         # Whether batches exist at all is the session's negotiated version: initialize may not be
         # batched, so a batch always arrives on a session whose version is known.
         session = self._session(scope, headers)
@@ -253,24 +253,20 @@ class McpEndpoint:
                            f"Invalid Request: JSON-RPC batches are not supported in protocol version "
                            f"{session.version}, which this session negotiated; they exist only in 2025-03-26 "
                            f"(2025-06-18 removed them). Send one message per POST.")
-        if not messages:
-            return _refuse(400, None, INVALID_REQUEST, "Invalid Request: an empty batch")
-        if len(messages) > MAX_BATCH:
+        if len(batch.messages) > MAX_BATCH:
             return _refuse(400, None, INVALID_REQUEST, f"Invalid Request: at most {MAX_BATCH} messages in a batch")
-        slots: list[Incoming | dict[str, Any]] = []
-        for message in messages:
-            incoming = jsonrpc.classify(message)
-            if isinstance(incoming, jsonrpc.Malformed):
-                slots.append(incoming.response)
-            elif incoming.is_request and incoming.method == "initialize":
-                slots.append(jsonrpc.error(incoming.id, INVALID_REQUEST,
-                                           "Invalid Request: initialize must not be part of a JSON-RPC batch"))
-            elif incoming.is_request:
-                slots.append(incoming)
-            # notifications and responses: accepted, and answered by nothing
+        slots: list[Request | dict[str, Any]] = []
+        for message in filter(jsonrpc.needs_answer, batch.messages):  # notifications and responses: accepted
+            if isinstance(message, Invalid):
+                slots.append(message.response())
+            elif isinstance(message, Request) and message.method == "initialize":
+                slots.append(error_response(message.id, jsonrpc.invalid_request(
+                    "initialize must not be part of a JSON-RPC batch")))
+            elif isinstance(message, Request):
+                slots.append(message)
         if not slots:
-            return Answer(202)
-        requests = [slot for slot in slots if isinstance(slot, Incoming)]
+            return Answer(202)  # nothing to answer: no body at all, never [] (JSON-RPC §6)
+        requests = [slot for slot in slots if isinstance(slot, Request)]
         return Exchange(self, tools, session, slots, batch=True, streams=_streams(headers, requests))
 
     def forget_scope(self, scope: str) -> None:
@@ -280,7 +276,7 @@ class McpEndpoint:
 
     # ------------------------------------------------------------- methods
 
-    def _initialize(self, scope: str, incoming: Incoming) -> Answer:
+    def _initialize(self, scope: str, incoming: Request) -> Answer:
         asked = incoming.params.get("protocolVersion")
         if not isinstance(asked, str):
             return _refuse(200, incoming.id, INVALID_PARAMS, "params.protocolVersion must be a string")
@@ -296,49 +292,49 @@ class McpEndpoint:
                                   "serverInfo": info}
         if self.instructions:
             result["instructions"] = self.instructions
-        return _json(200, jsonrpc.result(incoming.id, result), {"Mcp-Session-Id": session_id})
+        return _json(200, result_response(incoming.id, result), {"Mcp-Session-Id": session_id})
 
-    async def dispatch(self, tools: Mapping[str, McpTool], incoming: Incoming,
+    async def dispatch(self, tools: Mapping[str, McpTool], incoming: Request,
                        notify: Notify | None = None) -> dict[str, Any]:
         """The response to one request of a session; never raises an ``Exception``."""
         try:
             if incoming.method == "ping":
-                return jsonrpc.result(incoming.id, {})
+                return result_response(incoming.id, {})
             if incoming.method == "tools/list":
-                return jsonrpc.result(incoming.id, {"tools": [tool.describe() for tool in tools.values()]})
+                return result_response(incoming.id, {"tools": [tool.describe() for tool in tools.values()]})
             if incoming.method == "tools/call":
                 return await self._call(tools, incoming, notify)
-            return jsonrpc.error(incoming.id, METHOD_NOT_FOUND, f"Method not found: {shorten(incoming.method, 80)}")
+            return error_response(incoming.id, jsonrpc.method_not_found(incoming.method))
         except Exception:
             log.exception("MCP %s failed", incoming.method)
-            return jsonrpc.error(incoming.id, INTERNAL_ERROR, f"{incoming.method} failed inside the daemon")
+            return error_response(incoming.id, RpcError(INTERNAL_ERROR, f"{incoming.method} failed inside the daemon"))
 
-    async def _call(self, tools: Mapping[str, McpTool], incoming: Incoming, notify: Notify | None) -> dict[str, Any]:
+    async def _call(self, tools: Mapping[str, McpTool], incoming: Request, notify: Notify | None) -> dict[str, Any]:
         # Protocol errors: what no retry with other arguments can fix (the request itself is malformed,
         # or names no tool of this server).
         request_id, params = incoming.id, incoming.params
         name = params.get("name")
         if not isinstance(name, str):
-            return jsonrpc.error(request_id, INVALID_PARAMS, "params.name must be a string")
+            return _invalid_params(request_id, "params.name must be a string")
         tool = tools.get(name)
         if tool is None:
-            return jsonrpc.error(request_id, INVALID_PARAMS,
-                                 f"Unknown tool: {shorten(name, 80)} (this server has: {', '.join(tools) or 'none'})")
+            return _invalid_params(request_id, f"Unknown tool: {shorten(name, 80)} "
+                                               f"(this server has: {', '.join(tools) or 'none'})")
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
-            return jsonrpc.error(request_id, INVALID_PARAMS, "params.arguments must be an object")
-        problem = jsonrpc.meta_problem(params)
+            return _invalid_params(request_id, "params.arguments must be an object")
+        problem = mcp_jsonrpc.meta_problem(params)
         if problem is not None:
-            return jsonrpc.error(request_id, INVALID_PARAMS, problem)
+            return _invalid_params(request_id, problem)
         # A tool execution error: the model reads it and can call again with corrected arguments.
         problem = check(tool.input_schema, arguments)
         if problem is not None:
-            return jsonrpc.result(request_id, _content(ToolOutput(
+            return result_response(request_id, _content(ToolOutput(
                 f"Invalid arguments for {name}: {problem}. Nothing was done; call {name} again with "
                 f"corrected arguments.", is_error=True)))
-        progress = Progress(jsonrpc.progress_token(params), notify)
+        progress = Progress(mcp_jsonrpc.progress_token(params), notify)
         try:
             output = await tool.handler(arguments, ToolContext(progress))
         except Exception:
@@ -347,7 +343,12 @@ class McpEndpoint:
         finally:
             progress.finish()
         _check_output(tool, output)
-        return jsonrpc.result(request_id, _content(output))
+        return result_response(request_id, _content(output))
+
+
+def _invalid_params(request_id: Any, message: str) -> dict[str, Any]:
+    # MCP's own messages (``params.name must be a string``), not JSON-RPC's ``Invalid params: … at $.path``.
+    return error_response(request_id, RpcError(INVALID_PARAMS, message))
 
 
 def _content(output: ToolOutput) -> dict[str, Any]:
@@ -370,7 +371,7 @@ def _check_output(tool: McpTool, output: ToolOutput) -> None:
         log.error("MCP tool %s returned structuredContent its outputSchema does not describe: %s", tool.name, problem)
 
 
-def _streams(headers: Mapping[str, str], requests: list[Incoming]) -> bool:
+def _streams(headers: Mapping[str, str], requests: list[Request]) -> bool:
     """Answer as SSE: a ``tools/call`` asked for progress, and the client accepts an event stream."""
-    wants = any(r.method == "tools/call" and jsonrpc.progress_token(r.params) is not None for r in requests)
+    wants = any(r.method == "tools/call" and mcp_jsonrpc.progress_token(r.params) is not None for r in requests)
     return wants and accepts_event_stream(header(headers, "Accept"))

@@ -22,8 +22,9 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import orjson
 import trio
+
+from actors.wire import jsonrpc
 
 log = logging.getLogger("trellis.mcp")
 
@@ -60,7 +61,7 @@ def accepts_event_stream(accept: str | None) -> bool:
 
 def event(message: Any) -> bytes:
     """One SSE event carrying one JSON-RPC message (or batch); ``message`` is the default event type."""
-    return b"event: message\ndata: " + orjson.dumps(message) + b"\n\n"
+    return b"event: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
 
 
 class EventStream:

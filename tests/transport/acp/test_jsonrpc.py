@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from transport.acp import jsonrpc
-from transport.acp.jsonrpc import BadMessage, Peer, Request, Response, RpcError, parse
+from transport.acp.jsonrpc import Invalid, Peer, Request, Response, RpcError, read
 
 from tests.transport.acp.harness import acp_client, new_session, text
 
@@ -24,7 +24,6 @@ from tests.transport.acp.harness import acp_client, new_session, text
     (b'{"jsonrpc":"2.0","id":true,"method":"initialize"}', -32600, None),
     (b'{"jsonrpc":"2.0","id":1.5,"method":"initialize"}', -32600, None),
     (b'{"jsonrpc":"2.0","id":3,"method":12}', -32600, 3),
-    (b'{"jsonrpc":"2.0","id":3,"method":""}', -32600, 3),
     (b'{"jsonrpc":"2.0","id":3,"method":"x","params":"str"}', -32600, 3),
     (b'{"jsonrpc":"2.0","method":"x","params":5}', -32600, None),
     (b'{"jsonrpc":"2.0"}', -32600, None),
@@ -32,18 +31,23 @@ from tests.transport.acp.harness import acp_client, new_session, text
     (b'{"jsonrpc":"2.0","id":4,"result":1,"error":{"code":1,"message":"x"}}', -32600, None),
     (b'{"jsonrpc":"2.0","id":4,"error":"bad"}', -32600, None),
 ])
-def test_parse_refuses_what_is_not_json_rpc(raw: bytes, code: int, reply_id: object) -> None:
-    with pytest.raises(BadMessage) as caught:
-        parse(raw)
-    assert caught.value.error.code == code
-    assert caught.value.reply_id == reply_id
+def test_read_refuses_what_is_not_json_rpc(raw: bytes, code: int, reply_id: object) -> None:
+    refused = read(raw)
+    assert isinstance(refused, Invalid)
+    assert refused.error.code == code
+    assert refused.id == reply_id
 
 
-def test_parse_reads_requests_notifications_and_responses() -> None:
-    assert parse(b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1}}') == Request("m", {"a": 1}, 1)
-    assert parse(b'{"jsonrpc":"2.0","method":"m"}').is_notification
-    assert parse(b'{"jsonrpc":"2.0","id":"x","result":null}') == Response("x", None)
-    assert parse(b'{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"m"}}').error == {"code": -1, "message": "m"}
+def test_read_reads_requests_notifications_and_responses() -> None:
+    assert read(b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1}}') == Request("m", {"a": 1}, 1)
+    assert read(b'{"jsonrpc":"2.0","method":"m"}').is_notification
+    assert read(b'{"jsonrpc":"2.0","id":"x","result":null}') == Response("x", None)
+    assert read(b'{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"m"}}').error == {"code": -1, "message": "m"}
+    # The client could not read a request of ours: an error with a null id is a response, never answered.
+    assert read(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m"}}') == \
+        Response(None, error={"code": -32700, "message": "m"})
+    # An empty method name is a string, as JSON-RPC asks: read, then answered -32601 by dispatch.
+    assert read(b'{"jsonrpc":"2.0","id":3,"method":""}') == Request("", None, 3)
 
 
 async def test_every_kind_of_bad_input_is_answered_and_the_agent_keeps_serving(tmp_path) -> None:
@@ -52,8 +56,10 @@ async def test_every_kind_of_bad_input_is_answered_and_the_agent_keeps_serving(t
         await client.send_raw("[1, 2]")
         await client.send_raw('{"jsonrpc":"2.0","id":9,"method":"no/such/method"}')
         await client.send_raw('{"jsonrpc":"2.0","method":"no/such/notification"}')
+        await client.send_raw('{"jsonrpc":"2.0","id":10,"method":""}')
         errors = [m for m in client.sent if "error" in m]
-        assert [(m["id"], m["error"]["code"]) for m in errors] == [(None, -32700), (None, -32600), (9, -32601)]
+        assert [(m["id"], m["error"]["code"]) for m in errors] == [(None, -32700), (None, -32600), (9, -32601),
+                                                                   (10, -32601)]
 
         bad_new = await client.request("session/new", {"mcpServers": []})
         assert bad_new["error"]["code"] == -32602 and "$.cwd" in bad_new["error"]["message"]

@@ -36,14 +36,14 @@ async def test_a_2025_03_26_session_gets_one_response_per_request_in_order():
         {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}},
         tool_call("two", "echo", {"word": "hi"}),
         tool_call(3, "echo", {}),  # a tool execution error stays a result inside the batch
-        {"jsonrpc": "2.0", "id": 4},  # neither request nor response
+        {"jsonrpc": "2.0", "id": 4},  # neither request nor response: answered with id null (JSON-RPC §5)
         request(5, "initialize", protocolVersion="2025-03-26"),
         request(6, "resources/list"),
     ]))
     assert answer.status == 200 and answer.headers["Content-Type"] == "application/json"
     responses = json.loads(answer.body)
     assert isinstance(responses, list)
-    assert [r["id"] for r in responses] == [1, "two", 3, 4, 5, 6]  # the notification is answered by nothing
+    assert [r["id"] for r in responses] == [1, "two", 3, None, 5, 6]  # the notification is answered by nothing
     assert responses[0]["result"] == {}
     assert responses[1]["result"]["content"][0]["text"] == "echo hi"
     assert responses[2]["result"]["isError"] is True and "arguments.word is required" in \

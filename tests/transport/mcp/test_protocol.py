@@ -71,6 +71,9 @@ async def test_notifications_get_202_and_requests_without_a_session_400():
     (body({"jsonrpc": "2.0", "id": 1, "method": "resources/list"}), 200, -32601),
     (body({"jsonrpc": "2.0", "id": 1, "params": {}}), 400, -32600),
     (body({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}), 400, -32600),
+    (body({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": None}), 400, -32600),  # JSON-RPC §4.2
+    (body({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}), 400, -32600),
+    (body({"jsonrpc": "2.0", "id": None, "method": "ping"}), 400, -32600),
     # Protocol errors of tools/call: no tool by that name, or params that break CallToolRequest's schema.
     # (Arguments that miss a tool's inputSchema are tool execution errors: test_tool_errors.py.)
     (body({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "nope"}}), 200, -32602),
