@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from quart import Response, has_request_context, has_websocket_context, make_response, request, websocket
+from quart import Response, g, has_request_context, has_websocket_context, make_response, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
@@ -35,11 +35,10 @@ from actors.storage import StorageError
 
 from . import sse
 from .acp import register as register_acp
-from .admission import InlineAdmission, admission_answer
-from .auth import bearer_matches
+from .access import CORS_EXPOSED_HEADERS, PREFLIGHT_HEADERS, AccessPolicy, Allowed, Preflight, decide
+from .admission import admission_answer
 from .errors import HttpError, framework_error, int_query, json_response, not_found_session, session_closing
 from .hosts import HostPolicy
-from .inline_http import INLINE_ANSWER, InlineHTTPConnection
 from .mcp import register as register_mcp
 from .shutdown import refuse_if_shutting_down
 from .ui import is_ui_path
@@ -64,8 +63,6 @@ FEATURES = [
     "subagents",
 ]
 CLIENTS_PER_SESSION = 64
-CORS_REQUEST_HEADERS = ("Authorization, Content-Type, Last-Event-ID, X-Qwen-Client-Id, X-Qwen-Event-Epoch, "
-                        "Acp-Connection-Id, Acp-Session-Id, Mcp-Session-Id, Mcp-Protocol-Version")
 
 
 class ClientRegistry:
@@ -125,12 +122,12 @@ def create_app(
     (:mod:`transport.cluster`).
     """
     app = QuartTrio("trellis")
-    app.asgi_http_class = InlineHTTPConnection  # a prompt's admission without a nursery (transport/inline_http.py)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     app.config["RESPONSE_TIMEOUT"] = None
     app.config["BODY_TIMEOUT"] = 60
     clients = ClientRegistry()
-    expected = token.encode() if token else None  # None: open (test harnesses; serve(auth=False))
+    # token None: open (test harnesses; serve(auth=False)). One decision for every request (transport/access.py).
+    policy = AccessPolicy(token.encode() if token else None, hosts, tuple(allowed_origins))
 
     # ------------------------------------------------------------- helpers
 
@@ -146,10 +143,7 @@ def create_app(
         return handle
 
     async def body(cls: type[T], *, optional: bool = False) -> T:
-        # A body already whole (an inline request's: transport/inline_http.py) has no wait to time out; quart's
-        # get_data would still enter a scope with its BODY_TIMEOUT deadline. Awaiting the body raises the same
-        # errors (a body over MAX_CONTENT_LENGTH).
-        raw = await request.body if _body_received() else await request.get_data()
+        raw = await request.get_data()
         if optional and not raw.strip():
             raw = b"{}"
         try:
@@ -180,38 +174,17 @@ def create_app(
 
     # ------------------------------------------------------------- guards
 
-    def origin_allowed(origin: str) -> bool:
-        return origin in allowed_origins or (hosts is not None and hosts.allows_origin(origin))
-
     @app.before_request
     async def check_access() -> Response | None:
-        # DNS-rebinding protection first: a Host that does not name this daemon reaches no handler.
-        if hosts is not None and not hosts.allows(request.headers.get("Host")):
-            return HttpError(421, f"host {request.headers.get('Host', '')!r} is not this daemon: use its bound "
-                                  "address or localhost with its port, or allow the name with --allow-host",
-                             "misdirected_host", "header.Host").response()
-        origin = request.headers.get("Origin")
-        if origin and not origin_allowed(origin):
-            return HttpError(403, f"origin {origin!r} is not allowed", "origin_not_allowed", "header.Origin").response()
-        if origin and request.method == "OPTIONS":
-            # A CORS preflight of an allowed origin: browsers send it without credentials.
-            return Response(b"", status=204, headers={
-                "Access-Control-Allow-Methods": "GET, POST, DELETE, OPTIONS",
-                "Access-Control-Allow-Headers": CORS_REQUEST_HEADERS,
-                "Access-Control-Max-Age": "600",
-            })
-        # A signal URL carries its own credential (the run's token); the daemon's bearer token must
-        # never be handed to a subagent, so those paths are exempt.
-        signal = request.path == "/signal/mcp" or request.path.startswith("/signal/mcp/")
-        # The UI's files hold no data (the page asks for the token itself): served without one.
-        open_path = request.path == "/health" or (request.method in ("GET", "HEAD") and is_ui_path(request.path))
-        if not open_path and not signal and not bearer_matches(request.headers.get("Authorization", ""), expected):
-            refused = HttpError(401, "missing or wrong bearer token: send Authorization: Bearer <token> (a "
-                                     "daemon started without --token writes it to <state-dir>/token)",
-                                "unauthorized", "header.Authorization").response()
-            refused.headers["WWW-Authenticate"] = "Bearer"
-            return refused
-        return None
+        decision = decide(policy, request.method, request.path, request.headers.get)
+        g.access = decision  # the answer's CORS headers (allow_origin, below)
+        if isinstance(decision, Allowed):
+            return None
+        if isinstance(decision, Preflight):
+            return Response(b"", status=204, headers=dict(PREFLIGHT_HEADERS))
+        refused = HttpError(decision.status, decision.message, decision.code, decision.path).response()
+        refused.headers.update(dict(decision.headers))
+        return refused
 
     @app.before_request
     async def check_shutting_down() -> Response | None:
@@ -219,18 +192,11 @@ def create_app(
 
     @app.after_request
     async def allow_origin(response: Response) -> Response:
-        origin = request.headers.get("Origin")
-        misdirected = hosts is not None and not hosts.allows(request.headers.get("Host"))
-        if origin and not misdirected and origin_allowed(origin):
+        origin = getattr(g.get("access"), "cors_origin", None)
+        if origin is not None:
             response.headers["Access-Control-Allow-Origin"] = origin
-            response.headers["Access-Control-Expose-Headers"] = "X-Qwen-Event-Epoch, Acp-Connection-Id, Mcp-Session-Id"
+            response.headers["Access-Control-Expose-Headers"] = CORS_EXPOSED_HEADERS
             response.headers.add("Vary", "Origin")
-        if _has_body(request.headers) and (response.status_code >= 400 or not _body_received()):
-            # Refused before (or without) reading its body: what is left of it must not be taken for the
-            # next request on this keep-alive connection, which would then hang. Close it cleanly. The
-            # same for a route that answers without reading a body it was sent (a GET with one): hypercorn
-            # closes such a connection anyway, and the client must be told rather than find it closed.
-            response.headers["Connection"] = "close"
         return response
 
     @app.errorhandler(HttpError)
@@ -473,27 +439,12 @@ def create_app(
     register_ui(app)  # the browser UI at / (transport/ui)
     register_acp(app, daemon, grace=acp_grace)  # ACP over HTTP at /acp
     register_mcp(app, daemon)  # MCP: /mcp (parent) and /signal/mcp/<token> (subagents)
-    register_webshell(app, daemon, auth=expected is not None, allowed_origins=allowed_origins)  # qwen's Web Shell
+    register_webshell(app, daemon, auth=policy.token is not None, allowed_origins=allowed_origins)  # qwen's Web Shell
     if cluster is not None:
         from .cluster import register as register_cluster  # imports the cluster extra's clients
 
         register_cluster(app, daemon, cluster)  # after the access checks: a before_request of its own
-    else:  # the plain admission without quart (transport/admission.py); a cluster's hook may forward it
-        app.extensions[INLINE_ANSWER] = InlineAdmission(daemon, expected=expected, hosts=hosts,
-                                                        client_known=clients.knows)
     return app
-
-
-def _body_received() -> bool:
-    """Whether the whole body of the current request has arrived (Quart's body keeps it in ``_complete``;
-    without that attribute, assume not: closing a connection is always safe)."""
-    complete = getattr(getattr(request, "body", None), "_complete", None)
-    return bool(complete is not None and complete.is_set())
-
-
-def _has_body(headers: Any) -> bool:
-    length = headers.get("Content-Length")
-    return bool(length and length.strip() != "0") or "chunked" in headers.get("Transfer-Encoding", "").lower()
 
 
 def _session_info(handle: SessionHandle, attached: bool, client_id: str) -> dict[str, Any]:

@@ -33,15 +33,6 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def bearer_matches(authorization: str, expected: bytes | None) -> bool:
-    """Whether an ``Authorization`` header value is ``Bearer <expected>`` (compared in constant time);
-    always, when ``expected`` is ``None`` (an app served open)."""
-    if expected is None:
-        return True
-    scheme, _, given = authorization.partition(" ")
-    return scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), expected)
-
-
 def token_path(state_dir: str | os.PathLike[str]) -> Path:
     return Path(state_dir) / TOKEN_FILE
 

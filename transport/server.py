@@ -17,7 +17,6 @@ from .app import create_app
 from .auth import new_token, write_token_file
 from .connections import serve as serve_capped
 from .hosts import HostPolicy
-from .inline_http import INLINE_ANSWER
 from .logs import add_secret
 from .mcp import base_url_from_bind
 
@@ -133,8 +132,7 @@ async def serve(
     async with trio.open_nursery() as nursery:
         cap = max_connections if max_connections is not None else daemon.settings.limits.max_connections
         binds = await nursery.start(partial(serve_capped, AccessLog(app), config, max_connections=cap,
-                                            shutdown_trigger=daemon.stopped.wait,
-                                            inline=app.extensions.get(INLINE_ANSWER)))
+                                            shutdown_trigger=daemon.stopped.wait))
         hosts.bind(binds)  # the real port (--port 0) and the address(es) as bound
         if mint_into is not None:
             # Written only once the port is ours: a daemon that fails to bind leaves the file of

@@ -8,10 +8,17 @@
   sent), holding a connection slot for as long as the client wished.
 - A route that answers before the request's body has arrived (a GET with a
   body) let hypercorn close the connection without saying so.
+- A connection its client closed stayed open until its keep-alive timer
+  expired (the timer's task kept hypercorn's connection alive), holding its
+  slot under the cap: a client opening and closing connections quickly was
+  refused 503 by a daemon serving nobody.
+
+(Reproductions against plain hypercorn: ``docs/upstream/``.)
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import trio
@@ -99,3 +106,24 @@ async def test_head_on_an_event_stream_answers_headers_and_the_connection_goes_o
                 r = await conn.request(b"GET", f"/session/{sid}/status".encode(), auth)
                 assert r.status == 200 and r.json()["subscribers"] == 0  # type: ignore[index]
             await conn.aclose()
+
+
+async def test_a_connection_its_client_closed_frees_its_slot_at_once(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"limits": {"keepAliveSeconds": 600}}))  # nothing closes for its timer
+    with trio.fail_after(30):
+        async with daemon_process("--max-connections", "2", "--settings", str(settings),
+                                  state_dir=tmp_path / "state") as daemon:
+            for _ in range(10):  # each one answered, then closed by the client while idle
+                assert await health(daemon.url) == 200
+            # The daemon counts a close a moment after the client made it; within seconds, both slots are free.
+            with trio.fail_after(5):
+                while True:
+                    held = [await RawConnection.open(daemon.url) for _ in range(2)]
+                    statuses = [(await conn.request(b"GET", b"/health")).status for conn in held]
+                    for conn in held:
+                        await conn.aclose()
+                    if statuses == [200, 200]:
+                        break
+                    assert 503 in statuses, statuses
+                    await trio.sleep(0.05)

@@ -19,7 +19,6 @@ from transport.access_log import AccessLog
 from transport.app import create_app
 from transport.connections import serve as serve_capped
 from transport.hosts import HostPolicy
-from transport.inline_http import INLINE_ANSWER
 
 
 class Spawned(trio.abc.Instrument):
@@ -41,12 +40,10 @@ class ServedApp:
 
 
 @asynccontextmanager
-async def served_app(model: Any = None, settings: Settings | None = None, *, inline: Any = True,
+async def served_app(model: Any = None, settings: Settings | None = None, *,
                      max_requests: int = 1000) -> AsyncIterator[ServedApp]:
-    """The daemon's app with a fresh token, served on 127.0.0.1:0; with ``inline``, its connections answer
-    a whole admission themselves (as :func:`transport.serve` has them do) with the app's inline answer, or
-    with ``inline`` itself when it is a callable. Idle connections are kept 600 s, so one seen closed was
-    closed by an answer."""
+    """The daemon's app with a fresh token, served on 127.0.0.1:0 as :func:`transport.serve` serves it. Idle
+    connections are kept 600 s, so one seen closed was closed by an answer."""
     token = secrets.token_urlsafe(32)
     async with open_daemon(settings, model=model or ScriptedModel(), ids=CountingIds()) as daemon:
         hosts = HostPolicy()
@@ -58,9 +55,7 @@ async def served_app(model: Any = None, settings: Settings | None = None, *, inl
         config.keep_alive_timeout = 600
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(partial(serve_capped, AccessLog(app), config, max_connections=16,
-                                                shutdown_trigger=trio.sleep_forever,
-                                                inline=inline if callable(inline) else
-                                                app.extensions[INLINE_ANSWER] if inline else None))
+                                                shutdown_trigger=trio.sleep_forever))
             hosts.bind(binds)
             yield ServedApp(app, daemon, binds[0], token)
             nursery.cancel_scope.cancel()
