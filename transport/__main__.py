@@ -2,7 +2,7 @@
 
 import sys
 
-from .process_image import SecretsError, leave_out_unused_modules, make_undumpable, reexec_without_secrets
+from .process_image import SecretsError, make_undumpable, reexec_without_secrets
 
 try:
     reexec_without_secrets(sys.argv[1:])  # returns only once neither environ nor argv holds a secret
@@ -11,7 +11,6 @@ except SecretsError as exc:
     sys.exit(2)
 
 make_undumpable()  # the token and key are in memory: no same-user process may read it
-leave_out_unused_modules()
 from .cli import main  # noqa: E402  (after the re-exec: nothing is imported twice for nothing)
 
 sys.exit(main())

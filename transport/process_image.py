@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -112,6 +111,25 @@ def withhold(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[list[str]
     return clean, env, Secrets(environ=withheld, flags=flags)
 
 
+# Options of the interpreter itself that take their value as the next argument.
+_WITH_VALUE = frozenset({"-X", "-W", "--check-hash-based-pycs"})
+
+
+def interpreter_options(orig_argv: Sequence[str] | None = None) -> list[str]:
+    """The interpreter's own options this process started with (``-X dev``, ``-W error``, ``-I``, ``-O``):
+    what ``sys.orig_argv`` holds before the module, script or command it runs."""
+    args = list(sys.orig_argv if orig_argv is None else orig_argv)[1:]
+    options: list[str] = []
+    while args:
+        arg = args.pop(0)
+        if not arg.startswith("-") or arg == "-" or arg.startswith(("-m", "-c")):
+            break
+        options.append(arg)
+        if arg in _WITH_VALUE and args:
+            options.append(args.pop(0))
+    return options
+
+
 def reexec_without_secrets(argv: Sequence[str], *, module: str = "transport") -> None:
     """Replace this process with ``python -m <module>`` minus its secrets, if it holds any.
 
@@ -138,7 +156,7 @@ def reexec_without_secrets(argv: Sequence[str], *, module: str = "transport") ->
         os.close(write_fd)  # the reader sees end of file after the payload
     os.set_inheritable(read_fd, True)
     # The interpreter's own options (-X, -W, -I, ...) carry over; the rest of sys.orig_argv is what we rebuild.
-    command = [sys.executable, *subprocess._args_from_interpreter_flags(), "-m", module,
+    command = [sys.executable, *interpreter_options(), "-m", module,
                *clean_argv, SECRETS_FD_FLAG, str(read_fd)]
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
@@ -203,15 +221,3 @@ def make_undumpable() -> bool:
 
     libc = ctypes.CDLL(None, use_errno=True)
     return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
-
-
-def leave_out_unused_modules() -> None:
-    """Keep out of the daemon's process what it imports and never runs, before anything imports it.
-
-    httpx's package imports its command-line client (``httpx._main``), and with it
-    rich's and pygments' modules when they are installed (rich is, for the
-    ``trellis`` terminal clients): about 3 MiB of the daemon's resident memory and
-    70 ms of its start. Marked absent, httpx falls back to its stub ``main``.
-    """
-    if "httpx" not in sys.modules:
-        sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]

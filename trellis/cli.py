@@ -77,7 +77,7 @@ def _delegate(command: str, rest: list[str]) -> int:
         from actors.replay.cli import main as replay
 
         return replay(rest, prog="trellis replay")
-    from transport.process_image import SecretsError, leave_out_unused_modules, make_undumpable, reexec_without_secrets
+    from transport.process_image import SecretsError, make_undumpable, reexec_without_secrets
 
     argv = rest if command == "serve" else ["acp", *rest]
     try:
@@ -86,7 +86,6 @@ def _delegate(command: str, rest: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     make_undumpable()
-    leave_out_unused_modules()
     from transport.cli import main as daemon
 
     return daemon(argv, prog=f"trellis {command}")

@@ -18,6 +18,7 @@ refused the token, or no browser could be started.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 import webbrowser
 from urllib.parse import quote, urlencode
 
@@ -30,7 +31,7 @@ EXIT_OK = 0
 EXIT_FAILED = 2
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Any) -> None:  # what argparse's add_subparsers() returns (its class is private)
     parser = sub.add_parser("open", help="open the daemon's browser UI, with its token",
                             description="Open the daemon's UI (its / page) in a browser, the token in the URL's "
                                         "fragment so that no server or log sees it.")

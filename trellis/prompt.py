@@ -197,7 +197,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- the subcommand
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Any) -> None:  # what argparse's add_subparsers() returns (its class is private)
     parser = sub.add_parser(
         "prompt", help="send one prompt, stream the answer, exit by its stop reason",
         description="Send one prompt to a session, stream the answer to stdout as it arrives, and exit when the "

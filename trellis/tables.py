@@ -46,7 +46,7 @@ from .prompt import (
 from .visible import json_visible, visible
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Any) -> None:  # what argparse's add_subparsers() returns (its class is private)
     sessions = sub.add_parser("sessions", help="the daemon's sessions, live and restorable",
                               description="List the daemon's sessions: the live ones and those restorable from "
                                           "its state directory (GET /session).")

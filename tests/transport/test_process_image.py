@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import orjson
@@ -301,33 +300,15 @@ def test_the_package_facade_imports_its_parts_on_first_use():
         transport.servee  # noqa: B018
 
 
-@pytest.mark.parametrize("command", [["-m", "transport"], ["-m", "trellis", "serve"]], ids=["python-m", "trellis"])
-def test_the_daemon_leaves_out_httpx_s_command_line_client(tmp_path, command):
-    # httpx's package imports its CLI, and click's, rich's and pygments' modules with it: memory and start
-    # time the daemon never uses. `-X importtime` lists every module the process imported, on stderr.
-    environ = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
-    # stderr to a file: a pipe's 64 KiB would fill with import lines before the daemon listens.
-    importtime = open(tmp_path / "importtime.txt", "w+")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen([sys.executable, "-X", "importtime", *command, "--port", "0",
-                             "--state-dir", str(tmp_path / "state")],
-                            stdout=subprocess.PIPE, stderr=importtime, text=True, env=environ)
-    deadline = threading.Timer(60, proc.kill)
-    deadline.start()
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if "listening on" in line:
-                break
-        proc.terminate()
-        proc.communicate(timeout=30)
-    finally:
-        deadline.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        importtime.seek(0)
-        stderr = importtime.read()
-        importtime.close()
-    imported = {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
-    assert {"transport.app", "httpx", "quart"} <= imported  # it started: the daemon's stack is there
-    assert not imported & {"rich", "pygments"}  # (httpx._main is listed: the attempt, refused at once)
+@pytest.mark.parametrize("orig_argv, options", [
+    (["python", "-m", "transport", "--port", "0"], []),
+    (["python", "-X", "dev", "-W", "error", "-I", "-m", "transport", "-X"], ["-X", "dev", "-W", "error", "-I"]),
+    (["python", "-Xdev", "-OO", "-mtransport"], ["-Xdev", "-OO"]),
+    (["python", "-u", "-c", "import transport"], ["-u"]),
+    (["python", "script.py", "-X", "dev"], []),
+    (["/usr/bin/trellis", "serve"], []),
+])
+def test_the_interpreter_s_own_options_carry_over_to_the_re_execution(orig_argv, options):
+    from transport.process_image import interpreter_options
+
+    assert interpreter_options(orig_argv) == options

@@ -68,6 +68,7 @@ request); 130 interrupted before the prompt was up.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 import asyncio
 import os
 import sys
@@ -85,7 +86,7 @@ EXIT_NOT_RUN = 2
 EXIT_INTERRUPTED = 130
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Any) -> None:  # what argparse's add_subparsers() returns (its class is private)
     parser = sub.add_parser(
         "attach", help="an interactive terminal client of a session",
         description="Attach to a session (a new one without --session) and work with it interactively: "
