@@ -1,4 +1,8 @@
-"""The model-callable tools for background work: shells, monitors, wakeups, cron."""
+"""The model-callable tools for background work: shells, monitors, wakeups, cron.
+
+Their arguments arrive matching their ``parameters`` (the registry checks them first, see
+:mod:`actors.session.tool_arguments`); a tool refuses only what a schema cannot say.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ..process import Sandbox
+from ..session.tool_arguments import NOT_BLANK
 from ..session.tools import ToolContext, ToolResult
 from . import monitor as m
 from . import shell as sh
@@ -17,28 +22,8 @@ DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 600.0
 
 
-def _object(arguments: Any, allowed: set[str]) -> dict[str, Any] | str:
-    if not isinstance(arguments, dict):
-        return "arguments must be an object"
-    extra = set(arguments) - allowed
-    if extra:
-        return f"unknown argument(s) {sorted(extra)}; expected {sorted(allowed)}"
-    return arguments
-
-
 TASK_ID_SCHEMA = {"type": "object", "properties": {"task_id": {"type": "string"}}, "required": ["task_id"],
                   "additionalProperties": False}
-
-
-def _task_id(arguments: Any) -> str | ToolResult:
-    """The ``task_id`` of a ``{task_id}`` call, or the failure to answer with."""
-    args = _object(arguments, {"task_id"})
-    if isinstance(args, str):
-        return ToolResult.failure(args)
-    task_id = args.get("task_id")
-    if not isinstance(task_id, str):
-        return ToolResult.failure("task_id must be a string")
-    return task_id
 
 
 def _manager(context: ToolContext) -> BackgroundManager:
@@ -63,8 +48,9 @@ class ShellTool(_Base):
     parameters = {
         "type": "object",
         "properties": {
-            "command": {"type": "string"},
-            "timeout": {"type": "number", "description": "seconds (foreground only)"},
+            "command": {"type": "string", "pattern": NOT_BLANK},
+            "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT,
+                        "description": "seconds (foreground only)"},
             "run_in_background": {"type": "boolean"},
             "description": {"type": "string"},
         },
@@ -73,20 +59,11 @@ class ShellTool(_Base):
     }
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
-        args = _object(arguments, {"command", "timeout", "run_in_background", "description"})
-        if isinstance(args, str):
-            return ToolResult.failure(args)
-        command = args.get("command")
-        if not isinstance(command, str) or not command.strip():
-            return ToolResult.failure("command must be a non-empty string")
-        timeout = args.get("timeout", DEFAULT_TIMEOUT)
-        if type(timeout) not in (int, float) or not 0 < timeout <= MAX_TIMEOUT:
-            return ToolResult.failure(f"timeout must be a number of seconds in (0, {MAX_TIMEOUT:g}]")
-        background = args.get("run_in_background", False)
-        if not isinstance(background, bool):
-            return ToolResult.failure("run_in_background must be a boolean")
+        command = arguments["command"]
+        timeout = arguments.get("timeout", DEFAULT_TIMEOUT)
+        background = arguments.get("run_in_background", False)
         assert context.services is not None
-        denied = await context.services.authorize(context, title=command, kind="execute", raw_input=args)
+        denied = await context.services.authorize(context, title=command, kind="execute", raw_input=arguments)
         if denied is not None:
             return ToolResult.failure(denied)
         if background:
@@ -136,9 +113,7 @@ class ShellOutputTool(_Base):
     parameters = TASK_ID_SCHEMA
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
-        task_id = _task_id(arguments)
-        if isinstance(task_id, ToolResult):
-            return task_id
+        task_id = arguments["task_id"]
         read = _manager(context).read_output(task_id)
         if read is None:
             return ToolResult.failure(f"no background shell {task_id!r}")
@@ -156,9 +131,7 @@ class KillTaskTool(_Base):
     parameters = TASK_ID_SCHEMA
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
-        task_id = _task_id(arguments)
-        if isinstance(task_id, ToolResult):
-            return task_id
+        task_id = arguments["task_id"]
         if not await _manager(context).kill(task_id):
             return ToolResult.failure(f"no live background task {task_id!r}")
         return ToolResult(f"Stopped {task_id}.", {"taskId": task_id})
@@ -175,26 +148,22 @@ class MonitorTool(_Base):
     )
     parameters = {
         "type": "object",
-        "properties": {"command": {"type": "string"}, "task_id": {"type": "string"},
-                       "timeout": {"type": "number"}, "description": {"type": "string"}},
+        # Exactly one of command and task_id (null is as good as absent): the tool checks that.
+        "properties": {"command": {"type": ["string", "null"], "minLength": 1},
+                       "task_id": {"type": ["string", "null"]},
+                       "timeout": {"type": "number", "exclusiveMinimum": 0}, "description": {"type": "string"}},
         "additionalProperties": False,
     }
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
-        args = _object(arguments, {"command", "task_id", "timeout", "description"})
-        if isinstance(args, str):
-            return ToolResult.failure(args)
-        command, follow = args.get("command"), args.get("task_id")
+        command, follow = arguments.get("command"), arguments.get("task_id")
         if (command is None) == (follow is None):
             return ToolResult.failure("give exactly one of command or task_id")
-        if not isinstance(command or follow, str):
-            return ToolResult.failure("command and task_id must be strings")
-        timeout = args.get("timeout", m.DEFAULT_TIMEOUT)
-        if type(timeout) not in (int, float) or timeout <= 0:
-            return ToolResult.failure("timeout must be a positive number of seconds")
+        timeout = arguments.get("timeout", m.DEFAULT_TIMEOUT)
         assert context.services is not None
         if command is not None:
-            denied = await context.services.authorize(context, title=command, kind="execute", raw_input=args)
+            denied = await context.services.authorize(context, title=command, kind="execute",
+                                                      raw_input=arguments)
             if denied is not None:
                 return ToolResult.failure(denied)
         try:
@@ -211,24 +180,20 @@ class ScheduleWakeupTool(_Base):
     description = "Schedule an @wakeup: after `delay` seconds (or `at` an ISO 8601 time) you get `note` back."
     parameters = {
         "type": "object",
-        "properties": {"delay": {"type": "number"}, "at": {"type": "string"}, "note": {"type": "string"}},
+        # One of delay and at (null is as good as absent): the scheduler checks that, and at's form.
+        "properties": {"delay": {"type": ["number", "null"], "minimum": 0},
+                       "at": {"type": ["string", "null"]},
+                       "note": {"type": "string", "pattern": NOT_BLANK}},
         "required": ["note"],
         "additionalProperties": False,
     }
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
-        args = _object(arguments, {"delay", "at", "note"})
-        if isinstance(args, str):
-            return ToolResult.failure(args)
-        note, delay, at = args.get("note"), args.get("delay"), args.get("at")
-        if not isinstance(note, str) or not note.strip():
-            return ToolResult.failure("note must be a non-empty string")
-        if delay is not None and (type(delay) not in (int, float) or delay < 0):
-            return ToolResult.failure("delay must be a non-negative number of seconds")
+        note, delay, at = arguments["note"], arguments.get("delay"), arguments.get("at")
         when = None
         if at is not None:
             try:
-                when = datetime.fromisoformat(at) if isinstance(at, str) else None
+                when = datetime.fromisoformat(at)
             except ValueError:
                 when = None
             if when is None or when.tzinfo is None:
@@ -246,23 +211,16 @@ class CronCreateTool(_Base):
     description = "Schedule `prompt` on a 5-field cron schedule (minute hour day month weekday), once or recurring."
     parameters = {
         "type": "object",
-        "properties": {"schedule": {"type": "string"}, "prompt": {"type": "string"},
-                       "recurring": {"type": "boolean"}},
+        "properties": {"schedule": {"type": "string", "pattern": NOT_BLANK},
+                       "prompt": {"type": "string", "pattern": NOT_BLANK}, "recurring": {"type": "boolean"}},
         "required": ["schedule", "prompt"],
         "additionalProperties": False,
     }
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
-        args = _object(arguments, {"schedule", "prompt", "recurring"})
-        if isinstance(args, str):
-            return ToolResult.failure(args)
-        prompt, recurring = args.get("prompt"), args.get("recurring", True)
-        if not isinstance(prompt, str) or not prompt.strip():
-            return ToolResult.failure("prompt must be a non-empty string")
-        if not isinstance(recurring, bool):
-            return ToolResult.failure("recurring must be a boolean")
+        schedule, prompt, recurring = arguments["schedule"], arguments["prompt"], arguments.get("recurring", True)
         try:
-            item = await _manager(context).create_cron(args.get("schedule"), prompt, recurring)  # type: ignore[arg-type]
+            item = await _manager(context).create_cron(schedule, prompt, recurring)
         except (ScheduleError, BackgroundLimit) as exc:
             return ToolResult.failure(str(exc))
         return ToolResult(f"Cron job {item.task_id} created.", {"taskId": item.task_id})
@@ -275,9 +233,7 @@ class CronDeleteTool(_Base):
     parameters = TASK_ID_SCHEMA
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
-        task_id = _task_id(arguments)
-        if isinstance(task_id, ToolResult):
-            return task_id
+        task_id = arguments["task_id"]
         manager = _manager(context)
         item = manager.registry.get(task_id)
         if item is None or item.kind != "cron" or not await manager.kill(task_id):

@@ -101,12 +101,8 @@ class TodoWriteTool:
     }
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
-        if not isinstance(arguments, dict):
-            return ToolResult.failure("arguments must be an object {todos: [...]}")
-        extra = set(arguments) - {"todos"}
-        if extra:
-            return ToolResult.failure(f"unknown argument(s) {sorted(extra)}")
-        parsed = _parse_items(arguments.get("todos"), "todos")
+        # The shape was checked against ``parameters``; an id used twice is what a schema cannot refuse.
+        parsed = _parse_items(arguments["todos"], "todos")
         if isinstance(parsed, str):
             return ToolResult.failure(parsed)
         items = [t.to_dict() for t in parsed]

@@ -1,9 +1,12 @@
 """Tools the model can call, and the registry a session offers it.
 
-A tool validates its own arguments and returns a :class:`ToolResult`; what a
-result *means* (for the plan shown to clients, for the Todo Stop Guard) is the
-session's decision, not the tool's. ``builtin`` marks the daemon's own tools,
-so a discovered tool that shadows a built-in name is never mistaken for it.
+A tool returns a :class:`ToolResult`; what a result *means* (for the plan shown
+to clients, for the Todo Stop Guard) is the session's decision, not the tool's.
+``builtin`` marks the daemon's own tools, so a discovered tool that shadows a
+built-in name is never mistaken for it. A built-in's arguments are checked
+against its declared ``parameters`` by the registry before it runs
+(:mod:`.tool_arguments`), so the tool checks only what a schema cannot say; a
+discovered or MCP tool's schema is its server's, and that server checks it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any, Protocol
 import attrs
 
 from ..model import ToolSpec
+from .tool_arguments import ArgumentCheck
 
 
 @attrs.frozen
@@ -74,7 +78,9 @@ class Tool(Protocol):
     # Optional: ``asks_permission`` (it calls services.authorize itself), and
     # ``locate(cwd, arguments)`` -> ACP locations known before it runs (shown on its ``tool_call``).
 
-    async def execute(self, context: ToolContext, arguments: Any) -> ToolResult: ...
+    async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
+        """Run with ``arguments``; a built-in's already match its ``parameters`` (see :meth:`ToolRegistry.execute`)."""
+        ...
 
 
 class ToolRegistry:
@@ -82,6 +88,7 @@ class ToolRegistry:
 
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self._checks: dict[str, tuple[Tool, ArgumentCheck]] = {}  # a built-in's, built as it is registered
         self._specs: dict[str, ToolSpec] = {}  # kept, so each request offers the same specs (their memo holds)
         self._names: tuple[str, ...] | None = None  # kept until a tool is registered or replaced
         for tool in tools or []:
@@ -90,12 +97,14 @@ class ToolRegistry:
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
-        self._tools[tool.name] = tool
-        self._names = None
+        self.replace(tool)
 
     def replace(self, tool: Tool) -> None:
         """Put ``tool`` under its name, replacing what was there (a discovered tool may shadow)."""
         self._tools[tool.name] = tool
+        self._checks.pop(tool.name, None)
+        if tool.builtin:
+            self._checks[tool.name] = (tool, ArgumentCheck(tool.parameters))
         self._names = None
 
     def names(self) -> tuple[str, ...]:
@@ -116,6 +125,21 @@ class ToolRegistry:
                 spec = self._specs[t.name] = ToolSpec(t.name, t.description, t.parameters)
             out.append(spec)
         return tuple(out)
+
+    async def execute(self, tool: Tool, context: ToolContext, arguments: Any) -> ToolResult:
+        """Run ``tool`` (got from this registry) with ``arguments``, once they match its declared schema.
+
+        A built-in's arguments that miss it are the call's failure, naming each problem by its path
+        (``read_file: arguments.offset: expected integer, got "3"``), and the tool does not run.
+        """
+        if tool.builtin:
+            held = self._checks.get(tool.name)
+            if held is None or held[0] is not tool or held[1].schema is not tool.parameters:
+                held = (tool, ArgumentCheck(tool.parameters))  # replaced meanwhile: check what this one declares
+            problem = held[1].failure_message(tool.name, arguments)
+            if problem is not None:
+                return ToolResult.failure(problem)
+        return await tool.execute(context, arguments)
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(self._tools.values())

@@ -274,7 +274,7 @@ class Turn:
                                              plan_refuses=False)
             if denied is not None:
                 return self._publish_failure(call, denied)
-        result = await tool.execute(context, arguments)
+        result = await session.tools.execute(tool, context, arguments)  # its arguments checked first
         if trusted_todo:
             # Observed after execution and status, before PostToolUse hooks; only a strict envelope counts.
             todos = parse_todo_envelope(result.display) if result.error is None else None

@@ -1,9 +1,11 @@
-"""What the file, search and fetch tools share: argument checks, bounds, ACP content.
+"""What the file, search and fetch tools share: bounds, ACP content, the failure of a bad argument.
 
 Rules:
 
-* Arguments are an object with only the named members; a wrong type is a
-  failure naming the argument (the model reads it and tries again).
+* Arguments arrive matching the tool's ``parameters`` (the registry checks
+  them first, :mod:`actors.session.tool_arguments`): a tool refuses only what
+  a schema cannot say, with :class:`BadArguments` naming the argument (the
+  model reads it and tries again).
 * Every result is bounded, and a result that left something out ends with a
   bracketed note saying what and how to get it (``[lines 201–950 not shown;
   read them with offset=201]``).
@@ -26,43 +28,6 @@ MAX_DIFF_CHARS = 256 * 1024
 
 class BadArguments(ValueError):
     """Arguments the tool cannot use; the message is for the model."""
-
-
-def arguments_object(arguments: Any, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:
-    if not isinstance(arguments, dict):
-        raise BadArguments("arguments must be an object")
-    extra = set(arguments) - allowed
-    if extra:
-        raise BadArguments(f"unknown argument(s) {sorted(extra)}; expected {sorted(allowed)}")
-    missing = required - set(arguments)
-    if missing:
-        raise BadArguments(f"missing argument(s) {sorted(missing)}")
-    return arguments
-
-
-def string_arg(args: dict[str, Any], name: str, *, default: str | None = None, empty: bool = False) -> str | None:
-    value = args.get(name, default)
-    if value is None:
-        return None
-    if not isinstance(value, str) or (not empty and not value):
-        raise BadArguments(f"{name} must be a {'' if empty else 'non-empty '}string")
-    return value
-
-
-def int_arg(args: dict[str, Any], name: str, default: int, *, minimum: int = 1) -> int:
-    value = args.get(name, default)
-    if type(value) is float and value.is_integer():  # some models write 10.0
-        value = int(value)
-    if type(value) is not int or value < minimum:
-        raise BadArguments(f"{name} must be an integer of at least {minimum}")
-    return value
-
-
-def bool_arg(args: dict[str, Any], name: str, default: bool = False) -> bool:
-    value = args.get(name, default)
-    if not isinstance(value, bool):
-        raise BadArguments(f"{name} must be true or false")
-    return value
 
 
 def cut_line(line: str, limit: int = MAX_LINE_CHARS) -> str:
@@ -88,5 +53,5 @@ def done(text: str, *, display: Any = None, locations: list[dict[str, Any]] | No
     return ToolResult(text, display, error, locations=tuple(locations or ()), acp_content=tuple(acp_content or ()))
 
 
-__all__ = ["BadArguments", "MAX_DIFF_CHARS", "MAX_FILE_BYTES", "MAX_LINE_CHARS", "arguments_object", "bool_arg",
-           "cut_line", "diff_content", "done", "int_arg", "plural", "string_arg"]
+__all__ = ["BadArguments", "MAX_DIFF_CHARS", "MAX_FILE_BYTES", "MAX_LINE_CHARS", "cut_line", "diff_content", "done",
+           "plural"]

@@ -35,7 +35,7 @@ import trio
 
 from ..session.tools import ToolContext, ToolResult
 from . import client
-from .common import BadArguments, arguments_object, done, string_arg
+from .common import BadArguments, done
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
@@ -119,7 +119,7 @@ class WebFetchTool:
     )
     parameters = {
         "type": "object",
-        "properties": {"url": {"type": "string", "description": "an http:// or https:// URL"}},
+        "properties": {"url": {"type": "string", "minLength": 1, "description": "an http:// or https:// URL"}},
         "required": ["url"],
         "additionalProperties": False,
     }
@@ -132,15 +132,13 @@ class WebFetchTool:
         return None  # a URL is no ACP location (those are file paths)
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
+        raw = arguments["url"]
         try:
-            args = arguments_object(arguments, {"url"}, {"url"})
-            raw = string_arg(args, "url")
-            assert raw is not None
             url = check_url(raw)
         except BadArguments as exc:
             return ToolResult.failure(str(exc))
         assert context.services is not None, "web_fetch needs a session"
-        denied = await context.services.authorize(context, title=f"web_fetch {raw}", kind="fetch", raw_input=args,
+        denied = await context.services.authorize(context, title=f"web_fetch {raw}", kind="fetch", raw_input=arguments,
                                                   plan_refuses=False)
         if denied is not None:
             return ToolResult.failure(denied)

@@ -28,9 +28,7 @@ from typing import Any
 
 from ..session.tools import ToolContext, ToolResult
 from .access import FileAccessError, TooLarge, describe_os_error, files_of
-from .common import (
-    MAX_FILE_BYTES, MAX_LINE_CHARS, BadArguments, arguments_object, cut_line, done, int_arg, plural, string_arg,
-)
+from .common import MAX_FILE_BYTES, MAX_LINE_CHARS, cut_line, done, plural
 from .paths import PathRefused, location, scope_of
 
 DEFAULT_LIMIT = 2000
@@ -58,7 +56,7 @@ class ReadFileTool:
     parameters = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "relative to the working directory, or absolute"},
+            "path": {"type": "string", "minLength": 1, "description": "relative to the working directory, or absolute"},
             "offset": {"type": "integer", "minimum": 1, "description": "first line to read (1-based)"},
             "limit": {"type": "integer", "minimum": 1, "description": f"lines to read (default {DEFAULT_LIMIT})"},
         },
@@ -72,13 +70,11 @@ class ReadFileTool:
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
         scope = scope_of(context)
         try:
-            args = arguments_object(arguments, {"path", "offset", "limit"}, {"path"})
-            raw = string_arg(args, "path")
-            offset = int_arg(args, "offset", 1)
-            limit = int_arg(args, "limit", DEFAULT_LIMIT)
-            path = scope.resolve(raw)
-        except (BadArguments, PathRefused) as exc:
+            path = scope.resolve(arguments["path"])
+        except PathRefused as exc:
             return ToolResult.failure(str(exc))
+        offset = int(arguments.get("offset", 1))  # 10.0 is an integer too (some models write it)
+        limit = int(arguments.get("limit", DEFAULT_LIMIT))
         shown = scope.shown(path)
         try:
             text = await files_of(context.services).read_text(path, max_bytes=MAX_FILE_BYTES)

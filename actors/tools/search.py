@@ -56,7 +56,7 @@ import trio
 
 from ..session.tools import ToolContext, ToolResult
 from .access import is_binary, open_beneath
-from .common import BadArguments, arguments_object, bool_arg, cut_line, done, plural, string_arg
+from .common import BadArguments, cut_line, done, plural
 from .paths import PathRefused, Scope, location, scope_of
 from .read import split_lines
 from .walk import MAX_ENTRIES, MATCH_SECONDS, BadPattern, Budget, Matcher, TooSlow, Walk, glob_regex
@@ -69,8 +69,8 @@ MAX_OUTPUT_CHARS = 50_000
 MAX_GREP_FILE_BYTES = 4 * 1024 * 1024
 MAX_LOCATIONS = 20  # of the matches, on the tool call (for editors that follow along)
 
-PATH_PROPERTY = {"type": "string", "description": "where to search, relative to the working directory "
-                                                  "(default: the working directory)"}
+PATH_PROPERTY = {"type": "string", "minLength": 1, "description": "where to search, relative to the working "
+                                                                   "directory (default: the working directory)"}
 
 
 def _stopped_note(walk: Walk) -> list[str]:
@@ -81,7 +81,7 @@ def _stopped_note(walk: Walk) -> list[str]:
 
 
 def _root(scope: Scope, args: dict[str, Any]) -> str:
-    return scope.resolve(string_arg(args, "path", default="."))
+    return scope.resolve(args.get("path", "."))
 
 
 _REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT)
@@ -146,7 +146,8 @@ class GlobTool:
     )
     parameters = {
         "type": "object",
-        "properties": {"pattern": {"type": "string", "description": "e.g. **/*.py"}, "path": PATH_PROPERTY},
+        "properties": {"pattern": {"type": "string", "minLength": 1, "description": "e.g. **/*.py"},
+                       "path": PATH_PROPERTY},
         "required": ["pattern"],
         "additionalProperties": False,
     }
@@ -156,13 +157,11 @@ class GlobTool:
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
         scope = scope_of(context)
+        pattern = arguments["pattern"]
         try:
-            args = arguments_object(arguments, {"pattern", "path"}, {"pattern"})
-            pattern = string_arg(args, "pattern")
-            assert pattern is not None
             compiled = glob_regex(pattern)
-            root = _root(scope, args)
-        except (BadArguments, BadPattern, PathRefused) as exc:
+            root = _root(scope, arguments)
+        except (BadPattern, PathRefused) as exc:
             return ToolResult.failure(str(exc))
         if not os.path.isdir(root):
             return ToolResult.failure(f"{scope.shown(root)} is not a directory")
@@ -201,9 +200,10 @@ class GrepTool:
     parameters = {
         "type": "object",
         "properties": {
-            "pattern": {"type": "string", "description": "a Python regular expression"},
+            "pattern": {"type": "string", "minLength": 1, "description": "a Python regular expression"},
             "path": PATH_PROPERTY,
-            "glob": {"type": "string", "description": "only files matching this glob, e.g. *.py"},
+            "glob": {"type": ["string", "null"], "minLength": 1,
+                     "description": "only files matching this glob, e.g. *.py"},
             "case_insensitive": {"type": "boolean"},
         },
         "required": ["pattern"],
@@ -216,14 +216,11 @@ class GrepTool:
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
         scope = scope_of(context)
         budget = Budget(self.match_seconds)
+        pattern, case_insensitive = arguments["pattern"], arguments.get("case_insensitive", False)
         try:
-            args = arguments_object(arguments, {"pattern", "path", "glob", "case_insensitive"}, {"pattern"})
-            pattern = string_arg(args, "pattern")
-            assert pattern is not None
-            case_insensitive = bool_arg(args, "case_insensitive")
-            wanted = _file_filter(string_arg(args, "glob"), budget)
-            root = _root(scope, args)
-        except (BadArguments, BadPattern, PathRefused) as exc:
+            wanted = _file_filter(arguments.get("glob"), budget)
+            root = _root(scope, arguments)
+        except (BadPattern, PathRefused) as exc:
             return ToolResult.failure(str(exc))
         if not os.path.exists(root):
             return ToolResult.failure(f"{scope.shown(root)} does not exist")

@@ -32,9 +32,7 @@ from typing import Any
 
 from ..session.tools import ToolContext, ToolResult
 from .access import FileAccess, FileAccessError, TooLarge, describe_os_error, files_of
-from .common import (
-    MAX_FILE_BYTES, BadArguments, arguments_object, bool_arg, diff_content, done, plural, string_arg,
-)
+from .common import MAX_FILE_BYTES, BadArguments, diff_content, done, plural
 from .paths import PathRefused, location, scope_of
 from .read import locate_path, split_lines
 
@@ -100,7 +98,7 @@ class WriteFileTool:
     parameters = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "relative to the working directory, or absolute"},
+            "path": {"type": "string", "minLength": 1, "description": "relative to the working directory, or absolute"},
             "content": {"type": "string", "description": "the whole new text of the file"},
         },
         "required": ["path", "content"],
@@ -112,11 +110,9 @@ class WriteFileTool:
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
         scope = scope_of(context)
+        content = arguments["content"]
         try:
-            args = arguments_object(arguments, {"path", "content"}, {"path", "content"})
-            content = string_arg(args, "content", empty=True)
-            assert content is not None
-            path = scope.resolve(string_arg(args, "path"))
+            path = scope.resolve(arguments["path"])
             if len(content.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
                 raise BadArguments(f"content is over {MAX_FILE_BYTES:,} bytes")
         except (BadArguments, PathRefused) as exc:
@@ -126,7 +122,7 @@ class WriteFileTool:
         try:
             old = await current_text(files, path, shown)
             diff = await approve_and_write(context, files, path=path, shown=shown, old=old, new=content, line=1,
-                                           raw_input=args, title=f"write_file {shown}",
+                                           raw_input=arguments, title=f"write_file {shown}",
                                            always_ask=scope.ask_always(path))
         except Refused as exc:
             return ToolResult.failure(str(exc))
@@ -150,7 +146,8 @@ class EditTool:
     parameters = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "relative to the working directory, or absolute"},
+            "path": {"type": "string", "minLength": 1, "description": "relative to the working directory, or absolute"},
+            # No minLength: an empty old_string is refused by the tool, saying what to use instead.
             "old_string": {"type": "string", "description": "the exact text to replace"},
             "new_string": {"type": "string", "description": "the text to put in its place"},
             "replace_all": {"type": "boolean", "description": "replace every occurrence (default false)"},
@@ -164,14 +161,10 @@ class EditTool:
 
     async def execute(self, context: ToolContext, arguments: Any) -> ToolResult:
         scope = scope_of(context)
+        old_string, new_string = arguments["old_string"], arguments["new_string"]
+        replace_all = arguments.get("replace_all", False)
         try:
-            args = arguments_object(arguments, {"path", "old_string", "new_string", "replace_all"},
-                                    {"path", "old_string", "new_string"})
-            path = scope.resolve(string_arg(args, "path"))
-            old_string = string_arg(args, "old_string", empty=True)
-            new_string = string_arg(args, "new_string", empty=True)
-            replace_all = bool_arg(args, "replace_all")
-            assert old_string is not None and new_string is not None
+            path = scope.resolve(arguments["path"])
             if not old_string:
                 raise BadArguments("old_string is empty; to create a file or replace all of it, use write_file")
             if old_string == new_string:
@@ -194,7 +187,8 @@ class EditTool:
             new = old.replace(old_string, new_string) if replace_all else old.replace(old_string, new_string, 1)
             line = old.count("\n", 0, old.index(old_string)) + 1
             diff = await approve_and_write(context, files, path=path, shown=shown, old=old, new=new, line=line,
-                                           raw_input=args, title=f"edit {shown}", always_ask=scope.ask_always(path))
+                                           raw_input=arguments, title=f"edit {shown}",
+                                           always_ask=scope.ask_always(path))
         except Refused as exc:
             return ToolResult.failure(str(exc))
         replaced = count if replace_all else 1

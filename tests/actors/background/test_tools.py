@@ -23,7 +23,7 @@ from actors.background.tools import (
     ShellTool,
 )
 from actors.ids import CountingIds
-from actors.session.tools import ToolContext, ToolResult
+from actors.session.tools import ToolContext, ToolRegistry, ToolResult
 
 BASE = datetime(2025, 3, 1, 0, 0, 30, tzinfo=timezone.utc)
 
@@ -54,7 +54,9 @@ class Env:
         self.context = ToolContext("sess-1", str(cwd), "prompt-1", "call-1", services)
 
     async def call(self, tool: Any, arguments: Any) -> ToolResult:
-        return await tool().execute(self.context, arguments)
+        """As a session calls it: its arguments checked against its schema first."""
+        instance = tool()
+        return await ToolRegistry([instance]).execute(instance, self.context, arguments)
 
     def nothing_started(self) -> bool:
         return list(self.manager.registry) == [] and len(self.manager.queue) == 0
@@ -95,60 +97,63 @@ def test_tool_surface() -> None:
 # ------------------------------------------------------------------ argument validation
 
 INVALID: list[tuple[Any, Any, str]] = [
-    (ShellTool, "ls", "arguments must be an object"),
-    (ShellTool, {}, "command must be a non-empty string"),
-    (ShellTool, {"command": "   "}, "command must be a non-empty string"),
-    (ShellTool, {"command": 5}, "command must be a non-empty string"),
-    (ShellTool, {"command": "ls", "cwd": "/"}, "unknown argument"),
-    (ShellTool, {"command": "ls", "timeout": 0}, "timeout must be a number"),
-    (ShellTool, {"command": "ls", "timeout": -1}, "timeout must be a number"),
-    (ShellTool, {"command": "ls", "timeout": 601}, "timeout must be a number"),
-    (ShellTool, {"command": "ls", "timeout": "10"}, "timeout must be a number"),
-    (ShellTool, {"command": "ls", "timeout": True}, "timeout must be a number"),
-    (ShellTool, {"command": "ls", "run_in_background": "yes"}, "run_in_background must be a boolean"),
-    (ShellOutputTool, None, "arguments must be an object"),
-    (ShellOutputTool, {}, "task_id must be a string"),
-    (ShellOutputTool, {"task_id": 3}, "task_id must be a string"),
-    (ShellOutputTool, {"task_id": "shell-1", "n": 1}, "unknown argument"),
+    (ShellTool, "ls", 'arguments: expected object, got "ls"'),
+    (ShellTool, {}, "arguments.command: required"),
+    (ShellTool, {"command": "   "}, 'arguments.command: expected a string that is not blank, got "   "'),
+    (ShellTool, {"command": 5}, "arguments.command: expected string, got 5"),
+    (ShellTool, {"command": "ls", "cwd": "/"}, 'arguments: unexpected property "cwd"'),
+    (ShellTool, {"command": "ls", "timeout": 0}, "arguments.timeout: expected more than 0, got 0"),
+    (ShellTool, {"command": "ls", "timeout": -1}, "arguments.timeout: expected more than 0, got -1"),
+    (ShellTool, {"command": "ls", "timeout": 601}, "arguments.timeout: expected at most 600, got 601"),
+    (ShellTool, {"command": "ls", "timeout": "10"}, 'arguments.timeout: expected number, got "10"'),
+    (ShellTool, {"command": "ls", "timeout": True}, "arguments.timeout: expected number, got true"),
+    (ShellTool, {"command": "ls", "run_in_background": "yes"},
+     'arguments.run_in_background: expected boolean, got "yes"'),
+    (ShellOutputTool, None, "arguments: expected object, got null"),
+    (ShellOutputTool, {}, "arguments.task_id: required"),
+    (ShellOutputTool, {"task_id": 3}, "arguments.task_id: expected string, got 3"),
+    (ShellOutputTool, {"task_id": "shell-1", "n": 1}, 'arguments: unexpected property "n"'),
     (ShellOutputTool, {"task_id": "shell-404"}, "no background shell 'shell-404'"),
-    (KillTaskTool, [], "arguments must be an object"),
-    (KillTaskTool, {}, "task_id must be a string"),
+    (KillTaskTool, [], "arguments: expected object, got []"),
+    (KillTaskTool, {}, "arguments.task_id: required"),
     (KillTaskTool, {"task_id": "shell-404"}, "no live background task 'shell-404'"),
-    (KillTaskTool, {"task_id": "x", "signal": 9}, "unknown argument"),
-    (MonitorTool, "x", "arguments must be an object"),
+    (KillTaskTool, {"task_id": "x", "signal": 9}, 'arguments: unexpected property "signal"'),
+    (MonitorTool, "x", 'arguments: expected object, got "x"'),
     (MonitorTool, {}, "exactly one of command or task_id"),
     (MonitorTool, {"command": "ls", "task_id": "shell-1"}, "exactly one of command or task_id"),
-    (MonitorTool, {"command": 7}, "must be strings"),
-    (MonitorTool, {"task_id": ["shell-1"]}, "must be strings"),
-    (MonitorTool, {"command": "ls", "timeout": 0}, "timeout must be a positive number"),
-    (MonitorTool, {"command": "ls", "timeout": "5"}, "timeout must be a positive number"),
+    (MonitorTool, {"command": 7}, "arguments.command: expected string or null, got 7"),
+    (MonitorTool, {"task_id": ["shell-1"]}, 'arguments.task_id: expected string or null, got ["shell-1"]'),
+    (MonitorTool, {"command": "ls", "timeout": 0}, "arguments.timeout: expected more than 0, got 0"),
+    (MonitorTool, {"command": "ls", "timeout": "5"}, 'arguments.timeout: expected number, got "5"'),
     (MonitorTool, {"task_id": "shell-404"}, "no running background shell 'shell-404'"),
-    (MonitorTool, {"command": "ls", "every": 1}, "unknown argument"),
-    (ScheduleWakeupTool, 1, "arguments must be an object"),
-    (ScheduleWakeupTool, {"delay": 5}, "note must be a non-empty string"),
-    (ScheduleWakeupTool, {"delay": 5, "note": " "}, "note must be a non-empty string"),
-    (ScheduleWakeupTool, {"delay": -1, "note": "x"}, "delay must be a non-negative number"),
-    (ScheduleWakeupTool, {"delay": "5", "note": "x"}, "delay must be a non-negative number"),
-    (ScheduleWakeupTool, {"delay": True, "note": "x"}, "delay must be a non-negative number"),
+    (MonitorTool, {"command": "ls", "every": 1}, 'arguments: unexpected property "every"'),
+    (ScheduleWakeupTool, 1, "arguments: expected object, got 1"),
+    (ScheduleWakeupTool, {"delay": 5}, "arguments.note: required"),
+    (ScheduleWakeupTool, {"delay": 5, "note": " "}, 'arguments.note: expected a string that is not blank, got " "'),
+    (ScheduleWakeupTool, {"delay": -1, "note": "x"}, "arguments.delay: expected at least 0, got -1"),
+    (ScheduleWakeupTool, {"delay": "5", "note": "x"}, 'arguments.delay: expected number or null, got "5"'),
+    (ScheduleWakeupTool, {"delay": True, "note": "x"}, "arguments.delay: expected number or null, got true"),
     (ScheduleWakeupTool, {"note": "x"}, "exactly one of delay"),
     (ScheduleWakeupTool, {"note": "x", "delay": 5, "at": "2025-03-01T01:00:00+00:00"}, "exactly one of delay"),
     (ScheduleWakeupTool, {"note": "x", "at": "tomorrow"}, "ISO 8601 time with a UTC offset"),
-    (ScheduleWakeupTool, {"note": "x", "at": 1700000000}, "ISO 8601 time with a UTC offset"),
+    (ScheduleWakeupTool, {"note": "x", "at": 1700000000}, "arguments.at: expected string or null, got 1700000000"),
     (ScheduleWakeupTool, {"note": "x", "at": "2025-03-01T01:00:00"}, "ISO 8601 time with a UTC offset"),
-    (ScheduleWakeupTool, {"note": "x", "delay": 1, "repeat": True}, "unknown argument"),
-    (CronCreateTool, "* * * * *", "arguments must be an object"),
-    (CronCreateTool, {"schedule": "* * * * *"}, "prompt must be a non-empty string"),
-    (CronCreateTool, {"schedule": "* * * * *", "prompt": ""}, "prompt must be a non-empty string"),
-    (CronCreateTool, {"schedule": "* * * * *", "prompt": "p", "recurring": "no"}, "recurring must be a boolean"),
-    (CronCreateTool, {"prompt": "p"}, "non-empty cron expression"),
+    (ScheduleWakeupTool, {"note": "x", "delay": 1, "repeat": True}, 'arguments: unexpected property "repeat"'),
+    (CronCreateTool, "* * * * *", 'arguments: expected object, got "* * * * *"'),
+    (CronCreateTool, {"schedule": "* * * * *"}, "arguments.prompt: required"),
+    (CronCreateTool, {"schedule": "* * * * *", "prompt": ""},
+     'arguments.prompt: expected a string that is not blank, got ""'),
+    (CronCreateTool, {"schedule": "* * * * *", "prompt": "p", "recurring": "no"},
+     'arguments.recurring: expected boolean, got "no"'),
+    (CronCreateTool, {"prompt": "p"}, "arguments.schedule: required"),
     (CronCreateTool, {"schedule": "* * * *", "prompt": "p"}, "must have 5 fields"),
     (CronCreateTool, {"schedule": "0 0 * * * *", "prompt": "p"}, "must have 5 fields"),
     (CronCreateTool, {"schedule": "99 * * * *", "prompt": "p"}, "not a valid cron expression"),
-    (CronCreateTool, {"schedule": "* * * * *", "prompt": "p", "tz": "UTC"}, "unknown argument"),
-    (CronDeleteTool, (), "arguments must be an object"),
-    (CronDeleteTool, {}, "task_id must be a string"),
+    (CronCreateTool, {"schedule": "* * * * *", "prompt": "p", "tz": "UTC"}, 'arguments: unexpected property "tz"'),
+    (CronDeleteTool, (), "arguments: expected object, got []"),
+    (CronDeleteTool, {}, "arguments.task_id: required"),
     (CronDeleteTool, {"task_id": "cron-404"}, "no live cron job 'cron-404'"),
-    (CronDeleteTool, {"task_id": "cron-1", "x": 1}, "unknown argument"),
+    (CronDeleteTool, {"task_id": "cron-1", "x": 1}, 'arguments: unexpected property "x"'),
 ]
 
 

@@ -38,7 +38,6 @@ ORIGINAL_RUN_TOOL = turn.Turn.run_tool
 ORIGINAL_AFTER_TOOLS = turn.Turn.after_tools
 ORIGINAL_AT_STOP = turn.at_natural_stop
 ORIGINAL_DRAIN_FOR_STOP = stop.drain_for_stop
-ORIGINAL_EXECUTE = TodoWriteTool.execute
 
 
 # ----------------------------------------------------------------- activation
@@ -70,11 +69,9 @@ async def arm_from_failed_arguments(self: turn.Turn, call: Any) -> Any:
     return result
 
 
-async def lenient_todo_write(self: TodoWriteTool, context: Any, arguments: Any) -> Any:
-    """The built-in ignores arguments it does not know, so the call succeeds."""
-    if isinstance(arguments, dict):
-        arguments = {"todos": arguments.get("todos")}
-    return await ORIGINAL_EXECUTE(self, context, arguments)
+# The built-in's schema lets arguments it does not know through (its registry checks calls against it),
+# so the call succeeds.
+LENIENT_TODO_WRITE = {**TodoWriteTool.parameters, "additionalProperties": True}
 
 
 # ----------------------------------------------------------------- budget and stop ordering
@@ -118,7 +115,7 @@ MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
     ("guard_shadowed_todo_write", turn.Turn, "run_tool", trust_todo_write_by_name, "expect.model_calls"),
     ("guard_duplicate_todo_write", turn.Turn, "run_tool", execute_repeated_call_ids, "expect.model_calls"),
     ("guard_failed_write_extra_argument", turn.Turn, "run_tool", arm_from_failed_arguments, "expect.model_calls"),
-    ("guard_failed_write_extra_argument", TodoWriteTool, "execute", lenient_todo_write, "expect.model_calls"),
+    ("guard_failed_write_extra_argument", TodoWriteTool, "parameters", LENIENT_TODO_WRITE, "expect.model_calls"),
     ("guard_no_third_stream", actors.guard.state, "MAX_ATTEMPTS", 3, "invariant guard_streams_bounded"),
     ("guard_no_third_stream", turn.Turn, "after_tools", send_results_after_the_budget,
      "invariant guard_streams_bounded"),

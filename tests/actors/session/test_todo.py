@@ -20,7 +20,9 @@ TODOS = [
 
 
 async def run(arguments: Any) -> ToolResult:
-    return await TodoWriteTool().execute(CTX, arguments)
+    """As a session calls it: its arguments checked against its schema first."""
+    tool = TodoWriteTool()
+    return await ToolRegistry([tool]).execute(tool, CTX, arguments)
 
 
 # ----------------------------------------------------------------- execute
@@ -64,9 +66,9 @@ async def test_display_is_a_copy_not_the_arguments() -> None:
         ([{"todos": TODOS}], "object"),
         (None, "object"),
         ({"todos": TODOS, "merge": True}, "merge"),
-        ({}, "todos must be an array"),
-        ({"todos": "[]"}, "todos must be an array"),
-        ({"todos": ["x"]}, "todos[0] must be an object"),
+        ({}, "arguments.todos: required"),
+        ({"todos": "[]"}, 'arguments.todos: expected array, got "[]"'),
+        ({"todos": ["x"]}, 'arguments.todos[0]: expected object, got "x"'),
         ({"todos": [{"id": "1", "content": "c", "status": "done"}]}, "todos[0].status"),
         ({"todos": [{"id": "1", "content": "c", "status": "COMPLETED"}]}, "todos[0].status"),
         ({"todos": [{"id": "1", "status": "pending"}]}, "todos[0].content"),

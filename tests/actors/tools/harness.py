@@ -8,7 +8,7 @@ from typing import Any
 
 from actors.model import ScriptedModel
 from actors.runtime import Runtime
-from actors.session.tools import ToolContext, ToolResult
+from actors.session.tools import ToolContext, ToolRegistry, ToolResult
 from actors.settings import Settings
 
 
@@ -42,7 +42,7 @@ def runtime(state_dir: Path | None = None, **settings: Any) -> Runtime:
 
 
 async def call(tool: Any, cwd: Path, arguments: Any, services: Services | None = None) -> ToolResult:
-    """``tool`` (a class or an instance) run once in ``cwd``."""
+    """``tool`` (a class or an instance) run once in ``cwd``, as a session runs it: its arguments checked first."""
     instance = tool() if isinstance(tool, type) else tool
     context = ToolContext("sess-1", str(cwd), "prompt-1", "call-1", services or Services())
-    return await instance.execute(context, arguments)
+    return await ToolRegistry([instance]).execute(instance, context, arguments)

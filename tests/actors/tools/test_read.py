@@ -50,11 +50,12 @@ async def test_an_offset_past_the_end_is_a_failure_naming_the_length(tmp_path):
 async def test_bad_arguments_are_failures_naming_them(tmp_path):
     (tmp_path / "a.txt").write_text("x\n")
     assert (await call(ReadFileTool, tmp_path, {"path": "a.txt", "offset": 0})).error == \
-        "offset must be an integer of at least 1"
+        "read_file: arguments.offset: expected at least 1, got 0"
     assert (await call(ReadFileTool, tmp_path, {"path": "a.txt", "limit": "5"})).error == \
-        "limit must be an integer of at least 1"
-    assert "unknown argument(s) ['lines']" in (await call(ReadFileTool, tmp_path, {"path": "a.txt", "lines": 1})).error
-    assert (await call(ReadFileTool, tmp_path, {})).error == "missing argument(s) ['path']"
+        'read_file: arguments.limit: expected integer, got "5"'
+    assert 'arguments: unexpected property "lines"' in \
+        (await call(ReadFileTool, tmp_path, {"path": "a.txt", "lines": 1})).error
+    assert (await call(ReadFileTool, tmp_path, {})).error == "read_file: arguments.path: required"
 
 
 async def test_the_output_is_capped_in_characters_at_whole_lines(tmp_path):

@@ -161,7 +161,8 @@ async def test_a_bad_regular_expression_is_a_clear_error_naming_the_pattern(tmp_
 async def test_grep_refusals_and_no_matches(tmp_path):
     assert "lies outside" in (await call(GrepTool, tmp_path, {"pattern": "x", "path": "/etc"})).error
     assert (await call(GrepTool, tmp_path, {"pattern": "x", "path": "nope"})).error == "nope does not exist"
-    assert (await call(GrepTool, tmp_path, {"pattern": ""})).error == "pattern must be a non-empty string"
+    assert (await call(GrepTool, tmp_path, {"pattern": ""})).error == \
+        'grep: arguments.pattern: expected a non-empty string, got ""'
     (tmp_path / "a.txt").write_text("abc\n")
     result = await call(GrepTool, tmp_path, {"pattern": "zzz"})
     assert result.error is None and result.content == "No matches for 'zzz' under .."

@@ -159,7 +159,8 @@ async def test_edit_needs_an_existing_file_and_a_real_change(tmp_path):
     assert "the same" in (await call(EditTool, tmp_path, {"path": "a.txt", "old_string": "a",
                                                           "new_string": "a"})).error
     assert (await call(EditTool, tmp_path, {"path": "a.txt", "old_string": "a", "new_string": "b",
-                                            "replace_all": "yes"})).error == "replace_all must be true or false"
+                                            "replace_all": "yes"})).error == \
+        'edit: arguments.replace_all: expected boolean, got "yes"'
 
 
 async def test_edit_keeps_the_rest_of_the_file_byte_for_byte(tmp_path):

@@ -93,7 +93,7 @@ async def test_a_failed_write_with_valid_todos_and_an_unexpected_argument_does_n
             state = await guard_state(session)
     calls = primary_calls(model)
     assert len(calls) == 2 and run.guard == []
-    assert calls[1].messages[-1].content == "Error: unknown argument(s) ['merge']"
+    assert calls[1].messages[-1].content == 'Error: todo_write: arguments: unexpected property "merge" (expected only todos)'
     assert state["armed"] is False and state["unfinishedCount"] == 0
     assert not [e for e in run.events if e.update and e.update.get("sessionUpdate") == "plan"]
 
