@@ -13,7 +13,8 @@ Rules:
   ``*.py`` is the files at the top only, ``**/*.py`` those at any depth. The
   result is sorted by path, at most :data:`MAX_FILES` of them, and says how
   many more matched.
-* ``grep`` takes a Python regular expression (``re``'s syntax), matched
+* ``grep`` takes a Python regular expression (the ``regex`` package's syntax:
+  ``re``'s and more, such as Unicode properties), matched
   against each line (``case_insensitive`` optional). ``glob`` filters the
   files searched: a pattern without ``/`` is matched against the file's name
   at any depth (``*.py``), one with ``/`` against its path relative to
@@ -28,15 +29,15 @@ Rules:
 * **A hostile pattern fails the call, it does not freeze the daemon.** ``re``
   holds the GIL while it backtracks: ``(a+)+$`` over 26 ``a`` and a ``!``
   kept ``/health`` waiting 4.7 s, and each ``a`` more multiplies that. The
-  pattern is checked by ``re``'s own parser (its syntax and error messages),
-  then compiled and matched by the ``regex`` package under the call's
+  pattern is compiled and matched by the ``regex`` package under the call's
   :class:`~.walk.Budget` (the GIL released, the time left as each match's
   timeout; the rules are :mod:`.walk`'s, shared with the glob and
   ``.gitignore`` patterns). A call whose matches run out of it fails, naming
   the pattern, the limit and the ``file:line`` it was at; nothing is
   returned from the files already searched. ``regex`` unrolls a repeat's
   minimum count when it compiles (``(?:a{1000}){1000}`` took gigabytes), so
-  a pattern whose unrolled size passes :data:`MAX_REGEX_SIZE` is refused.
+  a pattern whose unrolled size, read from its text (:mod:`.regex_size`),
+  passes :data:`MAX_REGEX_SIZE` is refused before it is compiled.
   The compiling and the search run in a worker thread; a cancelled call's
   worker stops at its next match.
 * Neither asks permission (ACP kind ``search``), in any approval mode.
@@ -47,8 +48,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from re import _constants as sre  # re's own parser: its syntax, its messages, and a parse tree to size
-from re import _parser as sre_parse
 from typing import Any
 
 import regex
@@ -59,6 +58,7 @@ from .access import is_binary, open_beneath
 from .common import BadArguments, cut_line, done, plural
 from .paths import PathRefused, Scope, location, scope_of
 from .read import split_lines
+from .regex_size import NestedTooDeeply, repeat_size
 from .walk import MAX_ENTRIES, MATCH_SECONDS, BadPattern, Budget, Matcher, TooSlow, Walk, glob_regex
 
 MAX_REGEX_SIZE = 50_000  # a grep pattern's elements, its repeats' minimum counts unrolled (regex's compile does)
@@ -84,39 +84,13 @@ def _root(scope: Scope, args: dict[str, Any]) -> str:
     return scope.resolve(args.get("path", "."))
 
 
-_REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT)
-
-
-def _size(items: Any) -> int:
-    """How many elements ``regex`` builds for a parsed pattern, about: it unrolls each repeat's minimum count."""
-    total = 0
-    for op, av in items:
-        if op in _REPEATS:
-            total += (av[0] + 1) * _size(av[2])
-        elif op is sre.SUBPATTERN:
-            total += _size(av[3])
-        elif op is sre.ATOMIC_GROUP:
-            total += _size(av)
-        elif op in (sre.ASSERT, sre.ASSERT_NOT):
-            total += _size(av[1])
-        elif op is sre.BRANCH:
-            total += sum(_size(branch) for branch in av[1])
-        elif op is sre.GROUPREF_EXISTS:
-            total += _size(av[1]) + (_size(av[2]) if av[2] is not None else 0)
-        else:
-            total += 1
-    return total
-
-
 def compile_grep(pattern: str, case_insensitive: bool = False) -> Any:
-    """``pattern`` compiled by ``regex``, once ``re``'s parser has accepted it and its size is bounded;
-    ``BadArguments`` naming the pattern and the reason otherwise. Holds the GIL while ``regex`` compiles."""
+    """``pattern`` compiled by ``regex`` once its unrolled size is bounded (:mod:`.regex_size`); ``BadArguments``
+    naming the pattern and the reason otherwise. Holds the GIL while ``regex`` compiles."""
     try:
-        size = _size(sre_parse.parse(pattern, re.IGNORECASE if case_insensitive else 0))
-    except re.error as exc:
-        raise BadArguments(f"invalid regular expression {pattern!r}: {exc}") from None
-    except RecursionError:
-        raise BadArguments(f"invalid regular expression {pattern!r}: nested too deeply") from None
+        size = repeat_size(pattern)
+    except NestedTooDeeply as exc:
+        raise BadArguments(f"invalid regular expression {pattern!r}: nested too deeply ({exc})") from None
     if size > MAX_REGEX_SIZE:
         raise BadArguments(f"regular expression {pattern!r} is too large: its repeats come to {size:,} elements "
                            f"(at most {MAX_REGEX_SIZE:,}); use smaller counts in {{m,n}}, or + and *")
