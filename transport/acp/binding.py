@@ -24,7 +24,7 @@ import attrs
 import trio
 
 from actors import ActorGone, SessionHandle, TooManySubscribers
-from actors.wire import Event
+from actors.wire import Event, jsonrpc
 
 from . import client_services, mapping
 from .bridge import BridgeDrain
@@ -208,7 +208,7 @@ class SessionBinding:
         params = {"sessionId": self.session_id, "toolCall": tool_call,
                   "options": mapping.permission_options(options)}
         call = await self.conn.peer.call("session/request_permission", params, session_id=self.session_id)
-        message = {"jsonrpc": "2.0", "id": call.id, "method": "session/request_permission", "params": params}
+        message = jsonrpc.request(call.id, "session/request_permission", params)
         ask = PermissionAsk(request_id, call, options, kind, message)
         self.asks[request_id] = ask
         self.conn.nursery.start_soon(self._await_answer, ask)

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
+from actors.wire import jsonrpc
+
 Notify = Callable[[dict[str, Any]], Awaitable[None]]
 T = TypeVar("T")
 
@@ -45,7 +47,7 @@ class Progress:
         if message:
             params["message"] = message
         assert self._notify is not None
-        await self._notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        await self._notify(jsonrpc.notification("notifications/progress", params))
         return True
 
     def finish(self) -> None:
