@@ -12,7 +12,7 @@ Two rules, both about how an answer ends on a keep-alive HTTP/1.1 connection:
   idle connection is never closed, or the closed one stays open. Shielded,
   that send completes; it writes at most the body's final chunk, and hypercorn
   shields its own socket writes already. (Reproduction and upstream patch:
-  ``docs/upstream/hypercorn-cancelled-answer-end.md``.)
+  ``docs/upstream/README.md``, faults 2 and 3.)
 - **A request whose body is left unread closes its connection**, and says so
   (``Connection: close``): an answer sent before the whole body came in (a
   refusal that did not read it), or any 4xx/5xx to a request with a body. What
