@@ -47,13 +47,13 @@ class ArgumentCheck:
         self.schema = schema
         self._validator = Draft202012Validator(schema)
 
-    def problems(self, arguments: Any) -> list[str]:
-        """Every way ``arguments`` miss the schema, each naming its path; empty when they match."""
+    def problems(self, arguments: Any, root: str = "arguments") -> list[str]:
+        """Every way ``arguments`` miss the schema, each naming its path from ``root``; empty when they match."""
         found: dict[str, None] = {}  # in order, once each
         for path, value in _non_finite(arguments, ()):
-            found[f"{where(path)}: expected a finite number, got {shown(value)}"] = None
+            found[f"{where(path, root)}: expected a finite number, got {shown(value)}"] = None
         for error in self._validator.iter_errors(arguments):
-            for problem in _explain(error):
+            for problem in _explain(error, root):
                 found[problem] = None
         return list(found)
 
@@ -67,9 +67,9 @@ class ArgumentCheck:
         return f"{tool_name}: " + "; ".join(named) + (f"; and {more} more" if more else "")
 
 
-def where(path: Iterable[str | int]) -> str:
+def where(path: Iterable[str | int], root: str = "arguments") -> str:
     """``arguments.todos[1].id``: a path into the arguments, as the model would write it."""
-    out = "arguments"
+    out = root
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
@@ -107,19 +107,19 @@ def _non_finite(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple
             yield from _non_finite(item, (*path, index))
 
 
-def _explain(error: ValidationError) -> list[str]:
+def _explain(error: ValidationError, root: str) -> list[str]:
     path = list(error.absolute_path)
     keyword, wanted, value = error.validator, error.validator_value, error.instance
     if keyword == "required" and isinstance(value, dict):
-        return [f"{where([*path, name])}: required" for name in wanted if name not in value]
+        return [f"{where([*path, name], root)}: required" for name in wanted if name not in value]
     if keyword == "additionalProperties" and isinstance(value, dict) and isinstance(error.schema, dict):
         known = list(error.schema.get("properties", {}))
         patterns = list(error.schema.get("patternProperties", {}))
         extra = [k for k in value if k not in known and not any(re.search(p, k) for p in patterns)]
         names = ", ".join(_json(k) for k in extra)
         expected = f"expected only {', '.join(known)}" if known else "it takes none"
-        return [f"{where(path)}: unexpected propert{'y' if len(extra) == 1 else 'ies'} {names} ({expected})"]
-    return [f"{where(path)}: {_what(keyword, wanted, value, error)}"]
+        return [f"{where(path, root)}: unexpected propert{'y' if len(extra) == 1 else 'ies'} {names} ({expected})"]
+    return [f"{where(path, root)}: {_what(keyword, wanted, value, error)}"]
 
 
 def _what(keyword: Any, wanted: Any, value: Any, error: ValidationError) -> str:

@@ -88,10 +88,10 @@ async def test_input_errors_reach_the_model_as_tool_results(tmp_path):
             bad = await mcp.call_tool("start", {"name": "a", "brief": "b", "runner": "shell", "max_turns": "3"})
             assert bad.is_error
             text = text_of(bad)
-            assert "arguments.runner must be one of 'session', 'command' (got 'shell')" in text
-            assert "arguments.max_turns must be of type integer (got a string: '3')" in text
+            assert 'arguments.runner: expected one of "session", "command", got "shell"' in text
+            assert 'arguments.max_turns: expected integer, got "3"' in text
             missing = await mcp.call_tool("await_resume", {"timeout_s": 1})
-            assert missing.is_error and "arguments.name is required" in text_of(missing)
+            assert missing.is_error and "arguments.name: required" in text_of(missing)
             assert daemon.subagents.list() == []  # nothing was started
             # An unknown tool stays a protocol error.
             with pytest.raises(MCPError) as unknown:
@@ -100,7 +100,7 @@ async def test_input_errors_reach_the_model_as_tool_results(tmp_path):
             ant = await start(mcp, name="ant", brief="ant: dig", goal="a tunnel")
             async with mcp_session(config_url(ant["configFile"])) as signal:
                 named = await signal.call_tool("need_help", {"question": "?", "name": "bee"})
-                assert named.is_error and "arguments.name is not a known field" in text_of(named)
+                assert named.is_error and 'arguments: unexpected property "name"' in text_of(named)
             await mcp.call_tool("stop", {"name": "ant"})
 
 

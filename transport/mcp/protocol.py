@@ -43,6 +43,7 @@ from typing import Any
 import attrs
 import trio
 
+from actors.session.tool_arguments import ArgumentCheck
 from actors.wire import jsonrpc, shorten
 from actors.wire.jsonrpc import (
     INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Batch, Invalid, Request, RpcError, error_response,
@@ -51,7 +52,6 @@ from actors.wire.jsonrpc import (
 
 from . import jsonrpc as mcp_jsonrpc
 from .progress import Notify, Progress, ToolContext
-from .schema import check
 from .streaming import accepts_event_stream
 
 log = logging.getLogger("trellis.mcp")
@@ -87,6 +87,14 @@ class McpTool:
     output_schema: dict[str, Any] | None = None
     title: str | None = None
     annotations: dict[str, Any] | None = None
+    # Built once: the same check as a session's built-in tools (actors/session/tool_arguments.py).
+    input_check: ArgumentCheck = attrs.field(init=False, eq=False, repr=False,
+                                             default=attrs.Factory(lambda self: ArgumentCheck(self.input_schema),
+                                                                   takes_self=True))
+    output_check: ArgumentCheck | None = attrs.field(
+        init=False, eq=False, repr=False,
+        default=attrs.Factory(lambda self: None if self.output_schema is None else ArgumentCheck(self.output_schema),
+                              takes_self=True))
 
     def describe(self) -> dict[str, Any]:
         """The ``tools/list`` entry."""
@@ -329,8 +337,9 @@ class McpEndpoint:
         if problem is not None:
             return _invalid_params(request_id, problem)
         # A tool execution error: the model reads it and can call again with corrected arguments.
-        problem = check(tool.input_schema, arguments)
-        if problem is not None:
+        problems = tool.input_check.problems(arguments)
+        if problems:
+            problem = "; ".join(problems)
             return result_response(request_id, _content(ToolOutput(
                 f"Invalid arguments for {name}: {problem}. Nothing was done; call {name} again with "
                 f"corrected arguments.", is_error=True)))
@@ -361,14 +370,15 @@ def _content(output: ToolOutput) -> dict[str, Any]:
 def _check_output(tool: McpTool, output: ToolOutput) -> None:
     # The spec says a server MUST match its outputSchema; a mismatch is a bug here, logged where it is seen
     # (the client validates too, and would refuse the result).
-    if output.is_error or tool.output_schema is None:
+    if output.is_error or tool.output_check is None:
         return
     if output.structured is None:
         log.error("MCP tool %s declares an outputSchema but returned no structuredContent", tool.name)
         return
-    problem = check(tool.output_schema, output.structured, "structuredContent")
-    if problem is not None:
-        log.error("MCP tool %s returned structuredContent its outputSchema does not describe: %s", tool.name, problem)
+    problems = tool.output_check.problems(output.structured, "structuredContent")
+    if problems:
+        log.error("MCP tool %s returned structuredContent its outputSchema does not describe: %s", tool.name,
+                  "; ".join(problems))
 
 
 def _streams(headers: Mapping[str, str], requests: list[Request]) -> bool:

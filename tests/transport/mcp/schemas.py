@@ -1,4 +1,4 @@
-"""Checking structured content against an ``outputSchema``: jsonschema when installed, else a structural check.
+"""Checking structured content against an ``outputSchema`` with jsonschema (MCP's default dialect).
 
 ``strict`` also refuses fields the schema does not declare (the served schemas leave
 ``additionalProperties`` open so that clients keep working when a field is added; the tests
@@ -10,12 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from transport.mcp.schema import check
-
-try:
-    from jsonschema import Draft202012Validator
-except ImportError:  # pragma: no cover - the mcp SDK depends on jsonschema
-    Draft202012Validator = None
+from jsonschema import Draft202012Validator
 
 
 def strict(schema: dict[str, Any]) -> dict[str, Any]:
@@ -38,9 +33,5 @@ def strict(schema: dict[str, Any]) -> dict[str, Any]:
 
 def problems(schema: dict[str, Any], value: Any) -> list[str]:
     """Why ``value`` does not validate against ``schema`` (JSON Schema 2020-12, MCP's default dialect)."""
-    if Draft202012Validator is not None:
-        Draft202012Validator.check_schema(schema)
-        return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
-                for e in Draft202012Validator(schema).iter_errors(value)]
-    problem = check(schema, value, "structuredContent")
-    return [problem] if problem else []
+    Draft202012Validator.check_schema(schema)
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in Draft202012Validator(schema).iter_errors(value)]

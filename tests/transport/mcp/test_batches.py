@@ -46,7 +46,7 @@ async def test_a_2025_03_26_session_gets_one_response_per_request_in_order():
     assert [r["id"] for r in responses] == [1, "two", 3, None, 5, 6]  # the notification is answered by nothing
     assert responses[0]["result"] == {}
     assert responses[1]["result"]["content"][0]["text"] == "echo hi"
-    assert responses[2]["result"]["isError"] is True and "arguments.word is required" in \
+    assert responses[2]["result"]["isError"] is True and "arguments.word: required" in \
         responses[2]["result"]["content"][0]["text"]
     assert responses[3]["error"]["code"] == -32600
     assert responses[4]["error"]["code"] == -32600 and "initialize must not be part" in responses[4]["error"]["message"]

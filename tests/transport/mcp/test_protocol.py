@@ -11,7 +11,6 @@ import pytest
 from tests.transport.mcp.harness import mcp_daemon, mcp_session, text_of
 from transport.mcp import base_url_from_bind
 from transport.mcp.protocol import McpEndpoint, McpTool, ToolOutput
-from transport.mcp.schema import check
 
 
 async def echo(args: dict[str, Any], context: Any) -> ToolOutput:
@@ -124,25 +123,6 @@ async def test_the_session_s_negotiated_version_governs_and_the_header_must_agre
     assert other.status == 400
     message = json.loads(other.body)["error"]["message"]
     assert "2025-03-26" in message and "negotiated (2025-06-18)" in message
-
-
-def test_the_schema_subset():
-    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 3},
-                                               "s": {"type": "string", "minLength": 1}},
-              "required": ["n"], "additionalProperties": False}
-    assert check(schema, {"n": 2, "s": "x"}) is None
-    assert "arguments.n is required" in check(schema, {})
-    assert "arguments.n must be of type integer (got a boolean: True)" in check(schema, {"n": True})
-    assert "arguments.n must be at most 3 (got 4)" in check(schema, {"n": 4})
-    assert "arguments.s must not be empty" in check(schema, {"n": 1, "s": ""})
-    assert "arguments.name is not a known field (expected only: n, s)" in check(schema, {"n": 1, "name": "sibling"})
-    # Every problem at once, so one retry can fix them all.
-    assert check(schema, {"n": 9, "s": 3}) == ("arguments.n must be at most 3 (got 9); "
-                                               "arguments.s must be of type string (got a number: 3)")
-    nullable = {"type": ["string", "null"], "enum": ["a", None]}
-    assert check(nullable, None) is None and check(nullable, "a") is None
-    assert "must be one of 'a', null (got 'b')" in check(nullable, "b")
-    assert "arguments[1] must be of type integer" in check({"type": "array", "items": {"type": "integer"}}, [1, "x"])
 
 
 def test_signal_urls_point_at_a_reachable_address():

@@ -42,14 +42,14 @@ async def call(arguments: Any) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("arguments, said", [
-    ({}, "arguments.name is required"),
-    ({"name": 3}, "arguments.name must be of type string (got a number: 3)"),
-    ({"name": ""}, "arguments.name must not be empty"),
-    ({"name": "a", "runner": "shell"}, "arguments.runner must be one of 'session', 'command' (got 'shell')"),
-    ({"name": "a", "max_turns": "5"}, "arguments.max_turns must be of type integer (got a string: '5')"),
-    ({"name": "a", "max_turns": 99}, "arguments.max_turns must be at most 50 (got 99)"),
-    ({"name": "a", "colour": "red"},
-     "arguments.colour is not a known field (expected only: max_turns, name, runner)"),
+    # The same check and words as a session's built-in tools (actors/session/tool_arguments.py).
+    ({}, "arguments.name: required"),
+    ({"name": 3}, "arguments.name: expected string, got 3"),
+    ({"name": ""}, 'arguments.name: expected a non-empty string, got ""'),
+    ({"name": "a", "runner": "shell"}, 'arguments.runner: expected one of "session", "command", got "shell"'),
+    ({"name": "a", "max_turns": "5"}, 'arguments.max_turns: expected integer, got "5"'),
+    ({"name": "a", "max_turns": 99}, "arguments.max_turns: expected at most 50, got 99"),
+    ({"name": "a", "colour": "red"}, 'arguments: unexpected property "colour" (expected only '),
 ])
 async def test_bad_arguments_are_an_is_error_result_naming_the_field(arguments, said):
     calls.clear()
@@ -69,8 +69,8 @@ async def test_bad_arguments_are_an_is_error_result_naming_the_field(arguments, 
 async def test_every_problem_is_named_at_once():
     _, message = await call({"runner": "x", "max_turns": 0})
     text = message["result"]["content"][0]["text"]
-    for said in ("arguments.name is required", "arguments.runner must be one of",
-                 "arguments.max_turns must be at least 1 (got 0)"):
+    for said in ("arguments.name: required", "arguments.runner: expected one of",
+                 "arguments.max_turns: expected at least 1, got 0"):
         assert said in text
 
 
