@@ -114,10 +114,15 @@ async def test_a_connection_its_client_closed_frees_its_slot_at_once(tmp_path: P
     with trio.fail_after(30):
         async with daemon_process("--max-connections", "2", "--settings", str(settings),
                                   state_dir=tmp_path / "state") as daemon:
-            for _ in range(10):  # each one answered, then closed by the client while idle
-                assert await health(daemon.url) == 200
-            # The daemon counts a close a moment after the client made it; within seconds, both slots are free.
-            with trio.fail_after(5):
+            # Each connection is answered, then closed by the client while idle. The daemon counts a close a
+            # moment after the client made it (a busy machine's moment), so a slot may still be held when the
+            # next connection comes: it is free within seconds, where hypercorn kept it for its timer's 600 s.
+            for _ in range(10):
+                with trio.fail_after(5):
+                    while (status := await health(daemon.url)) == 503:
+                        await trio.sleep(0.05)
+                assert status == 200
+            with trio.fail_after(5):  # and at the end both slots are free together
                 while True:
                     held = [await RawConnection.open(daemon.url) for _ in range(2)]
                     statuses = [(await conn.request(b"GET", b"/health")).status for conn in held]
