@@ -34,7 +34,7 @@ works (reproductions and patches for upstream: ``docs/upstream/``):
 4. a connection the client has closed stays open (and holds its slot under
    the cap) until its keep-alive timer expires, since the timer's task keeps
    the connection's task group alive: :class:`ClientSide` stops the timer when
-   the client's side ends.
+   the client's side ends, and :class:`IdleTimer` keeps it stopped.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Any
 
 import orjson
 import trio
@@ -50,7 +51,7 @@ from hypercorn.config import Config
 from hypercorn.trio.lifespan import Lifespan
 from hypercorn.trio.statsd import StatsdLogger
 from hypercorn.trio.tcp_server import TCPServer
-from hypercorn.trio.worker_context import WorkerContext
+from hypercorn.trio.worker_context import TrioSingleTask, WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 
@@ -132,28 +133,45 @@ class ConnectionCap:
             await trio.aclose_forcefully(stream)
 
 
-class ClientSide(trio.abc.HalfCloseableStream):
-    """A connection's socket stream as hypercorn's ``TCPServer`` reads it, stopping the server's keep-alive
-    timer (``TCPServer.idle_task``) once the client's side has ended, so the connection closes at once."""
+class IdleTimer:
+    """A connection's keep-alive timer: hypercorn's own (``TrioSingleTask``), put in as ``TCPServer.idle_task``,
+    which stays stopped once the client's side has ended (an answer finishing after that would start it again,
+    and the connection would wait for it)."""
 
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self) -> None:
+        self._timer = TrioSingleTask()
+        self.client_gone = False
+
+    async def restart(self, task_group: Any, action: Callable[[], Awaitable[None]]) -> None:
+        if not self.client_gone:
+            await self._timer.restart(task_group, action)
+
+    async def stop(self) -> None:
+        await self._timer.stop()
+
+    async def client_ended(self) -> None:
+        self.client_gone = True
+        await self._timer.stop()
+
+
+class ClientSide(trio.abc.HalfCloseableStream):
+    """A connection's socket stream as hypercorn's ``TCPServer`` reads it, telling the keep-alive timer once the
+    client's side has ended, so the connection closes at once."""
+
+    def __init__(self, stream: trio.SocketStream, timer: IdleTimer) -> None:
         self.stream = stream
         self.socket = stream.socket  # what TCPServer reads the addresses from
-        self.server: TCPServer | None = None
+        self.timer = timer
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         try:
             data = await self.stream.receive_some(max_bytes)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._ended()
+            await self.timer.client_ended()
             raise
         if not data:
-            await self._ended()
+            await self.timer.client_ended()
         return data
-
-    async def _ended(self) -> None:
-        if self.server is not None:
-            await self.server.idle_task.stop()
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self.stream.send_all(data)
@@ -171,8 +189,9 @@ class ClientSide(trio.abc.HalfCloseableStream):
 async def serve_connection(app: object, config: Config, context: WorkerContext, state: ConnectionState,
                            stream: trio.SocketStream) -> None:
     """One accepted connection, served by hypercorn's ``TCPServer``."""
-    client_side = ClientSide(stream)
-    server = client_side.server = TCPServer(app, config, context, state, client_side)  # type: ignore[arg-type]
+    timer = IdleTimer()
+    server = TCPServer(app, config, context, state, ClientSide(stream, timer))  # type: ignore[arg-type]
+    server.idle_task = timer  # type: ignore[assignment]
     await server.run()
 
 
