@@ -24,7 +24,7 @@ OURS = {"actors", "transport", "trellis", "tests", "bench"} | {p.stem for d in S
 
 # The one exception, until Trio has a public way to seed its scheduler: replays of concurrency scenarios need
 # a fixed interleaving, and Trio decides it with a private RNG behind a private flag (the guard test fails
-# loudly if a Trio release changes them).
+# loudly if a Trio release changes them; docs/upstream/trio-seeded-scheduling.md).
 ALLOWED = {
     "actors/replay/determinism.py": {"trio._core", "trio._core._run"},
     "tests/actors/replay/test_determinism.py": {"trio._core", "trio._core._run"},
