@@ -14,29 +14,38 @@ from actors.storage.local import LocalStore
 from tests.actors.session.guard.harness import run_prompt
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def open_fds(under: os.PathLike[str]) -> int:
+    """This process's descriptors open on something under ``under``: the test's own files. (A count of all of
+    them moves with other tests' threads still closing theirs.)"""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        count += target == str(under) or target.startswith(f"{under}/")
+    return count
 
 
 def test_a_file_is_opened_once_for_many_appends(tmp_path):
     files = AppendFiles()
     path = tmp_path / "new" / "a.jsonl"
-    before = open_fds()
+    before = open_fds(tmp_path)
     for n in range(100):
         files.append(path, b"%d\n" % n, fsync=False)
-    assert open_fds() == before + 1 and len(files) == 1
+    assert open_fds(tmp_path) == before + 1 and len(files) == 1
     assert path.read_bytes().splitlines() == [b"%d" % n for n in range(100)]
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     files.close_all()
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
 
 
 def test_no_more_than_limit_files_stay_open_least_recently_used_closed_first(tmp_path):
     files = AppendFiles(limit=3)
-    before = open_fds()
+    before = open_fds(tmp_path)
     for name in "abcd":
         files.append(tmp_path / name, b"x\n", fsync=False)
-    assert len(files) == 3 and open_fds() == before + 3
+    assert len(files) == 3 and open_fds(tmp_path) == before + 3
     files.append(tmp_path / "a", b"y\n", fsync=True)  # "a" was closed: reopened, and "b" closes
     assert (tmp_path / "a").read_bytes() == b"x\ny\n"
     assert len(files) == 3
@@ -76,13 +85,13 @@ def test_a_rewritten_journal_and_transcript_take_the_next_append_in_the_new_file
 
 def test_closing_a_session_closes_its_files_and_a_later_append_reopens_them(tmp_path):
     store = LocalStore(tmp_path, fsync="never")
-    before = open_fds()
+    before = open_fds(tmp_path)
     store.journal_append("s", {"op": "admitted", "promptId": "a"})
     store.transcript("s").append(ChatMessage("user", "hi"))
     store.replay_append("s", [{"type": "turn_complete"}])
-    assert open_fds() == before + 3
+    assert open_fds(tmp_path) == before + 3
     store.close("s")
-    assert open_fds() == before
+    assert open_fds(tmp_path) == before
     store.journal_append("s", {"op": "admitted", "promptId": "b"})
     assert [r["promptId"] for r in store.journal_read("s")] == ["a", "b"]
     store.close("s")
@@ -123,12 +132,12 @@ def test_a_syncer_syncs_its_own_descriptor_and_a_new_files_directory_even_after_
     synced: list[str] = []
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
-    before = open_fds()
+    before = open_fds(tmp_path)
     sync = files.syncer(path)
     files.forget(path)  # the loop may close the original while a worker thread syncs
     sync()
     assert synced == [str(path), str(path.parent)]
-    assert open_fds() == before - 1  # the duplicate closed too, and the forgotten original
+    assert open_fds(tmp_path) == before - 1  # the duplicate closed too, and the forgotten original
     files.append(path, b"two\n", fsync=False)
     synced.clear()
     files.syncer(path)()
