@@ -41,7 +41,6 @@ from .errors import HttpError, framework_error, int_query, json_response, not_fo
 from .hosts import HostPolicy
 from .mcp import register as register_mcp
 from .shutdown import refuse_if_shutting_down
-from .ui import is_ui_path
 from .ui import register as register_ui
 from .work import register as register_work
 from .webshell import WEBSHELL_FEATURES, capability_fields

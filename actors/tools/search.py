@@ -46,7 +46,6 @@ Rules:
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from typing import Any
 

@@ -38,6 +38,20 @@ async def health(url: str) -> int:
         await conn.aclose()
 
 
+async def wait_both_slots_free(url: str) -> None:
+    """Until a cap of two admits two connections at once (the daemon counts a close a moment after the client
+    made it); only 503s meanwhile."""
+    while True:
+        held = [await RawConnection.open(url) for _ in range(2)]
+        statuses = [(await conn.request(b"GET", b"/health")).status for conn in held]
+        for conn in held:
+            await conn.aclose()
+        if statuses == [200, 200]:
+            return
+        assert 503 in statuses, statuses
+        await trio.sleep(0.02)
+
+
 async def test_a_websocket_upgrade_with_a_body_does_not_stop_the_daemon(tmp_path: Path) -> None:
     with trio.fail_after(30):
         async with daemon_process(state_dir=tmp_path / "state") as daemon:
@@ -63,15 +77,7 @@ async def test_an_answer_that_says_connection_close_closes_its_socket(tmp_path: 
                 await conn.aclose()
             # Neither holds a slot once the daemon has finished closing them (the client sees the close a
             # moment before the daemon counts it): the cap of two admits two connections at once again.
-            while True:
-                held = [await RawConnection.open(daemon.url) for _ in range(2)]
-                statuses = [(await conn.request(b"GET", b"/health")).status for conn in held]
-                for conn in held:
-                    await conn.aclose()
-                if statuses == [200, 200]:
-                    break
-                assert 503 in statuses, statuses
-                await trio.sleep(0.02)
+            await wait_both_slots_free(daemon.url)
 
 
 async def test_an_answer_given_before_the_body_arrived_says_connection_close(tmp_path: Path) -> None:
@@ -123,12 +129,4 @@ async def test_a_connection_its_client_closed_frees_its_slot_at_once(tmp_path: P
                         await trio.sleep(0.05)
                 assert status == 200
             with trio.fail_after(5):  # and at the end both slots are free together
-                while True:
-                    held = [await RawConnection.open(daemon.url) for _ in range(2)]
-                    statuses = [(await conn.request(b"GET", b"/health")).status for conn in held]
-                    for conn in held:
-                        await conn.aclose()
-                    if statuses == [200, 200]:
-                        break
-                    assert 503 in statuses, statuses
-                    await trio.sleep(0.05)
+                await wait_both_slots_free(daemon.url)
