@@ -23,7 +23,8 @@ from .model import ModelError, ScriptedModel, ScriptError, load_script
 from .session.fifo import Admitted, QueueFull
 from .session.handle import SessionHandle
 from .session.tools import Tool, ToolContext, ToolRegistry, ToolResult
-from .settings import Limits, Settings, SettingsError, load_settings
+from .settings import Limits, Settings, SettingsError
+from .settings_file import load_settings
 from .wire import Event, WireError
 
 __all__ = [

@@ -1,18 +1,13 @@
-"""Daemon settings: defaults, a JSON settings file, and limits.
+"""Daemon settings: what a daemon runs with, its defaults and limits.
 
-The file's form is :mod:`actors.settings_file` (attrs classes structured through :mod:`actors.checked`,
-which also generates ``settings.schema.json`` from them). A settings file may carry keys we do not use
-(people share one file between tools): those are reported as warnings, never fatal. A key we know with a
-value of the wrong type is a :class:`SettingsError` naming the file and the JSON path of the value
-(``settings.json: limits.maxSessions: must be a positive integer, got 0``).
+They come from a JSON settings file (:mod:`actors.settings_file`: its form, reading it, its schema) and
+the command line's flags. A value that cannot be used is a :class:`SettingsError` naming the file and the
+JSON path of the value (``settings.json: limits.maxSessions: must be a positive integer, got 0``).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import typing
-from pathlib import Path
 from typing import Any, Literal
 
 import attrs
@@ -118,46 +113,3 @@ class Settings:
     def guard_enabled(self) -> bool:
         """The guard is forced off in safe mode and bare mode (Plan is checked per session)."""
         return self.todo_stop_guard and not self.safe_mode and not self.bare
-
-
-def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | None = None) -> Settings:
-    """Apply a parsed settings document on top of ``base`` (defaults when omitted): the keys it gives
-    replace the base's, a limit at a time. A bad value anywhere is a :class:`SettingsError` and changes
-    nothing; unknown keys are warnings."""
-    from . import settings_file  # it imports the blocks' owners (hooks, subagents, ...), which import this module
-
-    try:
-        given, warnings = settings_file.read(data)
-    except CheckError as exc:
-        raise SettingsError(exc.detail, path=exc.path, source=source) from None
-    base = base or Settings()
-    if "limits" in given:  # the limits the file gives, on top of the base's
-        given["limits"] = attrs.evolve(base.limits, **given["limits"])
-    return attrs.evolve(base, **given, warnings=base.warnings + tuple(f"{source}: {w}" for w in warnings))
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
-    """Read a settings file (if any), then apply keyword overrides (command-line flags)."""
-    settings = Settings()
-    if path is not None:
-        source = str(path)
-        try:
-            data = json.loads(Path(path).read_text(), parse_constant=_refuse_constant)  # no NaN, Infinity
-        except OSError as exc:
-            raise SettingsError(f"cannot read: {exc.strerror}", source=source) from None
-        except UnicodeDecodeError as exc:
-            raise SettingsError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", source=source) from None
-        except ValueError as exc:  # not JSON; NaN, Infinity
-            raise SettingsError(f"invalid JSON: {exc}", source=source) from None
-        settings = attrs.evolve(settings_from_dict(data, source=source), path=os.path.abspath(path))
-    limit_overrides = {k: v for k, v in overrides.items() if k in attrs.fields_dict(Limits) and v is not None}
-    plain = {k: v for k, v in overrides.items() if k not in limit_overrides and v is not None}
-    if limit_overrides:
-        plain["limits"] = attrs.evolve(settings.limits, **limit_overrides)
-    if isinstance(plain.get("sandbox"), str) and isinstance(settings.sandbox, SandboxSetting):
-        plain["sandbox"] = attrs.evolve(settings.sandbox, mode=plain["sandbox"])  # --sandbox: the mode, not env
-    return attrs.evolve(settings, **plain)

@@ -1,9 +1,13 @@
-"""The settings file's form: what ``--settings FILE`` may hold, as attrs classes checked by :mod:`actors.checked`.
+"""The settings file: its form, reading it, and its JSON Schema.
 
-:func:`read` structures a parsed file into :class:`SettingsFile` (every block at once: the ``hooks``,
-``mcpServers``, ``subagents``, ``model`` and ``sandbox`` classes are their owners'), and returns the
-:class:`~actors.settings.Settings` attributes it gives with the warnings about it. A group's keys
-(``limits``, ``experimental``, ...) may also be written dotted at the top level.
+The form is what ``--settings FILE`` may hold, as attrs classes checked by :mod:`actors.checked`.
+:func:`load_settings` reads a file into :class:`~actors.settings.Settings`, :func:`settings_from_dict` a
+parsed document. Both go through :func:`read`, which structures it into :class:`SettingsFile` (every block
+at once: the ``hooks``, ``mcpServers``, ``model`` and ``sandbox`` classes are their owners'; the
+``subagents`` block's are here, since its owners read the settings), and returns the ``Settings``
+attributes it gives with the warnings about it. A group's keys (``limits``, ``experimental``, ...) may also
+be written dotted at the top level. A settings file may carry keys we do not use (people share one file
+between tools): those are warnings, never fatal.
 
 :func:`schema` is the file's JSON Schema, generated from the same classes; ``python -m actors.settings_file``
 rewrites ``actors/settings.schema.json`` with it (tests/actors/test_settings_schema.py checks that the
@@ -13,19 +17,19 @@ committed file is what it generates).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 
 from . import checked
-from .checked import PositiveInt, PositiveNumber
+from .checked import CheckError, PositiveInt, PositiveNumber
 from .mcp_client.config import SettingsServers, ignored_members
 from .model.openai import ModelSettings
-from .process.sandbox import SandboxForm, SandboxMode, SandboxSetting
+from .process.sandbox import EnvForm, SandboxForm, SandboxMode, SandboxSetting
 from .session.hooks import HooksConfig
-from .settings import ApprovalMode, Limits, Settings
-from .subagents.runners import SubagentsSettings
+from .settings import ApprovalMode, Limits, Settings, SettingsError
 
 SCHEMA_PATH = Path(__file__).with_name("settings.schema.json")
 
@@ -116,6 +120,54 @@ class Cluster:
     lease_seconds: PositiveNumber | None = _setting(
         "cluster_lease_seconds", "How long a node that stopped renewing keeps its sessions before another takes "
                                  "them over (0.5 to 300, default 5; the same on every node).")
+
+
+@checked.form("The command runner: an external agent CLI per turn.", unknown=checked.IGNORE)
+@attrs.frozen(kw_only=True)
+class CommandRunnerSettings:
+    template: str | None = checked.field(
+        None, "The external CLI run for each turn, split like a shell would (never run through one); {brief} and "
+              "{config} are replaced in each word. Checked when a run starts.", nullable=True)
+    env: EnvForm | None = checked.field(
+        None, "What the command runner's CLI gets on top of a model-run command's environment (its API key: "
+              "[\"ANTHROPIC_API_KEY\"] for Claude Code), in the form of sandbox.env.", nullable=True)
+
+
+@checked.form("The session runner: a child session of this daemon.", unknown=checked.IGNORE)
+@attrs.frozen(kw_only=True)
+class SessionRunnerSettings:
+    model: str | None = checked.field(None, "The model name of child sessions (null: the daemon's).", nullable=True)
+    approval_mode: ApprovalMode | None = checked.field(
+        None, "The approval mode of child sessions (null: the daemon's approvalMode).", nullable=True)
+
+
+@checked.form("The runners' own settings.", unknown=checked.IGNORE)
+@attrs.frozen(kw_only=True)
+class RunnersSettings:
+    command: CommandRunnerSettings = checked.field(factory=CommandRunnerSettings, doc="The command runner.")
+    session: SessionRunnerSettings = checked.field(factory=SessionRunnerSettings, doc="The session runner.")
+
+
+Runner = Literal["session", "command"]
+
+
+@checked.form("Subagent runs started over MCP or by a session's agent tool. Other members are ignored, without a "
+              "warning.", unknown=checked.IGNORE)
+@attrs.frozen(kw_only=True)
+class SubagentsSettings:
+    """The ``subagents`` settings, as written (:class:`actors.subagents.registry.SubagentConfig` is what the
+    registry uses)."""
+
+    runners: RunnersSettings = checked.field(factory=RunnersSettings, doc="The runners' own settings.")
+    default_runner: Runner = checked.field("session", "The runner of a start that names none.")
+    signal_grace_seconds: PositiveNumber = checked.field(
+        60.0, "After a subagent's first signal, how long the turn it arrived in may go on before it is cut short.")
+
+
+def subagents_settings(subagents: Any) -> SubagentsSettings:
+    """The ``subagents`` settings (a dict as written; ``None``: none); a ``ValueError``
+    (:class:`actors.checked.CheckError`) naming the JSON path of a bad value."""
+    return checked.structure({} if subagents is None else subagents, SubagentsSettings, "subagents")
 
 
 def _sandbox_setting(value: str | SandboxForm) -> str | SandboxSetting:
@@ -221,6 +273,47 @@ def _given(form: Any, written: dict[str, Any]) -> dict[str, Any]:
         else:
             out[name] = f.metadata[_CONVERT](value) if f.metadata.get(_CONVERT) else value
     return out
+
+
+def settings_from_dict(data: Any, *, source: str = "settings", base: Settings | None = None) -> Settings:
+    """Apply a parsed settings document on top of ``base`` (defaults when omitted): the keys it gives
+    replace the base's, a limit at a time. A bad value anywhere is a :class:`SettingsError` and changes
+    nothing; unknown keys are warnings."""
+    try:
+        given, warnings = read(data)
+    except CheckError as exc:
+        raise SettingsError(exc.detail, path=exc.path, source=source) from None
+    base = base or Settings()
+    if "limits" in given:  # the limits the file gives, on top of the base's
+        given["limits"] = attrs.evolve(base.limits, **given["limits"])
+    return attrs.evolve(base, **given, warnings=base.warnings + tuple(f"{source}: {w}" for w in warnings))
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
+    """Read a settings file (if any), then apply keyword overrides (command-line flags)."""
+    settings = Settings()
+    if path is not None:
+        source = str(path)
+        try:
+            data = json.loads(Path(path).read_text(), parse_constant=_refuse_constant)  # no NaN, Infinity
+        except OSError as exc:
+            raise SettingsError(f"cannot read: {exc.strerror}", source=source) from None
+        except UnicodeDecodeError as exc:
+            raise SettingsError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", source=source) from None
+        except ValueError as exc:  # not JSON; NaN, Infinity
+            raise SettingsError(f"invalid JSON: {exc}", source=source) from None
+        settings = attrs.evolve(settings_from_dict(data, source=source), path=os.path.abspath(path))
+    limit_overrides = {k: v for k, v in overrides.items() if k in attrs.fields_dict(Limits) and v is not None}
+    plain = {k: v for k, v in overrides.items() if k not in limit_overrides and v is not None}
+    if limit_overrides:
+        plain["limits"] = attrs.evolve(settings.limits, **limit_overrides)
+    if isinstance(plain.get("sandbox"), str) and isinstance(settings.sandbox, SandboxSetting):
+        plain["sandbox"] = attrs.evolve(settings.sandbox, mode=plain["sandbox"])  # --sandbox: the mode, not env
+    return attrs.evolve(settings, **plain)
 
 
 def schema() -> dict[str, Any]:

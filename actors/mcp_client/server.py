@@ -35,10 +35,11 @@ from typing import Any
 import attrs
 import trio
 
-from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
+from .._actor import ActorGone, ActorRef, MailboxFull, Reply, open_mailbox, serve_mailbox
 from ..process import NO_SANDBOX, Sandbox
 from .config import ServerConfig
 from .stdio import StdioProcess, base_environment, open_streams
+from .tools import register_tools
 
 log = logging.getLogger("trellis.mcp")
 
@@ -277,6 +278,19 @@ class McpServer:
 
     # ------------------------------------------------------------- calls
 
+    async def call(self, tool: str, arguments: dict[str, Any]) -> CallOutcome:
+        """Call ``tool`` through this server's actor; a server that is not running, or never answers, is an error."""
+        ref = self.ref
+        if ref is None:
+            return CallOutcome(error=f"the MCP server {self.name!r} is not running")
+        try:
+            # The actor keeps the call timeout itself (and cancels the request); this only bounds a lost answer.
+            return await ref.ask(lambda reply: CallTool(tool, arguments, reply), timeout=self.config.call_timeout + 10)
+        except (ActorGone, MailboxFull):
+            return CallOutcome(error=f"the MCP server {self.name!r} is not running")
+        except trio.TooSlowError:
+            return CallOutcome(error=f"the MCP server {self.name!r} did not answer")
+
     def _handle(self, message: CallTool) -> None:
         match message:
             case CallTool(reply=reply):
@@ -431,8 +445,6 @@ class McpServers:
             await server.settled.wait()
 
     def _ready(self, server: McpServer) -> None:
-        from .tools import register_tools
-
         names = register_tools(self.registry, server)
         log.info("session %s: MCP server %r ready with %d tool(s): %s", self.session_id, server.name,
                  len(names), ", ".join(names))

@@ -26,22 +26,30 @@ import hashlib
 import json
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-import trio
-
-from .._actor import ActorGone, MailboxFull
 from ..session.tools import ToolContext, ToolResult
-from .server import CallOutcome, CallTool
-
-if TYPE_CHECKING:
-    from .server import McpServer
+from .config import ServerConfig
 
 log = logging.getLogger("trellis.mcp")
 
 MAX_NAME = 64
 MAX_RESULT_CHARS = 200_000  # of a result's text given to the model; the rest is cut with a note
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+class ToolServer(Protocol):
+    """What a server's tools need of it: :class:`.server.McpServer` registers them here once it is ready."""
+
+    config: ServerConfig
+    tools: list[Any]  # mcp.types.Tool, as listed
+
+    @property
+    def name(self) -> str: ...
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
+        """What the call came to: its ``result`` (a ``CallToolResult``), or the ``error`` why there is none."""
+        ...
 
 
 def _digest(server: str, tool: str) -> str:
@@ -65,7 +73,7 @@ def input_schema(tool: Any) -> dict[str, Any]:
     return schema
 
 
-def register_tools(registry: Any, server: McpServer) -> list[str]:
+def register_tools(registry: Any, server: ToolServer) -> list[str]:
     """Put ``server``'s tools into the session's registry; the names they got."""
     names = []
     for tool in server.tools:
@@ -94,7 +102,7 @@ class McpTool:
     kind = "other"
     asks_permission = True  # it asks through services.authorize itself
 
-    def __init__(self, server: McpServer, tool: Any) -> None:
+    def __init__(self, server: ToolServer, tool: Any) -> None:
         self.server = server
         self.tool: str = tool.name
         self.name = tool_name(server.name, tool.name)
@@ -116,17 +124,7 @@ class McpTool:
                                               rule=self.name)  # type: ignore[call-arg]
             if denied is not None:
                 return ToolResult.failure(denied)
-        ref = self.server.ref
-        if ref is None:
-            return ToolResult.failure(f"the MCP server {self.server.name!r} is not running")
-        try:
-            # The actor keeps the call timeout itself (and cancels the request); this only bounds a lost answer.
-            outcome: CallOutcome = await ref.ask(lambda reply: CallTool(self.tool, arguments, reply),
-                                                 timeout=self.server.config.call_timeout + 10)
-        except (ActorGone, MailboxFull):
-            return ToolResult.failure(f"the MCP server {self.server.name!r} is not running")
-        except trio.TooSlowError:
-            return ToolResult.failure(f"the MCP server {self.server.name!r} did not answer")
+        outcome = await self.server.call(self.tool, arguments)
         if outcome.error is not None:
             return ToolResult.failure(outcome.error)
         return self._result(outcome.result)

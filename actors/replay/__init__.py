@@ -17,18 +17,18 @@ smallest schedule that still fails. Invariants check the spec's properties on
 every seed, from the model's requests (:mod:`.spec_invariants`).
 
 Extend it by registering timeline actions (:func:`register_action`) and
-invariants (:func:`register_invariant`). Hook commands are scripted, never run
-(``hooks.py``); subagent runs use the real registry, their signal calls served
-in process rather than over HTTP (``subagents.py``); a scenario that states
-behaviour the runtime lacks is marked ``known_bug`` and must fail until it is fixed.
+invariants (:func:`register_invariant`) in the tables of :mod:`.registry`. Hook
+commands are scripted, never run (``hooks.py``); subagent runs use the real
+registry, their signal calls served in process rather than over HTTP
+(``subagents.py``); a scenario that states behaviour the runtime lacks is
+marked ``known_bug`` and must fail until it is fixed.
 """
 
-from .actions import ACTIONS, register_action
 from .determinism import deterministic, run_deterministic
 from .explore import explore, shrink
 from .fields import Field, ScenarioError
-from .invariants import INVARIANTS, register_invariant
 from .jitter import Schedule, Window
+from .registry import ACTIONS, INVARIANTS, register_action, register_invariant
 from .runner import Result, replay
 from .scenario import Scenario, Step, load_scenario, parse_scenario
 from .trace import Trace, format_trace

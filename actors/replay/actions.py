@@ -1,12 +1,14 @@
-"""The timeline's actions: a table from the name used in ``do`` to a function and its fields.
+"""The timeline's actions: what a step's ``do`` names, each a function with its fields.
 
 Each action is an ``async def action(world, args) -> result`` registered with
-:func:`register_action`, which declares its fields (checked when the scenario
-is loaded, with errors naming file and field). The result is recorded in the
-trace and can be checked with the step's ``expect``. To add an action::
+:func:`~.registry.register_action` (in the table from the name to the function),
+which declares its fields (checked when the scenario is loaded, with errors
+naming file and field). The result is recorded in the trace and can be
+checked with the step's ``expect``. This module holds the built-in ones;
+:mod:`.cursors` and :mod:`.discovered` register the cursor clients' and the
+discovered tools'. To add an action::
 
-    from actors.replay.actions import register_action
-    from actors.replay import fields as F
+    from actors.replay import fields as F, register_action
 
     @register_action("context_window", tokens=F.Field(F.count, required=True))
     async def context_window(world, args):
@@ -20,11 +22,9 @@ result must match; objects match as subsets).
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
 import trio
 
 from .. import wire
@@ -36,30 +36,10 @@ from ..subagents.client import SignalRefused
 from ..subagents.files import read_signal_url
 from . import fields as F
 from . import jitter as J
+from .registry import register_action
 from .subagents import SIGNAL_TOOLS
 from .trace import STATUS_KEYS
 from .world import BackgroundSlot, World
-
-ActionFn = Callable[[World, dict[str, Any]], Awaitable[Any]]
-
-
-@attrs.frozen
-class ActionSpec:
-    name: str
-    run: ActionFn
-    fields: dict[str, F.Field]
-    doc: str = ""
-
-
-ACTIONS: dict[str, ActionSpec] = {}
-
-
-def register_action(name: str, **fields: F.Field) -> Callable[[ActionFn], ActionFn]:
-    """Register ``fn`` as the timeline action ``name`` with the given fields (a decorator)."""
-    def decorate(fn: ActionFn) -> ActionFn:
-        ACTIONS[name] = ActionSpec(name, fn, fields, ((fn.__doc__ or "").strip().splitlines() or [""])[0])
-        return fn
-    return decorate
 
 
 # ----------------------------------------------------------------- helpers
@@ -475,7 +455,3 @@ async def subagent_await(world: World, args: dict[str, Any]) -> Any:
     """``await_resume``: wait up to ``timeout`` virtual seconds for the run to end or need help;
     ``{outcome, ...status, text}`` with outcome ``ended``, ``needs_help`` or ``underway``."""
     return _run_answer(await world.daemon.subagents.await_resume(args["label"], args["timeout"]))
-
-
-# Actions of other areas live in modules of their own, which register them on import.
-from . import cursors, discovered  # noqa: E402,F401

@@ -24,7 +24,7 @@ import trio
 
 from . import fields as F
 from . import jitter as J
-from .actions import register_action
+from .registry import register_action
 from .trace import Trace, fingerprint
 from .world import World
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..session.tools import ToolContext, ToolResult
 from . import fields as F
-from .actions import register_action
+from .registry import register_action
 from .world import World
 
 

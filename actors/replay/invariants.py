@@ -4,7 +4,7 @@ A scenario lists the ones that apply (``"invariants": ["fifo_order", ...]``);
 one with parameters is written as an object (``{"name": "precedes", "first":
 ..., "then": ...}``). An invariant is a function of the trace (and its
 parameters) returning a list of violations, registered with
-:func:`register_invariant`::
+:func:`~.registry.register_invariant`::
 
     @register_invariant("no_errors")
     def no_errors(trace):
@@ -14,35 +14,18 @@ parameters) returning a list of violations, registered with
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
 from . import fields as F
+# The spec's properties (guard bound, hard stops, FIFO priority, mid-turn order, cursor replay) read the
+# model's requests and live in a module of their own, which registers them on import.
+from . import spec_invariants  # noqa: F401
 from .patterns import EventPattern, pattern
+from .registry import INVARIANTS, InvariantSpec, register_invariant
 from .trace import TERMINAL_TYPES, Trace, guard_update, is_turn_start, update_kind
-
-Check = Callable[..., Iterable[str]]
-
-
-@attrs.frozen
-class InvariantSpec:
-    name: str
-    check: Check
-    params: dict[str, F.Field]
-    doc: str = ""
-
-
-INVARIANTS: dict[str, InvariantSpec] = {}
-
-
-def register_invariant(name: str, **params: F.Field) -> Callable[[Check], Check]:
-    """Register ``fn(trace, **params) -> violations`` as the invariant ``name`` (a decorator)."""
-    def decorate(fn: Check) -> Check:
-        INVARIANTS[name] = InvariantSpec(name, fn, params, ((fn.__doc__ or "").strip().splitlines() or [""])[0])
-        return fn
-    return decorate
 
 
 def _by_incarnation(trace: Trace) -> dict[tuple[str, int], list[dict[str, Any]]]:
@@ -235,8 +218,3 @@ def invariant_use(value: Any, where: str, ctx: F.ParseContext) -> InvariantUse:
 
 def check_invariants(uses: Iterable[InvariantUse], trace: Trace) -> list[str]:
     return [f"invariant {use}: {v}" for use in uses for v in use.spec.check(trace, **use.params)]
-
-
-# The spec's properties (guard bound, hard stops, FIFO priority, mid-turn order, cursor replay) read the
-# model's requests and live in a module of their own, which registers them on import.
-from . import spec_invariants  # noqa: E402,F401

@@ -25,13 +25,13 @@ import attrs
 import trio
 import trio.testing
 
-from .actions import ACTIONS
 from .cursors import record_clients
 from .determinism import run_deterministic
 from .expect import check_expectations
 from .hooks import ScriptedHooks
 from .invariants import check_invariants
 from .jitter import Schedule
+from .registry import ACTIONS
 from .scenario import Scenario, Step, load_scenario
 from .subagents import record_runs
 from .trace import Trace

@@ -23,10 +23,11 @@ from ..model import ScriptedModel, ScriptError
 from ..settings import APPROVAL_MODES, Limits, Settings
 from . import fields as F
 from . import jitter as J
-from .actions import ACTIONS
+from . import actions, cursors, discovered  # noqa: F401  (they register the timeline's actions on import)
 from .expect import Expectations, parse_expectations
 from .hooks import HookRun, parse_hook_scripts
 from .invariants import InvariantUse, invariant_use
+from .registry import ACTIONS
 
 DEFAULT_TIMEOUT = 3600.0  # virtual seconds
 

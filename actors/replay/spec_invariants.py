@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 import orjson
 
-from .invariants import register_invariant
+from .registry import register_invariant
 from .trace import (
     TERMINAL_TYPES,
     Trace,

@@ -26,10 +26,11 @@ from .._actor import ActorGone
 from ..process import Sandbox
 from ..checked import CheckError
 from ..settings import SettingsError
+from ..settings_file import Runner, subagents_settings
 from .client import call_signal_tool
 from .files import check_named_report, make_private_dir, remove_quietly, write_mcp_config
 from .run import RunSpec, Signal, SpawnFailed, Stop, SubagentRun
-from .runners import CommandRunner, Runner, RunnerError, SessionRunner, command_env, subagents_settings
+from .runners import CommandRunner, RunnerError, SessionRunner, command_env
 from ..tools.paths import PathRefused, scope_for
 from .tokens import TokenRegistry
 
@@ -61,7 +62,7 @@ class UnknownRun(LookupError):
 
 @attrs.frozen(kw_only=True)
 class SubagentConfig:
-    """The ``subagents`` settings, as the registry uses them (:class:`.runners.SubagentsSettings` as written).
+    """The ``subagents`` settings, as the registry uses them (as written: :class:`actors.settings_file.SubagentsSettings`).
 
     ``{"subagents": {"runners": {"command": {"template": "claude -p {brief} --mcp-config {config}"},
     "session": {"model": "...", "approvalMode": "auto-edit"}}, "defaultRunner": "session",

@@ -21,20 +21,18 @@ import re
 import shlex
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
-from .. import checked
 from ..background.shell import OutputBuffer, ShellProcess
-from ..checked import PositiveNumber
 from ..process import NO_SANDBOX, Sandbox
-from ..process.sandbox import EnvAdditions, EnvForm, env_additions, make_home, remove_home
-from ..settings import ApprovalMode
+from ..process.sandbox import EnvAdditions, env_additions, make_home, remove_home
 from ..session.fifo import Admitted
+from ..settings_file import subagents_settings
 from . import texts
-from .tools import signal_client_tools
+from .signal_tools import signal_client_tools
 
 if TYPE_CHECKING:
     from .run import SubagentRun
@@ -179,56 +177,6 @@ class ArgvProcess(ShellProcess):
 
     def argv(self) -> list[str]:
         return list(self._argv)
-
-
-# ----------------------------------------------------------------- the settings
-
-
-@checked.form("The command runner: an external agent CLI per turn.", unknown=checked.IGNORE)
-@attrs.frozen(kw_only=True)
-class CommandRunnerSettings:
-    template: str | None = checked.field(
-        None, "The external CLI run for each turn, split like a shell would (never run through one); {brief} and "
-              "{config} are replaced in each word. Checked when a run starts.", nullable=True)
-    env: EnvForm | None = checked.field(
-        None, "What the command runner's CLI gets on top of a model-run command's environment (its API key: "
-              "[\"ANTHROPIC_API_KEY\"] for Claude Code), in the form of sandbox.env.", nullable=True)
-
-
-@checked.form("The session runner: a child session of this daemon.", unknown=checked.IGNORE)
-@attrs.frozen(kw_only=True)
-class SessionRunnerSettings:
-    model: str | None = checked.field(None, "The model name of child sessions (null: the daemon's).", nullable=True)
-    approval_mode: ApprovalMode | None = checked.field(
-        None, "The approval mode of child sessions (null: the daemon's approvalMode).", nullable=True)
-
-
-@checked.form("The runners' own settings.", unknown=checked.IGNORE)
-@attrs.frozen(kw_only=True)
-class RunnersSettings:
-    command: CommandRunnerSettings = checked.field(factory=CommandRunnerSettings, doc="The command runner.")
-    session: SessionRunnerSettings = checked.field(factory=SessionRunnerSettings, doc="The session runner.")
-
-
-Runner = Literal["session", "command"]
-
-
-@checked.form("Subagent runs started over MCP or by a session's agent tool. Other members are ignored, without a "
-              "warning.", unknown=checked.IGNORE)
-@attrs.frozen(kw_only=True)
-class SubagentsSettings:
-    """The ``subagents`` settings, as written (:class:`.registry.SubagentConfig` is what the registry uses)."""
-
-    runners: RunnersSettings = checked.field(factory=RunnersSettings, doc="The runners' own settings.")
-    default_runner: Runner = checked.field("session", "The runner of a start that names none.")
-    signal_grace_seconds: PositiveNumber = checked.field(
-        60.0, "After a subagent's first signal, how long the turn it arrived in may go on before it is cut short.")
-
-
-def subagents_settings(subagents: Any) -> SubagentsSettings:
-    """The ``subagents`` settings (a dict as written; ``None``: none); a ``ValueError``
-    (:class:`actors.checked.CheckError`) naming the JSON path of a bad value."""
-    return checked.structure({} if subagents is None else subagents, SubagentsSettings, "subagents")
 
 
 def command_env(subagents: Any) -> EnvAdditions:

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from actors.settings import Limits, Settings, SettingsError, load_settings, settings_from_dict
+from actors.settings import Limits, Settings, SettingsError
+from actors.settings_file import load_settings, settings_from_dict
 
 
 def write(tmp_path: Path, data: Any, name: str = "settings.json") -> Path:
@@ -203,7 +204,8 @@ def test_settings_from_dict_layers_on_a_base() -> None:
 def test_a_group_that_is_not_an_object_is_refused_with_json_type_names(tmp_path):
     import pytest
 
-    from actors.settings import SettingsError, load_settings
+    from actors.settings import SettingsError
+    from actors.settings_file import load_settings
 
     path = tmp_path / "settings.json"
     for document, message in [('{"limits": 5}', "limits: must be an object, got 5"),

@@ -18,7 +18,8 @@ from actors.mcp_client.config import McpConfigError, parse_acp, parse_settings
 from actors.model.openai import OpenAIConfig
 from actors.process.sandbox import SandboxSetting
 from actors.session.hooks import HookConfigError, parse_hooks
-from actors.settings import Settings, SettingsError, load_settings, settings_from_dict
+from actors.settings import Settings, SettingsError
+from actors.settings_file import load_settings, settings_from_dict
 from actors.subagents.registry import SubagentConfig
 from actors.subagents.runners import command_env
 

@@ -4,7 +4,7 @@ The schema is :func:`actors.settings_file.schema` (``python -m actors.settings_f
 committed file must be exactly what the generator makes now, so it cannot drift from the code.
 
 Every example below also goes through both judges: the daemon's path (``load_settings``, then the model
-provider as ``transport.cli.make_model`` builds it, under either provider) and the JSON Schema (draft
+provider as ``transport.bootstrap.make_model`` builds it, under either provider) and the JSON Schema (draft
 2020-12, with format assertion on, so a hook ``matcher`` must be a valid pattern). They must agree: both
 accept it, or both refuse it. The examples of ``docs/settings.md`` and of the README's *Settings* are
 checked too.
@@ -25,10 +25,11 @@ from jsonschema import Draft202012Validator
 from actors.model.text_tools import STYLES as TEXT_TOOL_STYLES
 from actors.process.sandbox import SANDBOX_SETTINGS, WITHHELD_NAMES
 from actors.session.hooks import EVENTS as HOOK_EVENTS
-from actors.settings import APPROVAL_MODES, SettingsError, load_settings
-from actors.settings_file import SCHEMA_PATH, schema_text
+from actors.settings import APPROVAL_MODES, SettingsError
+from actors.settings_file import SCHEMA_PATH, load_settings, schema_text
 from actors.subagents.registry import RUNNERS
-from transport.cli import build_parser, make_model
+from transport.bootstrap import make_model
+from transport.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads(resources.files("actors").joinpath("settings.schema.json").read_text())

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from transport.cli import _password, build_parser, cluster_config
+from transport.bootstrap import UsageError, _password, cluster_config
+from transport.cli import build_parser
 from transport.process_image import withhold
-from actors.settings import Settings, settings_from_dict
+from actors.settings import Settings
+from actors.settings_file import settings_from_dict
 
 from .nodes import cluster, text, wait_turn
 
@@ -18,7 +20,10 @@ from .nodes import cluster, text, wait_turn
 def config(argv: list[str], environ: dict[str, str] | None = None, settings: Settings | None = None,
            token: str | None = "t" * 32):
     parser = build_parser()
-    return cluster_config(parser, parser.parse_args(argv), environ or {}, token, True, settings or Settings())
+    try:
+        return cluster_config(parser.parse_args(argv), environ or {}, token, True, settings or Settings())
+    except UsageError as exc:  # as python -m transport reports it
+        parser.error(str(exc))
 
 
 def test_a_single_daemon_unless_both_store_and_events_are_given(capsys):

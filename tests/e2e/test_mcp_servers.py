@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from actors import load_script
-from actors.settings import settings_from_dict
+from actors.settings_file import settings_from_dict
 from tests.conftest import daemon_process, live_daemon
 from tests.e2e.sse_client import frames
 from tests.processes import kill_all, marker, pids_with

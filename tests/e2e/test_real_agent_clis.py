@@ -34,7 +34,7 @@ import httpx
 import pytest
 import trio
 
-from actors.settings import settings_from_dict
+from actors.settings_file import settings_from_dict
 from tests.e2e.agent_clis import CLAUDE_CODE, QWEN_CODE, Installed, install, session_dir
 from tests.transport.mcp.harness import await_end, mcp_daemon, mcp_session, start, status
 from transport.fake_anthropic import FakeAnthropic

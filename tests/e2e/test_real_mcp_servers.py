@@ -448,7 +448,8 @@ async def test_a_server_that_cannot_start_is_a_notice_with_its_command_and_stder
 
 
 def test_the_sandbox_member_is_a_boolean_of_stdio_servers_in_the_settings_only(tmp_path):
-    from actors.settings import SettingsError, load_settings
+    from actors.settings import SettingsError
+    from actors.settings_file import load_settings
 
     [server], warnings = parse_settings({"s": {"command": "npx", "args": ["-y", "x"], "sandbox": False}})
     assert server.sandbox is False and warnings == []

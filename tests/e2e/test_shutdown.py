@@ -545,7 +545,7 @@ async def test_the_acp_stdio_agent_shuts_down_gracefully_on_sigterm(tmp_path):
 
 def test_limits_shutdown_seconds_is_a_positive_number_of_seconds():
     from actors import SettingsError
-    from actors.settings import settings_from_dict
+    from actors.settings_file import settings_from_dict
 
     assert Settings().limits.shutdown_seconds == 10.0
     assert settings_from_dict({"limits": {"shutdownSeconds": 2.5}}).limits.shutdown_seconds == 2.5

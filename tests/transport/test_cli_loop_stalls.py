@@ -1,5 +1,5 @@
 """``--report-loop-stalls MS``: the real daemon times its steps once it listens and reports the longest at exit,
-held time (less run-queue delay) beside wall time (actors/loop_stalls.py, wired in transport/cli.py)."""
+held time (less run-queue delay) beside wall time (actors/loop_stalls.py, wired in transport/bootstrap.py)."""
 
 from __future__ import annotations
 

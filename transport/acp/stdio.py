@@ -15,14 +15,14 @@ import logging
 import os
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import trio
 
-from actors import Daemon, SandboxUnavailable, open_daemon
+from actors import Daemon, SandboxUnavailable
 from actors.wire import jsonrpc
 from transport.process_image import Secrets
+from transport.signals import SHUTDOWN_SIGNALS, Shutdown
 
 from . import bridge
 from .connection import AcpConnection
@@ -119,9 +119,9 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None, 
     ``secrets`` (or ``--secrets-fd``) bring back what :mod:`transport.process_image`
     withheld from the process image, such as ``OPENAI_API_KEY`` for the model.
     """
-    from transport.cli import (
-        SHUTDOWN_SIGNALS, Shutdown, build_parser, configure_logging, load_daemon_config, recover_secrets,
-    )
+    # Imported here: transport.bootstrap imports transport.server, whose app imports this package.
+    from transport.bootstrap import UsageError, configure_logging, load_daemon_config, recover_secrets
+    from transport.cli import build_parser
 
     parser = build_parser()
     parser.prog = prog or "python -m transport acp"
@@ -131,25 +131,25 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None, 
             for action in group._group_actions:
                 action.help = argparse.SUPPRESS
     args = parser.parse_args(argv)
-    environ = recover_secrets(parser, args, secrets)
+    try:
+        environ = recover_secrets(args, secrets)
+    except UsageError as exc:
+        parser.error(str(exc))
     configure_logging(args, environ)  # stderr: stdout is the protocol's
-    loaded = load_daemon_config(args, environ)
-    if loaded is None:
+    config = load_daemon_config(args, environ)
+    if config is None:
         return 2
-    settings, model = loaded
-    state_dir = Path(args.state_dir or ".trellis")
     protocol_in, protocol_out = _claim_stdio()
 
-    # SIGTERM/SIGINT: the daemon's graceful shutdown (transport.cli.Shutdown), then the end of serving;
+    # SIGTERM/SIGINT: the daemon's graceful shutdown (transport.signals), then the end of serving;
     # a second signal, or limits.shutdownSeconds running out, forces it (exit 1).
-    shutdown = Shutdown(settings.limits.shutdown_seconds)
+    shutdown = Shutdown(config.settings.limits.shutdown_seconds)
     shutdown.served.set()  # no HTTP server to wait for
 
     async def main() -> None:
         receive, send = trio.lowlevel.FdStream(protocol_in), trio.lowlevel.FdStream(protocol_out)
         with trio.open_signal_receiver(*SHUTDOWN_SIGNALS) as signals, shutdown.root:
-            async with open_daemon(settings, model=model, state_dir=state_dir, workspace=args.workspace,
-                                   sync_in_thread=True) as daemon:
+            async with config.open() as daemon:
                 shutdown.daemon = daemon
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(shutdown.watch, signals, nursery)

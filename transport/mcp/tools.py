@@ -18,7 +18,7 @@ from typing import Any
 
 from actors.subagents import SELF_REPORTED, StartError, SubagentRegistry, SubagentRun, UnknownRun, status_text
 from actors.subagents.registry import MAX_TURNS_LIMIT
-from actors.subagents.tools import GOAL_REACHED_DESCRIPTION, GOAL_REACHED_SCHEMA, NEED_HELP_DESCRIPTION, \
+from actors.subagents.signal_tools import GOAL_REACHED_DESCRIPTION, GOAL_REACHED_SCHEMA, NEED_HELP_DESCRIPTION, \
     NEED_HELP_SCHEMA
 
 from .outputs import AWAIT_OUTPUT, LIST_OUTPUT, RUN_STATUS, START_OUTPUT

@@ -10,7 +10,8 @@ import pytest
 
 from actors.mcp_client.config import McpConfigError, ServerConfig, merge_servers, parse_acp, parse_settings
 from actors.mcp_client.server import expand
-from actors.settings import SettingsError, load_settings
+from actors.settings import SettingsError
+from actors.settings_file import load_settings
 
 
 def one(entry: dict[str, Any]) -> ServerConfig:

@@ -35,7 +35,7 @@ def test_no_thread_and_no_http_in_a_subagent_replay(monkeypatch: pytest.MonkeyPa
         raise AssertionError("a signal went over HTTP")
 
     monkeypatch.setattr(trio.to_thread, "run_sync", no_thread)
-    monkeypatch.setattr("actors.subagents.tools.call_signal_tool", no_http)
+    monkeypatch.setattr("actors.subagents.signal_tools.call_signal_tool", no_http)
     monkeypatch.setattr("actors.subagents.registry.call_signal_tool", no_http)
     result = replay(path, seed=5)
     assert result.ok, result.failures

@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 from actors import CountingIds, Settings, ToolResult, load_script, open_daemon
 from actors.runtime import default_tools
 from actors.session.tools import ToolContext, ToolRegistry
-from actors.subagents.tools import GOAL_REACHED_SCHEMA, NEED_HELP_SCHEMA
+from actors.subagents.signal_tools import GOAL_REACHED_SCHEMA, NEED_HELP_SCHEMA
 
 from tests.actors.session.guard.harness import run_prompt
 

@@ -1,4 +1,4 @@
-"""The subagent's signal tools over real HTTP (actors/subagents/client.py, tools.py): failures become tool results."""
+"""The subagent's signal tools over real HTTP (actors/subagents/client.py, signal_tools.py): failures become tool results."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import trio
 
 from actors.subagents import client
 from actors.subagents.files import write_mcp_config
-from actors.subagents.tools import signal_client_tools
+from actors.subagents.signal_tools import signal_client_tools
 
 
 def a_closed_port() -> int:

@@ -9,7 +9,8 @@ from typing import Any
 import trio
 
 from actors.runtime import default_tools
-from actors.settings import Settings, load_settings
+from actors.settings import Settings
+from actors.settings_file import load_settings
 from actors.tools import WebFetchTool
 from tests.actors.tools.harness import Services, call
 

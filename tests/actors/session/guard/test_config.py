@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from actors import Settings
-from actors.settings import load_settings
+from actors.settings_file import load_settings
 
 from tests.actors.session.guard.harness import (
     admit,

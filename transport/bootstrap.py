@@ -1,0 +1,324 @@
+"""From the parsed command line and the environment to a running daemon.
+
+:mod:`.cli` parses and checks the flags; this module turns them, with the
+environment and the settings file, into what a daemon runs with — the withheld
+secrets back (:func:`recover_secrets`), the log and what it must never show
+(:func:`configure_logging`), the settings and the primary model
+(:func:`load_daemon_config`, :func:`make_model`), a cluster node's configuration
+(:func:`cluster_config`) — and runs it: :meth:`DaemonConfig.open` opens the
+daemon (the ACP agent on stdio runs one too), :func:`run_daemon` serves it over
+HTTP until a signal stops it (:mod:`.signals`).
+
+What the flags, the environment and the settings cannot run with together is a
+:class:`UsageError`, which the command line reports as its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import socket
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+import trio
+
+from actors import (
+    Daemon, SandboxUnavailable, ScriptError, Settings, SettingsError, load_script, load_settings, open_daemon,
+)
+from actors.loop_stalls import StallWatch
+from actors.model import ModelProvider, ScriptedModel
+
+from .auth import TokenFileError, token_path
+from .logs import add_secret, configure, say
+from .process_image import Secrets, SecretsError, read_secrets
+from .server import InsecureBind, check_bind, is_loopback, serve
+from .signals import SHUTDOWN_SIGNALS, Shutdown
+
+GC_YOUNG_THRESHOLD = 10_000  # allocations between young collections (CPython's default: 700)
+
+
+class UsageError(Exception):
+    """Flags, environment and settings that cannot run together; the command line reports it with its usage."""
+
+
+def recover_secrets(args: argparse.Namespace, secrets: Secrets | None = None) -> Mapping[str, str]:
+    """Put withheld secrets back into ``args``; returns the environment to read settings from.
+
+    The secrets come from ``--secrets-fd`` (a re-executed ``python -m transport``)
+    or from ``secrets``. The returned mapping is ``os.environ`` plus the withheld
+    variables; ``os.environ`` itself stays without them, so no child inherits them.
+    """
+    if args.secrets_fd is not None:
+        try:
+            secrets = read_secrets(args.secrets_fd)
+        except SecretsError as exc:
+            raise UsageError(str(exc)) from None
+    secrets = secrets or Secrets()
+    for dest, value in secrets.flags.items():
+        if getattr(args, dest) is None:  # a flag still on the command line wins, as argparse would have it
+            setattr(args, dest, value)
+    return secrets.overlay(os.environ)
+
+
+def make_model(args: argparse.Namespace, settings: Settings,
+               environ: Mapping[str, str] | None = None) -> ModelProvider:
+    """The primary model; ``environ`` (default ``os.environ``) supplies ``OPENAI_*``."""
+    provider = args.model or settings.model.get("provider", "scripted")
+    if provider == "openai":
+        from actors.model.openai import OpenAIConfig, OpenAIModel
+
+        try:
+            config = OpenAIConfig.from_sources(
+                os.environ if environ is None else environ, settings.model, base_url=args.openai_base_url,
+                model=args.openai_model, api_key=args.openai_api_key, context_window=args.context_window,
+                max_tokens=args.max_tokens, connect_timeout=args.model_connect_timeout, read_timeout=args.model_read_timeout,
+                max_retries=args.model_retries, text_tool_calls=args.text_tool_calls,
+            )
+        except ValueError as exc:
+            raise SettingsError(f"{args.settings or 'settings'}: {exc}") from None
+        for line in check_openai(args, settings, os.environ if environ is None else environ, config.api_key):
+            say(line, "warning")
+        return OpenAIModel(config)
+    if provider != "scripted":
+        raise SettingsError(f"{args.settings or 'settings'}: model.provider must be 'scripted' or 'openai'")
+    if args.script:
+        return load_script(args.script)
+    return ScriptedModel()
+
+
+def _given(flag: str | None, settings: Mapping[str, Any], key: str, environ: Mapping[str, str],
+           var: str) -> tuple[str, str] | None:
+    """(the value, where it came from) by the precedence of :meth:`OpenAIConfig.from_sources`; ``None`` if unset."""
+    if flag:
+        return flag, f"--openai-{'base-url' if key == 'baseUrl' else 'model'}"
+    if isinstance(settings.get(key), str) and settings[key]:
+        return settings[key], f"settings model.{key}"
+    if environ.get(var):
+        return environ[var], f"${var}"
+    return None
+
+
+def check_openai(args: argparse.Namespace, settings: Settings, environ: Mapping[str, str],
+                 api_key: str | None) -> list[str]:
+    """What the ``openai`` model needs to start: a base URL and a model name (``SettingsError`` naming the
+    missing setting); returns warnings (no API key for a server off loopback)."""
+    which = "--model openai" if args.model == "openai" else 'settings model.provider "openai"'
+    base = _given(args.openai_base_url, settings.model, "baseUrl", environ, "OPENAI_BASE_URL")
+    name = _given(args.openai_model, settings.model, "name", environ, "OPENAI_MODEL")
+    missing = []
+    if base is None:
+        missing.append("a base URL: --openai-base-url URL, $OPENAI_BASE_URL or settings model.baseUrl "
+                       "(e.g. http://127.0.0.1:8080/v1)")
+    if name is None:
+        missing.append("a model name: --openai-model NAME, $OPENAI_MODEL or settings model.name "
+                       "(the name the server serves, e.g. qwen3)")
+    if missing:
+        raise SettingsError(f"{which} needs " + "; and ".join(missing))
+    assert base is not None
+    url, source = base
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname  # parsed here: an unclosed "[" raises
+    except ValueError:
+        parts, host = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not host:
+        # Not echoed: a URL may carry credentials (user:password@host).
+        raise SettingsError(f"{which}: the base URL ({source}) must be an http:// or https:// URL with a host "
+                            "(e.g. http://127.0.0.1:8080/v1)")
+    if not api_key and not is_loopback(parts.hostname):
+        return [f"no API key for the model server at {parts.hostname}: requests go without Authorization "
+                "(set $OPENAI_API_KEY or settings model.apiKey if it wants one)"]
+    return []
+
+
+@attrs.frozen
+class DaemonConfig:
+    """What a daemon is opened with: the settings, the primary model, where it keeps state, its default cwd."""
+
+    settings: Settings
+    model: ModelProvider
+    state_dir: Path
+    workspace: str | None = None
+
+    def open(self, *, store: Any = None) -> AbstractAsyncContextManager[Daemon]:
+        """:func:`actors.open_daemon` on this configuration; ``store``: a cluster node's (default: local files)."""
+        return open_daemon(self.settings, model=self.model, state_dir=self.state_dir, workspace=self.workspace,
+                           store=store, sync_in_thread=True)
+
+
+def load_daemon_config(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> DaemonConfig | None:
+    """The daemon's configuration from the parsed flags and ``environ`` (default ``os.environ``).
+
+    Errors and warnings go to stderr; ``None`` on error.
+    """
+    try:
+        settings = load_settings(
+            args.settings, safe_mode=args.safe_mode, bare=args.bare, max_sessions=args.max_sessions,
+            max_pending_prompts=args.max_pending_prompts, event_ring_size=args.event_ring_size,
+            max_connections=args.max_connections, sandbox=args.sandbox,
+        )
+        key = settings.model.get("apiKey")
+        add_secret(key if isinstance(key, str) else None)  # never in a log line (transport.logs)
+        model = make_model(args, settings, environ)
+    except (SettingsError, ScriptError) as exc:
+        say(str(exc), "error")
+        return None
+    for warning in settings.warnings:
+        say(warning, "warning")
+    return DaemonConfig(settings, model, Path(args.state_dir or ".trellis"), args.workspace)
+
+
+def configure_logging(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
+    """``--log-level`` and ``--log-format`` on stderr; the token and API key given are never written there."""
+    configure(args.log_level, args.log_format, secrets=(
+        args.token, environ.get("TRELLIS_TOKEN"), args.openai_api_key, environ.get("OPENAI_API_KEY"),
+        *(_password(url) for url in (args.store, environ.get("TRELLIS_STORE"), args.events,
+                                     environ.get("TRELLIS_EVENTS")))))
+
+
+def _password(url: str | None) -> str | None:
+    """The password in a ``scheme://user:password@host`` URL (so no log line carries it)."""
+    try:
+        return urlsplit(url).password or None if url else None
+    except ValueError:  # not a URL at all: ClusterConfig refuses it, naming it
+        return None
+
+
+def cluster_config(args: argparse.Namespace, environ: Mapping[str, str], token: str | None, auth: bool,
+                   settings: Settings) -> Any:
+    """The node's :class:`actors.cluster.node.ClusterConfig`, or ``None`` for a single daemon.
+
+    Each value from its flag, else the environment (``$TRELLIS_STORE``, ``$TRELLIS_EVENTS``), else the
+    settings' ``cluster`` group.
+    """
+    store = args.store or environ.get("TRELLIS_STORE") or settings.cluster_store
+    events = args.events or environ.get("TRELLIS_EVENTS") or settings.cluster_events
+    node_id = args.node_id or settings.cluster_node_id
+    advertise_url = args.advertise_url or settings.cluster_advertise_url
+    lease = args.lease_seconds if args.lease_seconds is not None else settings.cluster_lease_seconds
+    for url in (settings.cluster_store, settings.cluster_events):
+        add_secret(_password(url))  # the flags' and environment's are redacted already (configure_logging)
+    if not store and not events:
+        for flag in ("node_id", "advertise_url", "lease_seconds"):
+            if getattr(args, flag) is not None:
+                raise UsageError(f"--{flag.replace('_', '-')} is for cluster mode: it needs --store and --events")
+        return None
+    if not store or not events:
+        raise UsageError("cluster mode needs both --store postgresql://… and --events redis://… "
+                         "(or $TRELLIS_STORE and $TRELLIS_EVENTS)")
+    if auth and not token:
+        raise UsageError("cluster mode needs the token every node shares: pass --token or set $TRELLIS_TOKEN "
+                         "(a minted one would differ from node to node)")
+    from actors.cluster.node import ClusterConfig
+
+    node_id = node_id or f"{socket.gethostname()}-{args.port if args.port else os.getpid()}"
+    try:
+        return ClusterConfig(store, events, node_id, advertise_url or "",
+                             lease_seconds=lease if lease is not None else 5.0,
+                             max_sessions=settings.limits.max_sessions)
+    except ValueError as exc:
+        raise UsageError(f"cluster: {exc}") from None
+
+
+
+
+def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: str | None, auth: bool) -> int:
+    """Serve the daemon the (checked) flags describe over HTTP until a signal stops it; the process's exit status.
+
+    ``token`` is the one given (``--token`` or ``$TRELLIS_TOKEN``; ``None``: one is minted), ``auth`` is off
+    with ``--no-auth``. A cluster configuration that cannot run is a :class:`UsageError`.
+    """
+    configure_logging(args, environ)
+    try:
+        check_bind(args.hostname, auth, token_given=bool(token))
+    except InsecureBind as exc:
+        say(str(exc), "error")
+        return 2
+    config = load_daemon_config(args, environ)
+    if config is None:
+        return 2
+    cluster = cluster_config(args, environ, token, auth, config.settings)
+    if not auth:
+        say("--no-auth: authentication is off; any local user or process can drive this daemon "
+            "and the commands its sessions run", "warning")
+
+    shutdown = Shutdown(config.settings.limits.shutdown_seconds)
+
+    async def serving(daemon: Daemon, node: Any, *, task_status: trio.TaskStatus[str]) -> None:
+        try:
+            await serve(daemon, host=args.hostname, port=args.port, token=token, auth=auth,
+                        allowed_origins=tuple(args.allow_origin), allowed_hosts=tuple(args.allow_host),
+                        acp_grace=args.acp_grace, cluster=node, task_status=task_status)
+        finally:
+            shutdown.served.set()
+
+    async def run() -> None:
+        # Opened first, so a signal during start-up waits for the daemon and then stops it in order.
+        with trio.open_signal_receiver(*SHUTDOWN_SIGNALS) as signals, shutdown.root:
+            async with AsyncExitStack() as stack:
+                node = None
+                if cluster is not None:
+                    from actors.cluster.open import open_cluster
+
+                    node = await stack.enter_async_context(open_cluster(cluster))
+                daemon = await stack.enter_async_context(config.open(store=node.store if node is not None else None))
+                shutdown.daemon = daemon
+                if node is not None:
+                    node.attach(daemon)
+                    shutdown.node = node
+                async with trio.open_nursery() as nursery:
+                    url = await nursery.start(serving, daemon, node)
+                    if node is not None:
+                        await nursery.start(node.run, url)
+                    if auth and token is None:  # serve minted one; name the file, never print the token
+                        say(f"token: {token_path(config.state_dir)} (send it as Authorization: Bearer)")
+                    print(f"listening on {url}", flush=True)
+                    if watch is not None:
+                        watch.arm()  # start-up (the app's routes compiled in one step) is not a stall
+                    # What start-up made lives as long as the daemon: out of the collector's way, a full
+                    # collection walks only what sessions made (a 30-40 ms loop stall becomes under 10 ms);
+                    # and young collections come every 10,000 allocations, not 700, so fewer short-lived
+                    # objects (a turn's events, requests) are promoted to be walked again later.
+                    gc.freeze()
+                    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+                    nursery.start_soon(shutdown.watch, signals, nursery)
+
+    watch = StallWatch(args.report_loop_stalls, armed=False) if args.report_loop_stalls is not None else None
+    try:
+        trio.run(run, instruments=[watch] if watch else [])
+    except KeyboardInterrupt:  # a SIGINT before the signals were ours
+        return 0
+    except SandboxUnavailable as exc:
+        say(str(exc), "error")
+        return 2
+    except OSError as exc:  # cluster mode: PostgreSQL or Redis cannot be reached (the message says which)
+        say(f"cannot start: {exc}", "error")
+        return 2
+    except BaseExceptionGroup as group:
+        token_errors, rest = group.split(TokenFileError)
+        if token_errors is not None and rest is None:
+            say(str(_first_leaf(token_errors)), "error")
+            return 2
+        bind_errors, rest = group.split(OSError)
+        if bind_errors is None or rest is not None:
+            raise
+        first = _first_leaf(bind_errors)
+        say(f"cannot serve on {args.hostname}:{args.port}: {getattr(first, 'strerror', None) or first}", "error")
+        return 1
+    finally:
+        shutdown.finished()
+        if watch is not None:
+            say(watch.report())
+    return shutdown.exit_code()
+
+
+def _first_leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
