@@ -1,4 +1,4 @@
-"""The prompt FIFO actor: admission, queued/running prompts, aborts, mid-turn input, drain.
+"""The prompt FIFO actor: the shell around :mod:`.prompt_queue`, which holds the queue and its transitions.
 
 It answers the one question the Todo Stop Guard's stop path asks of it —
 ``drain`` — with ``{messages, items, hasQueuedPrompt}``, where
@@ -6,15 +6,19 @@ It answers the one question the Todo Stop Guard's stop path asks of it —
 aborted. Everything it changes it publishes, in qwen-code's event shapes.
 It also keeps the books of :mod:`.usage`: each model call on its prompt's turn
 record and in the session's cumulative ledger, both journalled.
+
+The transitions are :class:`~.prompt_queue.PromptQueue`'s (pure: see its
+table); this actor does the I/O around them: it serves the mailbox, reads the
+clock, journals (a fail-closed transition's record before it commits the
+change, the others' after), publishes, logs and calls the session back —
+applying each :class:`~.prompt_queue.Step`'s effects in order.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from collections.abc import Callable
-from typing import Any
-
 import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import attrs
 import trio
@@ -22,28 +26,37 @@ import trio
 from .. import wire
 from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
 from ..events import EventBus
-from ..storage import DAEMON_RESTARTED, RESTARTED_MESSAGE, Replayed
-from ..storage.writer import JournalWriter
 from ..ids import IdSource
 from ..model import Usage
-from .prompt_records import MidTurnItem, PendingPrompt, TurnRecord, TurnState, admitted_record
+from ..storage import DAEMON_RESTARTED, RESTARTED_MESSAGE, Replayed
+from ..storage.writer import JournalWriter
+from .prompt_queue import (
+    MAX_DRAIN_ITEMS,
+    TURN_RECORDS_KEPT,
+    CancelRunning,
+    DrainResult,
+    HandedOver,
+    Proposal,
+    PromptQueue,
+    Publish,
+    QueueFull,
+    QueueReleased,
+    Record,
+    Step,
+    Wake,
+)
+from .prompt_records import MidTurnItem, PendingPrompt, TurnState
 from .usage import UsageLedger
+
+__all__ = [
+    "MAX_DRAIN_ITEMS", "TURN_RECORDS_KEPT", "Abort", "Admit", "Admitted", "Drain", "DrainResult", "FifoMessage",
+    "GetTurn", "ListPending", "MidTurnItem", "PendingPrompt", "PostMidTurn", "PromptFifo", "QueueFull",
+    "RestoreMidTurn", "SetActive", "Settle", "Statistics", "StorageUnavailable", "TakeInbox", "TakeNext",
+]
 
 log = logging.getLogger("trellis.fifo")
 
-MAX_DRAIN_ITEMS = 10
-TURN_RECORDS_KEPT = 256
-
-
-@attrs.frozen
-class DrainResult:
-    messages: tuple[str, ...]
-    items: tuple[MidTurnItem, ...]
-    has_queued_prompt: bool
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"messages": list(self.messages), "items": [i.to_wire() for i in self.items],
-                "hasQueuedPrompt": self.has_queued_prompt}
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -51,12 +64,6 @@ class Admitted:
     prompt_id: str
     last_event_id: int
     event_epoch: str
-
-
-@attrs.frozen
-class QueueFull:
-    limit: int
-    pending_count: int
 
 
 @attrs.frozen
@@ -171,23 +178,35 @@ class PromptFifo:
     ) -> None:
         self.session_id = session_id
         self._bus = bus
-        self._ids = ids
-        self._max_pending = max_pending
-        self._max_mid_turn = max_mid_turn
         self._wake_session = wake_session
         self._cancel_running = cancel_running
         self._queue_released = queue_released
         self._handed_over = handed_over
         self._now_ms = now_ms
-        self._entries: list[PendingPrompt] = []
-        self._mid_turn: deque[MidTurnItem] = deque()
-        self._turns: OrderedDict[str, TurnRecord] = OrderedDict()
-        self._active = False
+        self._queue = PromptQueue(session_id, max_pending=max_pending, max_mid_turn=max_mid_turn, new_id=ids.new)
         self._journal = journal
         # Records others keep in the same journal (the session's timers), for a compacted one.
         self.snapshot_extra: Callable[[], list[dict[str, Any]]] = list
-        self.usage = UsageLedger()  # the session's model calls, cumulative and journalled (status.usage)
         self.ref: ActorRef[FifoMessage] | None = None
+
+    @property
+    def queue(self) -> PromptQueue:
+        """The queue's state and transitions (pure; this actor applies what they return)."""
+        return self._queue
+
+    @property
+    def usage(self) -> UsageLedger:
+        """The session's model calls, cumulative and journalled (``status.usage``)."""
+        return self._queue.usage
+
+    @usage.setter
+    def usage(self, ledger: UsageLedger) -> None:
+        self._queue.usage = ledger
+
+    @property
+    def _entries(self) -> list[PendingPrompt]:
+        """The queue's entries, the live list (tests/actors/replay/test_mutations.py reorders it)."""
+        return self._queue.entries
 
     async def run(self, *, task_status: trio.TaskStatus[ActorRef[FifoMessage]] = trio.TASK_STATUS_IGNORED) -> None:
         ref, inbox = open_mailbox(f"fifo:{self.session_id}", 64)
@@ -210,6 +229,7 @@ class PromptFifo:
             journal.compact_if_due(self._snapshot)  # after the change: the snapshot includes it
 
     def _handle(self, message: FifoMessage) -> None:
+        queue = self._queue
         match message:
             case Admit(body, client_id, reply):
                 reply.send(self._admit(body, client_id))
@@ -222,54 +242,40 @@ class PromptFifo:
             case Settle(prompt_id, state, stop_reason, error):
                 self._settle(prompt_id, state, stop_reason, error)
             case SetActive(active):
-                self._active = active
-                if not active:
-                    self._promote_leftover_mid_turn()  # input an automatic turn never took runs next
+                self._apply(queue.set_active(active, self._now_ms()))
             case PostMidTurn(text, message_id, reply):
                 reply.send(self._post_mid_turn(text, message_id))
             case Drain(watch, reply):
                 reply.send(self._drain(watch))
             case RestoreMidTurn(messages):
-                for text in messages:
-                    item = MidTurnItem(self._ids.new("msg"), text)
-                    self._write_after({"op": "mid_turn", "messageId": item.message_id, "text": text})
-                    self._mid_turn.append(item)
-                if not self._active:
-                    self._promote_leftover_mid_turn()
+                self._apply(queue.restore_mid_turn(messages, self._now_ms()))
             case ListPending(reply):
-                reply.send([e.to_wire() for e in self._entries])
+                reply.send(queue.pending())
             case GetTurn(prompt_id, reply):
-                reply.send(self._turn(prompt_id))
+                reply.send(queue.turn(prompt_id))
             case Statistics(reply):
-                reply.send(self.statistics())
+                reply.send(queue.statistics())
             case _:
                 raise TypeError(f"PromptFifo cannot handle {message!r}")
 
-    # ------------------------------------------------------------- transitions
+    # ------------------------------------------------------------- transitions, applied
 
     def _admit(self, body: wire.PromptBody, client_id: str | None) -> Admitted | QueueFull | StorageUnavailable:
-        if len(self._entries) >= self._max_pending:
-            log.warning("prompt refused session=%s reason=prompt_queue_full pending=%d limit=%d", self.session_id,
-                        len(self._entries), self._max_pending,
-                        extra={"session": self.session_id, "reason": "prompt_queue_full",
-                               "pending": len(self._entries), "limit": self._max_pending})
-            return QueueFull(self._max_pending, len(self._entries))
         last_event_id = self._bus.last_event_id  # before anything this prompt publishes
-        entry = PendingPrompt(self._ids.new("prompt"), body, body.text, self._now_ms(), client_id)
-        entry.waited = self._active or bool(self._entries)
+        planned = self._queue.admit(body, client_id, self._now_ms())
+        if isinstance(planned, Step):
+            full = self._apply(planned)
+            log.warning("prompt refused session=%s reason=prompt_queue_full pending=%d limit=%d", self.session_id,
+                        full.pending_count, full.limit,
+                        extra={"session": self.session_id, "reason": "prompt_queue_full",
+                               "pending": full.pending_count, "limit": full.limit})
+            return full
         try:  # durable before anything changes: the 202 is a promise
-            self._write(admitted_record(entry))
+            entry = self._durable_then_commit(planned)
         except OSError as exc:
             log.warning("prompt refused session=%s reason=storage_unavailable: %s", self.session_id, exc,
                         extra={"session": self.session_id, "reason": "storage_unavailable"})
             return StorageUnavailable(str(exc))
-        self._entries.append(entry)
-        self._record(TurnRecord(entry.prompt_id, "queued", entry.text, entry.queued_at))
-        if entry.waited:
-            self._bus.publish("pending_prompt_added",
-                              wire.pending_prompt_added(self.session_id, entry.prompt_id, entry.text, entry.queued_at),
-                              entry.prompt_id)
-        self._wake_session()
         return Admitted(entry.prompt_id, last_event_id, self._bus.epoch)
 
     def _take_inbox(self, take: Callable[[], list[dict[str, Any]]]) -> int:
@@ -279,125 +285,43 @@ class PromptFifo:
         except OSError as exc:  # they stay in the inbox: the next wake, or the next owner, takes them
             log.warning("session %s: prompts admitted elsewhere not taken yet: %s", self.session_id, exc)
             return 0
-        known = {e.prompt_id for e in self._entries}
-        for r in records:
-            if r.get("promptId") in known or not isinstance(r.get("promptId"), str):
-                continue
-            body = wire.structure(r["body"], wire.PromptBody)
-            entry = PendingPrompt(r["promptId"], body, r.get("text", body.text), r.get("queuedAt") or self._now_ms(),
-                                  r.get("clientId"))
-            entry.waited = self._active or bool(self._entries)
-            self._entries.append(entry)
-            self._record(TurnRecord(entry.prompt_id, "queued", entry.text, entry.queued_at))
-            if entry.waited:
-                self._bus.publish("pending_prompt_added",
-                                  wire.pending_prompt_added(self.session_id, entry.prompt_id, entry.text,
-                                                            entry.queued_at), entry.prompt_id)
-        if records:
-            self._wake_session()
-        return len(records)
+        return self._apply(self._queue.take_inbox(records, self._now_ms()))
 
     def _abort(self, prompt_id: str) -> bool:
-        entry = next((e for e in self._entries if e.prompt_id == prompt_id and not e.aborted), None)
-        if entry is None:
+        planned = self._queue.abort(prompt_id, self._now_ms())
+        if isinstance(planned, Step):  # unknown, aborted already, or running (cancelled, not journalled)
+            return self._apply(planned)
+        try:  # fail closed: an abort the journal lost would run the prompt after a restart
+            return self._durable_then_commit(planned)
+        except OSError as exc:
+            log.error("session %s: abort of %s refused: %s", self.session_id, prompt_id, exc)
             return False
-        if entry.state == "queued":
-            try:  # fail closed: an abort the journal lost would run the prompt after a restart
-                self._write({"op": "aborted", "promptId": prompt_id})
-            except OSError as exc:
-                log.error("session %s: abort of %s refused: %s", self.session_id, prompt_id, exc)
-                return False
-            entry.aborted = True
-            self._entries.remove(entry)
-            self._bus.publish("pending_prompt_completed",
-                              wire.pending_prompt_completed(self.session_id, prompt_id, "removed"), prompt_id)
-            self._bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled"), prompt_id)
-            self._update(prompt_id, state="cancelled", stop_reason="cancelled", ended_at=self._now_ms())
-            if not self.has_queued_prompt:
-                self._queue_released()  # a chain that yielded to the queue must not wait for it
-        else:
-            entry.aborted = True
-            self._cancel_running(prompt_id)
-        return True
 
     def _take_next(self) -> PendingPrompt | None:
-        entry = next((e for e in self._entries if e.state == "queued"), None)
-        if entry is None:
-            return None
-        started_at = self._now_ms()
+        planned = self._queue.take(self._now_ms())
+        if isinstance(planned, Step):  # nothing queued
+            return self._apply(planned)
         try:  # fail closed: a start the journal lost would run the prompt (and its tools) again after a restart
-            self._write({"op": "started", "promptId": entry.prompt_id, "startedAt": started_at})
+            return self._durable_then_commit(planned)
         except OSError as exc:
-            log.error("session %s: %s stays queued: %s", self.session_id, entry.prompt_id, exc)
+            log.error("session %s: %s stays queued: %s", self.session_id, planned.change.prompt_id, exc)
             return None
-        entry.state = "running"
-        entry.started_at = started_at
-        self._active = True
-        self._handed_over(entry.prompt_id)  # from now on a cancel must reach it, even before it begins
-        self._update(entry.prompt_id, state="running", started_at=entry.started_at)
-        if entry.waited:
-            self._bus.publish("pending_prompt_started",
-                              wire.pending_prompt_started(self.session_id, entry.prompt_id, entry.text), entry.prompt_id)
-        return entry
 
     def _settle(self, prompt_id: str, state: TurnState, stop_reason: str | None, error: str | None) -> None:
-        ended = self._now_ms()  # one reading: the journal and the live record must agree after a restart
-        # Written, not fsynced: it survives the daemon being killed, and the journal's next sync (the next
-        # admission or start) makes it durable. A power cut before that only makes a restart report the turn
-        # interrupted (daemon_restarted), as its transcript, never fsynced, may have lost its end too.
-        self._write_after({"op": "ended", "promptId": prompt_id, "state": state, "stopReason": stop_reason,
-                           "error": error, "endedAt": ended}, durable=False)
-        entry = next((e for e in self._entries if e.prompt_id == prompt_id), None)
-        if entry is not None:
-            self._entries.remove(entry)
-            if entry.waited:
-                self._bus.publish("pending_prompt_completed",
-                                  wire.pending_prompt_completed(self.session_id, prompt_id, "completed"), prompt_id)
-        self._update(prompt_id, state=state, stop_reason=stop_reason, error=error, ended_at=ended)
-        self._active = False
-        self._promote_leftover_mid_turn()
-
-    def _promote_leftover_mid_turn(self) -> None:
-        """Mid-turn input that no tool boundary took runs as the next turn of its own."""
-        if not self._mid_turn:
-            return
-        items = list(self._mid_turn)
-        self._mid_turn.clear()
-        text = "\n".join(i.text for i in items)
-        body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=text)])
-        entry = PendingPrompt(self._ids.new("prompt"), body, text, self._now_ms(), waited=True)
-        self._write_after({"op": "promoted", "promptId": entry.prompt_id, "text": text, "queuedAt": entry.queued_at,
-                           "messageIds": [i.message_id for i in items]})
-        self._entries.insert(0, entry)
-        self._record(TurnRecord(entry.prompt_id, "queued", text, entry.queued_at))
-        self._bus.publish("pending_prompt_added",
-                          wire.pending_prompt_added(self.session_id, entry.prompt_id, text, entry.queued_at),
-                          entry.prompt_id)
-        self._wake_session()
+        # One reading: the journal and the live record must agree after a restart.
+        self._apply(self._queue.settle(prompt_id, state, stop_reason, error, self._now_ms()))
 
     def _post_mid_turn(self, text: str, message_id: str | None) -> dict[str, Any]:
-        if not self._active:
-            return {"accepted": False, "reason": "session_idle"}
-        if len(self._mid_turn) >= self._max_mid_turn:
-            return {"accepted": False, "reason": "queue_full"}
-        item = MidTurnItem(message_id or self._ids.new("msg"), text)
+        planned = self._queue.post_mid_turn(text, message_id)
+        if isinstance(planned, Step):  # refused: idle, or full
+            return self._apply(planned)
         try:
-            self._write({"op": "mid_turn", "messageId": item.message_id, "text": text})
+            return self._durable_then_commit(planned)
         except OSError:
             return {"accepted": False, "reason": "storage_unavailable"}
-        self._mid_turn.append(item)
-        return {"accepted": True, "messageId": item.message_id}
 
     def _drain(self, watch_queued_prompt: bool) -> DrainResult:
-        items = []
-        while self._mid_turn and len(items) < MAX_DRAIN_ITEMS:
-            items.append(self._mid_turn.popleft())
-        if items:
-            self._write_after({"op": "drained", "messageIds": [i.message_id for i in items]})
-            self._bus.publish("mid_turn_message_injected",
-                              wire.mid_turn_message_injected(self.session_id, [i.to_wire() for i in items]))
-        return DrainResult(tuple(i.text for i in items), tuple(items),
-                           watch_queued_prompt and self.has_queued_prompt)
+        return self._apply(self._queue.drain(watch_queued_prompt))
 
     def record_usage(self, prompt_id: str, source: str, usage: Usage | None) -> None:
         """One model call of ``prompt_id`` ended: counted for the session, on the turn record (a
@@ -405,37 +329,68 @@ class PromptFifo:
 
         A synchronous call from the session (see :class:`~actors.session.usage.UsageMeter`).
         """
-        call = UsageLedger.of_call(source, usage)
-        self.usage.add(call)
-        record = self._turns.get(prompt_id)
-        if record is not None:
-            if record.usage is None:
-                record.usage = UsageLedger()
-            record.usage.add(call)
-        # Accounting, not a promise: written (it survives the daemon being killed), not fsynced per call.
-        self._write_after({"op": "usage", "promptId": prompt_id, "usage": call.to_wire()}, durable=False)
+        self._apply(self._queue.record_usage(prompt_id, source, usage))
         if self._journal is not None:
             self._journal.compact_if_due(self._snapshot)
 
     @property
     def has_queued_prompt(self) -> bool:
         """A complete prompt is queued and not aborted."""
-        return any(e.state == "queued" and not e.aborted for e in self._entries)
-
-    def _turn(self, prompt_id: str) -> dict[str, Any] | None:
-        if prompt_id == "current":
-            running = next((e for e in self._entries if e.state == "running"), None)
-            if running is None:
-                return None
-            prompt_id = running.prompt_id
-        record = self._turns.get(prompt_id)
-        return record.to_wire() if record else None
+        return self._queue.has_queued_prompt
 
     def statistics(self) -> dict[str, Any]:
-        running = next((e.prompt_id for e in self._entries if e.state == "running"), None)
-        return {"pendingCount": len(self._entries), "currentPromptId": running,
-                "queuedCount": sum(1 for e in self._entries if e.state == "queued"),
-                "midTurnQueued": len(self._mid_turn), "hasQueuedPrompt": self.has_queued_prompt}
+        return self._queue.statistics()
+
+    def restore(self, replayed: Replayed, code: str = DAEMON_RESTARTED,
+                message: str = RESTARTED_MESSAGE) -> list[str]:
+        """Take over what a previous daemon journalled (before :meth:`run`); returns the interrupted prompt ids.
+
+        Queued prompts keep their order and ids and run as usual. Interrupted
+        ones (running when the daemon died) end ``code`` (``daemon_restarted``;
+        ``node_lost`` when another node of a cluster takes the session over) —
+        journalled here, so a second restart does not end them again — and never run again.
+        """
+        return self._apply(self._queue.restore(replayed, self._now_ms(), code, message))
+
+    def abandon_queued(self) -> None:
+        """The session is deleted: every queued prompt ends ``cancelled``, journalled and published."""
+        self._apply(self._queue.abandon_queued(self._now_ms()))
+
+    def settle_on_close(self, prompt_id: str) -> None:
+        """The session closes under a running prompt: journal and record it ``cancelled`` now.
+
+        Called from the session's exit path, where the FIFO's mailbox may be gone
+        already; synchronous, like every transition here.
+        """
+        self._apply(self._queue.settle_on_close(prompt_id, self._now_ms()))
+
+    # ------------------------------------------------------------- effects
+
+    def _durable_then_commit(self, proposal: Proposal[T]) -> T:
+        """Journal ``proposal``'s record, then make its change; ``OSError`` (nothing changed) if the journal
+        cannot make the record durable."""
+        self._write(proposal.record)
+        return self._apply(self._queue.commit(proposal))
+
+    def _apply(self, step: Step[T]) -> T:
+        """Emit what a transition returned, in its order; its answer."""
+        for effect in step.effects:
+            kind = type(effect)
+            if kind is Publish:
+                self._bus.publish(effect.name, effect.payload, effect.prompt_id)  # type: ignore[union-attr]
+            elif kind is Record:
+                self._write_after(effect.record, durable=effect.durable)  # type: ignore[union-attr]
+            elif kind is Wake:
+                self._wake_session()
+            elif kind is CancelRunning:
+                self._cancel_running(effect.prompt_id)  # type: ignore[union-attr]
+            elif kind is HandedOver:
+                self._handed_over(effect.prompt_id)  # type: ignore[union-attr]
+            elif kind is QueueReleased:
+                self._queue_released()
+            else:
+                raise TypeError(f"PromptFifo cannot apply {effect!r}")
+        return step.answer
 
     # ------------------------------------------------------------- the journal
 
@@ -453,96 +408,9 @@ class PromptFifo:
 
     def _snapshot(self) -> list[dict[str, Any]]:
         """The journal compacted to what a restart needs: live prompts, waiting input, kept turn records."""
-        live = {e.prompt_id for e in self._entries}
-        out: list[dict[str, Any]] = [{"op": "turn", "record": t.to_wire()} for t in self._turns.values()
-                                     if t.prompt_id not in live]
-        for e in self._entries:
-            out.append(admitted_record(e))
-            if e.state == "running":
-                out.append({"op": "started", "promptId": e.prompt_id, "startedAt": e.started_at})
-                record = self._turns.get(e.prompt_id)
-                if record is not None and record.usage is not None:  # the running turn's calls so far
-                    out.append({"op": "usage", "promptId": e.prompt_id, "usage": record.usage.to_wire()})
-        out += [{"op": "mid_turn", "messageId": i.message_id, "text": i.text} for i in self._mid_turn]
-        out += self.snapshot_extra()
-        # Last: it sets the session's cumulative figures, the "usage" records above included.
-        out.append({"op": "session_usage", "usage": self.usage.to_wire()})
-        return out
+        return self._queue.snapshot(self.snapshot_extra())
 
     def journal_count(self, existing: int) -> None:
         """How many records the journal already holds (so compaction comes when it should)."""
         if self._journal is not None:
             self._journal.existing(existing)
-
-    def restore(self, replayed: Replayed, code: str = DAEMON_RESTARTED,
-                message: str = RESTARTED_MESSAGE) -> list[str]:
-        """Take over what a previous daemon journalled (before :meth:`run`); returns the interrupted prompt ids.
-
-        Queued prompts keep their order and ids and run as usual. Interrupted
-        ones (running when the daemon died) end ``code`` (``daemon_restarted``;
-        ``node_lost`` when another node of a cluster takes the session over) —
-        journalled here, so a second restart does not end them again — and never run again.
-        """
-        for turn in replayed.turns.values():
-            self._record(TurnRecord.from_wire(turn))
-        self.usage = UsageLedger.from_wire(replayed.usage)
-        for r in replayed.queued:
-            if "body" in r:
-                body = wire.structure(r["body"], wire.PromptBody)
-            else:  # promoted mid-turn input
-                body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=r.get("text", ""))])
-            self._entries.append(PendingPrompt(r["promptId"], body, r.get("text", body.text), r.get("queuedAt") or 0,
-                                               r.get("clientId"), waited=True))
-        self._mid_turn.extend(MidTurnItem(m["messageId"], m["text"]) for m in replayed.mid_turn)
-        for prompt_id in replayed.interrupted:
-            ended = self._now_ms()
-            self._write_after({"op": "ended", "promptId": prompt_id, "state": "error", "error": message,
-                               "errorCode": code, "endedAt": ended})
-            self._update(prompt_id, state="error", error=message, error_code=code,
-                         ended_at=ended)
-        self._promote_leftover_mid_turn()  # the turn it was meant for is gone: it runs next, on its own
-        return list(replayed.interrupted)
-
-    def abandon_queued(self) -> None:
-        """The session is deleted: every queued prompt ends ``cancelled``, journalled and published."""
-        for entry in [e for e in self._entries if e.state == "queued"]:
-            self._write_after({"op": "aborted", "promptId": entry.prompt_id})
-            self._entries.remove(entry)
-            self._bus.publish("pending_prompt_completed",
-                              wire.pending_prompt_completed(self.session_id, entry.prompt_id, "removed"),
-                              entry.prompt_id)
-            self._bus.publish("turn_complete", wire.turn_complete(self.session_id, entry.prompt_id, "cancelled"),
-                              entry.prompt_id)
-            self._update(entry.prompt_id, state="cancelled", stop_reason="cancelled", ended_at=self._now_ms())
-        if self._mid_turn:
-            self._write_after({"op": "drained", "messageIds": [i.message_id for i in self._mid_turn]})
-            self._mid_turn.clear()
-
-    def settle_on_close(self, prompt_id: str) -> None:
-        """The session closes under a running prompt: journal and record it ``cancelled`` now.
-
-        Called from the session's exit path, where the FIFO's mailbox may be gone
-        already; synchronous, like every transition here.
-        """
-        entry = next((e for e in self._entries if e.prompt_id == prompt_id), None)
-        if entry is None or entry.state != "running":
-            return
-        ended = self._now_ms()
-        self._write_after({"op": "ended", "promptId": prompt_id, "state": "cancelled", "stopReason": "cancelled",
-                           "endedAt": ended})
-        self._entries.remove(entry)
-        self._update(prompt_id, state="cancelled", stop_reason="cancelled", ended_at=ended)
-
-    # ------------------------------------------------------------- turn records
-
-    def _record(self, record: TurnRecord) -> None:
-        self._turns[record.prompt_id] = record
-        while len(self._turns) > TURN_RECORDS_KEPT:
-            self._turns.popitem(last=False)
-
-    def _update(self, prompt_id: str, **changes: Any) -> None:
-        record = self._turns.get(prompt_id)
-        if record is not None:
-            for key, value in changes.items():
-                if value is not None:
-                    setattr(record, key, value)

@@ -1,4 +1,5 @@
-"""What the prompt FIFO (:mod:`.fifo`) keeps of each prompt: the pending entry, its turn record, waiting input."""
+"""What the prompt queue (:mod:`.prompt_queue`, in the FIFO actor :mod:`.fifo`) keeps of each prompt: the pending
+entry, its turn record, waiting input."""
 
 from __future__ import annotations
 

@@ -27,15 +27,12 @@ session count it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
 from .. import wire
-from ..model import ChatRequest, TextDelta, Usage
-
-if TYPE_CHECKING:
-    from .fifo import PromptFifo
+from ..model.base import ChatRequest, TextDelta, Usage
 
 
 def _count(value: Any) -> int:
@@ -125,15 +122,24 @@ class UsageLedger:
         return cls(Tally.from_wire(raw), {str(s): Tally.from_wire(t) for s, t in by_source.items()})
 
 
+class UsageBooks(Protocol):
+    """Where a session's calls are booked: its prompt FIFO (:class:`~actors.session.fifo.PromptFifo`)."""
+
+    @property
+    def usage(self) -> UsageLedger: ...  # the session's cumulative ledger
+
+    def record_usage(self, prompt_id: str, source: str, usage: Usage | None) -> None: ...
+
+
 class UsageMeter:
     """A session's side of the accounting: each call, as it ends, goes to its turn and the FIFO.
 
     The FIFO is called directly rather than told: a call ends on every exit path
     of a stream, cancellation included, where a message could not be awaited,
-    and the FIFO's transitions are synchronous (as :meth:`PromptFifo.settle_on_close`).
+    and the FIFO's transitions are synchronous (as :meth:`~actors.session.fifo.PromptFifo.settle_on_close`).
     """
 
-    def __init__(self, fifo: PromptFifo, publish: Callable[[dict[str, Any], str | None], None],
+    def __init__(self, fifo: UsageBooks, publish: Callable[[dict[str, Any], str | None], None],
                  clock_ms: Callable[[], int]) -> None:
         self._fifo = fifo
         self._publish = publish

@@ -1,7 +1,11 @@
-"""The prompt FIFO's transitions (actors/session/fifo.py), driven through its synchronous ``handle``."""
+"""The prompt FIFO actor (actors/session/fifo.py), driven through its synchronous ``handle``: the transitions of
+its pure queue (actors/session/prompt_queue.py, tested on its own in test_prompt_queue*.py) as it applies them —
+the events it publishes, the journal it writes (fail-closed before a change, logged after), the session's
+callbacks."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -520,3 +524,135 @@ def test_a_restore_ends_the_interrupted_prompt_with_the_code_it_is_given() -> No
     assert h.fifo.restore(replay(records), NODE_LOST, NODE_LOST_MESSAGE) == ["p-run"]
     assert (h.turn("p-run")["state"], h.turn("p-run")["errorCode"]) == ("error", "node_lost")
     assert [p["promptId"] for p in h.pending()] == ["p-next"]
+
+
+# ----------------------------------------------------------------- the journal: fail-closed before, logged after
+
+
+class Journal:
+    """A JournalWriter's part the FIFO uses; ``refuse`` makes the next appends raise, as a full disk would."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[dict[str, Any], bool]] = []
+        self.refuse = False
+        self.compactions = 0
+
+    def append(self, record: dict[str, Any], *, durable: bool = True) -> None:
+        if self.refuse:
+            raise OSError(28, "No space left on device")
+        self.records.append((record, durable))
+
+    def deferring(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def compact_if_due(self, snapshot: Callable[[], list[dict[str, Any]]]) -> None:
+        self.compactions += 1
+
+    def existing(self, count: int) -> None:
+        pass
+
+    def ops(self) -> list[tuple[str, str | None, bool]]:
+        return [(r["op"], r.get("promptId"), durable) for r, durable in self.records]
+
+
+def journalled(**kwargs: Any) -> tuple[Harness, Journal]:
+    h = Harness(**kwargs)
+    journal = Journal()
+    h.fifo._journal = journal  # type: ignore[assignment]
+    return h, journal
+
+
+def test_the_journal_gets_each_change_in_order_durable_or_not() -> None:
+    h, journal = journalled()
+    h.admit("a")
+    h.admit("b")
+    h.take()
+    h.post("mid", "m-1")
+    h.drain()
+    h.post("left over", "m-2")
+    h.fifo.record_usage("prompt-1", "primary", None)
+    h.settle("prompt-1")
+    h.abort("prompt-2")
+    h.fifo.handle(f.SetActive(True))
+    h.post("auto", "m-3")
+    h.fifo.handle(f.SetActive(False))
+    assert journal.ops() == [
+        ("admitted", "prompt-1", True), ("admitted", "prompt-2", True), ("started", "prompt-1", True),
+        ("mid_turn", None, True), ("drained", None, True), ("mid_turn", None, True), ("usage", "prompt-1", False),
+        ("ended", "prompt-1", False), ("promoted", "prompt-3", True), ("aborted", "prompt-2", True),
+        ("mid_turn", None, True), ("promoted", "prompt-4", True),
+    ]
+    assert journal.compactions == 12  # after each of the 11 messages, and after the model call
+
+
+def test_an_admission_the_journal_refuses_changes_nothing() -> None:
+    h, journal = journalled()
+    h.admit("running")
+    journal.refuse = True
+    answer = h.admit("refused")
+    assert isinstance(answer, f.StorageUnavailable) and "No space left" in answer.reason
+    assert [p["promptId"] for p in h.pending()] == ["prompt-1"]
+    assert h.new_events() == [] and h.wakes == 1
+    journal.refuse = False
+    assert h.admit("later").prompt_id == "prompt-3"  # type: ignore[union-attr]
+
+
+def test_a_start_the_journal_refuses_leaves_the_prompt_queued(caplog: pytest.LogCaptureFixture) -> None:
+    h, journal = journalled()
+    h.admit("a")
+    journal.refuse = True
+    assert h.take() is None
+    assert "prompt-1 stays queued" in caplog.text
+    assert h.pending()[0]["state"] == "queued"
+    assert h.post("x") == {"accepted": False, "reason": "session_idle"}  # nothing became active
+    journal.refuse = False
+    assert h.take() is not None
+
+
+def test_an_abort_the_journal_refuses_keeps_the_prompt(caplog: pytest.LogCaptureFixture) -> None:
+    h, journal = journalled()
+    h.admit("running")
+    h.take()
+    h.admit("queued")
+    h.new_events()
+    released: list[int] = []
+    h.fifo._queue_released = lambda: released.append(1)
+    journal.refuse = True
+    assert h.abort("prompt-2") is False
+    assert "abort of prompt-2 refused" in caplog.text
+    assert [p["promptId"] for p in h.pending()] == ["prompt-1", "prompt-2"]
+    assert h.stats()["hasQueuedPrompt"] is True and h.new_events() == [] and released == []
+    assert h.abort("prompt-1") is True  # running: cancelled without the journal
+    assert h.cancelled == ["prompt-1"]
+    journal.refuse = False
+    assert h.abort("prompt-2") is True and released == [1]
+
+
+def test_a_mid_turn_message_the_journal_refuses_is_not_accepted() -> None:
+    h, journal = journalled()
+    h.admit("a")
+    h.take()
+    journal.refuse = True
+    assert h.post("x") == {"accepted": False, "reason": "storage_unavailable"}
+    assert h.stats()["midTurnQueued"] == 0
+
+
+def test_a_record_written_after_its_change_is_logged_when_refused(caplog: pytest.LogCaptureFixture) -> None:
+    h, journal = journalled()
+    h.admit("a")
+    h.take()
+    h.post("left over")
+    h.new_events()
+    journal.refuse = True
+    h.settle("prompt-1")  # ended, then promoted: both refused, the change made
+    assert caplog.text.count("No space left") == 2
+    assert [p["text"] for p in h.pending()] == ["left over"]
+    assert [e[0] for e in h.new_events()] == ["pending_prompt_added"]
+    assert h.turn("prompt-1")["state"] == "completed"  # type: ignore[index]
+
+
+def test_the_fifo_is_a_shell_around_the_pure_queue() -> None:
+    h = Harness()
+    h.admit("a")
+    assert h.fifo.queue.statistics() == h.stats()
+    assert h.fifo.usage is h.fifo.queue.usage
