@@ -18,7 +18,6 @@ from .model import ModelProvider, ScriptedModel
 from .process.sandbox import clear_homes, log_sandbox, resolve_sandbox
 from .runtime import InvalidCwd, Runtime, default_tools, local_now
 from .session.handle import SessionHandle
-from .session import persistence
 from .session.session import Session
 from .session.system_prompt import PromptOverrides
 from .session.tools import ToolRegistry
@@ -190,8 +189,9 @@ class Daemon:
             if session_id in self._sessions or self.restorable(session_id):
                 raise InvalidSessionId(f"{session_id} is taken")
         history = await source.snapshot()
-        return await self._start(session_id or self.runtime.ids.new("session"), source.cwd, history,
-                                 prompt=source.prompt_overrides)
+        record = await source.record()
+        return await self._start(session_id or self.runtime.ids.new("session"), record["cwd"], history,
+                                 prompt=PromptOverrides.from_record(record))
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """A session's transcript from disk, live or not."""
@@ -235,7 +235,7 @@ class Daemon:
             for observe in self.session_observers:
                 observe(session)
             if restore:
-                persistence.restore(session)
+                session.restore()
             await session.records.write()  # StorageError when the state directory refuses it
             closed = trio.Event()
             await self._nursery.start(self._supervise, session, closed)
@@ -344,10 +344,22 @@ class Daemon:
 
     def _close_for_shutdown(self, handle: SessionHandle) -> trio.Event | None:
         """Begin closing one session for the shutdown (synchronously); the event it sets once closed."""
-        handle._session.shutdown_reason = "daemon_shutdown"
-        closed = self._closed_events.get(handle.session_id)
+        return self.close_for_handover(handle.session_id, "daemon_shutdown")
+
+    def close_for_handover(self, session_id: str, reason: str) -> trio.Event | None:
+        """Begin closing one session that goes on elsewhere (a shutdown, a lost lease): no new work starts,
+        its queued prompts stay queued, ``session_closed`` gives ``reason``; the event it sets once closed."""
+        handle = self._sessions.get(session_id)
+        if handle is None:
+            return None
+        handle._session.shutdown_reason = reason
         handle._ref.close()
-        return closed
+        return self._closed_events.get(session_id)
+
+    def start_no_new_work(self, reason: str) -> None:
+        """Every live session finishes what runs and starts nothing new (a cluster node handing over)."""
+        for handle in self._sessions.values():
+            handle._session.shutdown_reason = reason
 
     async def _wind_down(self, runs: list[Any], closing: list[trio.Event | None]) -> None:
         for closed in closing:

@@ -325,7 +325,11 @@ def create_app(
 
     @app.post("/permission/<request_id>")
     async def permission(request_id: str) -> Response:
-        handle = next((h for h in daemon.sessions() if h.has_permission_request(request_id)), None)
+        handle = None
+        for live in daemon.sessions():
+            if await live.has_permission_request(request_id):
+                handle = live
+                break
         if handle is None:
             await body(wire.PermissionVoteBody)  # bad bodies are still 400, not 404
             raise HttpError(404, f"no pending permission request {request_id!r}", "permission_not_found",

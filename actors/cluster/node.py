@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -54,7 +54,16 @@ from .store import Fence, PostgresStore
 
 if TYPE_CHECKING:
     from ..daemon import Daemon
-    from ..session.session import Session
+    from ..events import EventBus
+
+
+class ObservedSession(Protocol):
+    """What the daemon shows its observers of a session it starts (before it runs) and of one that ended."""
+
+    session_id: str
+    bus: EventBus
+    interrupted_code: str
+    shutdown_reason: str | None
 
 log = logging.getLogger("trellis.cluster")
 
@@ -358,7 +367,7 @@ class ClusterNode:
         if epoch is not None and self._nursery is not None:
             self._nursery.start_soon(trio.to_thread.run_sync, self.leases.drop, session_id, epoch)
 
-    def observe_session(self, session: Session) -> None:
+    def observe_session(self, session: ObservedSession) -> None:
         """Every new session, before it publishes: continue its stream, mirror its events to Redis."""
         resume = self._resume.pop(session.session_id, None)
         if resume is None:
@@ -378,7 +387,7 @@ class ClusterNode:
 
         session.bus.observers.append(mirror)
 
-    def session_ended(self, session: Session) -> None:
+    def session_ended(self, session: ObservedSession) -> None:
         """A session stopped here: a deleted or crashed one gives its lease up, a handed-over one was released."""
         session_id = session.session_id
         epoch = self.fence.epoch(session_id)
@@ -421,10 +430,7 @@ class ClusterNode:
         daemon = self.daemon
         if daemon is None:
             return
-        for handle in daemon.sessions():
-            if handle.session_id == session_id:
-                handle._session.shutdown_reason = LEASE_LOST
-                handle._ref.close()  # its background actors kill their process groups on the way out
+        daemon.close_for_handover(session_id, LEASE_LOST)  # its background actors kill their process groups
 
     # ------------------------------------------------------------- drain
 
@@ -434,10 +440,9 @@ class ClusterNode:
         assert self.daemon is not None
         self.draining = True
         await trio.to_thread.run_sync(self.leases.set_draining)
-        for handle in self.daemon.sessions():
-            handle._session.shutdown_reason = "daemon_shutdown"  # nothing new starts; queued prompts stay queued
+        self.daemon.start_no_new_work("daemon_shutdown")  # queued prompts stay queued
         with trio.move_on_after(bound):
-            while any(h._session.current is not None for h in self.daemon.sessions()):
+            while any(h.summary()["state"] == "running" for h in self.daemon.sessions()):
                 await trio.sleep(0.05)
         for handle in self.daemon.sessions():
             epoch = self.fence.epoch(handle.session_id)

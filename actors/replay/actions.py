@@ -128,7 +128,7 @@ async def restart(world: World, args: dict[str, Any]) -> Any:
     for slot in live:
         new = await world.open_session(slot.label, slot.session_id, gen=slot.gen + 1)
         await world.daemon.load_session(new.session_id)
-        restored[slot.label] = len(new.handle._session.history)
+        restored[slot.label] = len(new.handle._session.conversation)
     return {"restored": restored}
 
 
@@ -139,7 +139,7 @@ async def load(world: World, args: dict[str, Any]) -> Any:
     if slot.handle._session.bus.closed:
         slot = await world.open_session(slot.label, slot.session_id, gen=slot.gen + 1)
     await world.daemon.load_session(slot.session_id)
-    return {"messages": len(slot.handle._session.history)}
+    return {"messages": len(slot.handle._session.conversation)}
 
 
 # ----------------------------------------------------------------- background work, wakeups, cron
@@ -244,7 +244,7 @@ async def disconnect(world: World, args: dict[str, Any]) -> Any:
 
 def _permission_request(world: World, session: str, which: str) -> str:
     slot = world.sessions[session]
-    pending = set(slot.handle._session.permissions.pending_ids)
+    pending = set(slot.handle._session.authorizer.broker.pending_ids)
     requests = [r for r in world.trace.events() if r["type"] == "permission_request"
                 and r["session"] == session and r["gen"] == slot.gen and r["data"]["requestId"] in pending]
     if which != "latest":
@@ -302,7 +302,7 @@ async def rewind(world: World, args: dict[str, Any]) -> Any:
 async def fork(world: World, args: dict[str, Any]) -> Any:
     """Fork the session into a new one known as ``label``; neither keeps guard trust."""
     slot = await world.fork_session(args["session"], args["label"])
-    return {"sessionId": slot.session_id, "messages": len(slot.handle._session.history)}
+    return {"sessionId": slot.session_id, "messages": len(slot.handle._session.conversation)}
 
 
 @register_action("release_queue", session=F.SESSION)
@@ -372,7 +372,7 @@ async def bridge_drain(world: World, args: dict[str, Any]) -> Any:
         world.later(trio.current_time() + delay, reply)
         return pending
 
-    handle.set_drain_source(source)
+    await handle.set_drain_source(source)
     return {"installed": True}
 
 

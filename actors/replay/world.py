@@ -231,7 +231,7 @@ class World:
         while task is not None:
             if task.name.startswith("work:") and task.name[5:] in self._by_id:
                 label, gen, session = self._by_id[task.name[5:]]
-                return label, gen, session.current.prompt_id if session.current is not None else None
+                return label, gen, session.work.prompt_id if session.work.running else None
             nursery = task.parent_nursery
             task = nursery.parent_task if nursery is not None else None
         return None, None, None

@@ -25,7 +25,8 @@ import attrs
 from .. import wire
 
 if TYPE_CHECKING:
-    from .turn import Turn
+    from .ports import TurnPorts
+    from .turn_state import TurnState
 
 # (name, description, input hint or None): what ACP's available_commands_update lists.
 COMMANDS: tuple[tuple[str, str, str | None], ...] = (
@@ -71,49 +72,42 @@ def available_commands_update() -> dict[str, Any]:
     return {"sessionUpdate": "available_commands_update", "availableCommands": available_commands()}
 
 
-async def run(turn: Turn, command: SlashCommand) -> None:
+async def run(ports: TurnPorts, turn: TurnState, command: SlashCommand) -> None:
     """Run ``command`` as the turn's whole work and publish its answer."""
-    session = turn.session
     if command.name == "clear":
-        text = _clear(turn, command)
+        text = _clear(ports, command)
     elif command.name == "compact":
-        text = await _compact(turn, command)
+        text = await _compact(ports, turn, command)
     else:
-        text = await _model(turn, command)
-    session.publish_update(wire.text_update("agent_message_chunk", text, {"command": command.name}),
-                           turn.prompt_id)
+        text = await _model(ports, command)
+    ports.publisher.update(wire.text_update("agent_message_chunk", text, {"command": command.name}), turn.prompt_id)
 
 
-def _clear(turn: Turn, command: SlashCommand) -> str:
+def _clear(ports: TurnPorts, command: SlashCommand) -> str:
     if command.argument:
         return "/clear takes no argument; nothing was cleared."
-    session = turn.session
-    dropped = len(session.history)
-    session.history = []
-    session.transcript.rewrite(session.history)
+    dropped = len(ports.conversation)
+    ports.conversation.replace([])
     # A trust-clearing event, as a rewind is; this very turn is running, so the guard stays off until
     # the next ordinary prompt starts.
-    session.chain.invalidate(turn_running=True)
+    ports.chain.invalidate(turn_running=True)
     return f"Cleared the conversation ({dropped} message{'s' if dropped != 1 else ''})."
 
 
-async def _compact(turn: Turn, command: SlashCommand) -> str:
+async def _compact(ports: TurnPorts, turn: TurnState, command: SlashCommand) -> str:
     if command.argument:
         return "/compact takes no argument; nothing was compacted."
-    session = turn.session
-    before = len(session.history)
-    if not await session.context.summarise(turn.prompt_id, turn.usage):
+    before = len(ports.conversation)
+    if not await ports.context.summarise(turn.prompt_id, turn.usage):
         return ("Nothing was compacted: the conversation is too short to summarise, or the summary "
                 "request failed.")
-    return f"Compacted the conversation: {before} messages are now {len(session.history)}."
+    return f"Compacted the conversation: {before} messages are now {len(ports.conversation)}."
 
 
-async def _model(turn: Turn, command: SlashCommand) -> str:
+async def _model(ports: TurnPorts, command: SlashCommand) -> str:
     name = command.argument
     if not name or len(name) > MAX_MODEL_CHARS or any(c.isspace() for c in name):
         return f"Usage: /model <name> (one word, at most {MAX_MODEL_CHARS} characters); the model is unchanged."
-    session = turn.session
-    session.model_name = name  # as SetModel: no new work chain
-    session.context.model_changed()
-    await session.records.save()
+    ports.context.use_model(name)  # as SetModel: no new work chain
+    await ports.save_record()
     return f"Model set to {name}."

@@ -47,12 +47,14 @@ from ..model.estimate import Calibration, text_tokens
 from ..model.overflow import ContextOverflow, EmptyResponse
 from .outcomes import Send, TokenLimit
 from .shorten import NOTE_ORIGIN, fit_messages
-from .system_prompt import with_system_prompt
-from .usage import UsageLedger, read_text
+from .conversation import Conversation
+from .system_prompt import SystemPrompt
+from .usage import UsageLedger, UsageMeter, read_text
 
 if TYPE_CHECKING:
-    from .session import Session
-    from .turn import Turn
+    from ..guard import TodoStopGuard
+    from .tools import ToolRegistry
+    from .turn_state import TurnState
 
 log = logging.getLogger("trellis.session")
 
@@ -66,17 +68,16 @@ SUMMARY_INSTRUCTION = "Summarise this conversation for your own later use."
 CUT_REASONS = frozenset({"length", "max_tokens", "model_length"})  # finish reasons of an answer cut short
 
 
-def primary_request(session: Session, messages: Iterable[ChatMessage], pending: Iterable[ChatMessage] = ()
-                    ) -> ChatRequest:
-    """The primary-model request for ``messages`` then ``pending`` as it goes out: the system prompt first,
-    the tools offered (one tuple built: a long history is not copied twice)."""
-    # The system prompt is rendered for each request, never kept in the history (nor the transcript).
-    return ChatRequest(with_system_prompt(session, messages, pending), session.tools.specs(), model=session.model_name)
-
-
 def pending_messages(send: Send) -> list[ChatMessage]:
     """The user messages a send adds to the conversation once its stream exists."""
     return [ChatMessage("user", text, origin=origin) for origin, text in send.parts]
+
+
+def keep_unsent(conversation: Conversation, pending: list[ChatMessage]) -> None:
+    """An unsent continuation keeps its user input, minus the guard's text."""
+    for message in pending:
+        if message.origin != "guard":
+            conversation.append(message)
 
 
 def _fresh_count(messages: Sequence[ChatMessage]) -> int:
@@ -96,18 +97,34 @@ def fixed_part(request: ChatRequest) -> ChatRequest:
 
 
 class ContextKeeper:
-    """One session's context window: estimates and their calibration, compaction, overflow."""
+    """One session's requests to its model: which model, the window, estimates and their calibration,
+    compaction, overflow."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, session_id: str, conversation: Conversation, provider: Any, *, model_name: str | None,
+                 system_prompt: SystemPrompt, tools: ToolRegistry, usage: UsageMeter, guard: TodoStopGuard) -> None:
+        self.session_id = session_id
+        self.conversation = conversation
+        self.provider = provider
+        self.model_name = model_name  # None: the provider's own
+        self.system_prompt = system_prompt
+        self.tools = tools
+        self.usage = usage
+        self.guard = guard
         self.calibration = Calibration()
         self.learned: int | None = None  # the window the server showed
+
+    def primary_request(self, messages: Iterable[ChatMessage], pending: Iterable[ChatMessage] = ()
+                        ) -> ChatRequest:
+        """The primary-model request for ``messages`` then ``pending`` as it goes out: the system prompt first,
+        the tools offered (one tuple built: a long history is not copied twice)."""
+        # The system prompt is rendered for each request, never kept in the history (nor the transcript).
+        return ChatRequest(self.system_prompt.before(messages, pending), self.tools.specs(), model=self.model_name)
 
     # ------------------------------------------------------------- the window and what a request needs
 
     @property
     def configured(self) -> int | None:
-        return getattr(self.session.provider, "context_window", None)
+        return getattr(self.provider, "context_window", None)
 
     def window(self) -> int | None:
         configured, learned = self.configured, self.learned
@@ -121,7 +138,7 @@ class ContextKeeper:
         return "configured" if self.configured is not None else None
 
     def answer_budget(self, request: ChatRequest) -> int:
-        return request.max_tokens or getattr(self.session.provider, "max_tokens", None) or 0
+        return request.max_tokens or getattr(self.provider, "max_tokens", None) or 0
 
     def needed(self, request: ChatRequest) -> int:
         """The calibrated prompt estimate plus the answer budget."""
@@ -136,8 +153,9 @@ class ContextKeeper:
         if window > 0 and (current is None or window < current):
             self.learned = window
 
-    def model_changed(self) -> None:
-        """Another model: what was learnt of the last one no longer holds."""
+    def use_model(self, name: str) -> None:
+        """Another model from the next call on: what was learnt of the last one no longer holds."""
+        self.model_name = name
         self.calibration.reset()
         self.learned = None
 
@@ -199,13 +217,11 @@ class ContextKeeper:
     def take_back(self, count: int) -> None:
         """Take the last ``count`` messages (a send's input, added at its commit) out of the conversation."""
         if count:
-            session = self.session
-            session.history = session.history[:-count]
-            session.transcript.rewrite(session.history)
+            self.conversation.replace(self.conversation.history[:-count])
 
-    def not_sent(self, turn: Turn, send: Send) -> TokenLimit:
+    def not_sent(self, turn: TurnState, send: Send) -> TokenLimit:
         """A continuation that did not fit: it ends the turn ``max_tokens`` (never compacted, never kept)."""
-        turn.keep_unsent(pending_messages(send))
+        keep_unsent(self.conversation, pending_messages(send))
         window = self.window()
         what = "The Todo Stop Guard's continuation" if send.guard is not None else "The Stop hook's continuation"
         return TokenLimit(wire.token_limit("context_window", answer_cut=False, limit=window, message=(
@@ -214,10 +230,9 @@ class ContextKeeper:
 
     def refuse(self, needed: int | None, reason: str | None = None) -> ContextOverflow:
         """The refusal of the unanswered input: it leaves the conversation, and the error names the window."""
-        session = self.session
-        fresh = _fresh_count(session.history)
+        fresh = _fresh_count(self.conversation.history)
         self.take_back(fresh)
-        session.chain.guard.pause_for_trusted_retry()  # as every turn_error does
+        self.guard.pause_for_trusted_retry()  # as every turn_error does
         window = self.window()
         source = {"configured": " (model.contextWindow)", "server": " (as the server showed it)"}.get(
             self.window_source() or "", "")
@@ -233,25 +248,24 @@ class ContextKeeper:
         tail = " The input was not kept: send a shorter one." if fresh else ""
         return ContextOverflow(head + tail, committed=False, limit=window)
 
-    async def recover(self, turn: Turn, send: Send, overflow: ContextOverflow) -> Send:
+    async def recover(self, turn: TurnState, send: Send, overflow: ContextOverflow) -> Send:
         """After an overflow answer: fit the conversation to the window it showed, for one more try."""
         if send.guard is not None or turn.hook_blocks > 1:
             raise self.not_sent(turn, send)
-        before = list(self.session.history)
+        before = list(self.conversation.history)
         await self.fit(turn, send, forced=True)  # raises the refusal of input that cannot fit
-        if self.session.history == before:  # nothing could be compacted: the same request would fail again
+        if self.conversation.history == before:  # nothing could be compacted: the same request would fail again
             raise self.refuse(None, overflow.message)
         return send
 
     # ------------------------------------------------------------- fitting
 
-    async def fit(self, turn: Turn, send: Send, *, forced: bool = False) -> Send | None:
+    async def fit(self, turn: TurnState, send: Send, *, forced: bool = False) -> Send | None:
         """Compact, then cut, so the next request fits (see the module doc); ``None`` drops the send.
 
         ``forced`` (after an overflow answer) always compacts and cuts down to
         :data:`COMPACT_AT`. Raises the ``context_overflow`` refusal for input that cannot fit.
         """
-        session = self.session
         window = self.window()
         if window is None or (not forced and self.needed(self.request(send)) <= window * COMPACT_AT):
             return send
@@ -259,7 +273,7 @@ class ContextKeeper:
         if not forced and (late_attempt or turn.hook_blocks > 1):
             return send  # later continuations are not compacted; one that does not fit ends the turn when sent
         if not await self.summarise(turn.prompt_id, turn.usage, window) and send.guard is not None:
-            session.chain.guard.suspend()  # a failed compaction before a guard send drops the guard's part
+            self.guard.suspend()  # a failed compaction before a guard send drops the guard's part
             rest = send.without_guard()
             if not rest.hook:
                 return None
@@ -269,12 +283,11 @@ class ContextKeeper:
         return send
 
     def request(self, send: Send) -> ChatRequest:
-        return primary_request(self.session, self.session.history, pending_messages(send))
+        return self.primary_request(self.conversation.history, pending_messages(send))
 
     def cut(self, send: Send, window: int) -> None:
         """Cut the conversation's messages (not its unanswered input) so the request needs COMPACT_AT of ``window``."""
-        session = self.session
-        history = session.history
+        history = self.conversation.history
         fresh = len(history) - _fresh_count(history)
         older, unanswered = history[:fresh], history[fresh:]
         fixed = self.needed(fixed_part(self.request(send)))
@@ -284,13 +297,11 @@ class ContextKeeper:
         if room < 0:
             room = window - fixed  # the input leaves the conversation less than the usual share
         scale = max(1.0, self.calibration.ratio or 1.0)
-        session.history = [*fit_messages(older, int(room / scale)), *unanswered]
-        session.transcript.rewrite(session.history)
+        self.conversation.replace([*fit_messages(older, int(room / scale)), *unanswered])
 
     async def summarise(self, prompt_id: str, usage: UsageLedger | None, window: int | None = None) -> bool:
         """Summarise older history with a model call (counted for ``prompt_id``); ``False`` when that fails."""
-        session = self.session
-        history = session.history
+        history = self.conversation.history
         keep = KEEP_AFTER_COMPACTION
         # Never split an assistant message from its tool results.
         while keep < len(history) and history[-keep].role == "tool":
@@ -299,20 +310,19 @@ class ContextKeeper:
         if not older:
             return False
         instruction = ChatMessage("system", SUMMARY_INSTRUCTION)
-        request = ChatRequest((instruction, *older), purpose="compaction", model=session.model_name)
+        request = ChatRequest((instruction, *older), purpose="compaction", model=self.model_name)
         if window is not None and self.needed(request) > window * COMPACT_AT:
             # The summary's own request must fit too: its messages are cut for it (history keeps them whole).
             room = int(window * COMPACT_AT) - self.needed(attrs.evolve(request, messages=(instruction,)))
             scale = max(1.0, self.calibration.ratio or 1.0)
             request = attrs.evolve(request, messages=(instruction, *fit_messages(older, max(0, int(room / scale)))))
         try:
-            summary = await read_text(session.usage, session.provider, self.stamp(request), prompt_id, usage)
+            summary = await read_text(self.usage, self.provider, self.stamp(request), prompt_id, usage)
         except Exception as exc:  # any failure is a compaction failure; the caller decides what it means
-            log.info("compaction failed in session %s: %s", session.session_id, exc)
+            log.info("compaction failed in session %s: %s", self.session_id, exc)
             return False
-        session.history = [ChatMessage("user", f"[Summary of the earlier conversation]\n{summary}",
-                                       origin=NOTE_ORIGIN), *recent]
-        session.transcript.rewrite(session.history)
+        self.conversation.replace([ChatMessage("user", f"[Summary of the earlier conversation]\n{summary}",
+                                               origin=NOTE_ORIGIN), *recent])
         return True
 
     # ------------------------------------------------------------- status
@@ -323,10 +333,9 @@ class ContextKeeper:
         ratio = calibration.ratio
         return wire.context_status(
             window=self.window(), source=self.window_source(),
-            base_tokens=self.calibration.estimate(primary_request(self.session, ())),
+            base_tokens=self.calibration.estimate(self.primary_request(())),
             estimated=calibration.last_estimate, reported=calibration.last_reported,
             calibration=round(ratio, 3) if ratio is not None else None)
 
 
-__all__ = ["COMPACT_AT", "CUT_REASONS", "KEEP_AFTER_COMPACTION", "ContextKeeper", "pending_messages",
-           "primary_request"]
+__all__ = ["COMPACT_AT", "CUT_REASONS", "KEEP_AFTER_COMPACTION", "ContextKeeper", "keep_unsent", "pending_messages"]

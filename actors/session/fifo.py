@@ -203,11 +203,6 @@ class PromptFifo:
     def usage(self, ledger: UsageLedger) -> None:
         self._queue.usage = ledger
 
-    @property
-    def _entries(self) -> list[PendingPrompt]:
-        """The queue's entries, the live list (tests/actors/replay/test_mutations.py reorders it)."""
-        return self._queue.entries
-
     async def run(self, *, task_status: trio.TaskStatus[ActorRef[FifoMessage]] = trio.TASK_STATUS_IGNORED) -> None:
         ref, inbox = open_mailbox(f"fifo:{self.session_id}", 64)
         self.ref = ref
@@ -238,7 +233,7 @@ class PromptFifo:
             case Abort(prompt_id, reply):
                 reply.send(self._abort(prompt_id))
             case TakeNext(reply):
-                reply.send(self._take_next())
+                reply.send(self._take())
             case Settle(prompt_id, state, stop_reason, error):
                 self._settle(prompt_id, state, stop_reason, error)
             case SetActive(active):
@@ -297,7 +292,7 @@ class PromptFifo:
             log.error("session %s: abort of %s refused: %s", self.session_id, prompt_id, exc)
             return False
 
-    def _take_next(self) -> PendingPrompt | None:
+    def _take(self) -> PendingPrompt | None:
         planned = self._queue.take(self._now_ms())
         if isinstance(planned, Step):  # nothing queued
             return self._apply(planned)

@@ -1,4 +1,9 @@
-"""The public face of a running session: every call is a message to one of its actors."""
+"""The public face of a running session: every call that reads or changes it is a message to one of its actors.
+
+Two things are read without a message, as snapshots: :meth:`SessionHandle.summary` (a listing of many
+sessions must not wait on each of them) and the transcript on disk. Subscriptions are the session's
+event bus's own (:mod:`actors.events`).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,10 @@ from ..settings import APPROVAL_MODES
 from .images import accepts_images, prompt_images
 from .transcript import TranscriptError
 from .messages import (
-    Cancel, ChangeCwd, GetStatus, Load, ReleaseQueuedPromptWait, Rewind, SetApprovalMode, SetModel, Snapshot, Vote,
+    NOT_REPLACING, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
+    PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionRecord, SetApprovalMode, SetModel, Snapshot,
+    TurnOffGuard, Vote,
 )
-from .session import Session
 
 ASK_TIMEOUT = 10.0
 
@@ -21,36 +27,37 @@ ASK_TIMEOUT = 10.0
 class SessionHandle:
     """Talk to a live session: submit prompts, steer them, read state, subscribe to events."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Any) -> None:
+        # The actor itself, for the daemon that supervises it, the replay library and white-box tests;
+        # nothing below reads it.
         self._session = session
         assert session.ref is not None and session.fifo_ref is not None
         self._ref = session.ref
         self._fifo = session.fifo_ref
-
-    @property
-    def session_id(self) -> str:
-        return self._session.session_id
+        self._bus = session.bus
+        self.session_id: str = session.session_id
+        self.created_at: int = session.created_at
+        self._summary = session.summary
+        self._transcript = session.conversation.transcript
+        self._provider = session.runtime.provider
+        self._resolve_cwd = session.runtime.resolve_cwd
+        self._subscriber_queue = session.runtime.settings.limits.subscriber_queue
 
     @property
     def cwd(self) -> str:
-        return self._session.cwd
-
-    @property
-    def created_at(self) -> int:
-        return self._session.created_at
-
-    @property
-    def prompt_overrides(self) -> Any:
-        """The session's own system-prompt layers (:class:`~actors.session.system_prompt.PromptOverrides`)."""
-        return self._session.prompt_overrides
+        return self._summary()["cwd"]
 
     @property
     def epoch(self) -> str:
-        return self._session.bus.epoch
+        return self._bus.epoch
 
     @property
     def last_event_id(self) -> int:
-        return self._session.bus.last_event_id
+        return self._bus.last_event_id
+
+    def summary(self) -> dict[str, Any]:
+        """What ``GET /session`` lists of a live session (a snapshot, read without a message)."""
+        return self._summary()
 
     async def prompt(self, body: wire.PromptBody | str, *, client_id: str | None = None) -> f.Admitted | f.QueueFull | f.StorageUnavailable:
         """Admit a prompt to the FIFO. Returns at admission; the turn runs on its own.
@@ -59,7 +66,7 @@ class SessionHandle:
         """
         if isinstance(body, str):
             body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=body)])
-        prompt_images(body, accepts_images(self._session.provider))
+        prompt_images(body, accepts_images(self._provider))
         return await self._fifo.ask(lambda r: f.Admit(body, client_id, r), ASK_TIMEOUT)
 
     async def take_inbox(self, take: Any) -> int:
@@ -82,7 +89,7 @@ class SessionHandle:
     async def kill_task(self, task_id: str) -> bool:
         """Stop one of the session's background tasks (a shell's whole process group, a monitor, a timer),
         as the ``kill_task`` tool does; ``False`` when there is no such live task."""
-        return await self._session.background.kill(task_id)
+        return await self._ref.ask(lambda r: KillTask(task_id, r), ASK_TIMEOUT)
 
     async def status(self) -> dict[str, Any]:
         status = await self._ref.ask(GetStatus, ASK_TIMEOUT)
@@ -90,6 +97,10 @@ class SessionHandle:
         status["pendingCount"] = stats["pendingCount"]
         status["queuedCount"] = stats["queuedCount"]
         return status
+
+    async def record(self) -> dict[str, Any]:
+        """The session record as it stands (cwd, approval mode, model, its own system-prompt layers, times)."""
+        return await self._ref.ask(SessionRecord, ASK_TIMEOUT)
 
     async def pending_prompts(self) -> list[dict[str, Any]]:
         return await self._fifo.ask(f.ListPending, ASK_TIMEOUT)
@@ -110,22 +121,12 @@ class SessionHandle:
             raise ValueError("model must not be empty")
         return await self._ref.ask(lambda r: SetModel(model, r), ASK_TIMEOUT)
 
-    def summary(self) -> dict[str, Any]:
-        """What ``GET /session`` lists of a live session (read without a message: a snapshot)."""
-        session = self._session
-        stats = session.fifo.statistics()
-        ring = session.bus.ring
-        return {"state": "running" if session.current else "idle", "cwd": session.cwd,
-                "createdAt": session.created_at,
-                "updatedAt": ring[-1].ts_ms if ring else session.created_at,
-                "pendingCount": stats["pendingCount"], "midTurnQueued": stats["midTurnQueued"]}
-
     async def change_cwd(self, cwd: str) -> str:
         """Move the session to another existing directory (clears Todo Stop Guard trust).
 
         ``cwd`` is resolved as at create (:meth:`Runtime.resolve_cwd`); ``InvalidCwd`` when unusable.
         """
-        path = self._session.runtime.resolve_cwd(cwd)
+        path = self._resolve_cwd(cwd)
         return await self._ref.ask(lambda r: ChangeCwd(path, r), ASK_TIMEOUT)
 
     async def rewind(self, turn: int) -> int:
@@ -143,54 +144,40 @@ class SessionHandle:
         """The queued prompt the Todo Stop Guard yielded to was aborted elsewhere (a bridge's queue)."""
         return await self._ref.ask(ReleaseQueuedPromptWait, ASK_TIMEOUT)
 
-    @property
-    def drain_source(self) -> Any:
-        return self._session.drain_source
-
-    def set_drain_source(self, source: Any, *, replacing: Any = ...) -> bool:
+    async def set_drain_source(self, source: Any, *, replacing: Any = NOT_REPLACING) -> bool:
         """Let a bridge answer mid-turn drains: ``source(watch_queued_prompt) -> PendingReply[DrainResult]``.
 
         With ``replacing``, only swap if that is the current source (so one bridge never removes
         another's); ``None`` puts the daemon's own FIFO back. Returns whether it was set.
         """
-        if replacing is not ... and self._session.drain_source is not replacing:
-            return False
-        self._session.drain_source = source
-        return True
+        return await self._ref.ask(lambda r: LendDrainSource(source, replacing, r), ASK_TIMEOUT)
 
-    @property
-    def client_services(self) -> Any:
-        return self._session.client_services
-
-    def set_client_services(self, services: Any, *, replacing: Any = ...) -> bool:
+    async def set_client_services(self, services: Any, *, replacing: Any = NOT_REPLACING) -> bool:
         """Lend the session a client's files and terminal (:class:`~.client.ClientServices`); ``None``: local.
 
         With ``replacing``, only swap if those are the current ones (so a client that leaves never takes
         back what another lent since). Returns whether it was set. Takes effect from the next tool call.
         """
-        if replacing is not ... and self._session.client_services is not replacing:
-            return False
-        self._session.client_services = services
-        return True
+        return await self._ref.ask(lambda r: LendClientServices(services, replacing, r), ASK_TIMEOUT)
 
-    def add_tools(self, *tools: Any) -> None:
+    async def add_tools(self, *tools: Any) -> None:
         """Offer this session's model more tools (a child session's signal tools, say).
 
         Raises ``ValueError`` for a name already taken: a built-in is never shadowed this way.
         """
-        for tool in tools:
-            self._session.tools.register(tool)
+        refused = await self._ref.ask(lambda r: AddTools(tools, r), ASK_TIMEOUT)
+        if refused is not None:
+            raise ValueError(refused)
 
-    def turn_off_todo_stop_guard(self) -> None:
+    async def turn_off_todo_stop_guard(self) -> None:
         """Run this session without a Todo Stop Guard whatever the settings say (a subagent's child
         session: its goal loop is its continuation). Only before its first prompt."""
-        session = self._session
-        if session.bus.last_event_id or session.fifo.statistics()["pendingCount"]:
-            raise RuntimeError("the Todo Stop Guard is chosen before a session's first prompt")
-        session.chain.guard.enabled = False
+        refused = await self._ref.ask(TurnOffGuard, ASK_TIMEOUT)
+        if refused is not None:
+            raise RuntimeError(refused)
 
-    def has_permission_request(self, request_id: str) -> bool:
-        return request_id in self._session.permissions.pending_ids
+    async def has_permission_request(self, request_id: str) -> bool:
+        return request_id in await self._ref.ask(PendingPermissions, ASK_TIMEOUT)
 
     async def vote(self, request_id: str, outcome: str, option_id: str | None = None) -> bool:
         """Answer a permission request; ``False`` when it is unknown or already resolved (first vote wins).
@@ -215,8 +202,8 @@ class SessionHandle:
     def subscribe(self, last_event_id: int | None = None, epoch: str | None = None,
                   max_queued: int | None = None) -> Subscription:
         """Events: the replay after ``last_event_id`` (if given), then live events."""
-        limit = max_queued or self._session.runtime.settings.limits.subscriber_queue
-        return self._session.bus.subscribe(last_event_id, epoch, limit)
+        return self._bus.subscribe(last_event_id, epoch, max_queued or self._subscriber_queue)
 
     def transcript(self) -> list[dict[str, Any]]:
-        return self._session.transcript.records()
+        """The transcript's records, read from disk."""
+        return self._transcript.records()

@@ -83,5 +83,64 @@ class ReleaseQueuedPromptWait:
     reply: Reply[bool]
 
 
+@attrs.frozen
+class KillTask:
+    """Stop one background task (a shell's process group, a monitor, a timer), as the ``kill_task`` tool does."""
+
+    task_id: str
+    reply: Reply[bool]
+
+
+@attrs.frozen
+class AddTools:
+    """Offer the model more tools (a child session's signal tools); the reply is why not, or ``None``."""
+
+    tools: tuple[Any, ...]
+    reply: Reply[str | None]
+
+
+@attrs.frozen
+class TurnOffGuard:
+    """No Todo Stop Guard in this session (a subagent's child); the reply is why not, or ``None``."""
+
+    reply: Reply[str | None]
+
+
+@attrs.frozen
+class LendDrainSource:
+    """A bridge answers mid-turn drains from now on (``None``: the session's own FIFO again). With ``replacing``
+    given, only if that is the current source, so one bridge never removes another's."""
+
+    source: Any
+    replacing: Any
+    reply: Reply[bool]
+
+
+@attrs.frozen
+class LendClientServices:
+    """A client lends its files and terminal (``None``: local again); ``replacing`` as for :class:`LendDrainSource`."""
+
+    services: Any
+    replacing: Any
+    reply: Reply[bool]
+
+
+@attrs.frozen
+class SessionRecord:
+    """The session record as it stands (:meth:`Session.record`)."""
+
+    reply: Reply[dict[str, Any]]
+
+
+@attrs.frozen
+class PendingPermissions:
+    """The ids of the permission requests waiting for a vote."""
+
+    reply: Reply[list[str]]
+
+
+NOT_REPLACING = object()  # a lend that replaces whatever is there
+
 SessionMessage = (Cancel | GetStatus | Load | SetApprovalMode | SetModel | ChangeCwd | Rewind | Snapshot | Vote
-                  | ReleaseQueuedPromptWait)
+                  | ReleaseQueuedPromptWait | KillTask | AddTools | TurnOffGuard | LendDrainSource
+                  | LendClientServices | SessionRecord | PendingPermissions)

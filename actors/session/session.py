@@ -1,13 +1,17 @@
-"""The session actor: one conversation, its prompt FIFO, its background work, its events.
+"""The session actor's shell: its mailbox, its nursery, its work loop; the rest is its parts.
 
-Besides the FIFO and the background manager, two tasks run under the
-session's nursery: the mailbox loop, which answers control messages one at a
-time (cancel, status, lifecycle events, permission votes), and the work loop,
-which runs one work item at a time — a foreground prompt from the FIFO, or an
-automatic turn — each inside a cancel scope the session owns. Whatever way a
-work item ends, its exit path suspends the guard chain if it was cancelled,
-publishes its terminal event, settles it with the FIFO and releases the
-automatic queue that waited for it.
+A session is one conversation with its prompt FIFO, its background work and
+its events. This shell builds its parts once — the conversation, the
+publisher, the authorizer, mid-turn input, the hooks, the context keeper, the
+work chain (:class:`~.ports.TurnPorts`) — and runs two tasks under the
+session's nursery besides the FIFO and the background manager: the mailbox
+loop, which answers control messages one at a time (cancel, status, lifecycle
+events, permission votes), and the work loop, which runs one work item at a
+time — a foreground prompt from the FIFO, or an automatic turn — each inside a
+cancel scope the shell owns. What a cancel or an exit means is the work item's
+state machine's to decide (:mod:`.work_item`); the shell applies it: whatever
+way a work item ends, it publishes its terminal event, settles it with the
+FIFO, and releases the automatic queue that waited for it.
 """
 
 from __future__ import annotations
@@ -15,61 +19,55 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import attrs
 import trio
 
 from .. import wire
-from .._actor import ActorGone, ActorRef, MailboxFull, PendingReply, open_mailbox, serve_mailbox
+from .._actor import ActorGone, ActorRef, MailboxFull, Reply, open_mailbox, serve_mailbox
 from ..background.automatic import AutomaticItem
 from ..background.manager import BackgroundManager
 from ..events import EventBus
-from ..guard import TodoStopGuard, is_continuation_prompt
+from ..guard import TodoStopGuard
 from ..mcp_client.config import merge_servers
 from ..mcp_client.server import McpServers
 from ..model import ChatMessage, ModelError
+from ..process.sandbox import make_home, remove_home
 from ..runtime import Runtime
-from ..settings import APPROVAL_MODES
+from ..storage import replay
 from ..storage.writer import JournalWriter
 from . import fifo as f
+from . import turn_log
+from .authorizer import Authorizer
 from .chain import WorkChain
-from .client import ClientServices
 from .context import ContextKeeper
-from .history import History
-from .messages import (
-    Cancel, ChangeCwd, GetStatus, Load, ReleaseQueuedPromptWait, Rewind, SessionMessage, SetApprovalMode, SetModel,
-    Snapshot, Vote,
-)
-from .status import status_of
-from . import persistence
-from .persistence import RecordSaver, ReplayWriter
-from . import drains, hook_events, turn_log
-from .hooks import hook_files, hook_files_for
-from ..process.sandbox import make_home, remove_home
-from .outcomes import PermissionCancelled, only_cancelled
-from .permissions import DEFAULT_OPTIONS, PermissionBroker, UnknownOption
-from .system_prompt import PromptOverrides
+from .conversation import Conversation
+from .drains import MidTurnInput
+from .hook_events import SessionHooks
+from .hooks import hook_files
 from .images import prompt_images
-from .tools import ToolContext
+from .messages import (
+    NOT_REPLACING, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
+    PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionMessage, SessionRecord, SetApprovalMode, SetModel,
+    Snapshot, TurnOffGuard, Vote,
+)
+from .outcomes import only_cancelled
+from .permissions import UnknownOption
+from .persistence import INTERRUPTED, RecordSaver, ReplayWriter, end_interrupted, restore_conversation
+from .ports import TurnPorts
+from .publisher import Publisher
+from .services import SessionServices
+from .suggestions import suggest_followups
+from .system_prompt import PromptOverrides, SystemPrompt
 from .transcript import TranscriptError
 from .turn import Turn
-from .suggestions import suggest_followups
+from .turn_state import TurnState
 from .usage import UsageMeter
+from .work_item import CancelOutcome, WorkItem
 
 log = logging.getLogger("trellis.session")
-
-
-
-@attrs.define
-class Work:
-    """The work item in progress: what it is and the cancel scope that ends it."""
-
-    prompt_id: str
-    scope: trio.CancelScope
-    kind: str = "prompt"
 
 
 class Wakeup:
@@ -95,7 +93,7 @@ class Session:
     # Set by the daemon's graceful shutdown ("daemon_shutdown") before it closes the session: no new
     # work item starts (queued prompts stay queued), and ``session_closed`` gives this reason.
     shutdown_reason: str | None = None
-    # How a restore ends the prompt that was running when its previous host stopped (persistence.restore):
+    # How a restore ends the prompt that was running when its previous host stopped (:meth:`restore`):
     # "daemon_restarted", or "node_lost" when another node of a cluster took the session over.
     interrupted_code: str = "daemon_restarted"
 
@@ -111,55 +109,36 @@ class Session:
         self.bus = EventBus(settings.limits.event_ring_size, clock_ms=runtime.clock_ms,
                             replay_bytes=settings.limits.replay_bytes,
                             max_queued_bytes=settings.limits.subscriber_queue_bytes)
-        self.bus.on_turn_compacted = ReplayWriter(self, lambda: self._nursery).turn_folded  # a folded turn: on disk
-        self.history = history or []  # a History (see the property)
-        self.transcript = runtime.transcript(session_id)
-        if history:
-            self.transcript.rewrite(self.history)
+        store = runtime.store
+        # A folded turn goes on disk.
+        self.bus.on_turn_compacted = ReplayWriter(store, session_id, self.bus, lambda: self._nursery).turn_folded
+        self.publisher = Publisher(session_id, self.bus)
+        self.conversation = Conversation(runtime.transcript(session_id), history or ())
         self.tools = runtime.make_tools()
-        self.hooks = settings.hook_config
-        self.start_context: list[tuple[str, str]] = []  # SessionStart hooks' context, for the next prompt
-        self.approval_mode = approval_mode or settings.approval_mode
-        self.model_name: str | None = model_name
-        self.prompt_overrides = prompt_overrides or PromptOverrides()  # its own system-prompt layers
-        self.system_message_kept: ChatMessage | None = None  # the last system message sent (system_prompt)
-        self.current: Work | None = None
-        self._aborted_before_start: str | None = None
-        self._starting: str | None = None  # taken from the FIFO, work item not begun yet
+        self.authorizer = Authorizer(session_id, self.bus, runtime.ids, mode=approval_mode or settings.approval_mode,
+                                     grace_seconds=settings.limits.client_grace_seconds, nursery=lambda: self._nursery)
+        self.work = WorkItem()
+        self._scope: trio.CancelScope | None = None  # the running work item's
         self._wake = Wakeup()
         self._nursery: trio.Nursery | None = None
-        self._late_drain: PendingReply[f.DrainResult] | None = None
-        # Where mid-turn input comes from: this daemon's FIFO, unless a bridge (an ACP client that
-        # owns the real queue) installs its own source. It returns a PendingReply of a DrainResult.
-        self.drain_source: Callable[[bool], PendingReply[f.DrainResult]] | None = None
-        # What a bound editor lends the tools instead of local files and shells (.client); None: local.
-        self.client_services: ClientServices | None = None
-        store = runtime.store
         # One journal for the FIFO and the timers (@wakeups, cron jobs), appended in the order things happen.
         journal = JournalWriter(store, session_id) if store is not None else None
         self.fifo = f.PromptFifo(
             session_id, self.bus, runtime.ids,
             max_pending=settings.limits.max_pending_prompts, max_mid_turn=settings.limits.max_mid_turn_messages,
             wake_session=self._wake.set, cancel_running=self._cancel_prompt, now_ms=runtime.clock_ms,
-            queue_released=self._queue_released, handed_over=self._handed_over,
+            queue_released=self._queue_released, handed_over=self.work.hand_over,
             journal=journal,
         )
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
-        self.usage = UsageMeter(self.fifo, self.publish_update, runtime.clock_ms)
-        self.records = RecordSaver(self)  # the session record after a change, off the loop in the daemon
-        self.context = ContextKeeper(self)  # its window, estimates, compaction and overflow handling
-        self.ref: ActorRef[SessionMessage] | None = None
-        self.permissions = PermissionBroker(session_id, self.bus, runtime.ids)
-        self.bus.on_last_unsubscribe = self._clients_left
-        self.always_allowed: set[str] = set()  # tool kinds the user allowed for the rest of the session
-        self.always_denied: set[str] = set()  # ... or rejected for the rest of the session
-        # What its unsandboxed hooks run, as the user vouched for it (a changed file: the hook does not run).
-        self.hook_files = hook_files_for(runtime.vouched_hook_files, self.hooks, cwd)
+        self.mid_turn = MidTurnInput(lambda: self.fifo_ref, self._tell_fifo)
+        self.usage = UsageMeter(self.fifo, self.publisher.update, runtime.clock_ms)
         # Its commands see the files its unsandboxed hooks run read-only (a hook runs them as the user), and
         # have a home of their own; its stdio MCP servers another, which no command can write (a command
         # could otherwise plant ~/.gitconfig there and run code with a server's secrets). Both are made
         # here and deleted when the actor ends.
-        self.sandbox = runtime.sandbox.protecting(lambda cwd: hook_files(self.hooks, cwd))
+        hooks_config = settings.hook_config
+        self.sandbox = runtime.sandbox.protecting(lambda cwd: hook_files(hooks_config, cwd))
         self._homes: str | None = None  # <state>/homes/<session>: commands/ and servers/ in it
         servers_sandbox = self.sandbox
         if self.sandbox.active:
@@ -168,34 +147,41 @@ class Session:
                 os.mkdir(os.path.join(self._homes, name), 0o700)
             self.sandbox = self.sandbox.with_home(os.path.join(self._homes, "commands"))
             servers_sandbox = servers_sandbox.with_home(os.path.join(self._homes, "servers"))
+        self.hooks = SessionHooks(hooks_config, self.publisher, runner=runtime.hook_runner, sandbox=self.sandbox,
+                                  vouched=runtime.vouched_hook_files, cwd=lambda: self.cwd,
+                                  mode=lambda: self.authorizer.mode,
+                                  transcript_path=lambda: self.conversation.transcript.path)
         self.background = BackgroundManager(
             session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
             sandbox=self.sandbox,
             journal=journal.append_then_sync if journal is not None else None,
         )
         self.fifo.snapshot_extra = self.background.timer_records  # a compacted journal keeps the timers
-        self.timers_to_restore: list[dict[str, Any]] = []  # set by persistence.restore, started by run()
+        self.timers_to_restore: list[dict[str, Any]] = []  # set by restore(), started by run()
         self.chain = WorkChain(TodoStopGuard(enabled=settings.guard_enabled), self.background)
         self.background.related = self.chain.is_related
+        self.services = SessionServices(self.authorizer, self.background, runtime, self.hooks, self.sandbox,
+                                        self.publisher)
+        self.system_prompt = SystemPrompt(settings, prompt_overrides or PromptOverrides(), cwd=lambda: self.cwd,
+                                          today=runtime.today, tool_names=self.tools.names,
+                                          sandboxed=runtime.sandbox.kind == "bwrap",
+                                          plan_mode=lambda: self.authorizer.mode == "plan")
+        self.context = ContextKeeper(session_id, self.conversation, runtime.provider, model_name=model_name,
+                                     system_prompt=self.system_prompt, tools=self.tools, usage=self.usage,
+                                     guard=self.chain.guard)
+        self.records = RecordSaver(store, session_id, self.record)  # after a change, off the loop in the daemon
         # Its MCP servers (actors.mcp_client): the settings' and a client's, started with the session's actors.
         self.mcp = McpServers(session_id, self.tools, cwd=lambda: self.cwd, sandbox=servers_sandbox,
-                              publish=self.publish_notice,
-                              current_prompt=lambda: self.current.prompt_id if self.current else None)
+                              publish=self.publisher.notice,
+                              current_prompt=lambda: self.work.prompt_id if self.work.running else None)
         self.mcp.add(merge_servers(settings.mcp_server_configs, mcp_servers))
-
-    @property
-    def provider(self) -> Any:
-        return self.runtime.provider
-
-    @property
-    def files(self) -> Any:
-        """The file tools' backend (``services.files``): the client's, if one lent it, else ``None`` (local)."""
-        return self.client_services.files if self.client_services is not None else None
-
-    @property
-    def terminal(self) -> Any:
-        """The foreground shell's terminal (``services.terminal``): the client's, else ``None`` (local)."""
-        return self.client_services.terminal if self.client_services is not None else None
+        self.ports = TurnPorts(
+            session_id=session_id, conversation=self.conversation, publisher=self.publisher,
+            authorizer=self.authorizer, mid_turn=self.mid_turn, chain=self.chain, context=self.context,
+            usage=self.usage, tools=self.tools, hooks=self.hooks, services=self.services, settings=settings,
+            cwd=lambda: self.cwd, save_record=self.records.save,
+        )
+        self.ref: ActorRef[SessionMessage] | None = None
 
     # ------------------------------------------------------------- actor
 
@@ -220,43 +206,58 @@ class Session:
             close_reason = "daemon_shutdown" if only_cancelled(exc) else "crashed"
             raise
         finally:
-            self.permissions.cancel_all()
+            self.authorizer.broker.cancel_all()
             if close_reason == "closed" and self.shutdown_reason is not None:
                 close_reason = self.shutdown_reason
             elif close_reason == "closed":
                 # Deleted, not shut down: its queued prompts end here, and the journal says so,
                 # or a later attach would restore and run them.
                 self.fifo.abandon_queued()
-            await hook_events.session_end(self, close_reason)
+            await self.hooks.session_end(close_reason)
             self.bus.close_with("session_closed", wire.session_closed(self.session_id, close_reason))
             if self.runtime.store is not None:
                 self.runtime.store.close(self.session_id)
             if self._homes is not None:  # the homes last as long as this actor
                 remove_home(self._homes)
 
+    def restore(self) -> None:
+        """Take the conversation from the transcript and the FIFO from the journal (after a restart).
+
+        Called once, before the session runs and after the daemon's observers saw
+        it, so they see the replayed events too. Raises ``TranscriptError`` or
+        ``StorageError`` for files it cannot read; nothing runs then.
+        """
+        store = self.runtime.store
+        journalled = store.journal_read(self.session_id) if store is not None else []
+        restore_conversation(self.conversation, self.publisher, store)
+        self.fifo.journal_count(len(journalled))
+        code = self.interrupted_code
+        replayed = replay(journalled)
+        for prompt_id in self.fifo.restore(replayed, code, INTERRUPTED[code]):
+            end_interrupted(self.publisher, self.conversation.transcript, prompt_id, code)
+        self.timers_to_restore = replayed.timers  # started with the session's background actors
+
     def _handle(self, message: SessionMessage) -> None:
         match message:
             case Cancel(reply):
-                reply.send(self._cancel_current())
+                reply.send(self._cancel(None).accepted)
             case GetStatus(reply):
                 reply.send(self.status())
             case Load(reply):
                 self._invalidate()
                 try:
-                    reply.send(persistence.restore_conversation(self))
+                    reply.send(restore_conversation(self.conversation, self.publisher, self.runtime.store))
                 except (TranscriptError, OSError) as exc:  # a bad file must not take the actor down
                     reply.send(f"transcript unreadable: {exc}")
             case SetApprovalMode(mode, reply):
                 reply.send(self._set_approval_mode(mode))
             case SetModel(model, reply):
-                self.model_name = model  # no new work chain
-                self.context.model_changed()
+                self.context.use_model(model)  # no new work chain
                 self.records.mark()
                 reply.send(model)
             case ChangeCwd(cwd, reply):
                 self.cwd = cwd
-                self.hook_files = hook_files_for(self.runtime.vouched_hook_files, self.hooks, cwd)
-                self.hook_files.vouch_all(cwd)  # a cwd set through the API is the user's own doing
+                self.hooks.moved_to(cwd)
                 self._invalidate()
                 self.records.mark()
                 reply.send(cwd)
@@ -267,23 +268,57 @@ class Session:
                     reply.send(f"transcript not rewritten: {exc.strerror or exc}")
             case Snapshot(reply):
                 self._invalidate()
-                reply.send(list(self.history))
+                reply.send(list(self.conversation.history))
             case ReleaseQueuedPromptWait(reply):
                 reply.send(self._queue_released())
             case Vote(request_id, outcome, option_id, reply):
                 try:
-                    reply.send(self.permissions.vote(request_id, outcome, option_id))
+                    reply.send(self.authorizer.broker.vote(request_id, outcome, option_id))
                 except UnknownOption as exc:
                     reply.send(str(exc))
+            case SessionRecord(reply):
+                reply.send(self.record())
+            case PendingPermissions(reply):
+                reply.send(self.authorizer.broker.pending_ids)
+            case KillTask(task_id, reply):
+                assert self._nursery is not None
+                self._nursery.start_soon(self._kill_task, task_id, reply)
+            case AddTools(tools, reply):
+                try:
+                    for tool in tools:
+                        self.tools.register(tool)
+                except ValueError as exc:
+                    reply.send(str(exc))
+                else:
+                    reply.send(None)
+            case TurnOffGuard(reply):
+                if self.bus.last_event_id or self.fifo.statistics()["pendingCount"]:
+                    reply.send("the Todo Stop Guard is chosen before a session's first prompt")
+                else:
+                    self.chain.guard.enabled = False
+                    reply.send(None)
+            case LendDrainSource(source, replacing, reply):
+                lent = replacing is NOT_REPLACING or self.mid_turn.source is replacing
+                if lent:
+                    self.mid_turn.source = source
+                reply.send(lent)
+            case LendClientServices(services, replacing, reply):
+                lent = replacing is NOT_REPLACING or self.services.client is replacing
+                if lent:
+                    self.services.client = services
+                reply.send(lent)
             case _:
                 raise TypeError(f"Session cannot handle {message!r}")
+
+    async def _kill_task(self, task_id: str, reply: Reply[bool]) -> None:
+        reply.send(await self.background.kill(task_id))
 
     # ------------------------------------------------------------- work
 
     async def _work_loop(self) -> None:
         """One work item at a time: a queued prompt first, else an automatic item the chain allows."""
         assert self.fifo_ref is not None
-        await hook_events.session_start(self)
+        await self.hooks.session_start(resumed=bool(self.conversation))
         await self.mcp.wait_settled()  # the first prompt sees the MCP servers' tools (or their absence)
         while True:
             if self.shutdown_reason is not None:
@@ -295,7 +330,7 @@ class Session:
                 continue
             if self.shutdown_reason is not None:
                 continue
-            if self.chain.queued_prompt_priority and self.drain_source is None:
+            if self.chain.queued_prompt_priority and self.mid_turn.source is None:
                 # Our own FIFO has no queued prompt: the one the chain yielded to is gone (aborted
                 # while the drain's answer was on its way), so the priority it left must not stall us.
                 self._queue_released()
@@ -307,73 +342,76 @@ class Session:
 
     def _wake_if_idle(self) -> None:
         # Automatic items posted during foreground work wait for its exit (see work_item).
-        if self.current is None:
+        if not self.work.running:
             self._wake.set()
 
     @asynccontextmanager
-    async def work_item(self, prompt_id: str, kind: str) -> AsyncIterator[Work]:
-        """Own the cancel scope of one work item; its exit is where it settles.
+    async def work_item(self, prompt_id: str, kind: str) -> AsyncIterator[trio.CancelScope]:
+        """Own the cancel scope of one work item; its exit is where it settles (:mod:`.work_item`).
 
         Leaving by cancellation suspends the guard chain (every cancellation path, by
         construction), and every exit — completion, error, cancellation — releases the
         automatic items that waited for this work.
         """
-        work = Work(prompt_id, trio.CancelScope(), kind)
-        self.current = work
+        scope = trio.CancelScope()
+        cancel_now = self.work.begin(prompt_id, kind)
+        self._scope = scope
         self.mcp.release(prompt_id)  # notices about MCP servers that did not start, once (see McpServers)
-        self._starting = None
-        if self._aborted_before_start == prompt_id:
-            self._aborted_before_start = None
-            self._cancel_current()
+        if cancel_now:
+            scope.cancel()
         try:
-            with work.scope:
-                yield work
-            if work.scope.cancelled_caught:
-                self.chain.guard.suspend()
+            with scope:
+                yield scope
         finally:
-            self.current = None
-            late, self._late_drain = self._late_drain, None
+            self._scope = None
+            if self.work.settle(cancelled=scope.cancelled_caught):
+                self.chain.guard.suspend()
+            late = self.mid_turn.take_late()
             if late is not None and self._nursery is not None:
-                self._nursery.start_soon(self._restore_late_drain, late)
+                self._nursery.start_soon(self.mid_turn.restore_late, late)
             self._wake.set()
-
-    async def _restore_late_drain(self, pending: PendingReply[f.DrainResult]) -> None:
-        await drains.restore_late_drain(self, pending)
 
     async def run_prompt(self, entry: f.PendingPrompt) -> None:
         prompt_id = entry.prompt_id
-        self.chain.prepare_for_prompt(trusted_retry=entry.is_trusted_retry, plan=self.approval_mode == "plan")
-        self.publish_update(wire.text_update("user_message_chunk", entry.text), prompt_id, entry.client_id)
-        user_text = None if entry.is_trusted_retry and self._awaiting_answer() else entry.text
-        stop_reason, error = await self._run_turn(prompt_id, "prompt", user_text, "prompt", prompt_images(entry.body))
-        state = "error" if error else ("cancelled" if stop_reason == "cancelled" else "completed")
-        await self._tell_fifo(f.Settle(prompt_id, state, stop_reason=stop_reason,
+        self.chain.prepare_for_prompt(trusted_retry=entry.is_trusted_retry, plan=self.authorizer.mode == "plan")
+        self.publisher.update(wire.text_update("user_message_chunk", entry.text), prompt_id, entry.client_id)
+        user_text = None if entry.is_trusted_retry and self.conversation.awaiting_answer() else entry.text
+        state = TurnState(prompt_id, foreground=True, images=prompt_images(entry.body))
+        stop_reason, error = await self._run_turn(state, "prompt", user_text, "prompt")
+        ended = "error" if error else ("cancelled" if stop_reason == "cancelled" else "completed")
+        await self._tell_fifo(f.Settle(prompt_id, ended, stop_reason=stop_reason,
                                        error=self._error_message(error) if error else None))
         if stop_reason == "end_turn":
-            await suggest_followups(self, prompt_id)
+            await suggest_followups(self.ports, prompt_id, queued_count=self._queued_count,
+                                    work_item=self.work_item)
+
+    async def _queued_count(self) -> int:
+        assert self.fifo_ref is not None
+        return (await self.fifo_ref.ask(f.Statistics))["queuedCount"]
 
     async def run_automatic(self, item: AutomaticItem) -> None:
         """An automatic turn: a notification, @wakeup or cron fire, run while no prompt waits."""
         prompt_id = self.runtime.ids.new("auto")
-        self.chain.prepare_for_automatic_turn(item, plan=self.approval_mode == "plan")
+        self.chain.prepare_for_automatic_turn(item, plan=self.authorizer.mode == "plan")
         text = item.prompt_text()
         meta = {"source": item.source, "taskId": item.task_id}
-        self.publish_update(wire.text_update("user_message_chunk", text, meta), prompt_id)
+        self.publisher.update(wire.text_update("user_message_chunk", text, meta), prompt_id)
         await self._tell_fifo(f.SetActive(True))
         try:
-            await self._run_turn(prompt_id, "automatic", text, "automatic")
+            await self._run_turn(TurnState(prompt_id, foreground=False), "automatic", text, "automatic")
         finally:
             await self._tell_fifo(f.SetActive(False))
 
-    async def _run_turn(self, prompt_id: str, kind: str, user_text: str | None,
-                        origin: str, images: tuple = ()) -> tuple[str | None, Exception | None]:
+    async def _run_turn(self, state: TurnState, kind: str, user_text: str | None,
+                        origin: str) -> tuple[str | None, Exception | None]:
         """Run one turn in its work item; publish its terminal event. Returns (stop reason, error)."""
-        turn = Turn(self, prompt_id, foreground=kind == "prompt", images=images)
+        prompt_id = state.prompt_id
+        turn = Turn(self.ports, state)
         stop_reason: str | None = None
         error: Exception | None = None
         started = turn_log.turn_started(self.session_id, prompt_id, kind)
         try:
-            async with self.work_item(prompt_id, kind) as work:
+            async with self.work_item(prompt_id, kind) as scope:
                 try:
                     stop_reason = await turn.run(user_text, origin)
                 except ModelError as exc:
@@ -388,26 +426,26 @@ class Session:
             # The session itself is closing: the turn still gets its terminal event, and the journal
             # says so, or a restart would take the prompt for one the daemon died running. A tool that
             # runs a nursery (a shell reading its output) hands the cancellation out as a group of them.
-            self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled",
-                                                                 turn.usage.summary()), prompt_id)
+            self.publisher.event("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled",
+                                                                     state.usage.summary()), prompt_id)
             if kind == "prompt":
                 self.fifo.settle_on_close(prompt_id)
-            turn_log.turn_ended(self.session_id, prompt_id, kind, "cancelled", None, turn.usage, started)
+            turn_log.turn_ended(self.session_id, prompt_id, kind, "cancelled", None, state.usage, started)
             raise
-        if work.scope.cancelled_caught:
+        if scope.cancelled_caught:
             stop_reason = "cancelled"
         if error is not None:
             code = error.code if isinstance(error, ModelError) else "internal_error"
-            self.bus.publish("turn_error", wire.turn_error(self.session_id, prompt_id, self._error_message(error),
-                                                           code, turn.usage.summary()), prompt_id)
+            self.publisher.event("turn_error", wire.turn_error(self.session_id, prompt_id, self._error_message(error),
+                                                               code, state.usage.summary()), prompt_id)
         else:
             stop_reason = stop_reason or "end_turn"
-            self.bus.publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, stop_reason,
-                                                                 turn.usage.summary(), turn.token_limit,
-                                                                 turn.hook_stop_reason), prompt_id)
+            self.publisher.event("turn_complete", wire.turn_complete(self.session_id, prompt_id, stop_reason,
+                                                                     state.usage.summary(), state.token_limit,
+                                                                     state.hook_stop_reason), prompt_id)
         turn_log.turn_ended(self.session_id, prompt_id, kind, stop_reason if error is None else "error",
                             (error.code if isinstance(error, ModelError) else "internal_error") if error else None,
-                            turn.usage, started)
+                            state.usage, started)
         return stop_reason, error
 
     @staticmethod
@@ -434,167 +472,95 @@ class Session:
             except ActorGone:
                 pass
 
-    def _awaiting_answer(self) -> bool:
-        """The conversation ends with input the model has not answered yet."""
-        return bool(self.history) and self.history[-1].role in ("user", "tool")
-
-    def _cancel_current(self) -> bool:
-        work = self.current
-        if work is None:
-            if self._starting is None:
-                return False
-            self._aborted_before_start = self._starting  # handed over, not begun: cancel it as it begins
-            return True
-        work.scope.cancel()
-        return True
-
-    def _handed_over(self, prompt_id: str) -> None:
-        """The FIFO gave us this prompt; until its work item begins, cancels are remembered for it."""
-        self._starting = prompt_id
+    def _cancel(self, prompt_id: str | None) -> CancelOutcome:
+        """A user's cancel (``prompt_id`` None) or the FIFO's abort of a handed-over prompt (:mod:`.work_item`)."""
+        outcome = self.work.cancel(prompt_id)
+        if outcome is CancelOutcome.CANCEL_SCOPE and self._scope is not None:
+            self._scope.cancel()
+        return outcome
 
     def _cancel_prompt(self, prompt_id: str) -> None:
-        if self.current is not None and self.current.prompt_id == prompt_id:
-            self._cancel_current()
-        else:
-            # The FIFO handed it over but its work item has not begun: cancel it as it begins.
-            self._aborted_before_start = prompt_id
+        self._cancel(prompt_id)
 
     def _queue_released(self) -> bool:
         """The last queued prompt was aborted: a chain that yielded to it ends; queues go on."""
-        released = self.chain.release_queued_prompt_wait(turn_running=self.current is not None)
+        released = self.chain.release_queued_prompt_wait(turn_running=self.work.running)
         if released:
             self._wake.set()
         return released
 
-    # ------------------------------------------------------------- mid-turn input
-
-    async def drain_mid_turn(self, watch_queued_prompt: bool = False) -> f.DrainResult:
-        """Ask the FIFO for mid-turn input, within :data:`~.drains.DRAIN_DEADLINE` (:mod:`.drains`: a drain
-        that misses it is kept, and its messages come with the next drain)."""
-        return await drains.drain(self, watch_queued_prompt)
-
-    # ------------------------------------------------------------- services lent to tools and turns
-
-    async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any,
-                        plan_refuses: bool = True, details: dict[str, Any] | None = None,
-                        rule: str | None = None, always_ask: str | None = None) -> str | None:
-        """Apply the approval mode to one tool call; ask the client in ``default`` mode.
-
-        ``details`` are more ACP tool-call fields for the request to show (an edit's diff ``content``,
-        its ``locations``). An "always" answer is remembered for ``rule`` (an MCP tool's own
-        name), else for ``kind``. ``always_ask`` (why) asks in every mode, ``yolo`` included, whatever
-        a hook or an earlier "always" allowed, and offers no "always" answer: a write that can make
-        code run later (under ``.git/``, a file a hook runs) is the user's call each time."""
-        mode = self.approval_mode
-        rule = rule or kind
-        if mode == "plan" and plan_refuses:
-            return "plan mode: execution is refused until the plan is approved"
-        if rule in self.always_denied:  # a user's rule, as Claude's deny rules: a hook's allow does not lift it
-            return "the user denied such calls for the rest of this session"
-        if always_ask is None:
-            if context.permission == "allow":  # a PreToolUse hook allowed it
-                return None
-            if context.permission != "ask" and (mode in ("auto-edit", "yolo") or rule in self.always_allowed):
-                return None
-        tool_call = {"toolCallId": context.tool_call_id, "status": "pending", "title": title, "kind": kind,
-                     "rawInput": raw_input, **(details or {})}
-        options = DEFAULT_OPTIONS
-        if always_ask is not None:
-            tool_call["title"] = f"{title} (asked in every mode: {always_ask})"
-            options = tuple(o for o in DEFAULT_OPTIONS if o.kind in ("allow_once", "reject_once"))
-        if self.bus.subscriber_count == 0 and self.bus.had_subscribers and self._nursery is not None:
-            # The clients already left: the grace starts now. (A prompt admitted before anyone ever
-            # subscribed still waits: its client may connect later and vote from the replay.)
-            self._nursery.start_soon(self._cancel_permissions_after_grace)
-        decision = await self.permissions.request(tool_call, options, prompt_id=context.prompt_id)
-        if decision.outcome == "cancelled":
-            raise PermissionCancelled(title)
-        if not decision.allowed:
-            if decision.option is not None and decision.option.kind == "reject_always":
-                self.always_denied.add(rule)
-            return "the user denied this call"
-        if decision.option is not None and decision.option.kind == "allow_always":
-            self.always_allowed.add(rule)
-        return None
-
-    def vouch_for(self, path: str) -> None:
-        """A write to ``path`` the user approved: its hooks may run what it holds now (:class:`HookFiles`)."""
-        self.hook_files.vouch(path)
-
-    def publish_notice(self, text: str, prompt_id: str | None) -> None:
-        """A discrete message from the daemon itself to the client (never merged with model text)."""
-        self.publish_update(wire.text_update("agent_message_chunk", text,
-                                             {"source": "daemon", "qwenDiscreteMessage": True}), prompt_id)
-
-    # ------------------------------------------------------------- clients and lifecycle
-
-    def _clients_left(self) -> None:
-        """The last subscriber went away: pending permissions are cancelled unless one returns in time."""
-        if self.permissions.pending_ids and self._nursery is not None:
-            self._nursery.start_soon(self._cancel_permissions_after_grace)
-
-    async def _cancel_permissions_after_grace(self) -> None:
-        await trio.sleep(self.runtime.settings.limits.client_grace_seconds)
-        if self.bus.subscriber_count == 0:
-            self.permissions.cancel_all()  # a client that left approves nothing
+    # ------------------------------------------------------------- lifecycle
 
     def _set_approval_mode(self, mode: str) -> str:
-        if mode not in APPROVAL_MODES:  # the handle validates; a bad message must not crash the actor
-            return self.approval_mode
-        self.approval_mode = mode
+        if not self.authorizer.set_mode(mode):  # the handle validates; a bad message must not crash the actor
+            return self.authorizer.mode
         self.records.mark()
         if mode == "plan":
             self._invalidate()  # the guard is forced off in Plan; leaving Plan does not revive it
-        self.publish_update(wire.mode_update(mode))
+        self.publisher.update(wire.mode_update(mode))
         return mode
 
     def _invalidate(self) -> None:
-        self.chain.invalidate(turn_running=self.current is not None)
+        self.chain.invalidate(turn_running=self.work.running)
         self._wake.set()  # automatic work the old chain held back may run now
 
     def _rewind(self, turn: int) -> int | str:
-        if self.current is not None:
+        if self.work.running:
             return "the session is busy; cancel the running work first"
-        starts = [i for i, m in enumerate(self.history) if m.role == "user" and m.origin in ("prompt", None)
-                  and not is_continuation_prompt(m.content)]
-        if not 0 <= turn < len(starts):
-            return f"turn must be from 0 to {len(starts) - 1}" if starts else "there is no user turn to rewind to"
-        self.history = self.history[: starts[turn]]
-        self.transcript.rewrite(self.history)
-        self._invalidate()
-        return len(self.history)
+        kept = self.conversation.rewind(turn)
+        if isinstance(kept, int):
+            self._invalidate()
+        return kept
 
-    # ------------------------------------------------------------- conversation
+    # ------------------------------------------------------------- what it says of itself
 
-    @property
-    def history(self) -> History:
-        """The model-facing conversation; assigning a list (a compaction, a cut) makes a new :class:`History`."""
-        return self._history
+    def record(self) -> dict[str, Any]:
+        """The session record (kept by the store; a restore starts from it)."""
+        return {
+            "sessionId": self.session_id, "cwd": self.cwd, "approvalMode": self.authorizer.mode,
+            "model": self.context.model_name, "createdAt": self.created_at, "updatedAt": self.runtime.clock_ms(),
+            "eventEpoch": self.bus.epoch,  # a cluster's next owner keeps it (a single daemon starts a new one)
+            **self.system_prompt.overrides.to_record()}
 
-    @history.setter
-    def history(self, messages: Iterable[ChatMessage]) -> None:
-        self._history = History(messages)
-
-    def append_message(self, message: ChatMessage) -> None:
-        self.history.append(message)
-        self.transcript.append(message)
-
-    def close_dangling_tool_calls(self) -> None:
-        """Answer tool calls that a cancellation left unanswered, so the conversation stays valid."""
-        for answer in self.history.dangling_answers():
-            self.append_message(answer)
-
-    def publish_update(self, update: dict[str, Any], prompt_id: str | None = None,
-                       originator: str | None = None) -> None:
-        self.bus.publish("session_update", wire.session_update(self.session_id, update), prompt_id, originator)
-
-    # ------------------------------------------------------------- status
+    def summary(self) -> dict[str, Any]:
+        """What ``GET /session`` lists of it."""
+        stats = self.fifo.statistics()
+        ring = self.bus.ring
+        return {"state": "running" if self.work.running else "idle", "cwd": self.cwd, "createdAt": self.created_at,
+                "updatedAt": ring[-1].ts_ms if ring else self.created_at,
+                "pendingCount": stats["pendingCount"], "midTurnQueued": stats["midTurnQueued"]}
 
     def is_idle(self) -> bool:
         """Nothing running and nothing the session would start now (prompts or runnable automatic items)."""
-        return self.current is None and not self.fifo.statistics()["pendingCount"] \
+        return not self.work.running and not self.fifo.statistics()["pendingCount"] \
             and self.chain.select_automatic() is None
 
     def status(self) -> dict[str, Any]:
-        """``GET /session/:id/status`` (see :mod:`.status`)."""
-        return status_of(self)
+        """``GET /session/:id/status``: its work, events, guard, background tasks, usage and context."""
+        work = self.work
+        running = work.running
+        return {
+            "sessionId": self.session_id,
+            "workspaceCwd": self.cwd,
+            "state": "running" if running else "idle",
+            "activeWorkState": work.kind if running else "idle",
+            "hasActivePrompt": running and work.kind == "prompt",
+            "currentPromptId": work.prompt_id if running else None,
+            "approvalMode": self.authorizer.mode,
+            "model": self.context.model_name,
+            "lastEventId": self.bus.last_event_id,
+            "eventEpoch": self.bus.epoch,
+            "subscribers": self.bus.subscriber_count,
+            "historyLength": len(self.conversation),
+            "backgroundTasks": self.background.status(),
+            "automaticQueue": len(self.background.queue),
+            "pendingPermissions": self.authorizer.broker.pending_ids,
+            "todoStopGuard": self.chain.guard.summary(),
+            "queuedPromptPriority": self.chain.queued_prompt_priority,
+            "sandbox": self.runtime.sandbox.kind,  # what model-run commands of this session run in
+            "usage": self.usage.summary(),  # model calls and tokens since the session began, by source
+            "context": self.context.status(),  # the window, the last request's estimate and its calibration
+        }
+
+
+__all__ = ["Session"]

@@ -15,86 +15,76 @@ With the guard off, steps 1, 2 and 4 do nothing: a stop behaves as it always did
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ..guard import Continue, Exhausted, continuation_prompt
+from ..guard import Continue, Exhausted, continuation_prompt, exhaustion_update
+from .drains import NOTHING
 from .fifo import DrainResult
-from . import hook_events
-from .hooks import run_hooks
 from .outcomes import Send, StopHookCapReached, mid_turn_parts
+from .ports import TurnPorts
+from .turn_state import TurnState
 
-if TYPE_CHECKING:
-    from .turn import Turn
 
-
-async def at_natural_stop(turn: Turn) -> Send | None:
+async def at_natural_stop(ports: TurnPorts, turn: TurnState) -> Send | None:
     """The next send that continues this turn, or ``None`` to end it."""
-    session = turn.session
-    if session.approval_mode == "plan":
-        session.chain.guard.clear_trust()  # forced off in Plan
-    if session.chain.queued_prompt_priority:
+    chain = ports.chain
+    if ports.plan_mode:
+        chain.guard.clear_trust()  # forced off in Plan
+    if chain.queued_prompt_priority:
         return None  # an earlier drain saw a queued prompt: FIFO priority stays in force
 
-    drained = await drain_for_stop(turn)                                  # 1.
+    drained = await drain_for_stop(ports, turn)                           # 1.
     if drained.messages:
-        session.chain.guard.accept_mid_turn_user_input()
+        chain.guard.accept_mid_turn_user_input()
         return Send(mid_turn_parts(drained.messages))
-    if session.chain.queued_prompt_priority:                                    # 2.
+    if chain.queued_prompt_priority:                                      # 2.
         return None
 
-    hook_reason, late = await stop_hooks(turn)                            # 3.
+    hook_reason, late = await stop_hooks(ports, turn)                     # 3.
     if late.messages:
         # User input arrived during a slow hook: it runs first (a queued prompt seen with it
         # keeps its priority and ends the turn at the next stop); the hook's block still counts.
-        session.chain.guard.accept_mid_turn_user_input()
+        chain.guard.accept_mid_turn_user_input()
         return combine(hook_reason, None, mid_turn_parts(late.messages))
-    if session.chain.queued_prompt_priority:
+    if chain.queued_prompt_priority:
         return None
 
-    guard_part = guard_decision(turn)                                     # 4.
+    guard_part = guard_decision(ports, turn)                              # 4.
     return combine(hook_reason, guard_part)                               # 5.
 
 
-NOTHING = DrainResult((), (), False)
-
-
-async def drain_for_stop(turn: Turn) -> DrainResult:
+async def drain_for_stop(ports: TurnPorts, turn: TurnState) -> DrainResult:
     """Step 1 (and the FIFO check of step 2): only while the guard inspects this stop."""
-    session = turn.session
-    guard = session.chain.guard
+    guard = ports.chain.guard
     if not guard.needs_stop_inspection:
         return NOTHING
     guard.await_queued_prompt()  # before the drain: a bridge's release arriving meanwhile finds the chain awaiting
-    drained = await session.drain_mid_turn(watch_queued_prompt=True)
+    drained = await ports.mid_turn.drain(watch_queued_prompt=True)
     # A priority set here stays even if a mid-turn continuation completes the todos.
-    if not session.chain.yield_to_queued_prompt(drained.has_queued_prompt):
+    if not ports.chain.yield_to_queued_prompt(drained.has_queued_prompt):
         guard.resume_trusted_prompt()  # no queued prompt: stop awaiting
     return drained
 
 
-async def stop_hooks(turn: Turn) -> tuple[str | None, DrainResult]:
+async def stop_hooks(ports: TurnPorts, turn: TurnState) -> tuple[str | None, DrainResult]:
     """Step 3: a foreground turn's external Stop hooks. Their block reason, and input that came meanwhile."""
-    session = turn.session
-    groups = session.hooks.stop
+    chain = ports.chain
+    groups = ports.hooks.config.stop
     if not turn.foreground or not groups:
         return None, NOTHING
-    cap = session.runtime.settings.stop_hook_block_cap
+    cap = ports.settings.stop_hook_block_cap
     if turn.hook_blocks >= cap:
-        decision = session.chain.guard.decide(session.chain.has_relevant_background_input())
+        decision = chain.guard.decide(chain.has_relevant_background_input())
         if isinstance(decision, Exhausted):
-            turn.report_exhaustion(decision)  # reported before the hook's cap overrides the stop
-        session.publish_notice(f"Stop hook blocked continuation {turn.hook_blocks} consecutive time(s); "
+            report_exhaustion(ports, turn, decision)  # reported before the hook's cap overrides the stop
+        ports.publisher.notice(f"Stop hook blocked continuation {turn.hook_blocks} consecutive time(s); "
                                "overriding and ending the turn.", turn.prompt_id)
         raise StopHookCapReached()
-    payload = hook_events.payload(session, "Stop", stop_hook_active=turn.hook_blocks > 0,
-                                   last_assistant_message=turn.last_text)
     try:
-        outcome = await run_hooks(groups, payload, session.cwd, runner=session.runtime.hook_runner,
-                                  sandbox=session.sandbox, files=session.hook_files, refused_blocks=True)
+        outcome = await ports.hooks.run("Stop", groups, turn.prompt_id, refused_blocks=True,
+                                        stop_hook_active=turn.hook_blocks > 0,
+                                        last_assistant_message=turn.last_text)
     except BaseException:
-        session.chain.guard.pause_for_trusted_retry()
+        chain.guard.pause_for_trusted_retry()
         raise
-    hook_events.report(session, "Stop", outcome, turn.prompt_id)
     reason = None
     if outcome.blocked:
         turn.hook_blocks += 1
@@ -102,21 +92,27 @@ async def stop_hooks(turn: Turn) -> tuple[str | None, DrainResult]:
     else:
         turn.hook_blocks = 0
     late = NOTHING
-    if session.chain.guard.needs_stop_inspection:
+    if chain.guard.needs_stop_inspection:
         # The hook may have been slow: look again for a queued prompt and for user input.
-        late = await session.drain_mid_turn(watch_queued_prompt=True)
-        session.chain.yield_to_queued_prompt(late.has_queued_prompt)
+        late = await ports.mid_turn.drain(watch_queued_prompt=True)
+        chain.yield_to_queued_prompt(late.has_queued_prompt)
     return reason, late
 
 
-def guard_decision(turn: Turn) -> Continue | None:
+def guard_decision(ports: TurnPorts, turn: TurnState) -> Continue | None:
     """Step 4: the guard's own decision; exhaustion is reported once and ends the chain."""
-    session = turn.session
-    decision = session.chain.guard.decide(session.chain.has_relevant_background_input())
+    chain = ports.chain
+    decision = chain.guard.decide(chain.has_relevant_background_input())
     if isinstance(decision, Exhausted):
-        turn.report_exhaustion(decision)
+        report_exhaustion(ports, turn, decision)
         return None
     return decision if isinstance(decision, Continue) else None
+
+
+def report_exhaustion(ports: TurnPorts, turn: TurnState, decision: Exhausted) -> None:
+    """The guard's budget ran out: said once per chain."""
+    if ports.chain.guard.mark_exhaustion_reported():
+        ports.publisher.update(exhaustion_update(decision), turn.prompt_id)
 
 
 def combine(hook_reason: str | None, guard: Continue | None,

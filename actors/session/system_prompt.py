@@ -27,17 +27,14 @@ from __future__ import annotations
 
 import functools
 import platform
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import attrs
 
 from ..model import ChatMessage
 from ..model.prefix import note_build
 from .history import History
-
-if TYPE_CHECKING:
-    from .session import Session
 
 ORIGIN = "system_prompt"  # the origin of the rendered system message (never sent, never stored)
 
@@ -153,16 +150,49 @@ def compose(base: str, appended: Iterable[str | None]) -> str:
     return "\n\n".join(part.strip("\n") for part in (base, *appended) if part and part.strip())
 
 
-def render(session: Session) -> str:
-    """The whole system prompt of ``session`` as its next request sends it ("" for none)."""
-    settings = session.runtime.settings
-    overrides: PromptOverrides = session.prompt_overrides
-    base = overrides.system_prompt if overrides.system_prompt is not None else settings.system_prompt
-    if base is None:
-        base = _default_prompt(session.cwd, os_name(), session.runtime.today(),
-                               session.tools.names(), session.runtime.sandbox.kind == "bwrap",
-                               session.approval_mode == "plan")
-    return _compose(base, settings.append_system_prompt, overrides.append_system_prompt)
+class SystemPrompt:
+    """One session's system prompt: its own layers, rendered for each request from what it depends on."""
+
+    def __init__(self, settings: Any, overrides: PromptOverrides, *, cwd: Callable[[], str],
+                 today: Callable[[], str], tool_names: Callable[[], tuple[str, ...]], sandboxed: bool,
+                 plan_mode: Callable[[], bool]) -> None:
+        self.settings = settings
+        self.overrides = overrides
+        self._cwd = cwd
+        self._today = today
+        self._tool_names = tool_names
+        self._sandboxed = sandboxed
+        self._plan_mode = plan_mode
+        self._kept: ChatMessage | None = None  # the last system message sent
+
+    def render(self) -> str:
+        """The whole system prompt as the next request sends it ("" for none)."""
+        settings, overrides = self.settings, self.overrides
+        base = overrides.system_prompt if overrides.system_prompt is not None else settings.system_prompt
+        if base is None:
+            base = _default_prompt(self._cwd(), os_name(), self._today(), self._tool_names(), self._sandboxed,
+                                   self._plan_mode())
+        return _compose(base, settings.append_system_prompt, overrides.append_system_prompt)
+
+    def message(self) -> ChatMessage | None:
+        """The system message for the next request, or ``None`` when its prompt is empty."""
+        text = self.render()
+        if not text:
+            return None
+        kept = self._kept
+        if kept is None or kept.content != text:  # the same message while its text holds: its memo is reused
+            kept = self._kept = ChatMessage("system", text, origin=ORIGIN)
+        return kept
+
+    def before(self, messages: Iterable[ChatMessage], pending: Iterable[ChatMessage] = ()
+               ) -> tuple[ChatMessage, ...]:
+        """``messages`` (then ``pending``) as a request sends them: the system message first."""
+        message = self.message()
+        built = (message, *messages, *pending) if message is not None else (*messages, *pending)
+        if isinstance(messages, History):
+            # The history only grows while its rewrites hold: the next request is known to extend this one.
+            note_build(built, messages, messages.rewrites, 1 if message is not None else 0, len(messages))
+        return built
 
 
 # Rendered for every request of every session, from a handful of distinct inputs: kept, not rebuilt.
@@ -176,27 +206,4 @@ def _compose(base: str, *appended: str | None) -> str:
     return compose(base, appended)
 
 
-def system_message(session: Session) -> ChatMessage | None:
-    """The system message for ``session``'s next request, or ``None`` when its prompt is empty."""
-    text = render(session)
-    if not text:
-        return None
-    kept = session.system_message_kept
-    if kept is None or kept.content != text:  # the same message while its text holds: its memo is reused
-        kept = session.system_message_kept = ChatMessage("system", text, origin=ORIGIN)
-    return kept
-
-
-def with_system_prompt(session: Session, messages: Iterable[ChatMessage], pending: Iterable[ChatMessage] = ()
-                       ) -> tuple[ChatMessage, ...]:
-    """``messages`` (then ``pending``) as a request sends them: the session's system message first."""
-    message = system_message(session)
-    built = (message, *messages, *pending) if message is not None else (*messages, *pending)
-    if isinstance(messages, History) and messages is session.history:
-        # The history only grows while its rewrites hold: the next request is known to extend this one.
-        note_build(built, messages, messages.rewrites, 1 if message is not None else 0, len(messages))
-    return built
-
-
-__all__ = ["ORIGIN", "PromptOverrides", "compose", "default_prompt", "os_name", "render", "system_message",
-           "with_system_prompt"]
+__all__ = ["ORIGIN", "PromptOverrides", "SystemPrompt", "compose", "default_prompt", "os_name"]

@@ -12,45 +12,35 @@ subject to the guard's tool-closure rules. At a natural stop the stop path
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
-
 from .. import wire
-from ..guard import Continue, Exhausted, continuation_prompt, continuation_update, exhaustion_update
+from ..guard import Continue, Exhausted, continuation_prompt, continuation_update
 from ..model import (
     ChatMessage, ContextWindowExceeded, Finish, ModelError, TextDelta, ThoughtDelta, ToolCall, Usage,
 )
 from ..model.estimate import estimate_long_texts
 from ..model.overflow import ContextOverflow
-from .context import CUT_REASONS, pending_messages, primary_request
-from . import commands, hook_events
+from .context import CUT_REASONS, keep_unsent, pending_messages
+from . import commands
+from .hook_events import stop_after_post_tool_use, tool_content
 from .hooks import HookResult
 from .outcomes import ORDINARY, HardStop, LoopDetected, Send, TokenLimit, mid_turn_parts, only_cancelled
-from .stop import at_natural_stop
+from .ports import TurnPorts
+from .stop import at_natural_stop, report_exhaustion
 from .todo import TODO_WRITE, parse_todo_envelope, unfinished_count
 from .tools import ToolContext, ToolResult
-from .usage import UsageLedger
+from .turn_state import TurnState
 
-if TYPE_CHECKING:
-    from .session import Session
 
 class Turn:
     """One foreground prompt or automatic turn on a session's conversation."""
 
-    def __init__(self, session: Session, prompt_id: str, *, foreground: bool = True,
-                 images: tuple = ()) -> None:
-        self.session = session
-        self.images = images  # the prompt's images (checked at admission), sent with its user message
-        self.prompt_id = prompt_id
-        self.foreground = foreground
-        self.hook_blocks = 0  # consecutive Stop-hook blocks in this turn
-        self.last_text = ""
-        self._seen_call_ids: set[str] = set()
+    def __init__(self, ports: TurnPorts, state: TurnState) -> None:
+        self.ports = ports
+        self.state = state
+        self.prompt_id = state.prompt_id
+        self.seen_call_ids: set[str] = set()  # a provider that repeats a call id gets no second run
         self._tool_calls = 0
         self._repeated_failure = ("", 0)
-        self.usage = UsageLedger()  # this work item's model calls (its terminal event carries them)
-        self.token_limit: dict | None = None  # why the turn stopped max_tokens (its turn_complete carries it)
-        self.hook_stop_reason: str | None = None  # why a hook ended the turn (its turn_complete carries it)
-        self.pre_tool_contexts: dict[str, tuple[str, ...]] = {}  # call id -> PreToolUse additionalContext
 
     # ------------------------------------------------------------- the loop
 
@@ -59,13 +49,13 @@ class Turn:
         send: Send | None = ORDINARY
         try:
             if user_text is not None:
-                command = commands.parse(user_text) if self.foreground and origin == "prompt" else None
+                command = commands.parse(user_text) if self.state.foreground and origin == "prompt" else None
                 if command is not None:
-                    await commands.run(self, command)  # instead of a model call (see .commands)
+                    await commands.run(self.ports, self.state, command)  # instead of a model call (see .commands)
                     return "end_turn"
-                if self.foreground and origin == "prompt":
-                    user_text = await hook_events.user_prompt_submit(self, user_text)
-                self.session.append_message(ChatMessage("user", user_text, origin=origin, images=self.images))
+                if self.state.foreground and origin == "prompt":
+                    user_text = await self.ports.hooks.user_prompt_submit(self.state, user_text)
+                self.ports.conversation.append(ChatMessage("user", user_text, origin=origin, images=self.state.images))
             while send is not None:
                 streamed = await self.stream(send)
                 if streamed is None:
@@ -75,16 +65,16 @@ class Turn:
                     await self.run_tools(calls)
                     send = await self.after_tools(sent)
                 else:
-                    send = await at_natural_stop(self)
+                    send = await at_natural_stop(self.ports, self.state)
             return "end_turn"
         except HardStop as stop:
-            self.session.chain.guard.suspend()  # every hard terminal path suspends the chain, here
+            self.ports.chain.guard.suspend()  # every hard terminal path suspends the chain, here
             if isinstance(stop, TokenLimit) and stop.detail is not None:
-                self.token_limit = stop.detail
-                self.session.publish_notice(stop.detail["message"], self.prompt_id)
+                self.state.token_limit = stop.detail
+                self.ports.publisher.notice(stop.detail["message"], self.prompt_id)
             return stop.reason
         finally:
-            self.session.close_dangling_tool_calls()
+            self.ports.conversation.close_dangling_tool_calls()
 
     # ------------------------------------------------------------- one stream
 
@@ -93,8 +83,8 @@ class Turn:
 
         ``None`` when a pre-send check ended the turn instead (FIFO priority, a dropped guard send).
         """
-        session = self.session
-        await estimate_long_texts(session.history)  # a long new answer or tool result: a slice a task step
+        ports = self.ports
+        await estimate_long_texts(ports.conversation.history)  # a long new answer or tool result: a slice a task step
         fitted = await self.fit_context(send)  # compaction first: the re-checks must see what it let happen
         if fitted is None:
             return None
@@ -107,17 +97,17 @@ class Turn:
         try:
             return await self.stream_once(send)
         except ContextOverflow as overflow:
-            send = await session.context.recover(self, send, overflow)  # learnt, compacted: one more try
+            send = await ports.context.recover(self.state, send, overflow)  # learnt, compacted: one more try
         try:
             return await self.stream_once(send)
         except ContextOverflow as overflow:
-            raise session.context.refuse(None, overflow.message) from None
+            raise ports.context.refuse(None, overflow.message) from None
 
     async def stream_once(self, send: Send) -> tuple[Send, list[ToolCall]]:
         """Send ``send`` once; a :class:`ContextOverflow` answer leaves the conversation as it was."""
-        session = self.session
+        ports = self.ports
         pending = pending_messages(send)
-        request = session.context.stamp(primary_request(session, session.history, pending))
+        request = ports.context.stamp(ports.context.primary_request(ports.conversation.history, pending))
         finish: str | None = None
         text: list[str] = []
         calls: list[ToolCall] = []
@@ -125,22 +115,22 @@ class Turn:
         # Decided on the send as it goes out: a pre-send check may have handed it to mid-turn input.
         source = "todo_stop_guard" if send.guard is not None else "primary"
         usage: Usage | None = None
-        started = session.usage.clock_ms()
+        started = ports.usage.clock_ms()
         try:
-            async with session.provider.stream(request) as stream:  # the commit point
+            async with ports.context.provider.stream(request) as stream:  # the commit point
                 committed = True
-                session.context.sent(request)
+                ports.context.sent(request)
                 for message in pending:
-                    session.append_message(message)
+                    ports.conversation.append(message)
                 if send.guard is not None:
                     self.commit(send.guard)
                 async for item in stream:
                     kind = type(item)
                     if kind is TextDelta:
                         text.append(item.text)
-                        session.publish_update(wire.text_update("agent_message_chunk", item.text), self.prompt_id)
+                        ports.publisher.update(wire.text_update("agent_message_chunk", item.text), self.prompt_id)
                     elif kind is ThoughtDelta:
-                        session.publish_update(wire.text_update("agent_thought_chunk", item.text), self.prompt_id)
+                        ports.publisher.update(wire.text_update("agent_thought_chunk", item.text), self.prompt_id)
                     elif kind is ToolCall:
                         calls.append(item)
                     elif kind is Usage:
@@ -148,61 +138,55 @@ class Turn:
                     elif kind is Finish:
                         finish = item.reason
         except (ContextWindowExceeded, ModelError) as exc:
-            overflow = session.context.take_overflow(exc, request)
+            overflow = ports.context.take_overflow(exc, request)
             if overflow is not None:
                 if committed:
-                    session.context.take_back(len(pending))  # the stream carried nothing: the input goes again
+                    ports.context.take_back(len(pending))  # the stream carried nothing: the input goes again
                 raise overflow from None
             if not committed:
-                self.keep_unsent(pending)
-            session.chain.guard.pause_for_trusted_retry()  # API/network errors keep state for a trusted retry
+                keep_unsent(ports.conversation, pending)
+            ports.chain.guard.pause_for_trusted_retry()  # API/network errors keep state for a trusted retry
             raise
         except BaseException as exc:
             # A cancellation, also as a group of them (a provider's stream that runs a nursery).
             if not committed and only_cancelled(exc):
-                self.keep_unsent(pending)
+                keep_unsent(ports.conversation, pending)
             raise
         finally:
             if committed:  # a committed stream is a call, also when it failed or was cancelled
-                session.usage.record(self.prompt_id, source, usage, started, self.usage)
-        session.context.observe(request, usage)
-        self.last_text = "".join(text)
+                ports.usage.record(self.prompt_id, source, usage, started, self.state.usage)
+        ports.context.observe(request, usage)
+        self.state.last_text = "".join(text)
         if finish in CUT_REASONS:
             # Cut short: the text stays for the user to see continued; calls it may have cut are not run.
-            session.append_message(ChatMessage("assistant", self.last_text))
-            raise TokenLimit(session.context.answer_cut(request, usage, self.last_text, finish))
-        session.append_message(ChatMessage("assistant", self.last_text, tuple(calls)))
+            ports.conversation.append(ChatMessage("assistant", self.state.last_text))
+            raise TokenLimit(ports.context.answer_cut(request, usage, self.state.last_text, finish))
+        ports.conversation.append(ChatMessage("assistant", self.state.last_text, tuple(calls)))
         return send, calls
-
-    def keep_unsent(self, pending: list[ChatMessage]) -> None:
-        """An unsent continuation keeps its user input, minus the guard's text."""
-        for message in pending:
-            if message.origin != "guard":
-                self.session.append_message(message)
 
     def commit(self, decision: Continue) -> None:
         """The guard stream exists: count the attempt and say so (never with todo text)."""
-        if self.session.chain.guard.commit_continuation(decision.attempt):
-            self.session.publish_update(continuation_update(decision), self.prompt_id)
+        if self.ports.chain.guard.commit_continuation(decision.attempt):
+            self.ports.publisher.update(continuation_update(decision), self.prompt_id)
 
     async def before_guard_send(self, send: Send) -> Send | None:
         """Re-check a guard-sponsored send just before it goes out (mid-turn input, FIFO, plan mode)."""
-        session = self.session
-        guard = session.chain.guard
-        drained = await session.drain_mid_turn(watch_queued_prompt=True)
+        ports = self.ports
+        guard = ports.chain.guard
+        drained = await ports.mid_turn.drain(watch_queued_prompt=True)
         if drained.messages:
-            session.chain.yield_to_queued_prompt(drained.has_queued_prompt)  # the input runs first, then the FIFO
+            ports.chain.yield_to_queued_prompt(drained.has_queued_prompt)  # the input runs first, then the FIFO
             guard.accept_mid_turn_user_input()  # new user input sponsors the send; no attempt is used
             return Send(send.without_guard().parts + mid_turn_parts(drained.messages), None, send.hook)
-        if session.chain.yield_to_queued_prompt(drained.has_queued_prompt):
+        if ports.chain.yield_to_queued_prompt(drained.has_queued_prompt):
             return None  # FIFO priority: end the request, use no attempt
-        if session.approval_mode == "plan":
+        if ports.plan_mode:
             guard.clear_trust()
         assert send.guard is not None
         if send.guard.tool_closure:
-            again = guard.decide_tool_closure(send.guard.attempt - 1, session.chain.has_relevant_background_input())
+            again = guard.decide_tool_closure(send.guard.attempt - 1, ports.chain.has_relevant_background_input())
         else:
-            again = guard.decide(session.chain.has_relevant_background_input())
+            again = guard.decide(ports.chain.has_relevant_background_input())
         if again != send.guard:
             rest = send.without_guard()
             return rest if rest.hook else None
@@ -211,24 +195,24 @@ class Turn:
     async def fit_context(self, send: Send) -> Send | None:
         """Compact (and cut) history when the next request would not fit (:mod:`.context`); a failed
         compaction before a guard send suspends the chain; input that cannot fit is refused."""
-        return await self.session.context.fit(self, send)
+        return await self.ports.context.fit(self.state, send)
 
     # ------------------------------------------------------------- tools
 
     async def run_tools(self, calls: list[ToolCall]) -> None:
-        settings = self.session.runtime.settings
+        settings = self.ports.settings
         for call in calls:
             self._tool_calls += 1
             if self._tool_calls > settings.max_tool_calls_per_turn:
                 raise LoopDetected(f"more than {settings.max_tool_calls_per_turn} tool calls in one turn")
             result = await self.run_tool(call)
             hooks = await self.post_tool_use(call, result)  # after the todo observation, before the model reads it
-            content = hook_events.tool_content(result.content, hooks, self.pre_tool_contexts.pop(call.id, ()))
-            self.session.append_message(ChatMessage("tool", content, tool_call_id=call.id, name=call.name))
-            self._note_failure(call, result)
-            hook_events.stop_after_post_tool_use(self, hooks)
+            content = tool_content(result.content, hooks, self.state.pre_tool_contexts.pop(call.id, ()))
+            self.ports.conversation.append(ChatMessage("tool", content, tool_call_id=call.id, name=call.name))
+            self.note_failure(call, result)
+            stop_after_post_tool_use(self.state, hooks)
 
-    def _note_failure(self, call: ToolCall, result: ToolResult) -> None:
+    def note_failure(self, call: ToolCall, result: ToolResult) -> None:
         """The same call failing again and again (say, with the same invalid arguments) is a loop."""
         if result.error is None:
             self._repeated_failure = ("", 0)
@@ -237,16 +221,16 @@ class Turn:
         last, count = self._repeated_failure
         count = count + 1 if last == signature else 1
         self._repeated_failure = (signature, count)
-        if count >= self.session.runtime.settings.max_repeated_failures:
+        if count >= self.ports.settings.max_repeated_failures:
             raise LoopDetected(f"{call.name} failed {count} times in a row with the same arguments")
 
     async def run_tool(self, call: ToolCall) -> ToolResult:
-        session = self.session
-        if call.id in self._seen_call_ids:
+        ports = self.ports
+        if call.id in self.seen_call_ids:
             # A provider that repeats a call id gets no second execution.
             return ToolResult.failure(f"duplicate tool call id {call.id!r}; not executed again")
-        self._seen_call_ids.add(call.id)
-        tool = session.tools.get(call.name)
+        self.seen_call_ids.add(call.id)
+        tool = ports.tools.get(call.name)
         arguments = call.arguments
         if isinstance(arguments, str):
             try:
@@ -255,35 +239,35 @@ class Turn:
                 return self._publish_failure(call, f"arguments are not valid JSON: {exc}")
         if tool is None:
             return self._publish_failure(call, f"unknown tool {call.name!r}")
-        arguments, permission, refusal = await hook_events.pre_tool_use(self, call, arguments)
+        arguments, permission, refusal = await ports.hooks.pre_tool_use(self.state, call, arguments)
         if refusal is not None:
             return self._publish_failure(call, refusal)
         trusted_todo = tool.builtin and tool.name == TODO_WRITE
         if not trusted_todo:
             locate = getattr(tool, "locate", None)  # where it will look, when its arguments say
-            session.publish_update(
+            ports.publisher.update(
                 wire.tool_call_update("tool_call", call.id, title=call.name, status="in_progress",
                                       raw_input=arguments, tool_kind=tool.kind,
-                                      locations=locate(session.cwd, arguments) if locate is not None else None),
+                                      locations=locate(ports.cwd(), arguments) if locate is not None else None),
                 self.prompt_id,
             )
-        context = ToolContext(session.session_id, session.cwd, self.prompt_id, call.id, session, permission)
+        context = ToolContext(ports.session_id, ports.cwd(), self.prompt_id, call.id, ports.services, permission)
         if permission == "ask" and not getattr(tool, "asks_permission", False):
             # A PreToolUse "ask" on a tool that never asks by itself: the user decides here, in any mode.
-            denied = await session.authorize(context, title=call.name, kind=tool.kind, raw_input=arguments,
+            denied = await ports.authorizer.authorize(context, title=call.name, kind=tool.kind, raw_input=arguments,
                                              plan_refuses=False)
             if denied is not None:
                 return self._publish_failure(call, denied)
-        result = await session.tools.execute(tool, context, arguments)  # its arguments checked first
+        result = await ports.tools.execute(tool, context, arguments)  # its arguments checked first
         if trusted_todo:
             # Observed after execution and status, before PostToolUse hooks; only a strict envelope counts.
             todos = parse_todo_envelope(result.display) if result.error is None else None
             if todos is not None:
-                session.publish_update(wire.plan_update([t.to_dict() for t in todos]), self.prompt_id)
-                session.chain.guard.observe_todo_write(unfinished_count(todos), allow_arm=session.approval_mode != "plan")
+                ports.publisher.update(wire.plan_update([t.to_dict() for t in todos]), self.prompt_id)
+                ports.chain.guard.observe_todo_write(unfinished_count(todos), allow_arm=not ports.plan_mode)
             return result
         status = "failed" if result.error else "completed"
-        session.publish_update(
+        ports.publisher.update(
             wire.tool_call_update("tool_call_update", call.id, status=status,
                                   content=[{"type": "content", "content": {"type": "text", "text": result.content}},
                                            *result.acp_content],  # a diff, say
@@ -293,10 +277,10 @@ class Turn:
         return result
 
     async def post_tool_use(self, call: ToolCall, result: ToolResult) -> HookResult | None:
-        return await hook_events.post_tool_use(self, call, result)
+        return await self.ports.hooks.post_tool_use(self.state, call, result)
 
     def _publish_failure(self, call: ToolCall, message: str) -> ToolResult:
-        self.session.publish_update(
+        self.ports.publisher.update(
             wire.tool_call_update("tool_call", call.id, title=call.name, status="failed",
                                   content=[{"type": "content", "content": {"type": "text", "text": message}}]),
             self.prompt_id,
@@ -305,27 +289,23 @@ class Turn:
 
     async def after_tools(self, previous: Send) -> Send | None:
         """Who sponsors the send of these tool results: mid-turn input, the guard, a hook, or nobody."""
-        session = self.session
-        drained = await session.drain_mid_turn()
+        ports = self.ports
+        drained = await ports.mid_turn.drain()
         if drained.messages:
-            session.chain.guard.accept_mid_turn_user_input()
+            ports.chain.guard.accept_mid_turn_user_input()
             return Send(mid_turn_parts(drained.messages))
         if previous.guard is None:
             return Send(hook=previous.hook)  # an ordinary tool loop goes on
-        decision = session.chain.guard.decide_tool_closure(previous.guard.attempt,
-                                                     session.chain.has_relevant_background_input())
+        decision = ports.chain.guard.decide_tool_closure(previous.guard.attempt,
+                                                     ports.chain.has_relevant_background_input())
         if isinstance(decision, Continue):
             parts = () if decision.tool_closure else (("guard", continuation_prompt(decision.attempt,
                                                                                     decision.unfinished_count)),)
             return Send(parts, decision, previous.hook)
         if isinstance(decision, Exhausted):
-            self.report_exhaustion(decision)
+            report_exhaustion(ports, self.state, decision)
         # No third guard stream: the results stay in the conversation; a hook's own loop goes on.
         return Send(hook=True) if previous.hook else None
-
-    def report_exhaustion(self, decision: Exhausted) -> None:
-        if self.session.chain.guard.mark_exhaustion_reported():
-            self.session.publish_update(exhaustion_update(decision), self.prompt_id)
 
 
 __all__ = ["Turn"]

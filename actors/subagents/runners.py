@@ -86,11 +86,11 @@ class SessionRunner:
             run.spec.cwd, append_system_prompt=texts.subagent_system_prompt(run.spec.brief, run.spec.goal))
         try:
             assert run.config_path is not None
-            handle.add_tools(*signal_client_tools(run.config_path, call=self._signal_client))
+            await handle.add_tools(*signal_client_tools(run.config_path, call=self._signal_client))
             # No Todo Stop Guard in a child (as qwen's subagents have none): the run's goal loop is its
             # continuation, and a guard would add up to two streams to every turn. Its todo lists are its
             # own: they never reach the parent's guard, which only observes the parent's own tool results.
-            handle.turn_off_todo_stop_guard()
+            await handle.turn_off_todo_stop_guard()
             if self._model:
                 await handle.set_model(self._model)
             if self._approval_mode or self._parent_mode:

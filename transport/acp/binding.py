@@ -197,7 +197,7 @@ class SessionBinding:
 
     async def _ask_permission(self, data: dict[str, Any]) -> None:
         request_id = data.get("requestId", "")
-        if request_id in self.asks or not self.handle.has_permission_request(request_id):
+        if request_id in self.asks or not await self.handle.has_permission_request(request_id):
             return  # already asked, or already resolved (a replayed request)
         options = list(data.get("options") or [])
         tool_call = data.get("toolCall") or {}
@@ -259,8 +259,8 @@ class SessionBinding:
             return
         self.closed = True
         if self.drain is not None:
-            self.drain.uninstall()
-        client_services.take_back(self)
+            await self.drain.uninstall()
+        await client_services.take_back(self)
         asks, self.asks = list(self.asks.values()), {}
         waiters, self.waiters = dict(self.waiters), {}
         with trio.CancelScope(shield=True), trio.move_on_after(VOTE_TIMEOUT):

@@ -77,11 +77,11 @@ class BridgeDrain:
         self.enabled = True
         self.requests = 0
 
-    def install(self) -> None:
-        self._handle.set_drain_source(self)
+    async def install(self) -> None:
+        await self._handle.set_drain_source(self)
 
-    def uninstall(self) -> None:
-        self._handle.set_drain_source(None, replacing=self)  # never remove someone else's source
+    async def uninstall(self) -> None:
+        await self._handle.set_drain_source(None, replacing=self)  # never remove someone else's source
 
     def __call__(self, watch_queued_prompt: bool) -> PendingReply[DrainResult]:
         """Called by the session (synchronously): the answer arrives through the returned reply."""
@@ -140,4 +140,4 @@ class BridgeDrain:
             self.enabled = False
             log.warning("bridge draining off for session %s (%s); using the local queue",
                         self._handle.session_id, why)
-            self.uninstall()
+            self._nursery.start_soon(self.uninstall)  # a message to the session: sent from a task of its own

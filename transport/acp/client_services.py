@@ -38,21 +38,21 @@ def services_for(conn: AcpConnection, session_id: str, owner: object = None) -> 
     return None if services.empty else services
 
 
-def lend(conn: AcpConnection, binding: SessionBinding) -> None:
+async def lend(conn: AcpConnection, binding: SessionBinding) -> None:
     """Lend ``binding``'s session this client's files and terminal, if it offers any."""
     services = services_for(conn, binding.session_id, binding)
     if services is None:
         return
-    binding.handle.set_client_services(services)
+    await binding.handle.set_client_services(services)
     binding.lent = services
     log.info("session %s uses the client's %s", binding.session_id,
              " and ".join(n for n, v in (("files", services.files), ("terminal", services.terminal)) if v))
 
 
-def take_back(binding: SessionBinding) -> None:
+async def take_back(binding: SessionBinding) -> None:
     """The binding ends: its session goes back to local files and shells (unless another client lent since)."""
     if binding.lent is not None:
-        binding.handle.set_client_services(None, replacing=binding.lent)
+        await binding.handle.set_client_services(None, replacing=binding.lent)
         binding.lent = None
 
 

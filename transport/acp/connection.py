@@ -109,8 +109,8 @@ class AcpConnection:
         if self.bridge:
             binding.drain = bridge.BridgeDrain(self.peer, handle, self.nursery, deadline=self.drain_deadline,
                                                late_limit=self.drain_late_limit)
-            binding.drain.install()
-        client_services.lend(self, binding)
+            await binding.drain.install()
+        await client_services.lend(self, binding)
         return binding
 
     async def unbind(self, session_id: str, *, abort: bool = True) -> bool:

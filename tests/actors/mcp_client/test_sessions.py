@@ -44,7 +44,7 @@ async def test_session_load_adds_a_clients_servers_to_a_live_session(tmp_path: P
             assert session.mcp.servers["late"] is server
             answer = await client.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
             assert answer["stopReason"] == "end_turn"
-            tool_messages = [m.content for m in session.history if m.role == "tool"]
+            tool_messages = [m.content for m in session.conversation.history if m.role == "tool"]
             # Rejected always: the second add is refused without asking; peek (another tool) is asked.
             assert tool_messages == ["Error: the user denied this call",
                                      "Error: the user denied such calls for the rest of this session", "peeked"]
@@ -80,4 +80,4 @@ async def test_a_sandboxed_server_sees_its_own_script_outside_the_cwd_under_tmp(
             await server.settled.wait()
         assert server.state == "ready", server.state
         await client.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
-        assert [m.content for m in session.history if m.role == "tool"] == ["5"]
+        assert [m.content for m in session.conversation.history if m.role == "tool"] == ["5"]

@@ -17,24 +17,23 @@ from actors.background import automatic
 from actors.background.automatic import AutomaticItem
 from actors.guard import INACTIVE, TodoStopGuard
 from actors.replay import replay
-from actors.session import chain, fifo, persistence, session, stop, turn
+from actors.session import authorizer, chain, conversation, drains, fifo, prompt_queue, stop, turn, work_item
 from actors.subagents.run import SubagentRun
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "actors" / "replay" / "scenarios"
 
 
-def take_newest(self: fifo.PromptFifo) -> Any:
+def take_newest(self: prompt_queue.PromptQueue, now: int) -> Any:
     """LIFO instead of FIFO."""
-    queued = [e for e in self._entries if e.state == "queued"]
-    if not queued:
-        return None
-    entry = queued[-1]
-    self._entries.remove(entry)
-    self._entries.insert(0, entry)
-    return ORIGINAL_TAKE_NEXT(self)
+    queued = [e for e in self.entries if e.state == "queued"]
+    if queued:
+        entry = queued[-1]
+        self.entries.remove(entry)
+        self.entries.insert(0, entry)
+    return ORIGINAL_TAKE(self, now)
 
 
-ORIGINAL_TAKE_NEXT = fifo.PromptFifo._take_next
+ORIGINAL_TAKE = prompt_queue.PromptQueue.take
 ORIGINAL_PREPARE = chain.WorkChain.prepare_for_prompt
 
 
@@ -42,24 +41,22 @@ async def _async_none() -> None:
     return None
 
 
-def never_drain(self: fifo.PromptFifo, watch_queued_prompt: bool) -> fifo.DrainResult:
+def never_drain(self: prompt_queue.PromptQueue, watch_queued_prompt: bool) -> Any:
     """Mid-turn input is never handed to the turn."""
-    return fifo.DrainResult((), (), False)
+    return prompt_queue.Step(fifo.DrainResult((), (), False))
 
 
 # ----------------------------------------------------------------- guard-area mutations
 
 
-def forget_late_drains(self: session.Session, watch_queued_prompt: bool = False) -> Any:
+async def forget_late_drains(self: drains.MidTurnInput, watch_queued_prompt: bool = False) -> Any:
     """A drain that missed its deadline is dropped: its late answer is never recovered."""
-    async def drain() -> fifo.DrainResult:
-        result = await ORIGINAL_DRAIN(self, watch_queued_prompt)
-        self._late_drain = None
-        return result
-    return drain()
+    result = await ORIGINAL_DRAIN(self, watch_queued_prompt)
+    self.take_late()
+    return result
 
 
-ORIGINAL_DRAIN = session.Session.drain_mid_turn
+ORIGINAL_DRAIN = drains.MidTurnInput.drain
 
 
 def relevant_ignoring_baseline(self: chain.WorkChain) -> bool:
@@ -89,30 +86,30 @@ def post_without_coalescing(self: automatic.AutomaticQueue, item: AutomaticItem,
 ORIGINAL_POST = automatic.AutomaticQueue.post
 
 
-async def stop_hooks_without_cap(t: turn.Turn) -> Any:
+async def stop_hooks_without_cap(ports: Any, t: Any) -> Any:
     """The Stop-hook cap is never reached: the hook's count is forgotten before each run."""
     t.hook_blocks = 0
-    return await ORIGINAL_STOP_HOOKS(t)
+    return await ORIGINAL_STOP_HOOKS(ports, t)
 
 
 ORIGINAL_STOP_HOOKS = stop.stop_hooks
 
 
-async def stop_hooks_on_every_turn(t: turn.Turn) -> Any:
+async def stop_hooks_on_every_turn(ports: Any, t: Any) -> Any:
     """External Stop hooks also run for automatic turns."""
     t.foreground = True
-    return await ORIGINAL_STOP_HOOKS(t)
+    return await ORIGINAL_STOP_HOOKS(ports, t)
 
 
 class NeverRaised(Exception):
     """Stands in for ContextWindowExceeded, so a token rejection is handled like any other failure."""
 
 
-async def cancel_after_grace_regardless(self: session.Session) -> None:
+async def cancel_after_grace_regardless(self: authorizer.Authorizer) -> None:
     """Grace expiry cancels pending permissions even though a client came back."""
     import trio
-    await trio.sleep(self.runtime.settings.limits.client_grace_seconds)
-    self.permissions.cancel_all()
+    await trio.sleep(self.grace_seconds)
+    self.broker.cancel_all()
 
 
 # ----------------------------------------------------------------- subagent goal-loop mutations
@@ -151,13 +148,15 @@ def signal_without_needs_help_state(self: SubagentRun, kind: str, arguments: dic
 
 MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
     # (scenario, object, attribute, replacement, a failure it must cause)
-    ("fifo_order", fifo.PromptFifo, "_take_next", take_newest, "expect.events"),
-    ("abort_queued", fifo.PromptFifo, "_abort", lambda self, prompt_id: False, "expect.prompts.two"),
-    ("cancel_running", session.Session, "_cancel_current", lambda self: False, "expect.prompts.slow"),
-    ("mid_turn_injection", fifo.PromptFifo, "_drain", never_drain, "expect.model_requests (call 2)"),
+    ("fifo_order", prompt_queue.PromptQueue, "take", take_newest, "expect.events"),
+    ("abort_queued", prompt_queue.PromptQueue, "abort", lambda self, prompt_id, now: prompt_queue.Step(False),
+     "expect.prompts.two"),
+    ("cancel_running", work_item.WorkItem, "cancel", lambda self, prompt_id=None: work_item.CancelOutcome.NOTHING,
+     "expect.prompts.slow"),
+    ("mid_turn_injection", prompt_queue.PromptQueue, "drain", never_drain, "expect.model_requests (call 2)"),
     ("api_error_then_retry", fifo.PendingPrompt, "is_trusted_retry", property(lambda self: False),
      "expect.model_requests (call 2)"),
-    ("restart_restores_transcript", persistence, "restore_conversation", lambda session: 0,
+    ("restart_restores_transcript", conversation.Conversation, "reload", lambda self: [],
      "expect.model_requests (call 2)"),
     # The Todo Stop Guard (spec 000), one area each.
     ("guard_canonical", TodoStopGuard, "decide", lambda self, has_relevant_background_input: INACTIVE,
@@ -167,7 +166,7 @@ MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
      "expect.model_calls"),
     ("guard_mid_turn_resets_budget", TodoStopGuard, "accept_mid_turn_user_input", lambda self: None,
      "expect.guard_attempts.work"),
-    ("guard_late_drain_recovery", session.Session, "drain_mid_turn", forget_late_drains,
+    ("guard_late_drain_recovery", drains.MidTurnInput, "drain", forget_late_drains,
      "expect.guard_attempts.work"),
     ("guard_background_baseline", chain.WorkChain, "has_relevant_background_input", relevant_ignoring_baseline,
      "expect.guard_attempts.work"),
@@ -179,8 +178,8 @@ MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
      "expect.model_calls"),
     ("cron_coalescing", automatic.AutomaticQueue, "post", post_without_coalescing, "expect.model_calls"),
     ("guard_stop_cancel", TodoStopGuard, "suspend", lambda self: None, "expect.prompts.again"),
-    ("guard_stop_permission_grace", session.Session, "_clients_left", lambda self: None, "did not settle"),
-    ("permission_reattach_within_grace", session.Session, "_cancel_permissions_after_grace",
+    ("guard_stop_permission_grace", authorizer.Authorizer, "clients_left", lambda self: None, "did not settle"),
+    ("permission_reattach_within_grace", authorizer.Authorizer, "cancel_after_grace",
      cancel_after_grace_regardless, "expect.guard_attempts.work"),
     ("guard_stop_post_tool_use", turn.Turn, "post_tool_use", lambda self, call, result: _async_none(),
      "expect.model_calls"),

@@ -46,17 +46,17 @@ ORIGINAL_DRAIN_FOR_STOP = stop.drain_for_stop
 async def trust_todo_write_by_name(self: turn.Turn, call: Any) -> Any:
     """Any tool answering to the wire name todo_write is trusted: a discovered shadow arms the guard."""
     result = await ORIGINAL_RUN_TOOL(self, call)
-    tool = self.session.tools.get(call.name)
+    tool = self.ports.tools.get(call.name)
     if call.name == TODO_WRITE and tool is not None and not tool.builtin and result.error is None:
         todos = parse_todo_envelope(result.display)
         if todos is not None:
-            self.session.chain.guard.observe_todo_write(unfinished_count(todos))
+            self.ports.chain.guard.observe_todo_write(unfinished_count(todos))
     return result
 
 
 async def execute_repeated_call_ids(self: turn.Turn, call: Any) -> Any:
     """A tool call id the provider repeats is executed again."""
-    self._seen_call_ids.discard(call.id)
+    self.seen_call_ids.discard(call.id)
     return await ORIGINAL_RUN_TOOL(self, call)
 
 
@@ -65,7 +65,7 @@ async def arm_from_failed_arguments(self: turn.Turn, call: Any) -> Any:
     result = await ORIGINAL_RUN_TOOL(self, call)
     if call.name == TODO_WRITE and result.error is not None and isinstance(call.arguments, dict):
         todos = [Todo(**t) for t in call.arguments.get("todos", [])]
-        self.session.chain.guard.observe_todo_write(unfinished_count(todos))
+        self.ports.chain.guard.observe_todo_write(unfinished_count(todos))
     return result
 
 
@@ -83,21 +83,25 @@ async def send_results_after_the_budget(self: turn.Turn, previous: Send) -> Send
     return Send() if send is None and previous.guard is not None else send
 
 
-async def stop_hooks_before_the_fifo(t: turn.Turn) -> Any:
+async def stop_hooks_before_the_fifo(ports: Any, t: Any) -> Any:
     """Step 3 before step 2: the Stop hook runs before the drain that would find the queued prompt."""
-    chain = t.session.chain
+    chain = ports.chain
     if t.foreground and chain.guard.needs_stop_inspection and not chain.queued_prompt_priority:
-        await stop.stop_hooks(t)
-    return await ORIGINAL_AT_STOP(t)
+        await stop.stop_hooks(ports, t)
+    return await ORIGINAL_AT_STOP(ports, t)
 
 
-async def fifo_before_mid_turn_input(t: turn.Turn) -> DrainResult:
+async def fifo_before_mid_turn_input(ports: Any, t: Any) -> DrainResult:
     """Step 2 before step 1: with a queued prompt seen, the drained mid-turn messages are dropped."""
-    drained = await ORIGINAL_DRAIN_FOR_STOP(t)
+    drained = await ORIGINAL_DRAIN_FOR_STOP(ports, t)
     return DrainResult((), (), True) if drained.has_queued_prompt and drained.messages else drained
 
 
 # ----------------------------------------------------------------- the event ring
+
+
+async def _async_nothing(self: Any) -> None:
+    """The child session keeps the guard its settings give it."""
 
 
 def replay_skipping_one(self: EventBus, cursor: int) -> list[Any]:
@@ -109,7 +113,7 @@ def replay_skipping_one(self: EventBus, cursor: int) -> list[Any]:
 
 MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
     # (scenario, object, attribute, replacement, a failure it must cause)
-    ("guard_stop_loop_protection", turn.Turn, "_note_failure", lambda self, call, result: None,
+    ("guard_stop_loop_protection", turn.Turn, "note_failure", lambda self, call, result: None,
      "expect.prompts.work"),
     ("guard_stop_loop_protection", TodoStopGuard, "suspend", lambda self: None, "invariant no_guard_after_hard_stop"),
     ("guard_shadowed_todo_write", turn.Turn, "run_tool", trust_todo_write_by_name, "expect.model_calls"),
@@ -120,7 +124,7 @@ MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
     ("guard_no_third_stream", turn.Turn, "after_tools", send_results_after_the_budget,
      "invariant guard_streams_bounded"),
     ("guard_fifo_skips_stop_hook", turn, "at_natural_stop", stop_hooks_before_the_fifo, "expect.model_calls"),
-    ("subagent_child_no_guard", SessionHandle, "turn_off_todo_stop_guard", lambda self: None, "expect.model_calls"),
+    ("subagent_child_no_guard", SessionHandle, "turn_off_todo_stop_guard", _async_nothing, "expect.model_calls"),
 ]
 
 RACE_MUTATIONS: list[tuple[str, Any, str, Any, str]] = [

@@ -82,7 +82,7 @@ async def test_writes_go_one_at_a_time_and_the_newest_state_lands_last(tmp_path,
             monkeypatch.setattr(os, "fsync", disk)
             session = handle._session
             async with trio.open_nursery() as nursery:
-                session.model_name = "first"
+                session.context.model_name = "first"
                 nursery.start_soon(session.records.save)  # as a slash command's /model does
                 await trio.sleep(0.01)  # that write is under way in its thread
                 assert await handle.set_model("second") == "second"
@@ -113,7 +113,7 @@ async def test_a_save_whose_task_is_cancelled_still_writes_the_change(tmp_path):
 
             async with trio.open_nursery() as nursery:
                 await nursery.start(write_before_it)
-                session.model_name = "changed"
+                session.context.model_name = "changed"
                 nursery.start_soon(cut_short)
                 while session.records._one_at_a_time.statistics().tasks_waiting < 1:  # it waits for that write
                     await trio.sleep(0)

@@ -15,7 +15,9 @@ import pytest
 import trio
 
 from actors import CountingIds, Settings, load_script, open_daemon
+from actors._actor import reply_pair
 from actors.session import fifo as f
+from actors.session.messages import Cancel
 from actors.session.tools import ToolRegistry, ToolResult
 from actors.session.transcript import Transcript, TranscriptError, is_safe_session_id
 from tests.actors.session.guard.harness import (
@@ -247,7 +249,7 @@ async def test_a_suggestion_call_is_running_work_that_cancel_ends(autojump_clock
             status = await session.status()
             assert status["state"] == "running" and status["activeWorkState"] == "suggestion"
             assert await session.cancel() is True
-            await wait_for(lambda: session._session.current is None, timeout=5)
+            await wait_for(lambda: not session._session.work.running, timeout=5)
             assert (await session.status())["state"] == "idle"
             suggestions = [e for e in session._session.bus.ring if e.type == "followup_suggestion"]
     assert run.stop_reason == "end_turn"
@@ -410,9 +412,10 @@ async def test_a_cancel_between_the_fifo_handoff_and_the_work_item_is_kept(autoj
 
 
 async def test_a_cancel_after_the_work_loop_marked_the_prompt_starting_is_kept(autojump_clock):
-    # Drives Session._cancel_current at the one point the fix marks (the work loop took the prompt
-    # from the FIFO, its work item has not begun): no public call can land exactly there, because
-    # nothing between TakeNext's return and the work item yields to the scheduler.
+    # A user's cancel at the one point the work item's state machine keeps it for (the work loop took the
+    # prompt from the FIFO, its work item has not begun): no public call can land exactly there, because
+    # nothing between TakeNext's return and the work item yields to the scheduler; the mailbox's handler
+    # is called as a Cancel message would be.
     model = load_script([[{"sleep": 100}, {"text": "late"}]])
     with trio.fail_after(600):
         async with open_daemon(model=model, ids=CountingIds()) as daemon:
@@ -422,7 +425,9 @@ async def test_a_cancel_after_the_work_loop_marked_the_prompt_starting_is_kept(a
             answers: list[bool] = []
 
             async def cancel_first(entry: f.PendingPrompt) -> None:
-                answers.append(inner._cancel_current())
+                reply, pending = reply_pair()
+                inner._handle(Cancel(reply))
+                answers.append(pending.poll()[1])
                 await original(entry)
 
             inner.run_prompt = cancel_first

@@ -9,7 +9,7 @@ import attrs
 import trio
 
 from actors import CountingIds, Settings, load_script, open_daemon
-from actors.session.system_prompt import ORIGIN, default_prompt, os_name
+from actors.session.system_prompt import ORIGIN, PromptOverrides, default_prompt, os_name
 from actors.session.todo import TodoWriteTool
 from actors.session.tools import ToolRegistry
 
@@ -141,12 +141,13 @@ async def test_a_restored_session_keeps_its_own_layers(tmp_path):
             # Given anew at create, a layer replaces the recorded one; the other is kept.
             again, attached = await daemon.create_session(session_id="keeper", append_system_prompt="NEW ADDITION")
             await run_prompt(again, "three")
+            kept_layers = PromptOverrides.from_record(await again.record())
     assert system_of(first.calls[0]) == "KEPT BASE\n\nKEPT ADDITION"
     resent = second.calls[0].messages
     assert system_of(second.calls[0]) == "KEPT BASE\n\nKEPT ADDITION"
     assert [m.content for m in resent[1:]] == ["one", "before", "two"]
     assert not attached and system_of(second.calls[1]) == "KEPT BASE\n\nNEW ADDITION"
-    assert attrs.asdict(again.prompt_overrides) == {"system_prompt": "KEPT BASE",
+    assert attrs.asdict(kept_layers) == {"system_prompt": "KEPT BASE",
                                                     "append_system_prompt": "NEW ADDITION"}
 
 

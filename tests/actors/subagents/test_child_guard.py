@@ -95,7 +95,10 @@ async def test_a_child_session_runs_no_guard_and_its_todo_lists_never_arm_the_pa
 
 
 async def test_even_a_child_with_a_guard_never_arms_its_parent(autojump_clock, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(SessionHandle, "turn_off_todo_stop_guard", lambda self: None)  # the other decision
+    async def keep_the_guard(self: SessionHandle) -> None:  # the other decision
+        pass
+
+    monkeypatch.setattr(SessionHandle, "turn_off_todo_stop_guard", keep_the_guard)
     model, events, parent_guard, child_guard = await run_parent_and_child()
     assert child_guard["enabled"] is True
     assert [u.update["_meta"]["attempt"] for u in guard_updates(events["child"])] == [1, 2, 2]

@@ -99,7 +99,7 @@ async def test_method_not_found_switches_draining_off_for_the_session(tmp_path) 
         result = await client.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
         assert result["stopReason"] == "end_turn"
         assert len(drains(client)) == 1  # asked once; the second boundary drained the local FIFO
-        assert daemon.get(sid).drain_source is None
+        assert daemon.get(sid)._session.mid_turn.source is None
 
 
 async def test_three_timeouts_switch_draining_off(tmp_path) -> None:
@@ -111,7 +111,7 @@ async def test_three_timeouts_switch_draining_off(tmp_path) -> None:
             result = await client.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
         assert result["stopReason"] == "end_turn"
         assert len(drains(client)) == 3
-        assert daemon.get(sid).drain_source is None
+        assert daemon.get(sid)._session.mid_turn.source is None
 
 
 async def test_a_late_answer_still_delivers_its_messages(tmp_path) -> None:
@@ -141,4 +141,4 @@ async def test_without_the_capability_no_drain_is_asked(tmp_path) -> None:
         assert (await client.result("session/prompt", {"sessionId": sid, "prompt": text("go")}))["stopReason"] == \
             "end_turn"
         assert drains(client) == []
-        assert daemon.get(sid).drain_source is None
+        assert daemon.get(sid)._session.mid_turn.source is None

@@ -45,17 +45,17 @@ async def test_a_binding_lends_what_the_client_offers_and_takes_it_back(tmp_path
     async with editor(capabilities={"fs": {"readTextFile": True}}) as (daemon, client):
         sid = await new_session(client, str(tmp_path))
         handle = daemon.get(sid)
-        lent = handle.client_services
+        lent = handle._session.services.client
         assert lent is not None and lent.terminal is None
         assert lent.files.reads and not lent.files.writes  # writes stay local
         assert await client.conn.unbind(sid, abort=False)
-        assert handle.client_services is None  # the client left: local files again
+        assert handle._session.services.client is None  # the client left: local files again
 
 
 async def test_nothing_is_lent_without_the_capabilities(tmp_path) -> None:
     async with editor(capabilities={"fs": {"readTextFile": False}, "terminal": False}) as (daemon, client):
         sid = await new_session(client, str(tmp_path))
-        assert daemon.get(sid).client_services is None
+        assert daemon.get(sid)._session.services.client is None
 
 
 async def test_the_clients_error_is_a_tool_error(tmp_path) -> None:

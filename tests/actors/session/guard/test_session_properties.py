@@ -221,8 +221,8 @@ class GuardSession(RuleBasedStateMachine):
             await loop.stopped()
 
     def _current(self) -> str | None:
-        work = self.handle._session.current if self.handle is not None else None
-        return work.prompt_id if work is not None else None
+        work = self.handle._session.work if self.handle is not None else None
+        return work.prompt_id if work is not None and work.running else None
 
     async def _hook(self, hook: Any, stdin: bytes, cwd: str) -> tuple[int, str, str]:
         return HOOK_ANSWERS[self.hooks.pop(0) if self.hooks else "allow"]

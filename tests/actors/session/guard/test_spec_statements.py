@@ -49,8 +49,8 @@ class ScriptedHook:
         self.session: Any = None
 
     async def __call__(self, hook: Any, stdin: bytes, cwd: str) -> tuple[int, str, str]:
-        current = self.session._session.current if self.session is not None else None
-        self.ran_for.append(current.prompt_id if current is not None else None)
+        work = self.session._session.work if self.session is not None else None
+        self.ran_for.append(work.prompt_id if work is not None and work.running else None)
         await trio.lowlevel.checkpoint()
         return self.answers.pop(0) if self.answers else ALLOW
 

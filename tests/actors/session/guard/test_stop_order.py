@@ -233,7 +233,7 @@ async def test_a_late_drain_answer_is_recovered_but_its_queued_prompt_snapshot_i
     with trio.fail_after(600):
         async with trio.open_nursery() as nursery, guard_session(model) as session:
             source = SlowDrainSource(nursery, late, after=3)
-            session._session.drain_source = source
+            await session.set_drain_source(source)
             run = await run_prompt(session)
     calls = primary_calls(model)
     # The stop went on without the slow drain: guard stream 1 went out ...

@@ -1,0 +1,68 @@
+"""A session's conversation: the model-facing history and the transcript that keeps it on disk.
+
+The one place that changes the history: a turn appends; a compaction, a cut, a
+``/clear``, a rewind or a reload replaces it, and the transcript is rewritten
+with it (a reload excepted: it was read from there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..guard import is_continuation_prompt
+from ..model import ChatMessage
+from .history import History
+from .transcript import Transcript
+
+
+class Conversation:
+    """The history a session's requests are built from, and its transcript."""
+
+    def __init__(self, transcript: Transcript, messages: Iterable[ChatMessage] = ()) -> None:
+        self.transcript = transcript
+        self._history = History(messages)
+        if self._history:
+            transcript.rewrite(self._history)
+
+    @property
+    def history(self) -> History:
+        return self._history
+
+    def __len__(self) -> int:
+        return len(self._history)
+
+    def append(self, message: ChatMessage) -> None:
+        self._history.append(message)
+        self.transcript.append(message)
+
+    def replace(self, messages: Iterable[ChatMessage]) -> None:
+        """A compaction, a cut, ``/clear``, a rewind: a new :class:`History`, and the transcript rewritten."""
+        self._history = History(messages)
+        self.transcript.rewrite(self._history)
+
+    def reload(self) -> list[ChatMessage]:
+        """Take the conversation back from the transcript on disk; its messages."""
+        messages = self.transcript.messages()
+        self._history = History(messages)
+        return messages
+
+    def close_dangling_tool_calls(self) -> None:
+        """Answer tool calls that a cancellation left unanswered, so the conversation stays valid."""
+        for answer in self._history.dangling_answers():
+            self.append(answer)
+
+    def awaiting_answer(self) -> bool:
+        """The conversation ends with input the model has not answered yet."""
+        return bool(self._history) and self._history[-1].role in ("user", "tool")
+
+    def rewind(self, turn: int) -> int | str:
+        """Drop user turn ``turn`` (from 0) and everything after it: the messages kept, or why not."""
+        starts = [i for i, m in enumerate(self._history) if m.role == "user" and m.origin in ("prompt", None)
+                  and not is_continuation_prompt(m.content)]
+        if not 0 <= turn < len(starts):
+            return f"turn must be from 0 to {len(starts) - 1}" if starts else "there is no user turn to rewind to"
+        self.replace(self._history[: starts[turn]])
+        return len(self._history)
+
+
+__all__ = ["Conversation"]
