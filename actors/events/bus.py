@@ -333,7 +333,7 @@ class EventBus:
             reason = "seeded_replay_not_in_ring" if cursor < self._seeded_through and not self.ring \
                 else "ring_evicted"
         if reason is None:
-            replayed = self._ring_after(cursor)
+            replayed = self.events_after(cursor)
         else:
             frames.append(wire.state_resync_required(reason, cursor, earliest))
             replayed = list(self.ring) if self.ring_is_whole else self.resync_replay()
@@ -343,7 +343,7 @@ class EventBus:
         frames.append(wire.replay_complete(len(ids), last_replayed, self.last_event_id))
         return frames
 
-    def _ring_after(self, cursor: int) -> list[Event]:
+    def events_after(self, cursor: int) -> list[Event]:
         """The ring's events after ``cursor`` (ids in the ring are contiguous, so this is a slice)."""
         if not self.ring:
             return []
@@ -360,7 +360,7 @@ class EventBus:
         if start < earliest:  # the running turn began before the ring's oldest event
             events.append(wire.history_truncated(earliest - start, len(self.ring), max_events=self.ring.maxlen,
                                                  scope="live_journal"))
-        events.extend(self._ring_after(max(start, earliest) - 1))
+        events.extend(self.events_after(max(start, earliest) - 1))
         return events
 
     def close_with(self, type: str, data: dict[str, Any]) -> None:

@@ -216,13 +216,13 @@ class SubagentRun:
         try:
             with self._loop_scope:
                 async with runner.open(self) as turns:
-                    return await self._loop(turns, spawned), ""
+                    return await self.goal_loop(turns, spawned), ""
         except Exception as exc:
             log.warning("subagent run %s failed: %s", self.name, exc)
             return "error", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return "stopped", ""
 
-    async def _loop(self, turns: Turns, spawned: Callable[[], None]) -> str:
+    async def goal_loop(self, turns: Turns, spawned: Callable[[], None]) -> str:
         """Turns until something says stop; returns the end reason."""
         goal = self.spec.goal
         while True:
@@ -305,7 +305,7 @@ class SubagentRun:
     def _dispatch(self, message: RunMessage) -> None:
         match message:
             case Signal(kind, arguments, reply):
-                reply.send(self._signal(kind, arguments))
+                reply.send(self.record_signal(kind, arguments))
             case Stop(reply):
                 reply.send(self._stop())
             case AwaitResume(reply):
@@ -320,7 +320,7 @@ class SubagentRun:
             case _:
                 raise TypeError(f"SubagentRun cannot handle {message!r}")
 
-    def _signal(self, kind: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+    def record_signal(self, kind: str, arguments: dict[str, Any]) -> tuple[bool, str]:
         if self.ended.is_set():
             return True, "this run has ended; nothing was recorded"
         self._signals += 1

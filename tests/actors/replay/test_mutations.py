@@ -115,8 +115,8 @@ async def cancel_after_grace_regardless(self: authorizer.Authorizer) -> None:
 # ----------------------------------------------------------------- subagent goal-loop mutations
 
 
-ORIGINAL_LOOP = SubagentRun._loop
-ORIGINAL_SIGNAL = SubagentRun._signal
+ORIGINAL_LOOP = SubagentRun.goal_loop
+ORIGINAL_SIGNAL = SubagentRun.record_signal
 
 
 async def loop_always_toward_a_goal(self: SubagentRun, turns: Any, spawned: Any) -> str:
@@ -203,10 +203,10 @@ MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
      lambda self, *, trusted_retry, plan: ORIGINAL_PREPARE(self, trusted_retry=False, plan=plan),
      "expect.guard_attempts.again"),
     # Subagent runs (spec 003): the goal loop's four end reasons.
-    ("subagent_no_goal", SubagentRun, "_loop", loop_always_toward_a_goal, "expect.subagent.counter.end_reason"),
-    ("subagent_goal_reached", SubagentRun, "_loop", loop_without_reprompt, "expect.subagent.fixer.end_reason"),
-    ("subagent_goal_reached", SubagentRun, "_signal", signal_that_does_not_stop_the_loop, "expect.model_calls"),
-    ("subagent_need_help", SubagentRun, "_signal", signal_without_needs_help_state, "timeline[1].expect"),
+    ("subagent_no_goal", SubagentRun, "goal_loop", loop_always_toward_a_goal, "expect.subagent.counter.end_reason"),
+    ("subagent_goal_reached", SubagentRun, "goal_loop", loop_without_reprompt, "expect.subagent.fixer.end_reason"),
+    ("subagent_goal_reached", SubagentRun, "record_signal", signal_that_does_not_stop_the_loop, "expect.model_calls"),
+    ("subagent_need_help", SubagentRun, "record_signal", signal_without_needs_help_state, "timeline[1].expect"),
     # The cap check lets one more turn through (removing it outright would loop forever at one instant).
     ("subagent_turn_cap", SubagentRun, "max_turns", property(lambda self: self.spec.max_turns + 1),
      "expect.model_calls"),

@@ -128,7 +128,7 @@ MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
 ]
 
 RACE_MUTATIONS: list[tuple[str, Any, str, Any, str]] = [
-    ("guard_reconnect_during_continuation", EventBus, "_ring_after", replay_skipping_one,
+    ("guard_reconnect_during_continuation", EventBus, "events_after", replay_skipping_one,
      "invariant cursor_replay_equals_live"),
     ("guard_mid_turn_races_queued_prompt", stop, "drain_for_stop", fifo_before_mid_turn_input,
      "invariant mid_turn_first"),
