@@ -148,13 +148,9 @@ class Daemon:
             if not self.restorable(session_id):
                 raise UnknownSession(session_id)
             return await self._start(session_id, cwd, restore=True, mcp_servers=mcp_servers)
-        self.add_mcp_servers(session_id, mcp_servers)
+        await handle.add_mcp_servers(mcp_servers)
         await handle.load()
         return handle
-
-    def add_mcp_servers(self, session_id: str, mcp_servers: tuple[Any, ...]) -> list[str]:
-        """Start a client's MCP servers in a live session (those it has none of that name of yet)."""
-        return self.get(session_id)._session.mcp.add(mcp_servers) if mcp_servers else []
 
     def stored_sessions(self) -> list[dict[str, Any]]:
         """Every session: the live ones and those restorable from the state directory (``GET /session``)."""

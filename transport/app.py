@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import trio
+
 from quart import Response, g, has_request_context, has_websocket_context, make_response, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
@@ -327,9 +329,12 @@ def create_app(
     async def permission(request_id: str) -> Response:
         handle = None
         for live in daemon.sessions():
-            if await live.has_permission_request(request_id):
-                handle = live
-                break
+            try:
+                if await live.has_permission_request(request_id):
+                    handle = live
+                    break
+            except (ActorGone, trio.TooSlowError):
+                continue  # closing: none of its requests can be voted on any more
         if handle is None:
             await body(wire.PermissionVoteBody)  # bad bodies are still 400, not 404
             raise HttpError(404, f"no pending permission request {request_id!r}", "permission_not_found",

@@ -16,12 +16,13 @@ from ..settings import APPROVAL_MODES
 from .images import accepts_images, prompt_images
 from .transcript import TranscriptError
 from .messages import (
-    NOT_REPLACING, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
+    NOT_REPLACING, AddMcpServers, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
     PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionRecord, SetApprovalMode, SetModel, Snapshot,
     TurnOffGuard, Vote,
 )
 
 ASK_TIMEOUT = 10.0
+KILL_TIMEOUT = 30.0
 
 
 class SessionHandle:
@@ -89,7 +90,8 @@ class SessionHandle:
     async def kill_task(self, task_id: str) -> bool:
         """Stop one of the session's background tasks (a shell's whole process group, a monitor, a timer),
         as the ``kill_task`` tool does; ``False`` when there is no such live task."""
-        return await self._ref.ask(lambda r: KillTask(task_id, r), ASK_TIMEOUT)
+        # Longer than the kill's own wait for a process group to go (10 s) and its journal write.
+        return await self._ref.ask(lambda r: KillTask(task_id, r), KILL_TIMEOUT)
 
     async def status(self) -> dict[str, Any]:
         status = await self._ref.ask(GetStatus, ASK_TIMEOUT)
@@ -168,6 +170,10 @@ class SessionHandle:
         refused = await self._ref.ask(lambda r: AddTools(tools, r), ASK_TIMEOUT)
         if refused is not None:
             raise ValueError(refused)
+
+    async def add_mcp_servers(self, servers: tuple[Any, ...]) -> list[str]:
+        """Start a client's MCP servers in this session (those it has none of that name of yet); their names."""
+        return await self._ref.ask(lambda r: AddMcpServers(servers, r), ASK_TIMEOUT) if servers else []
 
     async def turn_off_todo_stop_guard(self) -> None:
         """Run this session without a Todo Stop Guard whatever the settings say (a subagent's child

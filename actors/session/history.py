@@ -2,7 +2,7 @@
 
 A turn only appends to it. Anything else that changes it in place (an item
 set or deleted, an insert, a pop, a sort) counts as a rewrite, as does
-assigning a new list to ``Session.history`` (a compaction, a cut, a
+replacing it through :meth:`~.conversation.Conversation.replace` (a compaction, a cut, a
 rewind: a new :class:`History`). While its ``rewrites`` holds, its first
 ``n`` items stay the same objects; a request built from it records that
 (:func:`actors.model.prefix.note_build`), so the next request is known to

@@ -7,7 +7,7 @@ Settings (``hooks`` in the settings file, Claude Code's own ``hooks`` block)::
 
 Events: ``Stop``, ``PreToolUse``, ``PostToolUse``, ``UserPromptSubmit``, ``SessionStart``,
 ``SessionEnd`` (others are warned about by the settings loader and ignored). A command gets JSON on
-stdin (:func:`.hook_events.payload`); its exit code 2 blocks with stderr as the reason, exit 0
+stdin (:meth:`.hook_events.SessionHooks.payload`); its exit code 2 blocks with stderr as the reason, exit 0
 with a JSON object says ``decision``/``reason``, ``continue``/``stopReason``, ``systemMessage`` and
 ``hookSpecificOutput`` (``additionalContext``, ``permissionDecision``, ``updatedInput``), folded into
 one :class:`HookResult`; what each event does with it is :mod:`.hook_events`'s. Anything else —

@@ -100,6 +100,14 @@ class AddTools:
 
 
 @attrs.frozen
+class AddMcpServers:
+    """Start a client's MCP servers (those the session has none of that name of yet); the reply names them."""
+
+    servers: tuple[Any, ...]
+    reply: Reply[list[str]]
+
+
+@attrs.frozen
 class TurnOffGuard:
     """No Todo Stop Guard in this session (a subagent's child); the reply is why not, or ``None``."""
 
@@ -142,5 +150,5 @@ class PendingPermissions:
 NOT_REPLACING = object()  # a lend that replaces whatever is there
 
 SessionMessage = (Cancel | GetStatus | Load | SetApprovalMode | SetModel | ChangeCwd | Rewind | Snapshot | Vote
-                  | ReleaseQueuedPromptWait | KillTask | AddTools | TurnOffGuard | LendDrainSource
+                  | ReleaseQueuedPromptWait | KillTask | AddTools | AddMcpServers | TurnOffGuard | LendDrainSource
                   | LendClientServices | SessionRecord | PendingPermissions)

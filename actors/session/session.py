@@ -49,7 +49,7 @@ from .hook_events import SessionHooks
 from .hooks import hook_files
 from .images import prompt_images
 from .messages import (
-    NOT_REPLACING, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
+    NOT_REPLACING, AddMcpServers, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
     PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionMessage, SessionRecord, SetApprovalMode, SetModel,
     Snapshot, TurnOffGuard, Vote,
 )
@@ -65,7 +65,7 @@ from .transcript import TranscriptError
 from .turn import Turn
 from .turn_state import TurnState
 from .usage import UsageMeter
-from .work_item import CancelOutcome, WorkItem
+from .work_item import CancelOutcome, Phase, WorkItem
 
 log = logging.getLogger("trellis.session")
 
@@ -287,12 +287,14 @@ class Session:
                 try:
                     for tool in tools:
                         self.tools.register(tool)
-                except ValueError as exc:
-                    reply.send(str(exc))
+                except Exception as exc:  # a tool refused (a name taken, a bad schema): the caller's error
+                    reply.send(f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc))
                 else:
                     reply.send(None)
+            case AddMcpServers(servers, reply):
+                reply.send(self.mcp.add(servers))
             case TurnOffGuard(reply):
-                if self.bus.last_event_id or self.fifo.statistics()["pendingCount"]:
+                if self.work.phase is not Phase.IDLE or self.fifo.statistics()["pendingCount"]:
                     reply.send("the Todo Stop Guard is chosen before a session's first prompt")
                 else:
                     self.chain.guard.enabled = False
@@ -311,7 +313,10 @@ class Session:
                 raise TypeError(f"Session cannot handle {message!r}")
 
     async def _kill_task(self, task_id: str, reply: Reply[bool]) -> None:
-        reply.send(await self.background.kill(task_id))
+        try:
+            reply.send(await self.background.kill(task_id))
+        finally:
+            reply.close()  # the session closed mid-kill: the asker hears it at once (a no-op once answered)
 
     # ------------------------------------------------------------- work
 
@@ -354,12 +359,11 @@ class Session:
         automatic items that waited for this work.
         """
         scope = trio.CancelScope()
-        cancel_now = self.work.begin(prompt_id, kind)
+        if self.work.begin(prompt_id, kind):
+            scope.cancel()  # cancelled between the hand-over and now: it ends as it begins
         self._scope = scope
-        self.mcp.release(prompt_id)  # notices about MCP servers that did not start, once (see McpServers)
-        if cancel_now:
-            scope.cancel()
         try:
+            self.mcp.release(prompt_id)  # notices about MCP servers that did not start, once (see McpServers)
             with scope:
                 yield scope
         finally:

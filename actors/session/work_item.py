@@ -9,7 +9,8 @@ transition is below; anything else raises :class:`WorkItemError`.
     phase                 event                    next                  the shell does
     --------------------  -----------------------  --------------------  -----------------------------
     idle, settled         hand_over(p)             handed_over(p)        (the FIFO took p for us)
-    idle, settled         begin(q)   [automatic]   running(q)            enter q's scope
+    idle, settled         begin(q)   [automatic,   running(q)            enter q's scope
+                                     suggestion]
     handed_over(p)        begin(p)                 running(p)            enter p's scope
     handed_over(p)        cancel / cancel(p)       cancel_pending(p)     nothing yet: p has no scope
     cancel_pending(p)*    begin(p)                 cancel_pending(p)     enter p's scope, cancel it at once
@@ -66,7 +67,7 @@ class WorkItem:
 
     phase: Phase = Phase.IDLE
     prompt_id: str | None = None
-    kind: str | None = None  # "prompt", "automatic", "suggestion"; set when it begins
+    kind: str | None = None  # "prompt", "automatic", "suggestion" (its prompt's id again); set when it begins
     begun: bool = False
 
     @property

@@ -123,7 +123,7 @@ class _Agent:
             else:
                 # Live: bind first, so the pump sees the history the load replays.
                 binding = await self.conn.bind(handle, None)
-                self.daemon.add_mcp_servers(session_id, servers)  # those it has none of that name of yet
+                await handle.add_mcp_servers(servers)  # those it has none of that name of yet
                 await handle.load()
         # ACP: the history is streamed before the answer.
         await binding.caught_up(handle.last_event_id)

@@ -197,7 +197,11 @@ class SessionBinding:
 
     async def _ask_permission(self, data: dict[str, Any]) -> None:
         request_id = data.get("requestId", "")
-        if request_id in self.asks or not await self.handle.has_permission_request(request_id):
+        try:
+            pending = await self.handle.has_permission_request(request_id)
+        except (ActorGone, trio.TooSlowError):
+            return  # the session is closing: nothing to ask
+        if request_id in self.asks or not pending:
             return  # already asked, or already resolved (a replayed request)
         options = list(data.get("options") or [])
         tool_call = data.get("toolCall") or {}
@@ -258,12 +262,13 @@ class SessionBinding:
         if self.closed:
             return
         self.closed = True
-        if self.drain is not None:
-            await self.drain.uninstall()
-        await client_services.take_back(self)
         asks, self.asks = list(self.asks.values()), {}
         waiters, self.waiters = dict(self.waiters), {}
         with trio.CancelScope(shield=True), trio.move_on_after(VOTE_TIMEOUT):
+            # What the client lent goes back first (quietly, if the session is gone already).
+            if self.drain is not None:
+                await self.drain.uninstall()
+            await client_services.take_back(self)
             for ask in asks:
                 self.conn.peer.forget(ask.call)
                 if abort:

@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from actors import SessionHandle
+from actors import ActorGone, SessionHandle
 from actors._actor import PendingReply, Reply, reply_pair
 from actors.session.fifo import MAX_DRAIN_ITEMS, DrainResult, MidTurnItem
 
@@ -81,7 +81,10 @@ class BridgeDrain:
         await self._handle.set_drain_source(self)
 
     async def uninstall(self) -> None:
-        await self._handle.set_drain_source(None, replacing=self)  # never remove someone else's source
+        try:
+            await self._handle.set_drain_source(None, replacing=self)  # never remove someone else's source
+        except (ActorGone, trio.TooSlowError):
+            pass  # the session is gone: nothing to uninstall
 
     def __call__(self, watch_queued_prompt: bool) -> PendingReply[DrainResult]:
         """Called by the session (synchronously): the answer arrives through the returned reply."""

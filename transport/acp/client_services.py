@@ -16,6 +16,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+import trio
+
+from actors import ActorGone
 from actors.session.client import ClientServices
 
 from .client_fs import ClientFiles, offers_fs
@@ -43,17 +46,20 @@ async def lend(conn: AcpConnection, binding: SessionBinding) -> None:
     services = services_for(conn, binding.session_id, binding)
     if services is None:
         return
+    binding.lent = services  # before the message: a teardown meanwhile takes it back (the mailbox keeps order)
     await binding.handle.set_client_services(services)
-    binding.lent = services
     log.info("session %s uses the client's %s", binding.session_id,
              " and ".join(n for n, v in (("files", services.files), ("terminal", services.terminal)) if v))
 
 
 async def take_back(binding: SessionBinding) -> None:
     """The binding ends: its session goes back to local files and shells (unless another client lent since)."""
-    if binding.lent is not None:
-        await binding.handle.set_client_services(None, replacing=binding.lent)
-        binding.lent = None
+    lent, binding.lent = binding.lent, None
+    if lent is not None:
+        try:
+            await binding.handle.set_client_services(None, replacing=lent)
+        except (ActorGone, trio.TooSlowError):
+            pass  # the session is gone: nothing to take back
 
 
 __all__ = ["lend", "services_for", "take_back"]

@@ -111,6 +111,11 @@ class AcpConnection:
                                                late_limit=self.drain_late_limit)
             await binding.drain.install()
         await client_services.lend(self, binding)
+        if binding.closed:  # torn down while the lends were on their way: take them back
+            with trio.CancelScope(shield=True):
+                if binding.drain is not None:
+                    await binding.drain.uninstall()
+                await client_services.take_back(binding)
         return binding
 
     async def unbind(self, session_id: str, *, abort: bool = True) -> bool:

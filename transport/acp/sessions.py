@@ -106,7 +106,7 @@ async def resume_session(conn: AcpConnection, request: Request, mcp_servers: tup
         except UnknownSession:
             handle = await daemon.load_session(session_id, cwd, mcp_servers=mcp_servers)
         else:
-            daemon.add_mcp_servers(session_id, mcp_servers)
+            await handle.add_mcp_servers(mcp_servers)
         await conn.bind(handle, None)  # live events only: resuming replays nothing
     status = await handle.status()
     await announce_commands(conn, session_id)
@@ -135,7 +135,7 @@ async def fork_session(conn: AcpConnection, request: Request, mcp_servers: tuple
         raise RpcError(SERVER_BUSY, str(exc), {"code": "too_many_sessions"}) from None
     except NotStartedHere as exc:  # cluster mode: another node has it, or this one is draining
         raise RpcError(SERVER_BUSY, str(exc), {"code": exc.code}) from None
-    daemon.add_mcp_servers(handle.session_id, mcp_servers)
+    await handle.add_mcp_servers(mcp_servers)
     await conn.bind(handle, None)
     status = await handle.status()
     await announce_commands(conn, handle.session_id)

@@ -142,3 +142,15 @@ async def test_without_the_capability_no_drain_is_asked(tmp_path) -> None:
             "end_turn"
         assert drains(client) == []
         assert daemon.get(sid)._session.mid_turn.source is None
+
+
+async def test_a_session_closed_under_a_bound_bridge_leaves_the_connection_working(tmp_path) -> None:
+    # The binding's teardown takes its drain source back from a session that is gone: quietly.
+    with trio.fail_after(30):
+        async with acp_client(bridge=True) as (daemon, client):
+            sid = await new_session(client, str(tmp_path))
+            assert client.conn.bindings[sid].drain is not None
+            await daemon.close_session(sid)
+            while sid in client.conn.bindings:
+                await trio.sleep(0.01)
+            assert await new_session(client, str(tmp_path))  # the connection goes on

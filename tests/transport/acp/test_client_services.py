@@ -120,3 +120,14 @@ async def test_background_shells_stay_local(tmp_path) -> None:
             while not (tmp_path / "bg.txt").exists():
                 await trio.sleep(0.05)
         assert methods(client) == []
+
+
+async def test_a_session_closed_under_a_binding_that_lent_services_leaves_the_connection_working(tmp_path) -> None:
+    with trio.fail_after(30):
+        async with editor() as (daemon, client):
+            sid = await new_session(client, str(tmp_path))
+            assert client.conn.bindings[sid].lent is not None
+            await daemon.close_session(sid)
+            while sid in client.conn.bindings:
+                await trio.sleep(0.01)
+            assert await new_session(client, str(tmp_path))  # the connection goes on
