@@ -283,7 +283,7 @@ def test_a_restorable_session_is_listed_and_opening_it_shows_its_history(page, d
     open_ui(page, d)
     item = page.get_by_role("list", name="Sessions").get_by_role("listitem").filter(has_text=sid)
     expect(item).to_contain_text("restorable")
-    item.get_by_role("button").click()
+    item.locator("button.session-item").click()
     log = conversation(page)
     expect(log.get_by_text("remembered-answer")).to_be_visible()
     expect(log.get_by_text("remember this")).to_be_visible()
@@ -319,7 +319,7 @@ def test_the_url_trellis_open_prints_opens_the_session_it_names(page, daemons, t
                              env=environ(), cwd=tmp_path)
     assert printed.returncode == 0, printed.stderr
     page.goto(printed.stdout.strip())
-    expect(page.get_by_role("heading", name=sid)).to_be_visible()
+    expect(page.locator("#session-title")).to_have_attribute("title", sid)  # its title, else its id, is shown
     expect(conversation(page).get_by_text("opened-by-url")).to_be_visible()
     expect(page.get_by_role("button", name=re.compile(sid))).to_have_attribute("aria-current", "true")
 

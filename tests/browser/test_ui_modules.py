@@ -78,13 +78,14 @@ def test_chunks_merge_a_tool_card_updates_in_place_and_text_is_never_markup(modu
         const log = document.createElement('div');
         const view = new Conversation(log);
         frames.forEach((f) => view.feed(f));
+        view.flush();  // the open answer is rendered once per animation frame
         return [...log.children].map((n) => [n.className, n.textContent, n.querySelectorAll('b').length]);
     }""", frames)
     assert shown == [
-        ["msg agent", "Hello <b>there</b>", 0],
+        ["msg agent md", "Hello <b>there</b>", 0],
         ["msg thought", "hmm", 0],
         ["tool", "shellexecutecompletedlsa\nb", 0],
-        ["msg agent", "after", 0],
+        ["msg agent md", "after", 0],
     ]
 
 

@@ -32,6 +32,7 @@ HEADERS = {
     "Cache-Control": "no-cache",  # a new version of the daemon serves new files at the same names
 }
 UI_PREFIX = "/ui/"
+VENDOR = "vendor/"  # the one folder below static/: third-party libraries, as published (static/vendor/README.md)
 
 
 def is_ui_path(path: str) -> bool:
@@ -41,8 +42,9 @@ def is_ui_path(path: str) -> bool:
 
 def _file(name: str) -> Response:
     suffix = name[name.rfind("."):] if "." in name else ""
+    base = name[len(VENDOR):] if name.startswith(VENDOR) else name
     resource = STATIC / name
-    if "/" in name or name.startswith(".") or suffix not in TYPES or not resource.is_file():
+    if "/" in base or base.startswith(".") or suffix not in TYPES or not resource.is_file():
         raise HttpError(404, f"no UI file {name[:80]!r}", "not_found", "url.path")
     return Response(resource.read_bytes(), content_type=TYPES[suffix], headers=HEADERS)
 

@@ -16,6 +16,7 @@ export class ApiError extends Error {
   }
 }
 
+// True when the fragment held a token (now kept, and gone from the address bar).
 export function takeTokenFromFragment() {
   const params = new URLSearchParams(location.hash.slice(1));
   const token = params.get("token");
@@ -25,6 +26,7 @@ export function takeTokenFromFragment() {
     const rest = params.toString();
     history.replaceState(null, "", location.pathname + location.search + (rest ? `#${rest}` : ""));
   }
+  return Boolean(token);
 }
 
 export const token = {

@@ -8,6 +8,9 @@ import { Conversation } from "./view.js";
 
 const SESSIONS_EVERY_MS = 2000;
 const RUNS_EVERY_MS = 1000;
+const TICK_MS = 500; // the running turn's elapsed time
+const DRAFT = "trellis.draft."; // + session id: the composer's text, kept for the tab
+const NARROW = "(max-width: 700px)";
 
 const $ = (id) => document.getElementById(id);
 
@@ -16,18 +19,33 @@ const state = {
   stream: null,
   sessions: [],
   timers: [],
+  started: false, // the app was shown once: a later login keeps it on screen
+  renaming: null, // the session whose title is being edited in the list
+  caps: null,
+  model: null, // the open session's own model (status `model`), else the daemon's
 };
 
 const openId = () => state.sessionId;
-const conversation = new Conversation($("conversation"));
+const jumpButton = $("jump");
+const conversation = new Conversation($("conversation"), (following) => { jumpButton.hidden = following; });
 const work = new Work(() => {
   updateComposer();
+  turn.running(work.running !== null);
   refreshSessions(); // the list shows each session's state: this one's just changed
 });
 const pending = new PendingPrompts($("pending"), openId);
 const tasks = new BackgroundTasks($("tasks"), openId);
 const permissions = new Permissions($("permissions"), openId);
 const runs = new SubagentRuns($("runs"));
+
+// The open stream's own state; a failed poll says "unreachable" until the next one answers.
+const link = { text: "", kind: "" };
+
+function setLink(text, kind = "") {
+  link.text = text;
+  link.kind = kind;
+  setConnection(text, kind);
+}
 
 function setConnection(text, kind = "") {
   const node = $("connection");
@@ -39,16 +57,115 @@ function showError(where, error) {
   $(where).textContent = error ? error.message || String(error) : "";
 }
 
+const shortId = (sessionId) => String(sessionId).slice(0, 8);
+const tokens = (n) => `${(n || 0).toLocaleString("en")} tokens`;
+
+// ------------------------------------------------------------------ the running turn
+
+// The header while a turn runs: a spinner, its elapsed time, and its usage so far (each model
+// call's usage_update), then the turn_complete summary.
+const turn = {
+  startedAt: null,
+  usage: null, // {calls, totalTokens} of the running (or last) turn
+  timer: null,
+
+  running(on) {
+    if (on && this.startedAt === null) {
+      this.startedAt = Date.now();
+      this.usage = { calls: 0, totalTokens: 0 };
+      this.timer = setInterval(() => this.show(), TICK_MS);
+    } else if (!on && this.startedAt !== null) {
+      this.startedAt = null;
+      clearInterval(this.timer);
+      this.timer = null;
+    }
+    this.show();
+  },
+
+  since(ms) { // the daemon's word on when the running turn began
+    // ms since the epoch (a clock that is not, or one ahead of this one, is not believed)
+    if (this.startedAt !== null && Number.isFinite(ms) && ms > 1e12 && ms <= Date.now()) this.startedAt = ms;
+    this.show();
+  },
+
+  feed(frame) {
+    if (frame.type === "turn_complete" || frame.type === "turn_error") {
+      const usage = frame.data?.usage;
+      if (usage && Number.isInteger(usage.totalTokens)) this.usage = { calls: usage.calls || 0, totalTokens: usage.totalTokens };
+      this.show();
+      return;
+    }
+    const update = frame.type === "session_update" ? frame.data?.update : null;
+    const usage = update?.sessionUpdate === "agent_message_chunk" ? update._meta?.usage : null;
+    if (!usage || this.startedAt === null) return;
+    this.usage = { calls: (this.usage?.calls || 0) + 1, totalTokens: (this.usage?.totalTokens || 0) + (usage.totalTokens || 0) };
+    this.show();
+  },
+
+  reset() {
+    this.running(false);
+    this.usage = null;
+    this.show();
+  },
+
+  show() {
+    const on = this.startedAt !== null;
+    $("turn").hidden = !on;
+    if (on) {
+      const s = Math.max(0, Math.floor((Date.now() - this.startedAt) / 1000));
+      $("turn-elapsed").textContent = s < 60 ? `${s}s` : `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, "0")}s`;
+    }
+    const u = this.usage;
+    $("turn-usage").textContent = u && (u.calls || u.totalTokens) // a model that reports no usage: nothing to say
+      ? `${on ? "this turn" : "last turn"}: ${u.calls} model call${u.calls === 1 ? "" : "s"} · ${tokens(u.totalTokens)}` : "";
+  },
+};
+
+// ------------------------------------------------------------------ drawers (narrow screens)
+
+function drawer(which, open) {
+  const panel = $(which === "sessions" ? "sidebar" : "side");
+  const button = $(which === "sessions" ? "toggle-sessions" : "toggle-work");
+  const other = which === "sessions" ? "work" : "sessions";
+  if (open) drawer(other, false);
+  panel.classList.toggle("open", open);
+  button.setAttribute("aria-expanded", String(open));
+  $("scrim").hidden = !document.querySelector(".drawer.open");
+}
+
+$("toggle-sessions").addEventListener("click", () => drawer("sessions", !$("sidebar").classList.contains("open")));
+$("toggle-work").addEventListener("click", () => drawer("work", !$("side").classList.contains("open")));
+$("scrim").addEventListener("click", () => { drawer("sessions", false); drawer("work", false); });
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && document.querySelector(".drawer.open")) {
+    drawer("sessions", false);
+    drawer("work", false);
+  }
+});
+
+function showWorkCount() {
+  const n = pending.items.size + [...tasks.items.values()].filter((t) => t.live).length;
+  $("work-count").textContent = n ? String(n) : "";
+}
+
 // ------------------------------------------------------------------ the token
 
-function showLogin(message = "") {
+function stopAll() {
   for (const timer of state.timers) clearInterval(timer);
   state.timers = [];
   if (state.stream) state.stream.stop();
-  $("app").hidden = true;
-  $("login").hidden = false;
+}
+
+// The login form. Once the app was shown it stays on screen behind the form (the conversation, the
+// draft in the composer): a restarted daemon has a new token, and nothing the reader had is lost.
+function showLogin(message = "") {
+  stopAll();
+  const login = $("login");
+  login.classList.toggle("overlay", state.started);
+  if (!state.started) $("app").hidden = true;
+  login.hidden = false;
   $("login-error").textContent = message;
-  setConnection("");
+  setConnection(state.started ? "token needed" : "", "down");
   $("token").focus();
 }
 
@@ -61,16 +178,37 @@ $("login").addEventListener("submit", (event) => {
   start();
 });
 
+// A `#token=...` URL pasted into this tab, already open.
+window.addEventListener("hashchange", () => {
+  if (takeTokenFromFragment()) {
+    start();
+    return;
+  }
+  const wanted = new URLSearchParams(location.hash.slice(1)).get("session"); // another session's URL
+  if (wanted && wanted !== state.sessionId && state.started && $("login").hidden) openSession(wanted);
+});
+
 function failed(error) {
   if (error instanceof Unauthorized) {
     token.clear();
-    showLogin("The daemon refused that token (a restarted daemon has a new one).");
+    showLogin("The daemon refused that token (it was rotated, or this is another daemon).");
     return true;
   }
   return false;
 }
 
 // ------------------------------------------------------------------ sessions
+
+// Waiting prompts only: the running one is not pending (older daemons: pendingCount counts it).
+function queuedOf(entry) {
+  if (Number.isInteger(entry.queuedCount)) return entry.queuedCount;
+  const count = entry.pendingCount || 0;
+  return Math.max(0, count - (entry.state === "running" ? 1 : 0));
+}
+
+function sessionName(entry) {
+  return entry && entry.title ? entry.title : null;
+}
 
 async function refreshSessions() {
   try {
@@ -79,15 +217,93 @@ async function refreshSessions() {
     if (!failed(error)) setConnection("⟲ daemon unreachable", "down");
     return;
   }
-  $("sessions").replaceChildren(...state.sessions.map((s) => el("li", {},
-    el("button", {
-      type: "button", class: "session-item", "aria-current": s.sessionId === state.sessionId ? "true" : null,
-      onclick: () => openSession(s.sessionId),
+  if ($("login").hidden) setConnection(link.text, link.kind);
+  renderSessions();
+  const open = state.sessions.find((s) => s.sessionId === state.sessionId);
+  if (open && "title" in open) showTitle(open.title);
+}
+
+function renderSessions() {
+  if (state.renaming) return; // not while a title is typed in the list
+  $("sessions").replaceChildren(...state.sessions.map((s) => {
+    const name = sessionName(s);
+    const queued = queuedOf(s);
+    return el("li", { dataset: { sessionId: s.sessionId } },
+      el("button", {
+        type: "button", class: "session-item", "aria-current": s.sessionId === state.sessionId ? "true" : null,
+        title: s.sessionId, onclick: () => openSession(s.sessionId),
+      },
+      el("span", { class: name ? "session-name" : "session-name short-id", text: name || shortId(s.sessionId) }),
+      el("span", { class: `badge ${s.state}`, text: s.live ? s.state : "restorable" }),
+      el("span", { class: "session-meta muted" },
+        queued ? el("span", { class: "queued", text: `${queued} queued · ` }) : null,
+        el("span", { class: "session-id", text: s.sessionId })),
+      el("span", { class: "session-cwd muted", text: s.cwd || "" })),
+      el("span", { class: "session-tools" },
+        "title" in s ? el("button", { type: "button", "aria-label": "Rename", title: "Rename", onclick: () => rename(s) }, "✎") : null,
+        el("button", { type: "button", "aria-label": "Close session", title: "Close this session", onclick: () => closeSession(s) }, "✕")));
+  }));
+}
+
+function rename(entry) {
+  const item = [...$("sessions").children].find((li) => li.dataset.sessionId === entry.sessionId);
+  if (!item) return;
+  state.renaming = entry.sessionId;
+  const input = el("input", { type: "text", "aria-label": "Session title", value: entry.title || "", maxlength: 200 });
+  const done = () => {
+    state.renaming = null;
+    renderSessions();
+  };
+  const form = el("form", {
+    class: "rename",
+    onsubmit: async (event) => {
+      event.preventDefault();
+      try {
+        await api("POST", path("session", entry.sessionId, "title"), { title: input.value.trim() });
+        entry.title = input.value.trim() || null;
+        if (entry.sessionId === state.sessionId) showTitle(entry.title);
+      } catch (error) {
+        if (failed(error)) return;
+        input.setCustomValidity(error.message);
+        input.reportValidity();
+        return;
+      }
+      done();
+      refreshSessions();
     },
-    el("span", { class: "session-id", text: s.sessionId }),
-    el("span", { class: `badge ${s.state}`, text: s.live ? s.state : "restorable" }),
-    s.pendingCount ? el("span", { class: "muted", text: `${s.pendingCount} pending` }) : null,
-    el("span", { class: "session-cwd muted", text: s.cwd || "" })))));
+  }, input, el("button", { type: "submit" }, "Save"));
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      event.stopPropagation();
+      done();
+    }
+  });
+  input.addEventListener("input", () => input.setCustomValidity(""));
+  item.replaceChildren(form);
+  input.focus();
+  input.select();
+}
+
+async function closeSession(entry) {
+  const name = sessionName(entry) || entry.sessionId;
+  if (!window.confirm(`Close the session "${name}"? Its running work stops.`)) return;
+  try {
+    await api("DELETE", path("session", entry.sessionId));
+  } catch (error) {
+    if (!failed(error)) showError("composer-error", error);
+    return;
+  }
+  if (entry.sessionId === state.sessionId) {
+    if (state.stream) state.stream.stop();
+    state.stream = null;
+    state.sessionId = null;
+    history.replaceState(null, "", location.pathname + location.search);
+    showTitle(null);
+    resetViews();
+    updateComposer();
+    setLink("");
+  }
+  refreshSessions();
 }
 
 async function refreshRuns() {
@@ -99,13 +315,25 @@ async function refreshRuns() {
 }
 
 async function newSession() {
+  const body = {};
+  const cwd = $("new-cwd").value.trim();
+  const title = $("new-title").value.trim();
+  if (cwd) body.cwd = cwd;
+  if (title) body.title = title;
   try {
-    const info = await api("POST", "/session", {});
+    const info = await api("POST", "/session", body);
+    $("new-cwd").value = "";
+    $("new-title").value = "";
     await openSession(info.sessionId);
   } catch (error) {
     if (!failed(error)) showError("composer-error", error);
   }
 }
+
+$("new-session-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  newSession();
+});
 
 // ------------------------------------------------------------------ one session
 
@@ -115,9 +343,34 @@ function resetViews() {
   pending.reset();
   tasks.reset();
   permissions.reset();
+  turn.reset();
+  showWorkCount();
 }
 
-async function openSession(sessionId) {
+function showTitle(title) {
+  const head = $("session-title");
+  const sessionId = state.sessionId;
+  head.textContent = sessionId === null ? "No session open" : title || sessionId;
+  head.classList.toggle("short-id", sessionId !== null && !title);
+  head.title = sessionId || "";
+}
+
+function showModel() {
+  const model = state.model || state.caps?.model;
+  $("model").textContent = model ? `⚙ ${model}` : "";
+}
+
+// The draft of the open session's prompt: kept in this tab as it is typed.
+function saveDraft() {
+  if (state.sessionId === null) return;
+  const value = $("prompt").value;
+  if (value) sessionStorage.setItem(DRAFT + state.sessionId, value);
+  else sessionStorage.removeItem(DRAFT + state.sessionId);
+}
+
+$("prompt").addEventListener("input", saveDraft);
+
+async function openSession(sessionId, again = false) {
   const entry = state.sessions.find((s) => s.sessionId === sessionId);
   try {
     if (!entry || !entry.live) await api("POST", path("session", sessionId, "resume"), {});
@@ -125,30 +378,50 @@ async function openSession(sessionId) {
     if (!failed(error)) showError("composer-error", error);
     return;
   }
+  // The same session again (after a new token): go on from the last event the page has; the
+  // daemon replays what was missed, or says to start over (a restarted daemon's new epoch).
+  const resume = again && state.stream && state.sessionId === sessionId
+    ? { lastId: state.stream.lastId, epoch: state.stream.epoch } : null;
   if (state.stream) state.stream.stop();
-  state.sessionId = sessionId;
+  if (state.sessionId !== sessionId) {
+    state.sessionId = sessionId;
+    $("prompt").value = sessionStorage.getItem(DRAFT + sessionId) || "";
+  } else if (!$("prompt").value) {
+    $("prompt").value = sessionStorage.getItem(DRAFT + sessionId) || "";
+  }
   history.replaceState(null, "", `#session=${encodeURIComponent(sessionId)}`);
-  $("session-title").textContent = sessionId;
+  state.model = null;
+  showModel();
+  showTitle(sessionName(entry));
   showError("composer-error", null);
-  resetViews();
+  if (!resume) resetViews();
   updateComposer();
+  if (window.matchMedia(NARROW).matches) drawer("sessions", false);
   state.stream = new SessionStream(sessionId, {
     frame: (frame) => {
       conversation.feed(frame);
       work.feed(frame);
+      turn.feed(frame);
       pending.feed(frame);
       tasks.feed(frame);
       permissions.feed(frame);
+      showWorkCount();
       if (frame.type === "turn_complete" || frame.type === "turn_error") refreshStatus();
       const update = frame.type === "session_update" ? frame.data?.update : null;
       if (update?.sessionUpdate === "current_mode_update") $("approval-mode").value = update.currentModeId;
+      if (update?.sessionUpdate === "session_info_update" && "title" in update) {
+        const listed = state.sessions.find((s) => s.sessionId === sessionId);
+        if (listed) listed.title = update.title;
+        showTitle(update.title);
+        renderSessions();
+      }
     },
     resync: () => resetViews(),
     replayed: () => refreshStatus(true),
     state: (what) => {
-      if (what === "connected") setConnection("● live", "up");
-      else if (what === "reconnecting") setConnection("⟲ reconnecting…", "down");
-      else setConnection("session closed", "closed");
+      if (what === "connected") setLink("● live", "up");
+      else if (what === "reconnecting") setLink("⟲ reconnecting…", "down");
+      else setLink("session closed", "closed");
       if (what === "closed") work.snapshot({ state: "idle" });
     },
     unauthorized: () => failed(new Unauthorized()),
@@ -161,7 +434,7 @@ async function openSession(sessionId) {
         return false;
       }
     },
-  }).start();
+  }, resume).start();
   refreshSessions();
 }
 
@@ -172,14 +445,24 @@ async function refreshStatus(all = false) {
     const status = await api("GET", path("session", sessionId, "status"));
     if (sessionId !== state.sessionId) return;
     const usage = status.usage || {};
-    $("session-usage").textContent = `${usage.calls || 0} model calls · ${(usage.totalTokens || 0).toLocaleString("en")} tokens`;
+    $("session-usage").textContent = `session: ${usage.calls || 0} model calls · ${tokens(usage.totalTokens)}`;
     if (status.approvalMode) $("approval-mode").value = status.approvalMode;
+    if (status.model !== undefined) {
+      state.model = status.model || null;
+      showModel();
+    }
+    if ("title" in status) showTitle(status.title);
     if (!all) return;
     work.snapshot(status);
     tasks.snapshot(status.backgroundTasks);
     permissions.snapshot(status.pendingPermissions);
     const listed = await api("GET", path("session", sessionId, "pending-prompts"));
     if (sessionId === state.sessionId) pending.snapshot(listed.pendingPrompts);
+    showWorkCount();
+    if (status.state === "running" && status.currentPromptId) {
+      const record = await api("GET", path("session", sessionId, "turns", status.currentPromptId));
+      if (sessionId === state.sessionId && record && record.state === "running") turn.since(record.startedAt);
+    }
   } catch (error) {
     failed(error);
   }
@@ -215,6 +498,8 @@ async function send(asPrompt) {
       await api("POST", path("session", sessionId, "prompt"), textPrompt(text));
     }
     box.value = "";
+    sessionStorage.removeItem(DRAFT + sessionId);
+    conversation.jump(); // what was sent, and its answer, are what the reader wants to see
   } catch (error) {
     if (!failed(error)) showError("composer-error", error);
   }
@@ -239,6 +524,7 @@ $("cancel").addEventListener("click", async () => {
   }
 });
 $("new-session").addEventListener("click", newSession);
+$("jump").addEventListener("click", () => conversation.jump());
 $("approval-mode").addEventListener("change", async (event) => {
   try {
     await api("POST", path("session", state.sessionId, "approval-mode"), { mode: event.target.value });
@@ -251,6 +537,7 @@ $("approval-mode").addEventListener("change", async (event) => {
 // ------------------------------------------------------------------ start
 
 async function start() {
+  stopAll();
   let caps;
   try {
     caps = await api("GET", "/capabilities");
@@ -258,14 +545,19 @@ async function start() {
     if (!failed(error)) showLogin(`The daemon did not answer: ${error.message}`);
     return;
   }
+  state.caps = caps;
   $("login").hidden = true;
+  $("login").classList.remove("overlay");
   $("app").hidden = false;
-  $("daemon").textContent = `model ${caps.model} · sandbox ${caps.sandbox} · todo stop guard ${caps.todoStopGuard ? "on" : "off"}`;
+  const again = state.started;
+  state.started = true;
+  showModel();
+  $("daemon").textContent = `sandbox ${caps.sandbox} · todo stop guard ${caps.todoStopGuard ? "on" : "off"}`;
   await refreshSessions();
   await refreshRuns();
   state.timers = [setInterval(refreshSessions, SESSIONS_EVERY_MS), setInterval(refreshRuns, RUNS_EVERY_MS)];
-  const wanted = new URLSearchParams(location.hash.slice(1)).get("session");
-  if (wanted) await openSession(wanted);
+  const wanted = new URLSearchParams(location.hash.slice(1)).get("session") || state.sessionId;
+  if (wanted) await openSession(wanted, again);
 }
 
 takeTokenFromFragment();

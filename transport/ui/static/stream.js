@@ -17,11 +17,12 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 export class SessionStream {
   // handlers: frame(frame), resync(frame), replayed(), state("connected" | "reconnecting" | "closed"),
   // unauthorized(), gone() -> Promise<boolean> (true: the session is back, reconnect)
-  constructor(sessionId, handlers) {
+  // resume: {lastId, epoch} of an earlier stream of this session, to go on from where it stopped.
+  constructor(sessionId, handlers, resume = null) {
     this.sessionId = sessionId;
     this.on = handlers;
-    this.lastId = 0;
-    this.epoch = null;
+    this.lastId = resume ? resume.lastId : 0;
+    this.epoch = resume ? resume.epoch : null;
     this.stopped = false;
     this.controller = null;
   }
@@ -67,7 +68,7 @@ export class SessionStream {
   }
 
   // One connection, to its end: "closed" (session_closed), "gone" (404), "delivered" (it was up
-  // and ended), or "dropped" (refused, or failed before it was up).
+  // and ended; "shutdown" too: the daemon stopped), or "dropped" (refused, or failed before it was up).
   async connectOnce(signal) {
     const extra = { Accept: "text/event-stream", "Last-Event-ID": String(this.lastId) };
     if (this.epoch) extra["X-Qwen-Event-Epoch"] = this.epoch;
@@ -93,7 +94,9 @@ export class SessionStream {
         while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
           const block = buffer.slice(0, cut);
           buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
-          if (this.deliver(block) === "closed") return "closed";
+          const said = this.deliver(block);
+          if (said === "closed") return "closed";
+          if (said === "shutdown") return "delivered";
         }
       }
     } catch (error) {
@@ -129,7 +132,8 @@ export class SessionStream {
       return null;
     }
     this.on.frame(frame);
-    if (frame.type === "session_closed") return "closed";
+    // A daemon that shuts down closes its sessions; they are restorable when it is back: reconnect.
+    if (frame.type === "session_closed") return frame.data?.reason === "daemon_shutdown" ? "shutdown" : "closed";
     return null;
   }
 }

@@ -3,9 +3,15 @@
 // Streamed text and thoughts are appended to the open bubble of their kind; anything else
 // closes it. A tool call is one card, updated in place by its toolCallId. Guard
 // continuations and exhaustion, hook results, automatic turns and turn ends are lines of
-// their own. Everything is set as text (dom.js).
+// their own. Everything is set as text (dom.js), but for the model's answers: markdown, rendered
+// to sanitized, inert DOM (markdown.js) — the open answer at most once per animation frame while
+// it streams, and once more when it closes; a closed one is never rendered again.
+//
+// The log follows the stream while the reader is at its bottom; scrolling up stops that (and
+// ``onFollow(false)`` shows the "jump to latest" control) until they come back down or jump.
 
 import { el, inputSummary, optionName, short, textOf, toolOutput } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
 import { RecentSet } from "./panels.js";
 
 const GUARD_SOURCE = "todo_stop_guard";
@@ -14,10 +20,19 @@ const TERMINAL = new Set(["completed", "failed"]);
 // Entries kept on the page: a session that runs for days must not grow the page without end. The
 // oldest go first, counted in a line at the top (the transcript and GET .../transcript keep them).
 export const MAX_ENTRIES = 2000;
+// How near the bottom (px) counts as "at the bottom": a reader there is followed.
+const AT_BOTTOM = 48;
 
 export class Conversation {
-  constructor(log) {
+  constructor(log, onFollow = () => {}) {
     this.log = log;
+    this.onFollow = onFollow;
+    this.following = true;
+    this.lastTop = 0;
+    this.scheduled = false;
+    log.addEventListener("scroll", () => this.scrolled());
+    // The log shrinks when a permission request or a longer draft takes room below it: still followed.
+    if (typeof ResizeObserver === "function") new ResizeObserver(() => this.stick()).observe(log);
     this.reset();
   }
 
@@ -25,17 +40,83 @@ export class Conversation {
     this.log.replaceChildren();
     this.dropped = 0;
     this.droppedLine = null;
-    this.open = null; // {kind, node}: the bubble streamed text goes to
+    this.open = null; // {kind, node, text, dirty}: the bubble streamed text goes to
+    this.setFollowing(true);
     this.tools = new Map(); // toolCallId -> {card, status, output}
     this.options = new Map(); // permission requestId -> its options, to name the one voted for
     this.waiting = new RecentSet(); // prompts that were queued and have not started: their end is no turn
   }
 
+  // ------------------------------------------------------------ following the stream
+
+  atBottom() {
+    const log = this.log;
+    return log.scrollHeight - log.scrollTop - log.clientHeight <= AT_BOTTOM;
+  }
+
+  setFollowing(following) {
+    if (following === this.following) return;
+    this.following = following;
+    this.onFollow(following);
+  }
+
+  // A scroll, the reader's or ours. Following stops only when the reader moved up from where the
+  // log was put (not when a large chunk arrived between our scroll and its event), and starts
+  // again when they are back at the bottom.
+  scrolled() {
+    const top = this.log.scrollTop;
+    if (this.atBottom()) this.setFollowing(true);
+    else if (top < this.lastTop - 1) this.setFollowing(false);
+    this.lastTop = top;
+  }
+
+  stick() {
+    if (!this.following) return;
+    this.log.scrollTop = this.log.scrollHeight;
+    this.lastTop = this.log.scrollTop;
+  }
+
+  jump() {
+    this.setFollowing(true);
+    this.flush();
+  }
+
+  // Render the open answer and follow, once per animation frame however many frames arrived.
+  schedule() {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    const run = () => {
+      if (!this.scheduled) return;
+      this.flush();
+    };
+    if (typeof requestAnimationFrame === "function" && document.visibilityState !== "hidden") requestAnimationFrame(run);
+    else setTimeout(run, 50);
+  }
+
+  flush() {
+    this.scheduled = false;
+    this.renderOpen();
+    this.stick();
+  }
+
+  renderOpen() {
+    const open = this.open;
+    if (!open || !open.dirty) return;
+    open.dirty = false;
+    if (open.kind === "agent") open.node.replaceChildren(renderMarkdown(open.text));
+    else open.node.textContent = open.text;
+  }
+
+  // The streamed bubble ends (anything else came): rendered one last time, then left alone.
+  close() {
+    this.renderOpen();
+    this.open = null;
+  }
+
   append(node) {
-    const stick = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 80;
     this.log.append(node);
     this.prune();
-    if (stick) this.log.scrollTop = this.log.scrollHeight;
+    this.schedule();
     return node;
   }
 
@@ -56,7 +137,7 @@ export class Conversation {
   }
 
   line(text, kind = "note") {
-    this.open = null;
+    this.close();
     return this.append(el("div", { class: `line ${kind}`, text }));
   }
 
@@ -70,16 +151,19 @@ export class Conversation {
     }
     const handler = HANDLERS[frame.type];
     if (handler) handler.call(this, data, frame);
+    this.schedule();
   }
 
   stream(kind, text) {
     if (!text) return;
     if (!this.open || this.open.kind !== kind) {
-      this.open = { kind, node: this.append(el("div", { class: `msg ${kind}` })) };
+      this.close();
+      const node = el("div", { class: kind === "agent" ? "msg agent md" : `msg ${kind}` });
+      this.open = { kind, node: this.append(node), text: "", dirty: false };
     }
-    this.open.node.append(text);
-    const log = this.log;
-    if (log.scrollHeight - log.scrollTop - log.clientHeight < 160) log.scrollTop = log.scrollHeight;
+    this.open.text += text;
+    this.open.dirty = true;
+    this.schedule();
   }
 
   update(update) {
@@ -120,7 +204,7 @@ export class Conversation {
   user(text, meta) {
     const source = meta.source;
     if (source === undefined || source === null || source === "user" || source === "prompt") {
-      this.open = null;
+      this.close();
       this.append(el("div", { class: "msg user", text }));
       return;
     }
@@ -145,7 +229,7 @@ export class Conversation {
         output);
       tool = { card, status, output, title: card.querySelector(".tool-title") };
       this.tools.set(id, tool);
-      this.open = null;
+      this.close();
       this.append(card);
     }
     if (update.title) tool.title.textContent = update.title;
@@ -159,7 +243,7 @@ export class Conversation {
       tool.output.hidden = false;
     }
     if (TERMINAL.has(update.status)) {
-      this.open = null;
+      this.close();
       this.tools.delete(id); // no update follows a terminal one
     }
   }
@@ -167,7 +251,7 @@ export class Conversation {
   plan(entries) {
     const items = Array.isArray(entries) ? entries.filter((e) => e && typeof e === "object") : [];
     const done = items.filter((e) => e.status === "completed").length;
-    this.open = null;
+    this.close();
     this.append(el("div", { class: "plan" },
       el("div", { class: "plan-head", text: `☰ Plan (${done}/${items.length} done)` }),
       el("ul", {}, items.map((e) => el("li", { class: e.status, text: `${PLAN_MARKS[e.status] || "·"} ${e.content ?? ""}` })))));
@@ -239,6 +323,7 @@ const HANDLERS = {
     this.line("(this page fell behind the stream; catching up)", "warn");
   },
   session_closed(data) {
-    this.line(`session closed (${data.reason})`, "warn");
+    if (data.reason === "daemon_shutdown") this.line("the daemon stopped; reconnecting when it is back", "warn");
+    else this.line(`session closed (${data.reason})`, "warn");
   },
 };
