@@ -268,3 +268,205 @@ def test_no_daemon_is_a_clear_error(world, tmp_path):
     world["clients"].append(screen)
     screen.expect("no daemon answers at")
     assert screen.exit_code() == 2
+
+
+def test_the_models_markdown_is_rendered_a_heading_and_a_highlighted_code_block(world):
+    d = world["daemon"]().start([[{"text": "## Big Heading\n\nSome **strong** words\n\n```python\ndef hello():\n"
+                                            "    return 42\n```\nafter the code\n"}]])
+    screen = world["attach"](d)
+    screen.session_id()
+    screen.line("show me")
+    screen.expect("Big Heading")
+    screen.expect("Some strong words")
+    screen.expect("def hello():")
+    screen.expect("return 42")
+    screen.expect("after the code")
+    screen.expect("✓ turn complete")
+    shown, raw = screen.screen(), screen.raw.getvalue()
+    assert "## Big Heading" not in shown and "```" not in shown and "**strong**" not in shown
+    assert shown.count("def hello():") == 1 and shown.count("after the code") == 1
+    assert re.search(r"\x1b\[[0-9;]*m *Big Heading", raw), "the heading is styled"
+    assert re.search(r"\x1b\[[0-9;]*38;[25];[0-9;]*mdef", raw), "the code is syntax-highlighted"
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+
+
+def test_mode_tasks_kill_and_the_daemons_own_commands(world):
+    background = {"command": "echo task-output-line; sleep 30", "run_in_background": True}
+    d = world["daemon"]().start([
+        [{"tool_call": {"name": "shell", "arguments": background}}],
+        [{"text": "started it\n"}],
+        [{"text": "noted the end of the task\n"}],  # the automatic turn its notification starts
+        [{"text": "got two lines\n"}],
+    ])
+    screen = world["attach"](d)
+    sid = screen.session_id()
+    screen.line("/mode yolo")
+    screen.expect("approval mode: yolo")
+    screen.line("start it")
+    screen.expect("started it")
+    screen.expect("✓ turn complete")
+    screen.line("/tasks")
+    found = re.search(r"⚙ (shell-\S+) shell running: echo task-output-line", screen.screen()[screen.mark:])
+    deadline = time.monotonic() + WAIT
+    while found is None:  # the listing comes from the daemon: wait for it
+        assert time.monotonic() < deadline, screen.screen()
+        screen.settle(0.1)
+        found = re.search(r"⚙ (shell-\S+) shell running: echo task-output-line", screen.screen()[screen.mark:])
+    task = found[1]
+    screen.expect("    task-output-line")  # its output, kept out of the model's text
+    assert screen.screen().count("task-output-line\n") == 1  # shown by /tasks only (not printed as it came)
+    screen.line(f"/kill {task}")
+    screen.expect(f"⚙ shell {task} killed")
+    screen.expect("noted the end of the task")
+    screen.expect("✓ turn complete")
+    deadline = time.monotonic() + WAIT
+    while f"⚙ {task}: stopping" not in screen.screen():  # the DELETE's answer: before or after the event
+        assert time.monotonic() < deadline, screen.screen()
+        screen.settle(0.1)
+    # The daemon's own commands go to it as they are typed (no "unknown command", no double slash).
+    screen.line("/model other-model")
+    screen.expect("› /model other-model")
+    screen.expect("Model set to other-model.")
+    screen.expect("other-model")  # in the status line
+    screen.child.send("/cle")
+    screen.child.send("\t")  # Tab completes the command
+    screen.settle(0.3)
+    screen.child.send("\r")
+    screen.expect("› /clear")
+    screen.expect("Cleared the conversation")
+    assert "unknown command" not in screen.screen()
+    # Esc Enter inserts a newline: one prompt of two lines.
+    screen.child.send("line one\x1b\rline two\r")
+    screen.expect("› line one")
+    screen.expect("  line two")
+    screen.expect("got two lines")
+    with d.client() as client:
+        status = client.get(f"/session/{sid}/status").json()
+        assert status["approvalMode"] == "yolo" and status["model"] == "other-model"
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+
+
+def test_pending_numbers_only_the_queued_prompts_and_drop_takes_that_number(world):
+    d = world["daemon"]().start([
+        [{"text": "working-slowly\n"}, {"sleep": 60}],
+        [{"text": "the third ran\n"}],
+    ])
+    screen = world["attach"](d)
+    sid = screen.session_id()
+    screen.line("first")
+    screen.expect("working-slowly")
+    screen.line("second")
+    screen.expect("⋯ 1 pending")
+    screen.line("third")
+    screen.expect("⋯ 2 pending")
+    screen.line("/pending")
+    screen.expect("▶ running: first")
+    screen.expect("⋯ 1. second")
+    screen.expect("⋯ 2. third")
+    screen.line("/drop 1")  # the first queued prompt, not the running one
+    screen.expect("⋯ 1 pending: 1. “third”")
+    with d.client() as client:
+        listed = client.get(f"/session/{sid}/pending-prompts").json()["pendingPrompts"]
+        assert [(p["text"], p["state"]) for p in listed] == [("first", "running"), ("third", "queued")]
+    screen.line("/cancel")
+    screen.expect("✗ turn cancelled")
+    screen.expect("the third ran")
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+
+
+def test_without_a_session_a_picker_offers_this_directorys_sessions_and_continue_takes_the_latest(world, tmp_path):
+    d = world["daemon"]().start([[{"text": "one\n"}], [{"text": "two\n"}]])
+    with d.client() as client:
+        older = client.post("/session", json={"cwd": str(tmp_path)}).json()["sessionId"]
+        wait_turn(client, older, client.post(f"/session/{older}/prompt", json=text("older one")).json()["promptId"])
+        time.sleep(0.05)
+        newer = client.post("/session", json={"cwd": str(tmp_path)}).json()["sessionId"]
+        wait_turn(client, newer, client.post(f"/session/{newer}/prompt", json=text("newer one")).json()["promptId"])
+        elsewhere = client.post("/session", json={"cwd": str(tmp_path.parent)}).json()["sessionId"]
+    screen = world["attach"](d)
+    screen.expect("0. new session")
+    screen.expect("1. ")
+    screen.expect("2. ")
+    listing = screen.screen()
+    assert elsewhere[:20] not in listing  # another directory's session is not offered
+    assert listing.index(newer[:20]) < listing.index(older[:20]) if newer[:20] in listing else True
+    screen.line("2")  # the older one
+    assert screen.session_id() == older
+    screen.expect("› older one")  # its history is replayed
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+    latest = world["attach"](d, "--continue")
+    assert latest.session_id() == newer
+    assert "new session" not in latest.screen()  # no picker
+    latest.child.sendcontrol("d")
+    assert latest.exit_code() == 0
+    fresh = world["attach"](d, "--new")
+    assert fresh.session_id() not in (older, newer, elsewhere)
+    fresh.child.sendcontrol("d")
+    assert fresh.exit_code() == 0
+    chooser = world["attach"](d)
+    chooser.expect("0. new session")
+    chooser.line("")  # Enter: a new session
+    assert chooser.session_id() not in (older, newer, elsewhere)
+    chooser.child.sendcontrol("d")
+    assert chooser.exit_code() == 0
+
+
+def test_a_graceful_daemon_restart_is_survived_and_the_typed_draft_kept(world):
+    d = world["daemon"](free_port()).start([[{"text": "before-restart\n"}]])
+    screen = world["attach"](d)
+    sid = screen.session_id()
+    screen.line("first")
+    screen.expect("before-restart")
+    screen.expect("✓ turn complete")
+    screen.child.send("a draft typed meanwhile")
+    d.stop()  # SIGTERM: the daemon shuts down gracefully, closing the session with daemon_shutdown
+    screen.expect("the daemon is shutting down; the session is restored when it is back")
+    screen.expect("reconnecting…")
+    screen.child.send("\r")  # sent while the daemon is away: not lost, back in the input line
+    screen.expect("the prompt was not sent: it is back in the input line")
+    time.sleep(0.5)  # the daemon stays away a moment
+    d.start([[{"text": "after-restart\n"}]])
+    screen.expect("⟲ reconnected", timeout=20)
+    assert "it goes on in the daemon" not in screen.screen() and screen.child.isalive()
+    screen.child.send("\r")  # the draft was kept: Enter sends it
+    screen.expect("› a draft typed meanwhile")
+    screen.expect("after-restart")
+    screen.expect("✓ turn complete")
+    screen.settle()
+    assert screen.screen().count("before-restart") == 1
+    with d.client() as client:
+        assert client.get(f"/session/{sid}/status").json()["sessionId"] == sid
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+
+
+def test_a_keystroke_never_approves_a_permission_request_by_accident(world):
+    d = world["daemon"]().start([
+        [{"text": "asking\n"}, {"tool_call": {"name": "shell", "arguments": {"command": "echo ran-it"}}}],
+        [{"text": "after the vote\n"}],
+        [{"text": "got the sentence\n"}],
+    ])
+    screen = world["attach"](d)
+    sid = screen.session_id()
+    screen.line("go")
+    screen.child.send("I am typ")  # typing while the request arrives
+    screen.expect("? permission: execute: echo ran-it")
+    time.sleep(GRACE + 0.2)
+    screen.child.send("ArRa")  # answer keys typed into a line with text are text of the line
+    screen.expect("keys answer on an empty line")
+    screen.settle(0.5)
+    with d.client() as client:
+        assert client.get(f"/session/{sid}/status").json()["pendingPermissions"], "no vote was cast"
+    screen.child.sendcontrol("u")  # set the line aside: now the line is empty
+    screen.settle(0.3)
+    screen.child.send("r")  # an explicit answer
+    screen.expect("→ Reject")
+    screen.expect("after the vote")
+    screen.expect("✓ turn complete")
+    assert "ran-it\n" not in screen.screen().replace("echo ran-it", "")
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
+
+from rich.console import Console
 
 from trellis.attach import history_file
 from trellis.attach.render import View, choices_of
@@ -55,10 +58,15 @@ def test_streamed_text_stays_live_until_its_line_ends_and_is_printed_once():
 
 def test_a_long_line_is_wrapped_at_a_space_and_the_wrapped_part_printed():
     view = View(width=lambda: 30)
-    out = lines(view, chunk("alpha beta gamma delta epsilon zeta eta theta iota"))
+    out = lines(view, chunk("alpha beta gamma delta epsilon zeta eta theta iota", "agent_thought_chunk"))
     assert out == ["alpha beta gamma delta"]  # "... epsilon" is 30 characters: one too many
     assert view.partial == "epsilon zeta eta theta iota"
     assert all(len(line) <= 29 for line in out)
+    # The model's text is Markdown, rendered a line at a time: cut only past four rows of the live area.
+    view = View(width=lambda: 30)
+    assert lines(view, chunk("word " * 20)) == []
+    out = lines(view, chunk("word " * 10))
+    assert len(out) == 1 and len(out[0]) <= 4 * 29
 
 
 def test_the_running_turn_the_guard_and_the_turn_ends():
@@ -135,12 +143,19 @@ def test_a_permission_request_is_shown_whole_every_line_wrapped_never_cut():
     assert "not all shown above" in view.permission_parts()[0][1]
 
 
-def test_the_plan():
+def test_the_plan_is_shown_once_then_only_what_changed():
     view = View()
     entries = [{"content": "wash", "status": "completed"}, {"content": "dry", "status": "in_progress"},
                {"content": "fold", "status": "pending"}]
     assert lines(view, update("plan", entries=entries)) == [
         "☰ plan (1/3 done)", "  ✓ wash", "  ◐ dry", "  ○ fold"]
+    assert lines(view, update("plan", entries=entries)) == []  # nothing changed: nothing printed
+    entries[1]["status"], entries[2]["status"] = "completed", "in_progress"
+    assert lines(view, update("plan", entries=entries)) == ["☰ plan (2/3 done): ✓ dry · ◐ fold"]
+    assert "☰ 2/3" in view.status_parts()[0][1]
+    # Other todos: the whole plan again.
+    assert lines(view, update("plan", entries=[{"content": "iron", "status": "pending"}])) == [
+        "☰ plan (0/1 done)", "  ○ iron"]
 
 
 def test_a_permission_request_offers_a_key_per_option_and_its_resolution_is_shown():
@@ -175,7 +190,7 @@ def test_the_pending_prompt_fifo_is_listed_after_each_change():
         "⋯ 1 pending: 1. “second”"]
     assert lines(view, event("pending_prompt_added", "p3", promptId="p3", text="third")) == [
         "⋯ 2 pending: 1. “second”  2. “third”"]
-    assert view.status_parts() == [("class:status", "● turn running (Ctrl-C cancels)  ·  ⋯ 2 pending")]
+    assert view.status_parts()[0][1].endswith("turn running 0 s (Ctrl-C cancels)  ·  ⋯ 2 pending")
     # p3 removed while queued: its turn_complete (cancelled) is no turn of ours.
     assert lines(view, event("pending_prompt_completed", "p3", promptId="p3", state="removed"),
                  event("turn_complete", "p3", stopReason="cancelled", promptId="p3")) == [
@@ -196,15 +211,19 @@ def test_background_tasks_and_subagent_runs():
     view = View()
     assert lines(view, event("background_task", taskId="shell-1", status="started", kind="shell",
                              label="make test")) == ["⚙ shell shell-1 started: make test"]
-    assert lines(view, event("background_task", taskId="shell-1", status="output", kind="shell", label="make test",
-                             text="ok 1\nok 2\n")) == ["  shell-1 │ ok 1", "  shell-1 │ ok 2"]
-    assert view.status_parts() == [("class:status", "⚙ 1 background")]
+    # Its output is not interleaved with the model's text: kept for /tasks, counted when it ends.
+    assert lines(view, chunk("the model says "),
+                 event("background_task", taskId="shell-1", status="output", kind="shell", label="make test",
+                       text="ok 1\nok 2\n"), chunk("this\n")) == ["the model says this"]
+    assert view.task_log["shell-1"]["output"] == ["ok 1", "ok 2"]
+    assert view.status_parts()[0][1].endswith("⚙ 1 background")
     assert lines(view, event("background_task", taskId="shell-1", status="finished", kind="shell", label="make test",
-                             state="completed", exitCode=0)) == ["⚙ shell shell-1 completed (exit 0)"]
+                             state="completed", exitCode=0)) == [
+        "⚙ shell shell-1 completed (exit 0), 2 lines of output (/tasks shell-1)"]
     assert lines(view, event("background_task", taskId="agent-1", status="started", kind="agent",
                              label="kid: count the files")) == [
         "⧉ subagent kid started (agent-1): count the files"]
-    assert view.status_parts() == [("class:status", "⚙ 1 subagent")]
+    assert view.status_parts()[0][1].endswith("⚙ 1 subagent")
     status = {"name": "kid", "state": "running", "turn": 1, "maxTurns": 3, "endReason": None}
     assert [t.plain for t in view.subagent(status)] == ["⧉ subagent kid: turn 1 of 3 (running)"]
     assert view.subagent(status) == []  # unchanged: nothing new to say
@@ -237,3 +256,71 @@ def test_usage_chunks_are_not_text_and_unknown_frames_are_ignored():
 def test_the_history_file_follows_xdg_state_home(tmp_path):
     assert history_file({"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "trellis" / "history"
     assert str(history_file({"HOME": "/h"})).endswith("/.local/state/trellis/history")
+
+
+def test_the_models_markdown_is_rendered_block_by_block_as_each_block_closes():
+    view = View(width=lambda: 60)
+    assert lines(view, chunk("## A heading\n")) == ["A heading"]  # rendered, not "## A heading"
+    out = view.feed(chunk("Some **bold** and `code`\nplain line\n- an item\n"))
+    assert [t.plain for t in out] == ["Some bold and code", "plain line", " • an item"]
+    assert any("bold" in str(span.style) for span in out[0].spans)
+    assert lines(view, chunk("1. one\n2) two\n> quoted\n")) == ["1. one", "2) two", "▌ quoted"]
+    # A code block stays in the live area until its closing fence, then is printed highlighted, once.
+    assert lines(view, chunk("```python\ndef f():\n    return 1\n")) == []
+    assert view.live() == [("message", "```python"), ("message", "def f():"), ("message", "    return 1")]
+    out = view.feed(chunk("```\nafter\n"))
+    shown = [t.plain.rstrip() for t in out]
+    assert "def f():" in [row.strip() for row in shown] and "```python" not in "".join(shown)
+    assert shown[-1] == "after" and view.live() == []
+    assert len({str(span.style) for line in out for span in line.spans}) > 2  # syntax-highlighted
+    # A table, printed once a line that is not a row follows.
+    assert lines(view, chunk("| a | b |\n|---|---|\n| 1 | 2 |\n")) == []
+    table = lines(view, chunk("done\n"))
+    assert any("a" in row and "b" in row and "|" not in row for row in table) and table[-1] == "done"
+    # An unclosed block is printed when the turn ends; HTML is text; links are written out.
+    assert lines(view, chunk("x <b>html</b> and [site](https://example.org)\n```\nunclosed")) == [
+        "x <b>html</b> and site (https://example.org)"]
+    out = lines(view, event("turn_complete", "p1", stopReason="end_turn"))
+    assert "unclosed" in [row.strip() for row in out] and out[-1] == "✓ turn complete"
+
+
+def test_rendered_markdown_keeps_control_characters_visible():
+    view = View(width=lambda: 60)
+    out = view.feed(chunk("# \x1b]52;c;aGk=\x07 title\n```\n\x1b[2J\x9b31m\n```\n"))
+    text = "".join(t.plain for t in out)
+    assert "␛]52;c;aGk=␇ title" in text and "␛[2J\\x9b31m" in text
+    assert not any(c in text for c in "\x1b\x07\x9b")
+    console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor", width=60)
+    for line in out:
+        console.print(line)
+    written = console.file.getvalue()
+    assert "\x1b]" not in written and "\x07" not in written and "\x9b" not in written  # no OSC, no BEL, no C1
+
+
+def test_the_status_line_shows_the_turn_time_its_tokens_and_the_model():
+    now = [100.0]
+    view = View(clock=lambda: now[0])
+    view.snapshot({"state": "idle", "model": "qwen-max", "approvalMode": "yolo"})
+    lines(view, chunk("go", "user_message_chunk"))
+    now[0] = 103.2
+    lines(view, chunk("", usage={"totalTokens": 120}), update("usage_update", used=500, size=8000))
+    status = view.status_parts()[0][1]
+    assert "turn running 3 s · 120 tokens" in status and "qwen-max" in status and "mode yolo" in status
+    assert "context 500/8,000" in status
+    lines(view, event("turn_complete", "p1", stopReason="end_turn", usage={"totalTokens": 150}))
+    assert view.status_parts()[0][1].startswith("last turn 150 tokens, 3.2 s")
+
+
+def test_the_picker_counts_queued_prompts_not_the_running_one_and_names_a_session_by_its_title():
+    from trellis.attach import session_label
+    from trellis.attach.link import queued_count
+
+    assert queued_count({"queuedCount": 2, "pendingCount": 3, "state": "running"}) == 2
+    assert queued_count({"pendingCount": 3, "state": "running"}) == 2  # an older daemon: less the running one
+    assert queued_count({"pendingCount": 1, "state": "idle"}) == 1
+    assert queued_count({"state": "stored"}) == 0
+    entry = {"sessionId": "session-0123456789abcdef0123", "state": "running", "live": True, "pendingCount": 3,
+             "title": "Plan a picnic\x1b[2J", "updatedAt": 0}
+    label = session_label(entry)
+    assert label.startswith("Plan a picnic␛[2J  (running, ") and "2 queued" in label and "session-0123" in label
+    assert session_label({"sessionId": "session-1", "state": "stored"}) == "session-1  (stored)"

@@ -1,20 +1,28 @@
 """``trellis attach``: an interactive terminal client of one session.
 
-    trellis attach                      a new session in this directory (--cwd for another)
+    trellis attach                      a picker of this directory's sessions (newest first, "new session" on
+                                        top); straight to a new session when there are none (--cwd: another dir)
+    trellis attach --new                a new session, without asking
+    trellis attach --continue           the latest session of this directory (a new one when there is none)
     trellis attach --session ID         that session: attached if live, restored from the state directory if not,
                                         its history replayed first (--no-history: from now on)
 
 What the screen shows, as the session's events arrive: the model's text as
-it streams (thoughts dimmed), each tool call as ``▸ name (status)`` with its
-output indented below, the plan, the Todo Stop Guard's continuations
-(``⟳ todo stop guard, attempt N of 2 (K unfinished)``), background tasks
-(``⚙ shell <id> started …``, their output, their end) and subagent runs
+it streams, rendered as Markdown block by block as each block closes (a line,
+a fenced code block — syntax-highlighted — or a table; :mod:`.render`), thoughts
+dimmed, each tool call as ``▸ name (status)`` with its
+output indented below, the plan (whole once, then a line of what changed), the Todo Stop Guard's
+continuations (``⟳ todo stop guard, attempt N of 2 (K unfinished)``),
+background tasks (``⚙ shell <id> started …`` and their end; their output is
+kept for ``/tasks``, not printed among the model's text) and subagent runs
 (``⧉ subagent <name>: turn N of M``, then their end reason), the
 pending-prompt FIFO after each change (``⋯ 2 pending: 1. “…” 2. “…”``), hook
 messages, and the end of each turn (``✓ turn complete``, ``✗ turn
 cancelled``, ``✗ turn failed: …``). Below them, the prompt area: the line of
-text being streamed, a permission question, a status line (turn running,
-pending prompts, background work, ``reconnecting…``) and the ``›`` input line,
+text being streamed (and an open code block), a permission question, a status
+line (a spinner, the turn's elapsed time and tokens, the model, the approval
+mode, the plan's progress, queued prompts, background work, ``reconnecting…``)
+and the ``›`` input line,
 with a history (``$XDG_STATE_HOME/trellis/history``, default
 ``~/.local/state/trellis/history``; in memory when that cannot be written).
 
@@ -23,8 +31,12 @@ Keys and lines:
 - Enter sends the line as a prompt (``POST /session/:id/prompt``). While a
   turn runs it waits in the session's FIFO, which the screen shows; ``/mid
   TEXT`` instead sends a mid-turn message, which the running turn takes at
-  its next tool call. ``/pending``, ``/drop N``, ``/cancel``, ``/status``,
-  ``/help``, ``/quit``; ``//TEXT`` sends a prompt beginning with ``/``.
+  its next tool call. ``/pending`` (the running prompt apart, the queued ones
+  numbered as ``/drop N`` takes them), ``/drop N|ID``, ``/cancel``,
+  ``/status``, ``/tasks [ID]``, ``/kill ID``, ``/mode [MODE]``, ``/help``,
+  ``/quit``; ``/clear``, ``/compact`` and ``/model NAME`` are the session's
+  own commands, sent as prompts; ``//TEXT`` sends a prompt beginning with
+  ``/``. Esc Enter (Alt+Enter) inserts a newline; Tab completes a command.
 - A permission request (``permission_request``) shows its options with a key
   each — ``[a] Allow  [A] Always allow in this session  [r] Reject  [R] Always
   reject in this session`` (digits for options of other kinds) — and that one
@@ -41,9 +53,11 @@ Keys and lines:
   session goes on in the daemon (``--session ID`` comes back to it).
 
 A dropped connection shows ``reconnecting…`` once and resumes without showing
-anything twice — also across a restart of the daemon, whose new token is read
-again from its state directory and which restores the session
-(:mod:`.link` says how the cursor is chosen).
+anything twice — also across a restart of the daemon, graceful (its
+``session_closed`` ``daemon_shutdown`` does not end the attachment) or not,
+whose new token is read again from its state directory and which restores the
+session (:mod:`.link` says how the cursor is chosen). The typed draft stays in
+the input line, and a prompt the daemon did not take comes back to it.
 
 Design. prompt_toolkit owns the terminal: one ``PromptSession`` runs in the
 main thread's asyncio loop for the whole attachment (:mod:`.screen`), under
@@ -72,14 +86,15 @@ from typing import Any
 import asyncio
 import os
 import sys
+import time
 from pathlib import Path
 
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
 from .. import __version__, connect
 from ..visible import visible
-from .link import Link, Refused
-from .render import Line, View
+from .link import Link, Refused, queued_count, sessions_here
+from .render import Line, View, short
 
 EXIT_OK = 0
 EXIT_NOT_RUN = 2
@@ -89,14 +104,20 @@ EXIT_INTERRUPTED = 130
 def add_parser(sub: Any) -> None:  # what argparse's add_subparsers() returns (its class is private)
     parser = sub.add_parser(
         "attach", help="an interactive terminal client of a session",
-        description="Attach to a session (a new one without --session) and work with it interactively: "
-                    "streamed text, tool calls, permissions answered with a key, the guard's continuations, "
-                    "background tasks, subagent runs and the pending-prompt queue. Ctrl-C cancels the running "
-                    "turn; a second Ctrl-C, or Ctrl-D, leaves (the session goes on in the daemon).")
+        description="Attach to a session and work with it interactively: the model's text rendered as "
+                    "Markdown as it streams, tool calls, permissions answered with a key, the plan, background "
+                    "tasks (/tasks, /kill), subagent runs and the pending-prompt queue. Without --session, pick "
+                    "one of this directory's sessions or a new one (--continue: the latest; --new: a new one). "
+                    "Ctrl-C cancels the running turn; a second Ctrl-C, or Ctrl-D, leaves (the session goes on in "
+                    "the daemon). /help lists the commands.")
     parser.add_argument("--version", action="version", version=f"trellis {__version__}")
-    parser.add_argument("--session", metavar="ID", default=None,
-                        help="attach to this session (restored from the daemon's state directory if it is not "
-                             "live) instead of creating one")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--session", metavar="ID", default=None,
+                       help="attach to this session (restored from the daemon's state directory if it is not "
+                            "live); without it, a picker offers this directory's sessions and a new one")
+    which.add_argument("--continue", dest="resume", action="store_true",
+                       help="attach to the latest session of this directory (a new one when there is none)")
+    which.add_argument("--new", action="store_true", help="start a new session without asking")
     parser.add_argument("--cwd", metavar="DIR", default=None,
                         help="the working directory of a new session (default: this directory; '' for the "
                              "daemon's --workspace)")
@@ -137,12 +158,68 @@ def say(message: str) -> None:
         print(f"trellis: {line}", file=sys.stderr, flush=True)
 
 
+def ago(ms: Any, now: float | None = None) -> str:
+    """How long ago a time in milliseconds was, in a word or two."""
+    if not isinstance(ms, (int, float)):
+        return ""
+    seconds = max(0, (time.time() if now is None else now) - ms / 1000)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return "just now"
+
+
+def session_label(entry: dict[str, Any], width: int = 60) -> str:
+    """A session as the picker lists it: its title (else a short id), state, age and queued prompts."""
+    sid = str(entry.get("sessionId"))
+    title = entry.get("title") if isinstance(entry.get("title"), str) and entry.get("title").strip() else None
+    name = short(title, width) if title else (sid if len(sid) <= 24 else sid[:23] + "…")
+    state = "running" if entry.get("state") == "running" else "live" if entry.get("live") else "stored"
+    parts = [state, ago(entry.get("updatedAt"))]
+    queued = queued_count(entry)
+    if queued:
+        parts.append(f"{queued} queued")
+    if title:
+        parts.append(sid if len(sid) <= 24 else sid[:23] + "…")
+    return visible(f"{name}  ({', '.join(p for p in parts if p)})")
+
+
+def pick(sessions: list[dict[str, Any]]) -> str | None | bool:
+    """Ask which session to attach to: its id, None for a new one, False to leave."""
+    from prompt_toolkit import PromptSession
+
+    print("sessions in this directory (newest first):")
+    print("  0. new session")
+    for i, entry in enumerate(sessions, 1):
+        print(f"  {i}. {session_label(entry)}")
+    session: PromptSession[str] = PromptSession()
+    while True:
+        try:
+            answer = session.prompt(f"attach to [0-{len(sessions)}, Enter: new session]: ").strip()
+        except (KeyboardInterrupt, EOFError):
+            return False
+        if answer in ("", "0", "n", "new"):
+            return None
+        if answer.isdigit() and 0 < int(answer) <= len(sessions):
+            return str(sessions[int(answer) - 1]["sessionId"])
+        print(f"  a number from 0 to {len(sessions)}")
+
+
 def run(args: argparse.Namespace) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         say("attach needs a terminal (for scripts: trellis prompt)")
         return EXIT_NOT_RUN
     from .screen import Screen, terminal_width
 
+    if args.session is None and not args.new:
+        found = sessions_here(args)
+        if found and args.resume:
+            args.session = str(found[0]["sessionId"])
+        elif found:
+            chosen = pick(found)
+            if chosen is False:
+                return EXIT_INTERRUPTED
+            args.session = chosen
     link = Link(args)
     try:
         info = link.start()
@@ -152,11 +229,13 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     view = View(width=terminal_width)
+    view.model = info.get("model")
     view.snapshot(info["status"], info["pending"])
     sid = info["sessionId"]
     how = "attached" if info["attached"] else ("opened" if args.session else "new session")
+    title = f" “{info['title']}”" if isinstance(info.get("title"), str) and info["title"].strip() else ""
     banner = [Line(f"session {sid} — type a prompt; Ctrl-C cancels a turn, Ctrl-D leaves", style="bold"),
-              Line(f"({how}, in {info['cwd']}; /help for commands)", style="dim")]
+              Line(f"({how}{title}, in {info['cwd']}; /help for commands, Esc Enter for a newline)", style="dim")]
     screen = Screen(link, view, make_history())
     try:
         code = asyncio.run(screen.run(banner, info["cursor"]))
@@ -164,7 +243,12 @@ def run(args: argparse.Namespace) -> int:
         code = EXIT_INTERRUPTED
     finally:
         link.stop()
-    say(f"left session {sid}; it goes on in the daemon (trellis attach --session {sid} comes back to it)")
+    if view.closed is not None:
+        say(f"session {sid} was closed ({view.closed}); trellis attach --session {sid} restores it")
+    elif code == 1:
+        say(f"left session {sid}")
+    else:
+        say(f"left session {sid}; it goes on in the daemon (trellis attach --session {sid} comes back to it)")
     return code
 
 

@@ -11,6 +11,9 @@ Items are tuples:
 - ``("info", text, style)``: a line of the client's own;
 - ``("connection", "reconnecting" | "live")``;
 - ``("snapshot", status, pending_prompts)``: the session's state after a reconnect;
+- ``("refresh", status)``: the status read again after each turn (and ``/mode``): the model, the approval mode;
+- ``("unsent", text)``: a prompt the daemon did not take (unreachable, refused): back to the input line;
+- ``("tasks", background_tasks, task_id | None)``: ``/tasks`` (the status's ``backgroundTasks``);
 - ``("subagent", status)``: a subagent run's MCP ``status`` when its turn or state changed;
 - ``("permission_gone", request_id)``: a vote found the request already resolved;
 - ``("end", exit_code, message | None)``: nothing more will come (the session closed, or is gone).
@@ -28,7 +31,10 @@ stream is read from 0, and of its replay only frames from
 ``state_resync_required.earliestAvailableId`` on — what the new daemon
 published since it restored the session — are rendered; the restored history
 before them was shown already (events the old daemon published after the
-connection dropped and before it died are lost with it).
+connection dropped and before it died are lost with it). A ``session_closed``
+whose reason is ``daemon_shutdown`` is a graceful restart (or stop) of the
+daemon, not the end of the session: the link reconnects as after a drop, for
+as long as it takes (the session stays restorable from the state directory).
 
 Subagent runs (background tasks of kind ``agent``) are followed through the
 daemon's MCP ``status`` tool (``POST /mcp``), polled every second while one
@@ -59,6 +65,35 @@ MAX_WAIT = 2.0  # the longest wait between reconnection attempts
 MCP_VERSION = "2025-06-18"
 HISTORY_ABOVE = "── the session's history is above; live from here ──"
 RESTARTED = "(the daemon restarted: the session was restored; its history is not shown again)"
+
+
+def queued_count(entry: dict[str, Any]) -> int:
+    """Prompts waiting (not the running one): ``queuedCount``, else ``pendingCount`` less the running prompt."""
+    if isinstance(entry.get("queuedCount"), int):
+        return entry["queuedCount"]
+    pending = entry.get("pendingCount") if isinstance(entry.get("pendingCount"), int) else 0
+    running = entry.get("state") == "running" and entry.get("activeWorkState", "prompt") == "prompt"
+    return max(0, pending - (1 if running else 0))
+
+
+def sessions_here(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+    """The daemon's sessions (``GET /session``) whose cwd is the directory a new session would work in, newest
+    first; None when the daemon cannot be asked (attaching then says why)."""
+    target = connect.target(args)
+    here = os.getcwd() if args.cwd is None else args.cwd
+    places = {os.path.abspath(here), os.path.realpath(here)} if here else set()
+    try:
+        with httpx.Client(timeout=httpx.Timeout(10.0, connect=5.0), trust_env=not is_loopback(target.url)) as client:
+            answer = client.get(f"{target.url}/session", headers=target.headers)
+        if answer.status_code != 200:
+            return None
+        listed = answer.json().get("sessions") or []
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    found = [s for s in listed if isinstance(s, dict) and isinstance(s.get("sessionId"), str)
+             and isinstance(s.get("cwd"), str) and (s["cwd"] in places or os.path.realpath(s["cwd"]) in places)]
+    return sorted(found, key=lambda s: s.get("updatedAt") if isinstance(s.get("updatedAt"), (int, float)) else 0,
+                  reverse=True)
 
 
 class Refused(Exception):
@@ -196,6 +231,11 @@ class Link:
             raise Refused(f"the daemon at {self.target.url} answered something unexpected: {exc}") from None
         st = status.json()
         self.epoch = st.get("eventEpoch")
+        try:
+            capabilities = await self._call("GET", "/capabilities")
+            model = capabilities.json().get("model") if capabilities.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            model = None
         for task in st.get("backgroundTasks") or []:
             if task.get("kind") == "agent" and task.get("status") == "running":
                 self._agents.add(str(task.get("label") or "").partition(":")[0].strip())
@@ -205,7 +245,8 @@ class Link:
             cursor = st.get("lastEventId") if isinstance(st.get("lastEventId"), int) else 0
         return {"sessionId": self.session_id, "attached": bool(info.get("attached")),
                 "cwd": info.get("workspaceCwd"), "status": st,
-                "pending": pending.json().get("pendingPrompts") or [], "cursor": cursor}
+                "pending": pending.json().get("pendingPrompts") or [], "cursor": cursor,
+                "model": model if isinstance(model, str) else None, "title": st.get("title")}
 
     def _refusal(self, response: httpx.Response) -> str:
         message = stream.error_message(response.status_code, response.text)
@@ -227,6 +268,7 @@ class Link:
         wait = FIRST_WAIT
         while True:
             terminal = None
+            shutdown = False  # the daemon is shutting down: it closed the session, to restore it when it is back
             try:
                 assert self._client is not None
                 events = stream.events(self._client, self.target, self.session_id, last_event_id=cursor,
@@ -259,9 +301,13 @@ class Link:
                         self.deliver(("frame", frame))
                         if kind in stream.TERMINAL:
                             terminal = kind
+                            shutdown = (kind == "session_closed"
+                                        and (frame.get("data") or {}).get("reason") == "daemon_shutdown")
+                        if kind in ("turn_complete", "turn_error") and not history and self._nursery is not None:
+                            self._nursery.start_soon(self.refresh_status)  # the model, the mode after a turn
             except (_Dropped, stream.SessionGone, httpx.HTTPError):
                 pass
-            if terminal == "session_closed":
+            if terminal == "session_closed" and not shutdown:
                 self.deliver(("end", 0, None))
                 return
             if reconnecting:  # the last attempt delivered nothing: wait longer before the next
@@ -376,7 +422,8 @@ class Link:
         return response
 
     async def send_prompt(self, text: str) -> None:
-        await self._act("the prompt", "POST", "/prompt", {"prompt": [{"type": "text", "text": text}]})
+        if await self._act("the prompt", "POST", "/prompt", {"prompt": [{"type": "text", "text": text}]}) is None:
+            self.deliver(("unsent", text))
 
     async def mid_turn(self, text: str) -> None:
         answer = await self._act("the mid-turn message", "POST", "/mid-turn-message", {"message": text})
@@ -399,16 +446,63 @@ class Link:
         if answer is not None and not answer.json().get("removed"):
             self.deliver(("info", f"{prompt_id} is no longer pending", "dim"))
 
-    async def list_pending(self) -> None:
+    async def _pending(self) -> list[dict[str, Any]] | None:
         answer = await self._act("listing pending prompts", "GET", "/pending-prompts")
         if answer is None:
-            return
+            return None
         listed = answer.json().get("pendingPrompts") or []
-        if not listed:
-            self.deliver(("info", "⋯ no prompts pending", "dim"))
-        for i, entry in enumerate(listed, 1):
-            self.deliver(("info", f"⋯ {i}. {entry.get('promptId')} ({entry.get('state')}): {entry.get('text')}",
-                          "dim"))
+        return [p for p in listed if isinstance(p, dict)]
+
+    async def list_pending(self) -> None:
+        """``/pending``: the running prompt apart, then the queued ones numbered as ``/drop N`` takes them."""
+        listed = await self._pending()
+        if listed is None:
+            return
+        for entry in listed:
+            if entry.get("state") == "running":
+                self.deliver(("info", f"▶ running: {entry.get('text')} ({entry.get('promptId')})", "dim"))
+        queued = [p for p in listed if p.get("state", "queued") == "queued"]
+        if not queued:
+            self.deliver(("info", "⋯ no prompts queued", "dim"))
+        for i, entry in enumerate(queued, 1):
+            self.deliver(("info", f"⋯ {i}. {entry.get('text')} ({entry.get('promptId')})", "dim"))
+
+    async def drop_nth(self, n: int) -> None:
+        """``/drop N``: the Nth queued prompt, numbered as ``/pending`` numbers them (the running one is not)."""
+        listed = await self._pending()
+        if listed is None:
+            return
+        queued = [p for p in listed if p.get("state", "queued") == "queued"]
+        if not 0 < n <= len(queued):
+            self.deliver(("info", f"no queued prompt {n} ({len(queued)} queued; /pending lists them)", "yellow"))
+            return
+        await self.drop(str(queued[n - 1].get("promptId")))
+
+    async def list_tasks(self, task_id: str | None = None) -> None:
+        answer = await self._act("listing background tasks", "GET", "/status")
+        if answer is not None:
+            self.deliver(("tasks", answer.json().get("backgroundTasks") or [], task_id))
+
+    async def kill_task(self, task_id: str) -> None:
+        answer = await self._act("stopping the task", "DELETE", f"/background-tasks/{quote(task_id, safe='')}")
+        if answer is not None:
+            killed = answer.json().get("killed")
+            self.deliver(("info", f"⚙ {task_id}: stopping" if killed else
+                          f"⚙ {task_id} is not a live background task (/tasks lists them)",
+                          "dim" if killed else "yellow"))
+
+    async def set_mode(self, mode: str) -> None:
+        if await self._act("setting the approval mode", "POST", "/approval-mode", {"mode": mode}) is not None:
+            await self.refresh_status()
+
+    async def refresh_status(self) -> None:
+        """The status read again (after a turn, a mode change): the model, the approval mode, the counts."""
+        try:
+            answer = await self._call("GET", f"{self._path}/status")
+            if answer.status_code == 200:
+                self.deliver(("refresh", answer.json()))
+        except (httpx.HTTPError, ValueError):
+            pass
 
     async def show_status(self) -> None:
         answer = await self._act("the status", "GET", "/status")
@@ -421,7 +515,7 @@ class Link:
             f"session {st.get('sessionId')} in {st.get('workspaceCwd')}: {st.get('state')}"
             + (f" ({st.get('currentPromptId')})" if st.get("currentPromptId") else ""),
             (f"approval mode {st.get('approvalMode')}, sandbox {st.get('sandbox')}, "
-             f"{len(st.get('backgroundTasks') or [])} background task(s), {st.get('pendingCount', 0)} pending"),
+             f"{len(st.get('backgroundTasks') or [])} background task(s), {queued_count(st)} queued"),
             f"todo stop guard: {'on' if guard.get('enabled') else 'off'}"
             + (f", attempt {guard.get('attempts')} of {guard.get('maxAttempts')}" if guard.get("enabled") else ""),
             f"usage: {usage.get('calls', 0)} calls, {usage.get('totalTokens', 0)} tokens",
@@ -430,4 +524,4 @@ class Link:
             self.deliver(("info", line, "dim"))
 
 
-__all__ = ["Link", "Refused", "is_loopback"]
+__all__ = ["Link", "Refused", "is_loopback", "queued_count", "sessions_here"]

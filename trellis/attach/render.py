@@ -9,7 +9,16 @@ question, the pending-prompt FIFO, the background tasks. The screen
 
 Streamed text is kept in the live area until its line ends (a newline, a line
 as wide as the terminal, or any other event), then printed once: a finished
-line is never drawn twice.
+line is never drawn twice. The model's text is Markdown, rendered by ``rich``'s
+:class:`~rich.markdown.Markdown` block by block as each block closes: a line
+is a block of its own (a heading, a list item, a quote, a paragraph's line —
+a single newline stays a line break), except a fenced code block, kept in the
+live area until its closing fence and then printed syntax-highlighted, and a
+table, printed once its last row is followed by another line. Thoughts are not
+rendered (dimmed text). The Markdown source is made visible first (control
+characters shown), HTML in it is text, and links are written as ``text
+(url)``, never as terminal hyperlinks: rendering writes no escape sequence the
+model chose.
 
 A permission request is shown whole (:func:`request_rows`): every line of its
 title (and of the command it runs, when that differs), control characters made
@@ -29,10 +38,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
 import attrs
+from markdown_it import MarkdownIt
+from rich.console import Console
+from rich.markdown import Markdown
 from rich.text import Span, Text
 
 from ..visible import visible
@@ -45,6 +58,13 @@ PERMISSION_ROWS = 40  # rows of a permission request's text shown; past them the
 PENDING_LISTED = 4  # queued prompts named on the FIFO line (the rest are counted)
 KIND_KEYS = {"allow_once": "a", "allow_always": "A", "reject_once": "r", "reject_always": "R"}
 PLAN_MARKS = {"pending": "○", "in_progress": "◐", "completed": "✓"}
+TASK_OUTPUT_KEPT = 200  # lines of a background task's output kept for /tasks
+LIVE_BLOCK_ROWS = 8  # rows of an open code block or table shown in the live area
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+CODE_THEME = "monokai"
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+MARKDOWN_SYNTAX = re.compile(r"[*_`#>|~\[\]!<&\\]|^\s*(?:[-+]|\d+[.)])(?:\s|$)|^\s*(?:-{3,}|={3,})\s*$")
+ORDERED = re.compile(r"^(\s{0,3})(\d{1,9})([.)])(\s)")
 NOTIFICATION_SUBAGENT = re.compile(r"Subagent run '?(?P<name>[^' ]+)'? ended at turn (?P<turn>\d+) of (?P<max>\d+)")
 
 # Styles (rich), by role.
@@ -131,6 +151,40 @@ def visible_text(line: Text) -> Text:
         moved[end] = at
     out = line.blank_copy("".join(pieces))
     out.spans = [Span(moved[min(s.start, len(plain))], moved[min(s.end, len(plain))], s.style) for s in line.spans]
+    return out
+
+
+class SafeMarkdown(Markdown):
+    """rich's Markdown of text made visible, HTML parsed as text (rich drops HTML tags: ``<b>`` would vanish),
+    links written out rather than made terminal hyperlinks (an OSC 8 sequence to a URL the model chose)."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__(visible(source), code_theme=CODE_THEME, hyperlinks=False)
+        self.parsed = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table").parse(
+            self.markup)
+
+
+_RENDER = Console(width=100, force_terminal=True, color_system="truecolor", highlight=False, emoji=False,
+                  markup=False)
+
+
+def markdown_lines(source: str, width: int) -> list[Text]:
+    """``source`` rendered as Markdown, as lines of rich text (styles kept, no escape code in their text)."""
+    options = _RENDER.options.update(width=max(20, width))
+    out: list[Text] = []
+    for segments in _RENDER.render_lines(SafeMarkdown(source), options, pad=False):
+        line = Text()
+        for segment in segments:
+            if not segment.control:
+                line.append(visible(segment.text), segment.style)
+        out.append(line)
+    while out and not out[-1].plain.strip() and FENCE.match(source) is None:
+        out.pop()
+    if FENCE.match(source) is None:  # a code block's lines keep their background to the full width
+        while out and not out[0].plain.strip():
+            out.pop(0)
+        for line in out:
+            line.rstrip()
     return out
 
 
@@ -229,8 +283,23 @@ def input_summary(raw: Any, width: int) -> str:
 class View:
     """The state of one attached session, as the frames left it."""
 
-    def __init__(self, width: Callable[[], int] = lambda: 100) -> None:
+    def __init__(self, width: Callable[[], int] = lambda: 100,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.width = width
+        self.clock = clock
+        self.block: list[str] = []  # the open code block or table of the model's text (printed when it ends)
+        self.block_kind: str | None = None  # "code" | "table"
+        self.fence = ""  # the open code block's fence
+        self.plan: list[tuple[str, str]] | None = None  # the plan as last shown: (content, status)
+        self.task_log: dict[str, dict[str, Any]] = {}  # every background task seen: kind, label, state, output
+        self.turn_started: float | None = None  # when the running turn began (as this client saw it)
+        self.turn_tokens = 0  # tokens of the running turn's model calls so far
+        self.last_turn: str = ""  # how the last turn ended, for the status line ("1,234 tokens, 3.2 s")
+        self.model: str | None = None
+        self.mode: str | None = None  # the approval mode
+        self.context: tuple[int, int] | None = None  # a usage_update's (used, size) of the context window
+        self.title: str | None = None  # the session's title, when the daemon gave it one
+        self.closed: str | None = None  # the reason the session was closed (not by a daemon's shutdown)
         self.partial = ""  # the line of streamed text not yet ended
         self.partial_kind: str | None = None  # "message" | "thought"
         self.running: str | None = None  # the promptId of the running turn
@@ -254,7 +323,13 @@ class View:
             current = "(running)"  # work without a prompt id: still cancellable
         if current != self.running:
             self.cancelling = False
+            self.turn_started = self.clock() if current is not None else None
+            self.turn_tokens = 0
         self.running = current
+        if isinstance(status.get("approvalMode"), str):
+            self.mode = status["approvalMode"]
+        if isinstance(status.get("model"), str) and status["model"]:
+            self.model = status["model"]
         if current is not None:
             self.started.add(current)
         if pending is not None:
@@ -271,15 +346,82 @@ class View:
                           if isinstance(t, dict) and t.get("status") in ("running", "paused", "scheduled")
                           and isinstance(t.get("taskId"), str)}
 
+    def refresh(self, status: dict[str, Any]) -> None:
+        """The fields of ``GET /status`` read again after a turn (or ``/mode``) that frames do not carry: the
+        model and the approval mode (the turn's state is the frames' to say: this read may be older)."""
+        if isinstance(status.get("approvalMode"), str):
+            self.mode = status["approvalMode"]
+        if isinstance(status.get("model"), str) and status["model"]:
+            self.model = status["model"]
+
     def note(self, text: str, style: str = S_NOTE) -> list[Text]:
         """A line of the client's own (``reconnecting…``, an error), after the open line of text."""
         return [*self.close_partial(), Line(text, style=style)]
 
     def close_partial(self) -> list[Text]:
-        """End the open line of streamed text: it is printed now."""
-        out = [self._stream_line(self.partial_kind, self.partial)] if self.partial else []
+        """End the open line of streamed text (and an open code block or table): it is printed now."""
+        out: list[Text] = []
+        if self.partial:
+            if self.partial_kind == "thought":
+                out.append(self._stream_line("thought", self.partial))
+            else:
+                out += self._message_line(self.partial)
         self.partial, self.partial_kind = "", None
-        return out
+        return out + self._close_block()
+
+    def live(self) -> list[tuple[str, str]]:
+        """The rows of streamed text not printed yet, as (kind, text): the open block's last rows, the open line."""
+        rows: list[tuple[str, str]] = []
+        if self.block:
+            shown = self.block[-LIVE_BLOCK_ROWS:]
+            if len(self.block) > len(shown):
+                rows.append(("status", f"… {len(self.block) - len(shown)} more lines, printed when the "
+                                       f"{'code block' if self.block_kind == 'code' else 'table'} ends"))
+            rows += [("message", row) for row in shown]
+        if self.partial:
+            rows.append((self.partial_kind or "message", self.partial))
+        return rows
+
+    # ------------------------------------------------------------------ the model's text as Markdown
+
+    def _message_line(self, line: str) -> list[Text]:
+        """A finished line of the model's text: printed rendered, or kept in the open code block or table."""
+        if self.block_kind == "code":
+            self.block.append(line)
+            fence = FENCE.match(line)
+            if (fence is not None and fence[1][0] == self.fence[0] and len(fence[1]) >= len(self.fence)
+                    and not line[fence.end():].strip()):
+                return self._close_block()
+            return []
+        out: list[Text] = []
+        if self.block_kind == "table":
+            if line.strip().startswith("|"):
+                self.block.append(line)
+                return []
+            out = self._close_block()
+        fence = FENCE.match(line)
+        if fence is not None:
+            self.block_kind, self.fence, self.block = "code", fence[1], [line]
+            return out
+        if line.strip().startswith("|"):
+            self.block_kind, self.block = "table", [line]
+            return out
+        return out + self._markdown_line(line)
+
+    def _markdown_line(self, line: str) -> list[Text]:
+        if not line.strip() or line.startswith("    ") or MARKDOWN_SYNTAX.search(line) is None:
+            return [Line(line)]  # nothing to render (an indented line is not made a code block)
+        source = ORDERED.sub(r"\1\2\\\3\4", line)  # "1. x" stays "1. x" (rich would write "1 x")
+        return markdown_lines(source, self.width() - 1) or [Line(line)]
+
+    def _close_block(self) -> list[Text]:
+        block, kind = self.block, self.block_kind
+        self.block, self.block_kind, self.fence = [], None, ""
+        if not block:
+            return []
+        if kind == "table" and (len(block) < 2 or re.match(r"^\s*\|?[\s:|-]*-[\s:|-]*$", block[1]) is None):
+            return [line for row in block for line in self._markdown_line(row)]  # not a table after all
+        return markdown_lines("\n".join(block), self.width() - 1) or [Line(row) for row in block]
 
     def permission(self) -> Permission | None:
         """The permission request the keys answer: the oldest one not yet voted on."""
@@ -303,6 +445,37 @@ class View:
             return self.note(line, S_SUBAGENT)
         return self.note(f"⧉ subagent {name}: {turn} ({status.get('state')})", S_SUBAGENT)
 
+    def task_lines(self, listed: list[dict[str, Any]], only: str | None = None) -> list[Text]:
+        """``/tasks``: one line per background task (``GET /status``'s ``backgroundTasks`` and those this
+        client saw end), with the last lines of its output; ``only``: that task, with more of its output."""
+        tasks: dict[str, dict[str, Any]] = {}
+        for task in listed:
+            if isinstance(task, dict) and isinstance(task.get("taskId"), str):
+                tasks[task["taskId"]] = {"kind": task.get("kind"), "label": task.get("label") or "",
+                                         "state": task.get("status"), "exit": task.get("exitCode")}
+        for task_id, log in self.task_log.items():
+            tasks.setdefault(task_id, {"kind": log["kind"], "label": log["label"], "state": log["state"],
+                                       "exit": log.get("exit")})
+        if only is not None:
+            tasks = {k: v for k, v in tasks.items() if k == only}
+            if not tasks:
+                return self.note(f"no background task {only} (/tasks lists them)", S_WARN)
+        if not tasks:
+            return self.note("⚙ no background tasks")
+        out = self.close_partial()
+        tail = 20 if only is not None else 3
+        for task_id, task in tasks.items():
+            code = f" (exit {task['exit']})" if task.get("exit") is not None else ""
+            label = short(str(task["label"]), max(20, self.width() - len(task_id) - 30))
+            out.append(Line(f"⚙ {task_id} {task.get('kind')} {task.get('state')}{code}: {label}", style=S_TASK))
+            output = (self.task_log.get(task_id) or {}).get("output") or []
+            if len(output) > tail:
+                out.append(Line(f"    … {len(output) - tail} earlier lines", style=S_NOTE))
+            out += [Line(f"    {line}", style=S_NOTE) for line in output[-tail:]]
+        if only is None and any(t.get("state") in ("running", "paused", "scheduled") for t in tasks.values()):
+            out.append(Line("  /tasks ID shows more of a task's output; /kill ID stops it", style=S_NOTE))
+        return out
+
     # ------------------------------------------------------------------ the prompt area
 
     def status_parts(self) -> list[tuple[str, str]]:
@@ -311,7 +484,22 @@ class View:
         if self.reconnecting:
             parts.append("⟲ waiting for the daemon")
         if self.running is not None:
-            parts.append("● cancelling…" if self.cancelling else "● turn running (Ctrl-C cancels)")
+            now = self.clock()
+            spin = SPINNER[int(now * 10) % len(SPINNER)]
+            took = f" {now - self.turn_started:.0f} s" if self.turn_started is not None else ""
+            tokens = f" · {self.turn_tokens:,} tokens" if self.turn_tokens else ""
+            parts.append(f"{spin} cancelling…{took}" if self.cancelling
+                         else f"{spin} turn running{took}{tokens} (Ctrl-C cancels)")
+        elif self.last_turn:
+            parts.append(self.last_turn)
+        if self.model:
+            parts.append(self.model)
+        if self.mode and self.mode != "default":
+            parts.append(f"mode {self.mode}")
+        if self.context is not None:
+            parts.append(f"context {self.context[0]:,}/{self.context[1]:,}")
+        if self.plan:
+            parts.append(f"☰ {sum(1 for _, st in self.plan if st == 'completed')}/{len(self.plan)}")
         if self.pending:
             parts.append(f"⋯ {len(self.pending)} pending")
         if self.tasks:
@@ -354,6 +542,8 @@ class View:
         if self.running != prompt_id:
             self.running = prompt_id
             self.cancelling = False
+            self.turn_started = self.clock()
+            self.turn_tokens = 0
 
     def _end(self, prompt_id: str | None) -> bool:
         """The turn of ``prompt_id`` ended; whether it had begun (a queued prompt removed had not)."""
@@ -364,6 +554,7 @@ class View:
         if self.running == prompt_id or prompt_id is None or self.running == "(running)":
             self.running = None
             self.cancelling = False
+            self.turn_started = None
         return began
 
     def _on_session_update(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
@@ -376,6 +567,8 @@ class View:
             if isinstance(meta.get("usage"), dict) and not text:
                 total = meta["usage"].get("totalTokens")
                 self.tokens += total if isinstance(total, int) else 0
+                if prompt_id is not None and prompt_id == self.running:
+                    self.turn_tokens += total if isinstance(total, int) else 0
                 return []
             if meta.get("source") == GUARD_SOURCE:
                 return self.note(self._guard_line(meta, text), S_GUARD)
@@ -393,7 +586,18 @@ class View:
         if kind == "plan":
             return self._plan(update.get("entries"))
         if kind == "current_mode_update":
+            if isinstance(update.get("currentModeId"), str):
+                self.mode = update["currentModeId"]
             return self.note(f"approval mode: {update.get('currentModeId')}")
+        if kind == "session_info_update":  # the session's title (shown by the picker, and in the banner)
+            if isinstance(update.get("title"), str):
+                self.title = update["title"]
+            return []
+        if kind == "usage_update":  # ACP's context-window usage: {used, size}
+            used, size = update.get("used"), update.get("size")
+            if isinstance(used, int) and isinstance(size, int):
+                self.context = (used, size)
+            return []
         return []
 
     @staticmethod
@@ -411,13 +615,18 @@ class View:
             return out
         self.partial_kind = kind
         *lines, self.partial = (self.partial + text).split("\n")
-        out += [self._stream_line(kind, line.removesuffix("\r")) for line in lines]  # CR LF ends a line too
+        for line in lines:
+            line = line.removesuffix("\r")  # CR LF ends a line too
+            out += self._message_line(line) if kind == "message" else [self._stream_line(kind, line)]
         limit = max(20, self.width() - 1)
+        if kind == "message":  # a Markdown line is rendered whole: cut only one too long for the live area
+            limit = 10**9 if self.block_kind == "code" else limit * 4
         while len(self.partial) > limit:  # wrap at a space: a wrapped line is finished, print it
             cut = self.partial.rfind(" ", 0, limit + 1)
             if cut <= 0:
                 cut = limit
-            out.append(self._stream_line(kind, self.partial[:cut].rstrip()))
+            piece = self.partial[:cut].rstrip()
+            out += self._message_line(piece) if kind == "message" else [self._stream_line(kind, piece)]
             self.partial = self.partial[cut:].lstrip(" ")
         return out
 
@@ -475,8 +684,20 @@ class View:
         return out
 
     def _plan(self, entries: Any) -> list[Text]:
+        """The plan: whole the first time (or when its todos change), then one line naming what changed."""
         out = self.close_partial()
         items = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+        now = [(str(e.get("content") or ""), str(e.get("status"))) for e in items]
+        before, self.plan = self.plan, now
+        if before is not None and [c for c, _ in before] == [c for c, _ in now]:
+            changed = [(c, st) for (c, st), (_, old) in zip(now, before) if st != old]
+            if not changed:
+                return out
+            done = sum(1 for _, st in now if st == "completed")
+            width = max(20, (self.width() - 24) // len(changed) - 3)
+            listed = " · ".join(f"{PLAN_MARKS.get(st, '·')} {short(c, width)}" for c, st in changed)
+            out.append(Line(f"☰ plan ({done}/{len(now)} done): {listed}", style=S_TOOL))
+            return out
         out.append(Line(f"☰ plan ({sum(1 for e in items if e.get('status') == 'completed')}/{len(items)} done)",
                         style=S_TOOL))
         for entry in items:
@@ -574,13 +795,23 @@ class View:
                             style=S_NOTE))
         return out
 
+    def _turn_figures(self, usage: dict[str, Any]) -> str:
+        """The ending turn's tokens (the summary's, else those counted live) and time, for the status line."""
+        total = usage.get("totalTokens") if isinstance(usage.get("totalTokens"), int) else self.turn_tokens
+        figures = [f"{total:,} tokens"] if total else []
+        if self.turn_started is not None:
+            figures.append(f"{self.clock() - self.turn_started:.1f} s")
+        return f"last turn {', '.join(figures)}" if figures else ""
+
     def _on_turn_complete(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
         prompt_id = prompt_id or data.get("promptId")
         out = self.close_partial()
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        figures = self._turn_figures(usage)
         if not self._end(prompt_id):
             return out  # a queued prompt removed before it ran: the FIFO line said so
+        self.last_turn = figures
         reason = data.get("stopReason")
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         tokens = f" · {usage['totalTokens']:,} tokens" if isinstance(usage.get("totalTokens"), int) else ""
         hook = f" (hook: {data['hookStopReason']})" if data.get("hookStopReason") else ""
         if reason == "end_turn":
@@ -599,6 +830,7 @@ class View:
 
     def _on_turn_error(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
         out = self.close_partial()
+        self.last_turn = self._turn_figures(data.get("usage") if isinstance(data.get("usage"), dict) else {})
         self._end(prompt_id or data.get("promptId"))
         out.append(Line(f"✗ turn failed: {data.get('message')} [{data.get('code')}]", style=S_BAD))
         return out
@@ -608,7 +840,7 @@ class View:
         status = data.get("status")
         kind = str(data.get("kind") or "task")
         label = str(data.get("label") or "")
-        out = self.close_partial()
+        out = self.close_partial() if status != "output" else []  # output does not break the model's line
         width = max(20, self.width() - len(task_id) - 24)
         if kind == "agent":
             name, _, brief = label.partition(":")
@@ -616,23 +848,28 @@ class View:
             style = S_SUBAGENT
         else:
             who, brief, style = f"⚙ {kind} {task_id}", label, S_TASK
+        log = self.task_log.setdefault(task_id, {"kind": kind, "label": label, "state": "running", "output": [],
+                                                  "lines": 0})
         if status == "started":
             self.tasks[task_id] = {"kind": kind, "label": label}
             extra = f" ({task_id})" if kind == "agent" else ""
             out.append(Line(f"{who} started{extra}: {short(brief.strip(), width)}", style=style))
-        elif status == "output":
+        elif status == "output":  # kept for /tasks, not printed among the model's text
             lines = str(data.get("text") or "").splitlines()
-            for line in lines[:TASK_OUTPUT_LINES]:
-                out.append(Line(f"  {task_id} │ {line}", style=S_NOTE))
-            hidden = len(lines) - TASK_OUTPUT_LINES
-            if hidden > 0 or data.get("truncated"):
-                more = f"{hidden} more lines" if hidden > 0 else f"{data.get('truncated')} more characters"
-                out.append(Line(f"  {task_id} │ … {more}", style=S_NOTE))
+            if data.get("truncated"):
+                lines.append(f"… {data.get('truncated')} more characters")
+            log["output"] = (log["output"] + lines)[-TASK_OUTPUT_KEPT:]
+            log["lines"] += len(lines)
+            return out
         elif status == "finished":
             self.tasks.pop(task_id, None)
             state = data.get("state") or "finished"
+            log["state"] = state
             code = f" (exit {data['exitCode']})" if data.get("exitCode") is not None else ""
+            log["exit"] = data.get("exitCode")
             ended = f"finished ({state})" if kind == "agent" else f"{state}{code}"
+            if log["lines"]:
+                ended += f", {log['lines']} line{'s' if log['lines'] != 1 else ''} of output (/tasks {task_id})"
             out.append(Line(f"{who} {ended}", style=S_OK if state == "completed" else style))
         elif status == "notification_dropped":
             out.append(Line(f"⚙ the notification of {task_id} was dropped ({data.get('reason')})", style=S_WARN))
@@ -661,6 +898,9 @@ class View:
 
     def _on_session_closed(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
         self._end(None)
+        if data.get("reason") == "daemon_shutdown":  # a restart, most likely: the link waits for the daemon
+            return self.note("the daemon is shutting down; the session is restored when it is back", S_WARN)
+        self.closed = str(data.get("reason"))
         return self.note(f"session closed ({data.get('reason')})", S_WARN)
 
 

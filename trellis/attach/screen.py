@@ -8,7 +8,18 @@ routed to the same key binding. Finished lines are rendered by ``rich`` and
 printed above the prompt (the prompt area erased, the lines written, the area
 redrawn; the terminal stays in raw mode throughout); the prompt area below them
 is redrawn from the :class:`~.render.View`: the streamed line still being
-written, the permission question, a status line, and the ``›`` input line.
+written (and an open code block or table), the permission question, a status
+line (a spinner and the running turn's time and tokens, the last turn's
+figures, the model, the approval mode, the plan's progress, queued prompts,
+background work; redrawn every tenth of a second while a turn runs) and the
+``›`` input line. (Not prompt_toolkit's bottom toolbar: it is drawn only while
+the rows below the cursor are known from a cursor-position report, which the
+erase before each printed batch forgets, so under this screen it did not show;
+and it sits on the terminal's last row, far from the input.)
+
+Input: Enter sends the line; Esc Enter (Alt+Enter in most terminals) inserts a
+newline, for a prompt of several lines; Tab completes a ``/command`` (and
+``/mode``'s modes).
 
 Items from the :class:`~.link.Link` arrive through ``call_soon_threadsafe``
 and are handled in this loop only, so the view has one thread.
@@ -34,12 +45,15 @@ import asyncio
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import get_app
 from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import History
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -64,15 +78,41 @@ STYLE = Style.from_dict({
     "keys": "fg:ansiyellow",
     "prompt": "bold",
 })
+TICK = 0.1  # seconds between redraws of the status line while a turn runs (its spinner and clock)
+MODES = ("default", "auto-edit", "yolo", "plan")
+DAEMON_COMMANDS = ("clear", "compact", "model")  # the session's own slash commands: sent as prompts
+COMMANDS = ("help", "mid", "pending", "drop", "cancel", "status", "tasks", "kill", "mode", *DAEMON_COMMANDS, "quit")
 HELP = """\
 type a prompt and Enter: it runs now, or waits in the session's queue while a turn runs
+Esc Enter (Alt+Enter) inserts a newline; Tab completes a /command; Up/Down go through the history
 /mid TEXT    send TEXT into the running turn (taken at its next tool call) instead of queueing it
-/pending     list the queued prompts        /drop N|ID   remove queued prompt N (or by id)
+/pending     the running prompt, and the queued ones numbered   /drop N|ID   remove queued prompt N (or by id)
 /cancel      cancel the running turn        /status      the session's status
+/tasks [ID]  background tasks and the end of their output       /kill ID     stop background task ID
+/mode [default|auto-edit|yolo|plan]   show or set the approval mode
+/clear  /compact  /model NAME   the session's own commands (sent to it as prompts: they run in turn)
 /quit        leave (so do Ctrl-D, and Ctrl-C when no turn runs); the session goes on in the daemon
 //TEXT       send a prompt that begins with '/'
 a permission request is answered with the key in brackets ([a] allow once, [A] always, [r] reject, ...),
 pressed on an empty line; typed into a line with text, those keys are text"""
+
+
+class Commands(Completer):
+    """Tab completion of ``/commands`` (the first word of the line) and of ``/mode``'s modes."""
+
+    def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or text.startswith("//") or "\n" in text:
+            return
+        name, space, rest = text[1:].partition(" ")
+        if not space:
+            for command in COMMANDS:
+                if command.startswith(name):
+                    yield Completion(command + " ", start_position=-len(name), display=f"/{command}")
+        elif name == "mode" and " " not in rest:
+            for mode in MODES:
+                if mode.startswith(rest):
+                    yield Completion(mode, start_position=-len(rest))
 
 
 def terminal_width() -> int:
@@ -102,19 +142,30 @@ class Screen:
         self._loop = asyncio.get_running_loop()
         session: PromptSession[Any] = PromptSession(
             message=self._message, history=self.history, key_bindings=self._bindings(), style=STYLE,
-            erase_when_done=True, complete_while_typing=False, enable_history_search=False)
+            erase_when_done=True, complete_while_typing=False, enable_history_search=False,
+            completer=Commands(), prompt_continuation="  ")
         session.default_buffer.accept_handler = self._accept
         self._session = session
         with patch_stdout(raw=True):  # anything else that writes to stdout goes above the prompt too
             self._print(banner)
             self.link.follow(self._post, cursor)
+            ticking = asyncio.ensure_future(self._tick())
             try:
                 await session.prompt_async(pre_run=self._pre_run, handle_sigint=True)
             except (KeyboardInterrupt, EOFError):
                 pass
+            finally:
+                ticking.cancel()
         self._write([*self._out, *self.view.close_partial()])  # what was still to print
         self._out = []
         return self.code
+
+    async def _tick(self) -> None:
+        """Redraw the status line while a turn runs: its spinner and clock move."""
+        while True:
+            await asyncio.sleep(TICK)
+            if self.view.running is not None:
+                self._invalidate()
 
     def _pre_run(self) -> None:
         if self._leaving:  # the session ended before the prompt was up
@@ -157,6 +208,19 @@ class Screen:
                 lines = view.note("⟲ reconnected", "green")
         elif kind == "snapshot":
             view.snapshot(item[1], item[2])
+        elif kind == "refresh":
+            view.refresh(item[1])
+        elif kind == "unsent":
+            buffer = self._session.default_buffer if self._session is not None else None
+            if buffer is not None and not buffer.text:
+                buffer.text = item[1]
+                buffer.cursor_position = len(item[1])
+                lines = view.note("the prompt was not sent: it is back in the input line (Enter sends it again)",
+                                  S_WARN)
+            else:
+                lines = view.note("the prompt was not sent: Up brings it back from the history", S_WARN)
+        elif kind == "tasks":
+            lines = view.task_lines(item[1], item[2])
         elif kind == "subagent":
             lines = view.subagent(item[1])
         elif kind == "permission_gone":
@@ -208,11 +272,11 @@ class Screen:
             self._session.app.invalidate()
 
     def _message(self) -> list[tuple[str, str]]:
-        """The prompt area: the open line of streamed text, the permission question, the status, the input."""
+        """The prompt area: streamed text not printed yet, the permission question, the status line, the ``›``."""
         view = self.view
         parts: list[tuple[str, str]] = []
-        if view.partial:
-            parts += [(f"class:{view.partial_kind or 'message'}", view.partial), ("", "\n")]
+        for kind, row in view.live():
+            parts += [(f"class:{kind}", row), ("", "\n")]
         request = view.permission()
         if request is not None:
             self._asked.setdefault(request.request_id, time.monotonic())  # from now on it can be seen
@@ -239,6 +303,10 @@ class Screen:
         @bindings.add("c-d", filter=empty)
         def _eof(event: KeyPressEvent) -> None:
             self.leave(0)
+
+        @bindings.add("escape", "enter")
+        def _newline(event: KeyPressEvent) -> None:
+            event.current_buffer.insert_text("\n")
 
         for key in PERMISSION_KEYS:
             bindings.add(key, filter=Condition(partial(self._answers, key)), eager=True)(partial(self._vote, key))
@@ -308,16 +376,35 @@ class Screen:
         elif name == "pending":
             link.request(link.list_pending)
         elif name == "drop":
-            ids = list(view.pending)
-            prompt_id = ids[int(rest) - 1] if rest.isdigit() and 0 < int(rest) <= len(ids) else rest
-            if prompt_id:
-                link.request(link.drop, prompt_id)
+            if rest.isdigit():
+                link.request(link.drop_nth, int(rest))
+            elif rest:
+                link.request(link.drop, rest)
             else:
                 self._print(view.note("usage: /drop N (as /pending numbers them) or /drop PROMPT_ID", S_WARN))
         elif name == "cancel":
             link.request(link.cancel)
         elif name == "status":
             link.request(link.show_status)
+        elif name == "tasks":
+            link.request(link.list_tasks, rest or None)
+        elif name == "kill":
+            if rest:
+                link.request(link.kill_task, rest)
+            else:
+                self._print(view.note("usage: /kill TASK_ID (/tasks lists them)", S_WARN))
+        elif name == "mode":
+            if rest in MODES:
+                link.request(link.set_mode, rest)
+            elif not rest:
+                self._print(view.note(f"approval mode: {view.mode or '?'} (/mode {'|'.join(MODES)} sets it)"))
+            else:
+                self._print(view.note(f"unknown mode {rest!r}: /mode {'|'.join(MODES)}", S_WARN))
+        elif name in DAEMON_COMMANDS:
+            if name == "model" and not rest:
+                self._print(view.note(f"model: {view.model or '?'} (/model NAME sets it)"))
+            else:
+                link.request(link.send_prompt, f"/{name} {rest}".strip())
         elif name in ("quit", "exit", "leave"):
             self.leave(0)
         else:
