@@ -96,7 +96,8 @@ class Daemon:
 
     async def create_session(self, cwd: str | None = None, session_id: str | None = None, *,
                              system_prompt: str | None = None, append_system_prompt: str | None = None,
-                             mcp_servers: tuple[Any, ...] = ()) -> tuple[SessionHandle, bool]:
+                             mcp_servers: tuple[Any, ...] = (), title: str | None = None,
+                             ) -> tuple[SessionHandle, bool]:
         """Start a session, or attach to the live one with ``session_id``; ``(handle, attached)``.
 
         An id that is not live but has a transcript on disk starts the session with that
@@ -106,19 +107,24 @@ class Daemon:
         are kept in its session record, a restored session keeps the ones it had unless
         given new ones, and attaching to a live session leaves its prompt as it is.
         ``mcp_servers`` (:class:`actors.mcp_client.ServerConfig`) are a client's, started
-        beside the settings' ``mcpServers`` by a session this call starts.
+        beside the settings' ``mcpServers`` by a session this call starts. ``title`` (stripped; ``None``:
+        leave it) names the session in listings: a new one starts with it, a restored or live one takes it.
         """
+        title = (title or "").strip() or None
         prompt = PromptOverrides(system_prompt, append_system_prompt)
         if session_id is not None:
             if not is_safe_session_id(session_id):
                 raise InvalidSessionId(session_id)
             if session_id in self._sessions:
-                return self._sessions[session_id], True
+                handle = self._sessions[session_id]
+                if title is not None:
+                    await handle.set_title(title)
+                return handle, True
             if self.restorable(session_id):
                 return await self._start(session_id, cwd, restore=True, prompt=prompt,
-                                         mcp_servers=mcp_servers), False
+                                         mcp_servers=mcp_servers, title=title), False
         return await self._start(session_id or self.runtime.ids.new("session"), cwd, prompt=prompt,
-                                 mcp_servers=mcp_servers), False
+                                 mcp_servers=mcp_servers, title=title), False
 
     def resolve_cwd(self, cwd: str | None) -> str:
         """An absolute working directory (see :meth:`Runtime.resolve_cwd`)."""
@@ -169,8 +175,11 @@ class Daemon:
                 pending = replay([])
             out[session_id] = {
                 "sessionId": session_id, "live": False, "restorable": True, "state": "stored",
-                "cwd": record.get("cwd"),
+                "cwd": record.get("cwd"), "title": record.get("title"),
                 "createdAt": record.get("createdAt"), "updatedAt": record.get("updatedAt"),
+                # As a live session counts them (Session.work_counts): what a restore would run, and
+                # qwen's pendingCount adds the prompts it ends as interrupted.
+                "queuedCount": len(pending.queued),
                 "pendingCount": len(pending.queued) + len(pending.interrupted),
                 "midTurnQueued": len(pending.mid_turn),
             }
@@ -187,7 +196,7 @@ class Daemon:
         history = await source.snapshot()
         record = await source.record()
         return await self._start(session_id or self.runtime.ids.new("session"), record["cwd"], history,
-                                 prompt=PromptOverrides.from_record(record))
+                                 prompt=PromptOverrides.from_record(record), title=record.get("title"))
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """A session's transcript from disk, live or not."""
@@ -200,7 +209,7 @@ class Daemon:
 
     async def _start(self, session_id: str, cwd: str | None, history: list[Any] | None = None, *,
                      restore: bool = False, prompt: PromptOverrides | None = None,
-                     mcp_servers: tuple[Any, ...] = ()) -> SessionHandle:
+                     mcp_servers: tuple[Any, ...] = (), title: str | None = None) -> SessionHandle:
         if len(self._sessions) + len(self._starting) >= self.settings.limits.max_sessions:
             log.warning("session refused reason=too_many_sessions limit=%d", self.settings.limits.max_sessions,
                         extra={"reason": "too_many_sessions", "limit": self.settings.limits.max_sessions})
@@ -227,7 +236,7 @@ class Daemon:
                               created_at=record.get("createdAt"), approval_mode=record.get("approvalMode"),
                               model_name=record.get("model"),
                               prompt_overrides=PromptOverrides.from_record(record).given(prompt),
-                              mcp_servers=mcp_servers)
+                              mcp_servers=mcp_servers, title=title or record.get("title"))
             for observe in self.session_observers:
                 observe(session)
             if restore:

@@ -258,7 +258,7 @@ def create_app(
         b = await body(wire.CreateSessionBody, optional=True)
         with starting_a_session():
             handle, attached = await daemon.create_session(b.cwd, b.sessionId, system_prompt=b.systemPrompt,
-                                                           append_system_prompt=b.appendSystemPrompt)
+                                                           append_system_prompt=b.appendSystemPrompt, title=b.title)
         if b.approvalMode is not None:
             await handle.set_approval_mode(b.approvalMode)
         return json_response(_session_info(handle, attached, clients.register(handle.session_id, live_ids())))
@@ -370,6 +370,12 @@ def create_app(
             raise HttpError(400, str(exc), "invalid_cwd", "$.cwd") from None
         return json_response({"workspaceCwd": cwd})
 
+    @app.post("/session/<session_id>/title")
+    async def set_title(session_id: str) -> Response:
+        handle = session(session_id)
+        b = await body(wire.TitleBody)
+        return json_response({"sessionId": session_id, "title": await handle.set_title(b.title)})
+
     @app.post("/session/<session_id>/model")
     async def set_model(session_id: str) -> Response:
         handle = session(session_id)
@@ -457,4 +463,4 @@ def create_app(
 
 def _session_info(handle: SessionHandle, attached: bool, client_id: str) -> dict[str, Any]:
     return {"sessionId": handle.session_id, "workspaceCwd": handle.cwd, "attached": attached,
-            "clientId": client_id, "createdAt": handle.created_at}
+            "clientId": client_id, "createdAt": handle.created_at, "title": handle.summary()["title"]}

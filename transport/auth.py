@@ -3,20 +3,25 @@
 Authentication is on by default, loopback included: any local user or process
 could otherwise drive the daemon (and the commands its sessions run). Unless a
 token is given (``--token`` / ``$TRELLIS_TOKEN``, or ``serve(token=...)``), the
-daemon mints a fresh one at every start and writes it here, readable by its
-owner only, so that local clients can pick it up:
+daemon uses the one persisted here, minting it at its first start, readable by
+its owner only, so that local clients can pick it up:
 
     token = read_token_file(".trellis")
     httpx.get(url, headers={"Authorization": f"Bearer {token}"})
 
-A restart mints a new token: clients re-read the file rather than keep an old
-one. The token itself is never printed; the daemon names the file instead.
+The token stays the same across restarts (a browser tab or an ``attach``
+reconnects with the one it has); ``trellis token rotate`` mints a new one
+(:func:`mint_token_file`), which a running daemon takes at its next start. A
+token file that the group or others may read, or another user owns, is refused
+(:func:`persisted_token`): it was not written by a daemon. The token itself is
+never printed; the daemon names the file instead.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from actors.storage import StorageError, replace_private
@@ -63,8 +68,36 @@ def mint_token_file(state_dir: str | os.PathLike[str]) -> tuple[str, Path]:
     return token, write_token_file(state_dir, token)
 
 
+def persisted_token(state_dir: str | os.PathLike[str]) -> str | None:
+    """The token a daemon on ``state_dir`` keeps across restarts, or ``None`` when there is none yet (no file,
+    or an empty one). ``TokenFileError`` for a file the daemon must not trust: not a regular file of this
+    user's, or readable by the group or others (its message says how to fix it)."""
+    path = token_path(state_dir)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise TokenFileError(f"cannot read the token file {path}: {exc.strerror or exc} (a symlink is refused)"
+                             ) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            raise TokenFileError(f"refusing the token file {path}: not a regular file owned by this user; "
+                                 "remove it, or run `trellis token rotate` to write a new one")
+        if info.st_mode & 0o077:
+            raise TokenFileError(f"refusing the token file {path}: its mode {stat.S_IMODE(info.st_mode):04o} lets "
+                                 "the group or others read it, so the token may be known; run `trellis token "
+                                 "rotate` to write a new one (mode 0600)")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            token = f.read().decode("utf-8", "replace").strip()
+    finally:
+        os.close(fd)
+    return token or None
+
+
 def read_token_file(state_dir: str | os.PathLike[str]) -> str:
-    """The token a daemon on ``state_dir`` minted at its start (for clients)."""
+    """The token a daemon on ``state_dir`` uses (for clients)."""
     path = token_path(state_dir)
     try:
         token = path.read_text().strip()

@@ -32,9 +32,11 @@ from actors import (
     Daemon, SandboxUnavailable, ScriptError, Settings, SettingsError, load_script, load_settings, open_daemon,
 )
 from actors.loop_stalls import StallWatch
+from actors.storage import StorageError
 from actors.model import ModelProvider, ScriptedModel
 
 from .auth import TokenFileError, token_path
+from .daemon_lock import HeldStateDir, StateDirInUse, hold_state_dir
 from .logs import add_secret, configure, say
 from .process_image import Secrets, SecretsError, read_secrets
 from .server import InsecureBind, check_bind, is_loopback, serve
@@ -89,6 +91,10 @@ def make_model(args: argparse.Namespace, settings: Settings,
         raise SettingsError(f"{args.settings or 'settings'}: model.provider must be 'scripted' or 'openai'")
     if args.script:
         return load_script(args.script)
+    if getattr(args, "demo", None) == "showcase":  # `trellis serve`'s default (the ACP agent has no --demo)
+        from actors.model.showcase import ShowcaseModel
+
+        return ShowcaseModel()
     return ScriptedModel()
 
 
@@ -249,6 +255,7 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
             "and the commands its sessions run", "warning")
 
     shutdown = Shutdown(config.settings.limits.shutdown_seconds)
+    held: HeldStateDir | None = None  # the state directory, once this daemon holds it
 
     async def serving(daemon: Daemon, node: Any, *, task_status: trio.TaskStatus[str]) -> None:
         try:
@@ -276,8 +283,13 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
                     url = await nursery.start(serving, daemon, node)
                     if node is not None:
                         await nursery.start(node.run, url)
-                    if auth and token is None:  # serve minted one; name the file, never print the token
+                    if auth and token is None:  # serve's own (kept or minted); name the file, never print it
                         say(f"token: {token_path(config.state_dir)} (send it as Authorization: Bearer)")
+                    assert held is not None
+                    try:
+                        held.announce(url)  # where clients find it (trellis.connect); removed on exit
+                    except StorageError as exc:
+                        say(f"{exc}: clients must be given --url", "warning")
                     print(f"listening on {url}", flush=True)
                     if watch is not None:
                         watch.arm()  # start-up (the app's routes compiled in one step) is not a stall
@@ -291,7 +303,12 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
 
     watch = StallWatch(args.report_loop_stalls, armed=False) if args.report_loop_stalls is not None else None
     try:
-        trio.run(run, instruments=[watch] if watch else [])
+        # Held before the daemon opens (it restores sessions and clears sandbox homes there) until it is gone.
+        with hold_state_dir(config.state_dir) as held:
+            trio.run(run, instruments=[watch] if watch else [])
+    except (StateDirInUse, StorageError) as exc:
+        say(f"cannot start: {exc}", "error")
+        return 2
     except KeyboardInterrupt:  # a SIGINT before the signals were ours
         return 0
     except SandboxUnavailable as exc:

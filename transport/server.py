@@ -14,7 +14,7 @@ from actors import Daemon
 
 from .access_log import AccessLog
 from .app import create_app
-from .auth import new_token, write_token_file
+from .auth import new_token, persisted_token, write_token_file
 from .connections import serve as serve_capped
 from .hosts import HostPolicy
 from .logs import add_secret
@@ -67,10 +67,12 @@ async def serve(
 
     Every route but ``GET /health`` and the subagents' ``/signal/mcp/<token>``
     wants ``Authorization: Bearer <token>``, on loopback too. With ``token`` it is
-    that one; without, a fresh token is minted once the port is bound and written
-    to ``<state_dir>/token`` (mode 0600, see :mod:`transport.auth`) before the URL
-    is reported, so a client can read it with
-    :func:`transport.auth.read_token_file`. Minting needs the daemon to have a
+    that one; without, it is the one persisted in ``<state_dir>/token`` (the same
+    across restarts; :class:`~transport.auth.TokenFileError` before anything is
+    bound for a file the group or others can read), or, when there is none yet, a
+    fresh token minted once the port is bound and written there (mode 0600, see
+    :mod:`transport.auth`) before the URL is reported, so a client can read it
+    with :func:`transport.auth.read_token_file`. Either needs the daemon to have a
     ``state_dir`` (``ValueError`` otherwise).
 
     Requests are answered only when their ``Host`` names the daemon: the bound
@@ -116,7 +118,11 @@ async def serve(
             raise ValueError("serve: authentication is on but there is no token: pass token=, or open the "
                              "daemon with a state_dir to mint one into <state_dir>/token (or pass auth=False "
                              "on loopback)")
-        token = new_token()
+        token = persisted_token(mint_into)
+        if token is not None:
+            mint_into = None  # reused: the file stays as it is
+        else:
+            token = new_token()
     add_secret(token)  # whatever a log line might carry, never this (transport.logs)
     config = Config()
     bind_host = f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -9,6 +9,7 @@
     trellis status ID            one session's status
     trellis cancel ID            cancel the session's running turn
     trellis open                 the daemon's browser UI, opened with its token
+    trellis token rotate         a new token for the daemon (taken at its next start)
 
 ``serve``, ``acp`` and ``replay`` hand their arguments to the programs they
 name (their own ``--help``); the client subcommands are modules of this
@@ -38,6 +39,7 @@ CLIENTS = {  # subcommand -> the module that implements it, and its summary for 
     "status": ("trellis.tables", "one session's status"),
     "cancel": ("trellis.tables", "cancel the session's running turn"),
     "open": ("trellis.open", "open the daemon's browser UI, with its token"),
+    "token": ("trellis.token", "the daemon's bearer token: rotate it"),
 }
 VERSION = f"trellis {__version__}"
 
@@ -80,6 +82,9 @@ def _delegate(command: str, rest: list[str]) -> int:
     from transport.process_image import SecretsError, make_undumpable, reexec_without_secrets
 
     argv = rest if command == "serve" else ["acp", *rest]
+    if command == "serve" and not any(a == "--demo" or a.startswith("--demo=") for a in rest):
+        # The quick start's demo: every feature in one answer (`python -m transport` keeps the todo demo).
+        argv = ["--demo", "showcase", *argv]
     try:
         reexec_without_secrets(argv)  # becomes `python -m transport ...` if a secret is in argv or environ
     except SecretsError as exc:

@@ -1,11 +1,20 @@
 """Which daemon a client subcommand talks to, and with which token.
 
-- the URL: ``--url``, else ``$TRELLIS_URL``, else ``http://127.0.0.1:4170``
-  (the daemon's default address);
-- the token: ``--token``, else ``$TRELLIS_TOKEN``, else the file the daemon
-  minted it into, ``<state-dir>/token``, the state directory being
-  ``--state-dir``, else ``$TRELLIS_STATE_DIR``, else ``./.trellis`` (the
-  daemon's default); no token at all is allowed (a daemon run with
+The state directories looked in: ``--state-dir``, else ``$TRELLIS_STATE_DIR``;
+if neither is given, ``./.trellis`` (``trellis serve``'s default, so a client
+run where the daemon runs finds it) and then the per-user one,
+``$XDG_STATE_HOME/trellis`` (else ``~/.local/state/trellis``), for a daemon
+started with ``--state-dir`` there, which clients find from any directory.
+A running daemon writes ``<state-dir>/daemon.json`` (its URL and pid) at its
+start and removes it on exit (:mod:`transport.daemon_lock`).
+
+- the URL: ``--url``, else ``$TRELLIS_URL``, else the URL in the first of
+  those directories whose ``daemon.json`` names a live process, else
+  ``http://127.0.0.1:4170`` (the daemon's default address);
+- the token: ``--token``, else ``$TRELLIS_TOKEN``, else the ``token`` file
+  of the directory the URL came from (with ``--url``/``$TRELLIS_URL``: the
+  one whose ``daemon.json`` names that URL), else of the first directory
+  that has one; no token at all is allowed (a daemon run with
   ``--no-auth``), and the daemon's 401 then says what to send.
 
 A token given on the command line shows in the process list: the help says
@@ -21,9 +30,12 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import attrs
+import orjson
 
 DEFAULT_URL = "http://127.0.0.1:4170"
 DEFAULT_STATE_DIR = ".trellis"
+DAEMON_FILE = "daemon.json"
+TOKEN_FILE = "token"
 
 
 @attrs.frozen
@@ -32,37 +44,113 @@ class Target:
 
     url: str
     token: str | None = attrs.field(default=None, repr=False)  # never printed
+    # The state directory whose files named the daemon or gave the token (None: flags and environment only).
+    state_dir: str | None = None
 
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
 
+@attrs.frozen
+class RunningDaemon:
+    """What a daemon's ``daemon.json`` says of it."""
+
+    url: str
+    pid: int
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--url``, ``--token`` and ``--state-dir`` on a client subcommand."""
     group = parser.add_argument_group("daemon")
-    group.add_argument("--url", default=None, help=f"the daemon (default: $TRELLIS_URL, else {DEFAULT_URL})")
+    group.add_argument("--url", default=None,
+                       help=f"the daemon (default: $TRELLIS_URL, else the one STATE_DIR/daemon.json names, else "
+                            f"{DEFAULT_URL})")
     group.add_argument("--token", default=None,
                        help="its bearer token (default: $TRELLIS_TOKEN, else STATE_DIR/token; prefer those: a "
                             "flag shows in the process list)")
     group.add_argument("--state-dir", default=None, metavar="DIR",
-                       help=f"the daemon's state directory, for its token file (default: $TRELLIS_STATE_DIR, "
-                            f"else ./{DEFAULT_STATE_DIR})")
+                       help=f"the daemon's state directory, for its daemon.json and token files (default: "
+                            f"$TRELLIS_STATE_DIR, else ./{DEFAULT_STATE_DIR}, then $XDG_STATE_HOME/trellis or "
+                            f"~/.local/state/trellis)")
+
+
+def user_state_dir(environ: Mapping[str, str] | None = None) -> str:
+    """The per-user state directory: ``$XDG_STATE_HOME/trellis``, else ``~/.local/state/trellis``."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_STATE_HOME") or ""
+    if not os.path.isabs(base):  # the XDG spec: a relative value is invalid and ignored
+        home = env.get("HOME") or os.path.expanduser("~")
+        base = os.path.join(home, ".local", "state")
+    return os.path.join(base, "trellis")
+
+
+def state_dirs(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The state directories to look in, in order (the module doc)."""
+    env = os.environ if environ is None else environ
+    given = getattr(args, "state_dir", None) or env.get("TRELLIS_STATE_DIR")
+    return [given] if given else [DEFAULT_STATE_DIR, user_state_dir(env)]
+
+
+def read_daemon_file(state_dir: str) -> RunningDaemon | None:
+    """The daemon ``<state_dir>/daemon.json`` names, if that process is alive (a killed daemon leaves it)."""
+    try:
+        with open(os.path.join(state_dir, DAEMON_FILE), "rb") as f:
+            data = orjson.loads(f.read())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("url"), str) or type(data.get("pid")) is not int:
+        return None
+    if not pid_alive(data["pid"]):
+        return None
+    return RunningDaemon(data["url"].rstrip("/"), data["pid"])
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _read_token(state_dir: str) -> str | None:
+    try:
+        with open(os.path.join(state_dir, TOKEN_FILE), encoding="utf-8") as f:
+            return f.read().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _choose(dirs: list[str], url: str | None) -> tuple[str | None, RunningDaemon | None]:
+    """The state directory to take the daemon and token from: the first whose live daemon is the one asked for
+    (any, without a URL), else the first with a token file."""
+    for state_dir in dirs:
+        running = read_daemon_file(state_dir)
+        if running is not None and (url is None or running.url == url):
+            return state_dir, running
+    for state_dir in dirs:
+        if os.path.isfile(os.path.join(state_dir, TOKEN_FILE)):
+            return state_dir, None
+    return None, None
 
 
 def target(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Target:
     """The daemon ``args`` name, by the rules of the module doc."""
     env = os.environ if environ is None else environ
-    url = (args.url or env.get("TRELLIS_URL") or DEFAULT_URL).rstrip("/")
+    given_url = (args.url or env.get("TRELLIS_URL") or "").rstrip("/") or None
+    state_dir, running = _choose(state_dirs(args, env), given_url)
+    url = given_url or (running.url if running is not None else DEFAULT_URL)
     token = args.token or env.get("TRELLIS_TOKEN") or None
-    if token is None:
-        state_dir = args.state_dir or env.get("TRELLIS_STATE_DIR") or DEFAULT_STATE_DIR
-        try:
-            with open(os.path.join(state_dir, "token"), encoding="utf-8") as f:
-                token = f.read().strip() or None
-        except OSError:
-            token = None
-    return Target(url, token)
+    if token is None and state_dir is not None:
+        token = _read_token(state_dir)
+    return Target(url, token, state_dir)
 
 
 def is_loopback(url: str) -> bool:
@@ -76,4 +164,5 @@ def is_loopback(url: str) -> bool:
         return False
 
 
-__all__ = ["DEFAULT_URL", "Target", "add_arguments", "is_loopback", "target"]
+__all__ = ["DAEMON_FILE", "DEFAULT_STATE_DIR", "DEFAULT_URL", "RunningDaemon", "Target", "add_arguments",
+           "is_loopback", "read_daemon_file", "state_dirs", "target", "user_state_dir"]

@@ -1,6 +1,7 @@
 """``trellis sessions``, ``trellis status ID``, ``trellis cancel ID``: the daemon's sessions as tables.
 
-    trellis sessions [--json]     GET /session: the live sessions and those restorable from the state directory
+    trellis sessions [--json]     GET /session: the live sessions and those restorable from the state directory,
+                                  with their state, queued prompts and title
     trellis status ID [--json]    GET /session/:id/status: one live session's work, guard, usage and context
     trellis cancel ID [--json]    POST /session/:id/cancel: cancel the session's running work
 
@@ -142,15 +143,17 @@ def cell(value: Any) -> str:
 
 
 def sessions_table(sessions: list[dict[str, Any]], out: TextIO) -> None:
-    headers = ["SESSION", "STATE", "PENDING", "UPDATED", "CWD"]
+    """One row a session: its state (``running``/``idle`` when live, else ``restorable``), its queued prompts
+    (``queuedCount``: the running one is not queued), its title last (free text, so ``awk`` finds the rest)."""
+    headers = ["SESSION", "STATE", "QUEUED", "UPDATED", "CWD", "TITLE"]
     rows = []
     for s in sessions:
-        state = "live" if s.get("live") else ("restorable" if s.get("restorable") else "-")
-        pending = s.get("pendingCount") or 0
+        state = (s.get("state") or "live") if s.get("live") else ("restorable" if s.get("restorable") else "-")
+        queued: Any = s.get("queuedCount") or 0
         if s.get("midTurnQueued"):
-            pending = f"{pending} (+{s['midTurnQueued']} mid-turn)"
-        rows.append([cell(s.get("sessionId")), state, cell(pending), when(s.get("updatedAt") or s.get("createdAt")),
-                     cell(s.get("cwd"))])
+            queued = f"{queued} (+{s['midTurnQueued']} mid-turn)"
+        rows.append([cell(s.get("sessionId")), state, cell(queued), when(s.get("updatedAt") or s.get("createdAt")),
+                     cell(s.get("cwd")), cell(s.get("title"))])
     if not rows:
         out.write("no sessions\n")
         return
@@ -168,9 +171,10 @@ def status_table(status: dict[str, Any], out: TextIO) -> None:
     tasks = status.get("backgroundTasks") or []
     rows = [
         ["session", cell(status.get("sessionId"))],
+        ["title", cell(status.get("title"))],
         ["cwd", cell(status.get("workspaceCwd"))],
         ["state", state],
-        ["queued prompts", cell(status.get("queuedCount", status.get("pendingCount")))],
+        ["queued prompts", cell(status.get("queuedCount"))],  # the running prompt is not queued
         ["approval mode", cell(status.get("approvalMode"))],
         ["model", cell(status.get("model"))],
         ["sandbox", cell(status.get("sandbox"))],

@@ -68,10 +68,11 @@ async def _submit(world: World, args: dict[str, Any], meta: dict[str, Any] | Non
 
 
 @register_action("create_session", label=F.Field(F.new_session_label, default_from=_auto_session_label),
-                 session_id=F.Field(F.string))
+                 session_id=F.Field(F.string), title=F.Field(F.string))
 async def create_session(world: World, args: dict[str, Any]) -> Any:
-    """Start a session known to the scenario as ``label`` (default ``main``)."""
-    slot = await world.open_session(args["label"], args["session_id"])
+    """Start a session known to the scenario as ``label`` (default ``main``); with ``title``, titled (its first
+    prompt then publishes no ``session_info_update``)."""
+    slot = await world.open_session(args["label"], args["session_id"], title=args["title"])
     return {"sessionId": slot.session_id}
 
 

@@ -241,11 +241,12 @@ class World:
         for watched in self._watched:
             self._note_guard(*watched)
 
-    async def open_session(self, label: str, session_id: str | None = None, *, gen: int = 1) -> SessionSlot:
+    async def open_session(self, label: str, session_id: str | None = None, *, gen: int = 1,
+                           title: str | None = None) -> SessionSlot:
         """Start (or re-start, after a restart) a session; it is observed from its first event."""
         self._naming = (label, gen)
         try:
-            handle, _ = await self.daemon.create_session(session_id=session_id)
+            handle, _ = await self.daemon.create_session(session_id=session_id, title=title)
         finally:
             self._naming = None
         slot = SessionSlot(label, handle.session_id, handle, gen)

@@ -175,6 +175,7 @@ class PromptFifo:
         queue_released: Callable[[], None] = lambda: None,
         handed_over: Callable[[str], None] = lambda _: None,
         journal: JournalWriter | None = None,
+        admitted: Callable[[wire.PromptBody], None] = lambda _: None,
     ) -> None:
         self.session_id = session_id
         self._bus = bus
@@ -182,6 +183,7 @@ class PromptFifo:
         self._cancel_running = cancel_running
         self._queue_released = queue_released
         self._handed_over = handed_over
+        self._admitted = admitted  # a prompt is in the queue (the session titles itself from its first)
         self._now_ms = now_ms
         self._queue = PromptQueue(session_id, max_pending=max_pending, max_mid_turn=max_mid_turn, new_id=ids.new)
         self._journal = journal
@@ -271,6 +273,7 @@ class PromptFifo:
             log.warning("prompt refused session=%s reason=storage_unavailable: %s", self.session_id, exc,
                         extra={"session": self.session_id, "reason": "storage_unavailable"})
             return StorageUnavailable(str(exc))
+        self._admitted(body)
         return Admitted(entry.prompt_id, last_event_id, self._bus.epoch)
 
     def _take_inbox(self, take: Callable[[], list[dict[str, Any]]]) -> int:

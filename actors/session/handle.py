@@ -17,8 +17,8 @@ from .images import accepts_images, prompt_images
 from .transcript import TranscriptError
 from .messages import (
     NOT_REPLACING, AddMcpServers, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
-    PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionRecord, SetApprovalMode, SetModel, Snapshot,
-    TurnOffGuard, Vote,
+    PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionRecord, SetApprovalMode, SetModel, SetTitle,
+    Snapshot, TurnOffGuard, Vote,
 )
 
 ASK_TIMEOUT = 10.0
@@ -94,11 +94,13 @@ class SessionHandle:
         return await self._ref.ask(lambda r: KillTask(task_id, r), KILL_TIMEOUT)
 
     async def status(self) -> dict[str, Any]:
-        status = await self._ref.ask(GetStatus, ASK_TIMEOUT)
-        stats = await self._fifo.ask(f.Statistics, ASK_TIMEOUT)
-        status["pendingCount"] = stats["pendingCount"]
-        status["queuedCount"] = stats["queuedCount"]
-        return status
+        return await self._ref.ask(GetStatus, ASK_TIMEOUT)
+
+    async def set_title(self, title: str | None) -> str | None:
+        """Give the session a title (``None`` or blank: none); published as ``session_info_update`` when it
+        changes and kept in its record. Returns the title it has now."""
+        title = (title or "").strip() or None
+        return await self._ref.ask(lambda r: SetTitle(title, r), ASK_TIMEOUT)
 
     async def record(self) -> dict[str, Any]:
         """The session record as it stands (cwd, approval mode, model, its own system-prompt layers, times)."""

@@ -141,6 +141,14 @@ class SessionRecord:
 
 
 @attrs.frozen
+class SetTitle:
+    """Give the session a title (``None``: none); the reply is the title it has after."""
+
+    title: str | None
+    reply: Reply[str | None]
+
+
+@attrs.frozen
 class PendingPermissions:
     """The ids of the permission requests waiting for a vote."""
 
@@ -151,4 +159,4 @@ NOT_REPLACING = object()  # a lend that replaces whatever is there
 
 SessionMessage = (Cancel | GetStatus | Load | SetApprovalMode | SetModel | ChangeCwd | Rewind | Snapshot | Vote
                   | ReleaseQueuedPromptWait | KillTask | AddTools | AddMcpServers | TurnOffGuard | LendDrainSource
-                  | LendClientServices | SessionRecord | PendingPermissions)
+                  | LendClientServices | SessionRecord | PendingPermissions | SetTitle)

@@ -104,6 +104,14 @@ class RecordSaver:
         except OSError as exc:
             log.error("session %s: session record not written: %s", self._session_id, exc)
 
+    def save_soon(self, nursery: trio.Nursery) -> None:
+        """A change made outside the actor's handler, where nothing commits a :meth:`mark`: written at once
+        where the store syncs on the event loop, else by a task of ``nursery``."""
+        if self._in_thread():
+            nursery.start_soon(self.save)
+        else:
+            self._save_quietly()
+
     async def commit(self) -> None:
         self._dirty = False
         await self.save()

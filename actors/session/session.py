@@ -51,7 +51,7 @@ from .images import prompt_images
 from .messages import (
     NOT_REPLACING, AddMcpServers, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
     PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionMessage, SessionRecord, SetApprovalMode, SetModel,
-    Snapshot, TurnOffGuard, Vote,
+    SetTitle, Snapshot, TurnOffGuard, Vote,
 )
 from .outcomes import only_cancelled
 from .permissions import UnknownOption
@@ -61,6 +61,7 @@ from .publisher import Publisher
 from .services import SessionServices
 from .suggestions import suggest_followups
 from .system_prompt import PromptOverrides, SystemPrompt
+from .title import title_from_prompt
 from .transcript import TranscriptError
 from .turn import Turn
 from .turn_state import TurnState
@@ -100,11 +101,13 @@ class Session:
     def __init__(self, runtime: Runtime, session_id: str, cwd: str, *, created_at: int | None = None,
                  history: list[ChatMessage] | None = None,
                  approval_mode: str | None = None, model_name: str | None = None,
-                 prompt_overrides: PromptOverrides | None = None, mcp_servers: tuple[Any, ...] = ()) -> None:
+                 prompt_overrides: PromptOverrides | None = None, mcp_servers: tuple[Any, ...] = (),
+                 title: str | None = None) -> None:
         self.runtime = runtime
         settings = runtime.settings
         self.session_id = session_id
         self.cwd = cwd
+        self.title = title  # what listings show; kept in the session record
         self.created_at = created_at if created_at is not None else runtime.clock_ms()
         self.bus = EventBus(settings.limits.event_ring_size, clock_ms=runtime.clock_ms,
                             replay_bytes=settings.limits.replay_bytes,
@@ -128,7 +131,7 @@ class Session:
             max_pending=settings.limits.max_pending_prompts, max_mid_turn=settings.limits.max_mid_turn_messages,
             wake_session=self._wake.set, cancel_running=self._cancel_prompt, now_ms=runtime.clock_ms,
             queue_released=self._queue_released, handed_over=self.work.hand_over,
-            journal=journal,
+            journal=journal, admitted=self._prompt_admitted,
         )
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
         self.mid_turn = MidTurnInput(lambda: self.fifo_ref, self._tell_fifo)
@@ -280,6 +283,10 @@ class Session:
                 reply.send(self.record())
             case PendingPermissions(reply):
                 reply.send(self.authorizer.broker.pending_ids)
+            case SetTitle(title, reply):
+                if self._set_title(title, only_if_untitled=False):
+                    self.records.mark()
+                reply.send(self.title)
             case KillTask(task_id, reply):
                 assert self._nursery is not None
                 self._nursery.start_soon(self._kill_task, task_id, reply)
@@ -380,6 +387,10 @@ class Session:
         self.chain.prepare_for_prompt(trusted_retry=entry.is_trusted_retry, plan=self.authorizer.mode == "plan")
         self.publisher.update(wire.text_update("user_message_chunk", entry.text), prompt_id, entry.client_id)
         user_text = None if entry.is_trusted_retry and self.conversation.awaiting_answer() else entry.text
+        # Usually titled at admission (_prompt_admitted); not a prompt restored from the journal or
+        # admitted by another node of a cluster.
+        if self._set_title(title_from_prompt(entry.text), only_if_untitled=True) and self._nursery is not None:
+            self.records.save_soon(self._nursery)
         state = TurnState(prompt_id, foreground=True, images=prompt_images(entry.body))
         stop_reason, error = await self._run_turn(state, "prompt", user_text, "prompt")
         ended = "error" if error else ("cancelled" if stop_reason == "cancelled" else "completed")
@@ -504,6 +515,20 @@ class Session:
         self.publisher.update(wire.mode_update(mode))
         return mode
 
+    def _prompt_admitted(self, body: wire.PromptBody) -> None:
+        """The FIFO admitted a prompt (in its handler): an untitled session takes its first line, listed as
+        soon as the prompt's 202 is."""
+        if self._set_title(title_from_prompt(body.text), only_if_untitled=True) and self._nursery is not None:
+            self.records.save_soon(self._nursery)
+
+    def _set_title(self, title: str | None, *, only_if_untitled: bool) -> bool:
+        """Change the title (published as ``session_info_update``); whether it changed."""
+        if title == self.title or (only_if_untitled and self.title is not None):
+            return False
+        self.title = title
+        self.publisher.update(wire.session_info_update(title, self.runtime.clock_ms()))
+        return True
+
     def _invalidate(self) -> None:
         self.chain.invalidate(turn_running=self.work.running)
         self._wake.set()  # automatic work the old chain held back may run now
@@ -524,15 +549,24 @@ class Session:
             "sessionId": self.session_id, "cwd": self.cwd, "approvalMode": self.authorizer.mode,
             "model": self.context.model_name, "createdAt": self.created_at, "updatedAt": self.runtime.clock_ms(),
             "eventEpoch": self.bus.epoch,  # a cluster's next owner keeps it (a single daemon starts a new one)
+            "title": self.title,
             **self.system_prompt.overrides.to_record()}
+
+    def work_counts(self) -> dict[str, Any]:
+        """Its state and prompt counts, the one source of ``GET /session`` and ``GET /session/:id/status``.
+
+        ``queuedCount``: prompts waiting, the running one not among them. ``pendingCount`` (qwen's) counts the
+        running prompt too. ``state`` is ``running`` while any work runs (an automatic turn included).
+        """
+        stats = self.fifo.statistics()
+        return {"state": "running" if self.work.running else "idle", "queuedCount": stats["queuedCount"],
+                "pendingCount": stats["pendingCount"], "midTurnQueued": stats["midTurnQueued"]}
 
     def summary(self) -> dict[str, Any]:
         """What ``GET /session`` lists of it."""
-        stats = self.fifo.statistics()
         ring = self.bus.ring
-        return {"state": "running" if self.work.running else "idle", "cwd": self.cwd, "createdAt": self.created_at,
-                "updatedAt": ring[-1].ts_ms if ring else self.created_at,
-                "pendingCount": stats["pendingCount"], "midTurnQueued": stats["midTurnQueued"]}
+        return {"cwd": self.cwd, "title": self.title, "createdAt": self.created_at,
+                "updatedAt": ring[-1].ts_ms if ring else self.created_at, **self.work_counts()}
 
     def is_idle(self) -> bool:
         """Nothing running and nothing the session would start now (prompts or runnable automatic items)."""
@@ -546,7 +580,8 @@ class Session:
         return {
             "sessionId": self.session_id,
             "workspaceCwd": self.cwd,
-            "state": "running" if running else "idle",
+            "title": self.title,
+            **self.work_counts(),
             "activeWorkState": work.kind if running else "idle",
             "hasActivePrompt": running and work.kind == "prompt",
             "currentPromptId": work.prompt_id if running else None,

@@ -34,9 +34,11 @@ MAX_LABEL_CHARS = 4096  # a resource link's name, title, description
 MAX_MODEL_CHARS = 256
 MAX_ID_CHARS = 128  # messageId, optionId
 MAX_MIME_CHARS = 256
+MAX_TITLE_CHARS = 200  # a session's title, counted after stripping (a listing's one line)
 MAX_JSON_DEPTH = 32  # free-form objects (_meta, annotations): their own nesting, far under orjson's 254
 _MAX_CHARS = "trellis.wire.max_chars"  # attrs metadata key: the field's limit, enforced when structuring
 _PATH = "trellis.wire.path"  # attrs metadata key: the field is a path, refused with this code if it holds a NUL
+_TITLE = "trellis.wire.title"  # attrs metadata key: a title, stripped, then bounded; empty is None
 
 
 def bounded(limit: int, **kwargs: Any) -> Any:
@@ -48,6 +50,12 @@ def path_field(code: str, **kwargs: Any) -> Any:
     """A :func:`bounded` path (at most :data:`MAX_PATH_CHARS`); one holding a NUL character, which no
     path can, is refused with ``code`` naming the field, whatever the route would do with it."""
     return attrs.field(metadata={_MAX_CHARS: MAX_PATH_CHARS, _PATH: code}, **kwargs)
+
+
+def title_field(**kwargs: Any) -> Any:
+    """A session title: stripped, at most :data:`MAX_TITLE_CHARS` after that, and an empty one is ``None``
+    (no title) — so ``{"title": ""}`` clears it."""
+    return attrs.field(metadata={_TITLE: True}, **kwargs)
 
 
 def nul_in_path(name: str) -> str:
@@ -162,6 +170,7 @@ class CreateSessionBody:
     # What qwen clients (its Web Shell) send. Every session here is a new "thread" of the "default" source;
     # other values name qwen features Trellis does not have, and are refused.
     approvalMode: Literal["default", "auto-edit", "yolo", "plan"] | None = None
+    title: str | None = title_field(default=None)  # shown in listings; else the first prompt's first line
     sessionScope: Literal["thread"] | None = None
     sourceType: Literal["default"] | None = None
     meta: dict[str, Any] | None = None
@@ -217,6 +226,13 @@ class PermissionVoteBody:
 @attrs.frozen(kw_only=True)
 class RewindBody:
     turn: int
+
+
+@attrs.frozen(kw_only=True)
+class TitleBody:
+    """``POST /session/:id/title``: the new title; ``""`` or ``null`` clears it."""
+
+    title: str | None = title_field()
 
 
 @attrs.frozen(kw_only=True)
@@ -315,12 +331,26 @@ def _bounded_str(name: str, limit: int, nullable: bool, path_code: str | None = 
     return hook
 
 
+def _title(value: Any, _: Any) -> Any:
+    """The structure hook of a :func:`title_field`."""
+    if value is None:
+        return None
+    if type(value) is not str:
+        raise ValueError("expected a string or null")
+    value = value.strip()
+    if len(value) > MAX_TITLE_CHARS:
+        raise TooLong(f"title is longer than {MAX_TITLE_CHARS:,} characters ({len(value):,} given, stripped)")
+    return value or None
+
+
 def _overrides(cls: type) -> dict[str, Any]:
     """cattrs overrides of ``cls``: ``_meta`` on the wire for ``meta``, and the limits of bounded fields."""
     out: dict[str, Any] = {}
     for field in attrs.fields(cls):
         if field.name == "meta":
             out["meta"] = override(rename="_meta")
+        elif _TITLE in field.metadata:
+            out[field.name] = override(struct_hook=_title)
         elif _MAX_CHARS in field.metadata:
             out[field.name] = override(struct_hook=_bounded_str(field.name, field.metadata[_MAX_CHARS],
                                                                 field.default is None, field.metadata.get(_PATH)))
@@ -376,7 +406,7 @@ def _make_converter() -> cattrs.Converter:
         conv.register_unstructure_hook(
             cls, cattrs.gen.make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=True, meta=override(rename="_meta"))
         )
-    for cls in (MidTurnMessageBody, SelectedOutcome, CwdBody, ModelBody):  # bounded fields, no `_meta`
+    for cls in (MidTurnMessageBody, SelectedOutcome, CwdBody, ModelBody, TitleBody):  # bounded fields, no `_meta`
         conv.register_structure_hook(
             cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **_overrides(cls))
         )

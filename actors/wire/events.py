@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import Any
 
@@ -297,6 +298,17 @@ def followup_suggestion(session_id: str, prompt_id: str, suggestions: list[str])
 
 def mode_update(mode: str) -> dict[str, Any]:
     return {"sessionUpdate": "current_mode_update", "currentModeId": mode}
+
+
+def iso_time(ms: int) -> str:
+    """A daemon timestamp (ms since the epoch) as ISO 8601 in UTC, as ACP writes times: ``2026-12-04T19:36:51.123Z``."""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def session_info_update(title: str | None, updated_at_ms: int) -> dict[str, Any]:
+    """ACP's ``session_info_update``: the session's title changed (``None``: it has none now)."""
+    return {"sessionUpdate": "session_info_update", "title": title, "updatedAt": iso_time(updated_at_ms)}
 
 
 def session_closed(session_id: str, reason: str) -> dict[str, Any]:

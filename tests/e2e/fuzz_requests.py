@@ -174,6 +174,8 @@ ROUTES = [
     Route("fork", "POST", "/session/{sid}/fork", bodies=lambda w: [{}, {"sessionId": "fuzz-fork"}]),
     Route("cwd", "POST", "/session/{sid}/cwd", bodies=lambda w: [{"cwd": str(w.work)}, {"cwd": "."}]),
     Route("model", "POST", "/session/{sid}/model", bodies=lambda w: [{"model": "m"}]),
+    Route("title", "POST", "/session/{sid}/title",
+          bodies=lambda w: [{"title": "fuzzed"}, {"title": ""}, {"title": None}]),
     Route("approval_mode", "POST", "/session/{sid}/approval-mode",
           bodies=lambda w: [{"mode": "default"}, {"mode": "plan"}]),
     Route("turn", "GET", "/session/{sid}/turns/{pid}"),

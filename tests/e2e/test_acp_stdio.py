@@ -110,8 +110,9 @@ def test_a_prompt_with_a_permission_a_plan_and_a_cancel(tmp_path: Path) -> None:
             assert [(e.content, e.status) for e in plan.entries] == [("write the file", "in_progress"),
                                                                        ("check it", "pending")]
             seen = kinds(client.updates)
-            # The slash commands are announced at session/new, before the prompt's updates.
-            assert seen[:2] == ["available_commands_update", "user_message_chunk"]
+            # The slash commands are announced at session/new, before the prompt's updates; the title the
+            # prompt gave the session at its admission comes before its turn's updates.
+            assert seen[:3] == ["available_commands_update", "session_info_update", "user_message_chunk"]
             assert seen.index("plan") < seen.index("tool_call") < seen.index("tool_call_update")
             completed = next(u for u in client.updates if u.session_update == "tool_call_update")
             assert completed.status == "completed"
@@ -169,7 +170,8 @@ def test_session_load_in_a_second_process_replays_history_before_answering(tmp_p
         # The history is the restored session's compacted replay: the earlier turn as it was sent.
         history = [m["params"]["update"] for m in wire[:answer] if m.get("method") == "session/update"]
         texts = [(u["sessionUpdate"], u["content"]["text"]) for u in history
-                 if u["sessionUpdate"] != "available_commands_update" and u["content"]["text"]]
+                 if u["sessionUpdate"] not in ("available_commands_update", "session_info_update")
+                 and u["content"]["text"]]
         assert texts == [("user_message_chunk", "What is the answer?"), ("agent_message_chunk", "The answer is 42.")]
 
     session_id = asyncio.run(first())

@@ -50,7 +50,8 @@ async def test_todo_write_tool_call_then_text_round_trips_through_the_real_wire(
             assert (await wait_turn(client, sid, pid))["state"] == "completed"
             got = await collect(client, sid, headers={"Last-Event-ID": "0"}, until="replay_complete")
     updates = [f["data"]["update"] for f in got if f["type"] == "session_update"
-               and "usage" not in (f["data"]["update"].get("_meta") or {})]
+               and "usage" not in (f["data"]["update"].get("_meta") or {})
+               and f["data"]["update"]["sessionUpdate"] != "session_info_update"]  # the title "plan it" gave
     # The ring is raw: the replay is the stream as it came, chunk by chunk.
     assert [u["sessionUpdate"] for u in updates] == [
         "user_message_chunk", "agent_message_chunk", "plan", "agent_message_chunk", "agent_message_chunk"]

@@ -86,8 +86,10 @@ async def test_a_restored_session_replays_its_compacted_turns_with_guard_chunks_
             ids = [f["id"] for f in restored]
             assert ids == list(range(1, len(ids) + 1)) and done["data"]["lastEventId"] == len(ids)
             kinds = [f["data"]["update"]["sessionUpdate"] for f in restored if f["type"] == "session_update"]
-            assert kinds.count("plan") == 1 and kinds[:2] == ["user_message_chunk", "agent_message_chunk"]
-            assert restored[1]["data"]["update"]["content"]["text"] == "Planning. "  # two chunks, folded
+            # The title the first prompt gave the session comes first, as it was published.
+            assert kinds.count("plan") == 1 and kinds[:3] == ["session_info_update", "user_message_chunk",
+                                                               "agent_message_chunk"]
+            assert restored[2]["data"]["update"]["content"]["text"] == "Planning. "  # two chunks, folded
             # The restored session goes on: its new events follow the restored ids.
             pid = (await client.post(f"/session/{sid}/prompt",
                                      json={"prompt": [{"type": "text", "text": "and now?"}]})).json()["promptId"]

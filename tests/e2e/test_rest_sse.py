@@ -49,6 +49,9 @@ async def test_prompt_without_subscriber_then_replay_from_admission_cursor():
             events = [f for f in got if f.get("id") is not None]
             assert events[0]["id"] == admitted["lastEventId"] + 1
             assert [e["id"] for e in events] == list(range(events[0]["id"], events[-1]["id"] + 1))
+            # First the title the prompt gave the session at its admission: the session's, not the prompt's.
+            title, *events = events
+            assert title["data"]["update"]["sessionUpdate"] == "session_info_update" and "promptId" not in title
             assert events[-1]["type"] == "turn_complete"
             assert events[-1]["data"] == {"sessionId": sid, "stopReason": "end_turn", "promptId": admitted["promptId"]}
             updates = [e["data"]["update"]["sessionUpdate"] for e in events if e["type"] == "session_update"]
@@ -277,7 +280,8 @@ async def test_slow_subscriber_is_warned_then_evicted_without_slowing_anyone(scr
                     assert (await wait_turn(client, sid, pid))["state"] == "completed"
                     ids = [f["id"] for f in seen if f.get("id") is not None]
                     assert ids == list(range(ids[0], ids[0] + len(ids)))
-                    assert len([f for f in seen if f["type"] == "session_update"]) == 3001
+                    # The title, the prompt's echo and its 3,000 chunks.
+                    assert len([f for f in seen if f["type"] == "session_update"]) == 3002
                 slow_frames = [f async for f in frames(slow)]
             kinds = [f["type"] for f in slow_frames]
             assert kinds.count("slow_client_warning") == 1

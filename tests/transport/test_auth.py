@@ -13,7 +13,9 @@ import trio
 from actors import open_daemon
 from tests.conftest import daemon_process
 from transport import InsecureBind, serve
-from transport.auth import TokenFileError, mint_token_file, read_token_file, token_path, write_token_file
+from transport.auth import (
+    TokenFileError, mint_token_file, persisted_token, read_token_file, token_path, write_token_file,
+)
 
 UNAUTHORIZED = {"code": "unauthorized", "path": "header.Authorization"}
 
@@ -63,7 +65,46 @@ def test_token_file_errors_name_the_path(tmp_path):
         write_token_file(blocker, "t")
 
 
+def test_a_persisted_token_is_trusted_only_when_the_owner_alone_can_read_it(tmp_path):
+    assert persisted_token(tmp_path) is None  # none yet
+    token, path = mint_token_file(tmp_path)
+    assert persisted_token(tmp_path) == token
+    os.chmod(path, 0o640)
+    with pytest.raises(TokenFileError, match=r"mode 0640 lets the group or others read it.*trellis token rotate"):
+        persisted_token(tmp_path)
+    os.chmod(path, 0o600)
+    path.write_text("  \n")
+    assert persisted_token(tmp_path) is None  # empty: none, a new one is minted
+    path.unlink()
+    os.symlink(tmp_path / "elsewhere", path)
+    with pytest.raises(TokenFileError, match="symlink"):
+        persisted_token(tmp_path)
+
+
 # ------------------------------------------------------------------ serve()
+
+
+async def test_serve_keeps_the_token_of_the_state_directory_across_starts(tmp_path):
+    tokens = []
+    with trio.fail_after(20):
+        for _ in range(2):
+            async with open_daemon(state_dir=tmp_path) as daemon, trio.open_nursery() as nursery:
+                url = await nursery.start(partial(serve, daemon, port=0))
+                tokens.append(read_token_file(tmp_path))
+                async with httpx.AsyncClient(base_url=url, trust_env=False) as client:
+                    ok = await client.get("/capabilities", headers={"Authorization": f"Bearer {tokens[-1]}"})
+                    assert ok.status_code == 200
+                nursery.cancel_scope.cancel()
+    assert tokens[0] == tokens[1]
+
+
+async def test_serve_refuses_a_token_file_others_can_read_before_binding(tmp_path):
+    write_token_file(tmp_path, "t")
+    os.chmod(token_path(tmp_path), 0o644)
+    async with open_daemon(state_dir=tmp_path) as daemon:
+        with pytest.raises(TokenFileError, match="refusing the token file"):
+            await serve(daemon, port=0)
+        daemon.shutdown()
 
 
 async def test_serve_mints_the_token_file_by_default(tmp_path):
@@ -138,15 +179,18 @@ async def test_the_daemon_started_without_a_token_wants_the_minted_one(tmp_path)
     assert token not in stderr and token not in stdout
 
 
-async def test_every_start_mints_a_fresh_token(tmp_path):
+async def test_a_restart_keeps_the_token_and_a_rotated_one_replaces_it(tmp_path):
     with trio.fail_after(40):
         async with daemon_process(state_dir=tmp_path) as first:
             old = first.token()
         async with daemon_process(state_dir=tmp_path) as second:
-            new = second.token()
-            assert new != old
-            async with second.client(old) as stale:
+            assert second.token() == old  # clients keep working across a restart
+        new, _ = mint_token_file(tmp_path)  # what `trellis token rotate` does
+        async with daemon_process(state_dir=tmp_path) as third:
+            async with third.client(old) as stale:
                 assert refused(await stale.get("/capabilities"))
+            async with third.client(new) as client:
+                assert (await client.get("/capabilities")).status_code == 200
 
 
 async def test_a_given_token_is_the_one_and_is_never_printed(tmp_path):

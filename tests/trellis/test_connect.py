@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 
 from trellis import connect
 
@@ -17,8 +21,9 @@ def test_the_url_is_the_flag_then_the_environment_then_the_default():
     env = {"TRELLIS_URL": "http://10.0.0.2:9000/"}
     assert connect.target(parse("--url", "http://h:1/"), env).url == "http://h:1"  # trailing slash dropped
     assert connect.target(parse(), env).url == "http://10.0.0.2:9000"
-    assert connect.target(parse(), {}).url == connect.DEFAULT_URL == "http://127.0.0.1:4170"
-    assert connect.target(parse(), {"TRELLIS_URL": ""}).url == connect.DEFAULT_URL
+    nowhere = {"TRELLIS_STATE_DIR": "/nonexistent/trellis-state"}
+    assert connect.target(parse(), nowhere).url == connect.DEFAULT_URL == "http://127.0.0.1:4170"
+    assert connect.target(parse(), {**nowhere, "TRELLIS_URL": ""}).url == connect.DEFAULT_URL
 
 
 def test_the_token_is_the_flag_then_the_environment_then_the_state_directory_file(tmp_path, monkeypatch):
@@ -35,10 +40,11 @@ def test_the_token_is_the_flag_then_the_environment_then_the_state_directory_fil
     assert connect.target(parse(), {"TRELLIS_STATE_DIR": str(other)}).token == "from-env-dir"
     # The default state directory is ./.trellis, read relative to where the command runs.
     monkeypatch.chdir(tmp_path)
-    assert connect.target(parse(), {}).token is None
+    home = {"HOME": str(tmp_path / "home")}  # no per-user state directory
+    assert connect.target(parse(), home).token is None
     (tmp_path / ".trellis").mkdir()
     (tmp_path / ".trellis" / "token").write_text("default-dir")
-    assert connect.target(parse(), {}).token == "default-dir"
+    assert connect.target(parse(), home).token == "default-dir"
 
 
 def test_no_token_anywhere_sends_no_authorization(tmp_path):
@@ -49,3 +55,54 @@ def test_no_token_anywhere_sends_no_authorization(tmp_path):
     given = connect.target(parse("--token", "s3cret"), {})
     assert given.headers == {"Authorization": "Bearer s3cret"}
     assert "s3cret" not in repr(given)  # never printed
+
+
+def announce(state_dir, url: str, pid: int) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / "daemon.json").write_text(json.dumps({"url": url, "pid": pid}))
+
+
+def test_a_running_daemons_file_names_the_url_after_the_flag_and_the_environment(tmp_path):
+    state = tmp_path / "state"
+    announce(state, "http://127.0.0.1:5555/", os.getpid())  # a live pid: this test's
+    (state / "token").write_text("its-token")
+    given = ["--state-dir", str(state)]
+    assert connect.target(parse(*given), {}).url == "http://127.0.0.1:5555"
+    assert connect.target(parse(*given), {}).token == "its-token"
+    assert connect.target(parse(*given), {"TRELLIS_URL": "http://h:2"}).url == "http://h:2"
+    assert connect.target(parse(*given, "--url", "http://h:1"), {"TRELLIS_URL": "http://h:2"}).url == "http://h:1"
+
+
+def test_a_daemon_file_whose_process_is_gone_is_ignored(tmp_path):
+    state = tmp_path / "state"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          check=True).stdout
+    announce(state, "http://127.0.0.1:5555", int(dead))  # that process has exited
+    assert connect.target(parse("--state-dir", str(state)), {}).url == connect.DEFAULT_URL
+    (state / "daemon.json").write_text("{not json")
+    assert connect.target(parse("--state-dir", str(state)), {}).url == connect.DEFAULT_URL
+
+
+def test_without_a_state_directory_given_the_current_one_comes_before_the_per_user_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    xdg = tmp_path / "xdg"
+    user = xdg / "trellis"
+    env = {"XDG_STATE_HOME": str(xdg), "HOME": str(tmp_path / "home")}
+    assert connect.user_state_dir(env) == str(user)
+    assert connect.user_state_dir({"HOME": "/h"}) == "/h/.local/state/trellis"
+    assert connect.user_state_dir({"HOME": "/h", "XDG_STATE_HOME": "relative"}) == "/h/.local/state/trellis"
+    # Only the per-user daemon runs: clients anywhere find it, and its token.
+    announce(user, "http://127.0.0.1:6001", os.getpid())
+    (user / "token").write_text("user-token")
+    found = connect.target(parse(), env)
+    assert (found.url, found.token, found.state_dir) == ("http://127.0.0.1:6001", "user-token", str(user))
+    # One in ./.trellis too: it wins.
+    announce(tmp_path / ".trellis", "http://127.0.0.1:6002", os.getpid())
+    (tmp_path / ".trellis" / "token").write_text("local-token")
+    found = connect.target(parse(), env)
+    assert (found.url, found.token) == ("http://127.0.0.1:6002", "local-token")
+    # --url naming the per-user daemon takes that directory's token.
+    found = connect.target(parse("--url", "http://127.0.0.1:6001/"), env)
+    assert (found.url, found.token) == ("http://127.0.0.1:6001", "user-token")
+    # A --url no daemon file names: the first token file, as before.
+    assert connect.target(parse("--url", "http://elsewhere:1"), env).token == "local-token"

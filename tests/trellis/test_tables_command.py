@@ -23,9 +23,9 @@ async def test_sessions_lists_live_and_restorable_sessions(tmp_path):
     async with scripted_daemon(tmp_path, [{"text": "done"}]) as daemon:
         args = daemon_args(daemon)
         empty = await trellis("sessions", *args, cwd=tmp_path)
-        closed = await trellis("prompt", *args, "-v", "hi", cwd=tmp_path)  # closed after its turn: restorable
+        closed = await trellis("prompt", *args, "-v", "hi there\nmore", cwd=tmp_path)  # closed after: restorable
         async with daemon.client(daemon.token()) as client:
-            live = (await client.post("/session", json={})).json()["sessionId"]
+            live = (await client.post("/session", json={"title": "My [bold]work"})).json()["sessionId"]
             expected = (await client.get("/session")).json()
         plain = await trellis("sessions", *args, cwd=tmp_path)
         as_json = await trellis("sessions", *args, "--json", cwd=tmp_path)
@@ -33,10 +33,11 @@ async def test_sessions_lists_live_and_restorable_sessions(tmp_path):
     restored = closed.stderr.split("session ")[1].split(",")[0]
     assert plain.code == 0, plain.stderr
     header, *rows = plain.stdout.splitlines()
-    assert header.split() == ["SESSION", "STATE", "PENDING", "UPDATED", "CWD"]
-    by_id = {row.split()[0]: row.split() for row in rows}
-    assert by_id[live][1:3] == ["live", "0"] and by_id[restored][1:3] == ["restorable", "0"]
-    assert by_id[restored][-1] == str(tmp_path)  # the directory `trellis prompt` ran in
+    assert header.split() == ["SESSION", "STATE", "QUEUED", "UPDATED", "CWD", "TITLE"]
+    by_id = {row.split()[0]: re.split(r"\s{2,}", row) for row in rows}
+    assert by_id[live][1:3] == ["idle", "0"] and by_id[restored][1:3] == ["restorable", "0"]
+    assert by_id[restored][-2:] == [str(tmp_path), "hi there"]  # the directory `trellis prompt` ran in, its title
+    assert by_id[live][-1] == "My [bold]work"
     assert as_json.code == 0 and json.loads(as_json.stdout) == expected
 
 
@@ -57,6 +58,8 @@ async def test_status_shows_a_session_and_json_is_the_daemons(tmp_path):
         missing = await trellis("status", *args, "no-such", cwd=tmp_path)
     assert idle.code == 0, idle.stderr
     rows = fields(idle.stdout)
+    assert rows["title"] == "-" and rows["queued prompts"] == "0"
+    assert fields(running.stdout)["title"] == "slow" and fields(running.stdout)["queued prompts"] == "0"
     assert rows["session"] == sid and rows["cwd"] == str(tmp_path) and rows["state"] == "idle"
     assert rows["approval mode"] == "default" and rows["todo stop guard"] == "off"
     assert fields(running.stdout)["state"] == f"running (prompt {admitted['promptId']})"
@@ -95,10 +98,11 @@ def test_plain_tables_align_columns_and_cut_nothing():
         "y" + " " * 31 + "22",
     ]
     out = io.StringIO()
-    sessions_table([{"sessionId": "s1", "live": True, "pendingCount": 2, "midTurnQueued": 1, "cwd": "/w",
-                     "updatedAt": None}], out)
-    assert out.getvalue().splitlines()[1].split("  ")[0] == "s1"
-    assert "2 (+1 mid-turn)" in out.getvalue() and out.getvalue().rstrip().endswith("/w")
+    sessions_table([{"sessionId": "s1", "live": True, "state": "running", "queuedCount": 2, "pendingCount": 3,
+                     "midTurnQueued": 1, "cwd": "/w", "updatedAt": None, "title": None}], out)
+    row = re.split(r"\s{2,}", out.getvalue().splitlines()[1])
+    # Queued is queuedCount: the running prompt (pendingCount's third) is not queued.
+    assert row == ["s1", "running", "2 (+1 mid-turn)", "-", "/w", "-"]
     out = io.StringIO()
     status_table({"sessionId": "s1", "state": "idle", "todoStopGuard": {"enabled": True, "armed": True,
                                                                          "attempts": 1, "maxAttempts": 2,

@@ -81,6 +81,8 @@ async def list_sessions(conn: AcpConnection, request: Request) -> dict[str, Any]
     sessions = []
     for s in page:
         info: dict[str, Any] = {"sessionId": s["sessionId"], "cwd": s.get("cwd") or ""}
+        if s.get("title") is not None:
+            info["title"] = s["title"]
         updated = _iso(s.get("updatedAt"))
         if updated is not None:
             info["updatedAt"] = updated

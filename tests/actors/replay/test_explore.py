@@ -136,6 +136,8 @@ def test_a_race_that_explores_too_little_fails_with_20_seeds(tmp_path: Path) -> 
     doc = race("a", "b")
     doc["invariants"] = ["one_terminal_per_prompt"]
     doc["timeline"][2]["at"] = {"between": [0, 0]}  # a window that leaves nothing open
+    for step in doc["timeline"][:2]:  # titled: no title event at admission to interleave across the sessions
+        step["title"] = step["label"]
     path = tmp_path / "narrow.json"
     path.write_text(json.dumps(doc))
     ran = cli(str(path), "--seeds", "20")

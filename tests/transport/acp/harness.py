@@ -97,10 +97,14 @@ class Client:
                     return found
                 await self._arrived.wait()
 
-    def updates(self, *, commands: bool = False) -> list[dict[str, Any]]:
-        """The ``session/update`` payloads; ``available_commands_update`` only with ``commands``."""
+    def updates(self, *, commands: bool = False, info: bool = False) -> list[dict[str, Any]]:
+        """The ``session/update`` payloads; ``available_commands_update`` only with ``commands``, and
+        ``session_info_update`` (the title a first prompt gives a session) only with ``info``."""
+        skipped = {"available_commands_update"} - ({"available_commands_update"} if commands else set())
+        if not info:
+            skipped.add("session_info_update")
         return [m["params"]["update"] for m in self.sent if m.get("method") == "session/update"
-                and (commands or m["params"]["update"].get("sessionUpdate") != "available_commands_update")]
+                and m["params"]["update"].get("sessionUpdate") not in skipped]
 
 
 @asynccontextmanager

@@ -338,9 +338,11 @@ async def test_frames_wait_for_a_stream_and_a_dropped_connection_stream_is_reape
             # Nothing was attached: the updates and the answer waited, and now arrive in order.
             stream = await acp.open_session_stream(sid)
             await stream.wait_for(lambda f: f.get("id") == prompt_id)
-            # The slash commands first (sent at session/new), then the prompt's two updates and its answer.
-            assert [f.get("method") for f in stream.frames] == ["session/update"] * 3 + [None]
-            assert stream.frames[0]["params"]["update"]["sessionUpdate"] == "available_commands_update"
+            # The slash commands first (sent at session/new), the title the prompt gave the session, then the
+            # prompt's two updates and its answer.
+            assert [f.get("method") for f in stream.frames] == ["session/update"] * 4 + [None]
+            assert [f["params"]["update"]["sessionUpdate"] for f in stream.frames[:2]] == [
+                "available_commands_update", "session_info_update"]
             await stream.close()
             await acp.connection_stream.close()
             with trio.fail_after(TIMEOUT):

@@ -144,3 +144,15 @@ async def test_a_rest_prompt_runs_the_command_too(tmp_path) -> None:
                 if event.type == "turn_complete":
                     break
         assert [user_texts(c) for c in model.calls] == [["one"], ["two"]]
+
+
+async def test_list_carries_the_title_the_first_prompt_gave_and_the_update_went_out(tmp_path) -> None:
+    async with acp_client(say("done")) as (daemon, client):
+        sid = await new_session(client, str(tmp_path))
+        untitled = (await client.result("session/list", {}))["sessions"]
+        assert "title" not in untitled[0]  # none yet: ACP's field is optional
+        await client.result("session/prompt", {"sessionId": sid, "prompt": text("Tidy the  docs\nplease")})
+        listed = (await client.result("session/list", {}))["sessions"]
+        assert listed[0]["title"] == "Tidy the docs"
+        info = [u for u in client.updates(info=True) if u["sessionUpdate"] == "session_info_update"]
+        assert [u["title"] for u in info] == ["Tidy the docs"] and info[0]["updatedAt"].endswith("Z")

@@ -71,5 +71,6 @@ async def test_serve_stdio_answers_in_order_and_ends_with_its_input(tmp_path) ->
     assert received[1] == {"jsonrpc": "2.0", "id": None, "error": received[1]["error"]}
     assert received[1]["error"]["code"] == -32700
     after_prompt = received[received.index(next(m for m in received if m.get("id") == 2)) + 1:]
-    assert [m.get("method") or m.get("id") for m in after_prompt] == ["session/update", "session/update", 3]
+    # The title the prompt gave the session, the prompt's echo and its answer, then the prompt's result.
+    assert [m.get("method") or m.get("id") for m in after_prompt] == ["session/update"] * 3 + [3]
     assert after_prompt[-1]["result"]["stopReason"] == "end_turn"

@@ -1,0 +1,68 @@
+"""The daemon on its state directory, as a subprocess: one daemon per directory, ``daemon.json`` while it
+runs, and the token it keeps across restarts (refused when others may read it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import trio
+
+from tests.conftest import daemon_process
+
+
+async def test_a_second_daemon_on_the_same_state_directory_refuses_naming_the_first(tmp_path):
+    state = tmp_path / "state"
+    with trio.fail_after(60):
+        async with daemon_process(state_dir=state) as first:
+            announced = json.loads((state / "daemon.json").read_text())
+            assert announced == {"url": first.url, "pid": first.pid}
+            second = await trio.run_process(
+                [*_command(state)], capture_stdout=True, capture_stderr=True, check=False,
+                env={k: v for k, v in os.environ.items() if k != "TRELLIS_TOKEN"})
+            assert second.returncode == 2, second.stderr
+            message = second.stderr.decode()
+            assert "another daemon uses the state directory" in message
+            assert f"pid {first.pid}" in message and first.url in message
+            # The first one is untouched and still answers.
+            async with first.client(first.token()) as client:
+                assert (await client.get("/capabilities")).status_code == 200
+        assert not (state / "daemon.json").exists()  # removed on exit
+
+
+async def test_a_killed_daemons_lock_does_not_stop_the_next_and_the_token_is_kept(tmp_path):
+    state = tmp_path / "state"
+    with trio.fail_after(60):
+        async with daemon_process(state_dir=state) as first:
+            token = first.token()
+            first.process.send_signal(signal.SIGKILL)
+            await first.process.wait()
+        assert (state / "daemon.json").exists()  # left behind by the kill
+        async with daemon_process(state_dir=state) as second:
+            assert second.token() == token  # the same token across restarts
+            assert json.loads((state / "daemon.json").read_text())["pid"] == second.pid
+            async with second.client(token) as client:
+                assert (await client.get("/capabilities")).status_code == 200
+
+
+async def test_a_token_file_others_can_read_is_refused(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "token").write_text("guessable")
+    os.chmod(state / "token", 0o644)
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [*_command(state)], capture_stdout=True, capture_stderr=True, check=False,
+            env={k: v for k, v in os.environ.items() if k != "TRELLIS_TOKEN"})
+    assert done.returncode == 2
+    message = done.stderr.decode()
+    assert f"refusing the token file {state / 'token'}" in message and "0644" in message
+    assert "trellis token rotate" in message
+    assert not (state / "daemon.json").exists()
+
+
+def _command(state) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "transport", "--port", "0", "--state-dir", str(state)]

@@ -1,0 +1,108 @@
+"""One daemon per state directory, and where clients find it: ``daemon.lock`` and ``daemon.json``.
+
+Two daemons on one state directory would each restore the same sessions, append
+to the same journals and clear each other's sandbox homes. ``trellis serve``
+holds an exclusive ``flock`` on ``<state-dir>/daemon.lock`` from before the
+daemon opens until its process ends; a second one refuses to start, naming the
+first one's pid and URL. The OS releases the lock of a killed daemon, so a stale
+lock file is never a problem (the file itself stays, and is reused).
+
+Once it serves, the daemon writes ``<state-dir>/daemon.json``,
+``{"url": ..., "pid": ...}``, which clients read to find it
+(:mod:`trellis.connect`); it is removed on exit. A killed daemon leaves it
+behind: clients check that its pid is alive, and the next daemon replaces it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import orjson
+
+from actors.storage import StorageError, replace_private
+
+LOCK_FILE = "daemon.lock"
+DAEMON_FILE = "daemon.json"
+
+
+class StateDirInUse(RuntimeError):
+    """Another daemon holds the state directory; the message names its pid and URL."""
+
+
+class HeldStateDir:
+    """The state directory, held by this process: :meth:`announce` writes ``daemon.json``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.announced = False
+
+    @property
+    def daemon_file(self) -> Path:
+        return self.state_dir / DAEMON_FILE
+
+    def announce(self, url: str) -> None:
+        """Write ``daemon.json`` with ``url`` and this pid (``StorageError`` naming the file; not fatal to a
+        daemon: its clients can still be given ``--url``)."""
+        data = orjson.dumps({"url": url, "pid": os.getpid()})
+        replace_private(self.daemon_file, data, sync=False)  # StorageError naming the file
+        self.announced = True
+
+    def withdraw(self) -> None:
+        if not self.announced:
+            return
+        try:
+            self.daemon_file.unlink()
+        except OSError:
+            pass
+        self.announced = False
+
+
+def _holder(state_dir: Path, lock_fd: int) -> str:
+    """Who holds the lock, as the refusal says it: the pid the lock file holds, the URL its daemon.json names."""
+    try:
+        pid = os.pread(lock_fd, 32, 0).decode().strip()
+    except (OSError, UnicodeDecodeError):
+        pid = ""
+    try:
+        data = orjson.loads((state_dir / DAEMON_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        data = None
+    url = data.get("url") if isinstance(data, dict) and str(data.get("pid")) == pid else None
+    who = f"pid {pid}" if pid else "another process"
+    return f"{who}, serving on {url}" if url else f"{who}, still starting"
+
+
+@contextmanager
+def hold_state_dir(state_dir: str | os.PathLike[str]) -> Iterator[HeldStateDir]:
+    """Hold ``state_dir`` for this daemon for the body: :class:`StateDirInUse` when another daemon has it,
+    ``StorageError`` when the lock file cannot be made. On exit ``daemon.json`` is removed and the lock let go."""
+    directory = Path(state_dir)
+    path = directory / LOCK_FILE
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise StorageError(f"cannot open the lock file {path}: {exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StateDirInUse(f"another daemon uses the state directory {directory} ({_holder(directory, fd)}); "
+                                "stop it first, or give this one another --state-dir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who holds it, for the refusal of the next one
+        held = HeldStateDir(directory)
+        try:
+            yield held
+        finally:
+            held.withdraw()
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)  # lets the lock go
+
+
+__all__ = ["DAEMON_FILE", "LOCK_FILE", "HeldStateDir", "StateDirInUse", "hold_state_dir"]
