@@ -324,3 +324,15 @@ def test_the_picker_counts_queued_prompts_not_the_running_one_and_names_a_sessio
     label = session_label(entry)
     assert label.startswith("Plan a picnic␛[2J  (running, ") and "2 queued" in label and "session-0123" in label
     assert session_label({"sessionId": "session-1", "state": "stored"}) == "session-1  (stored)"
+
+
+def test_a_queued_prompt_or_a_background_task_does_not_cut_an_open_table_or_line():
+    # Seen in the quick start: a prompt queued mid-answer printed the table's first rows raw and the rest apart.
+    view = View(width=lambda: 80)
+    assert lines(view, chunk("| a | b |\n|---|---|\n| 1 | 2 |\nhalf a li")) == []
+    assert lines(view, event("pending_prompt_added", "p2", text="next one")) == ["⋯ 1 pending: 1. “next one”"]
+    assert lines(view, event("background_task", None, taskId="shell-1", status="started", kind="shell",
+                             label="sleep 4")) == ["⚙ shell shell-1 started: sleep 4"]
+    assert view.partial == "half a li" and len(view.block) == 3  # still open, nothing printed early
+    table = lines(view, chunk("ne\n"))
+    assert not any("|" in row for row in table) and table[-1] == "half a line"

@@ -358,6 +358,11 @@ class View:
         """A line of the client's own (``reconnecting…``, an error), after the open line of text."""
         return [*self.close_partial(), Line(text, style=style)]
 
+    def aside(self, text: str, style: str = S_NOTE) -> list[Text]:
+        """A line printed above what is still streaming, which stays open (a queued prompt, a background task
+        starting or ending): an open line, code block or table is neither cut nor printed early."""
+        return [Line(text, style=style)]
+
     def close_partial(self) -> list[Text]:
         """End the open line of streamed text (and an open code block or table): it is printed now."""
         out: list[Text] = []
@@ -763,13 +768,13 @@ class View:
 
     def _pending_line(self) -> list[Text]:
         if not self.pending:
-            return self.note("⋯ no prompts pending")
+            return self.aside("⋯ no prompts pending")
         shown = list(self.pending.values())[:PENDING_LISTED]
         width = max(12, (self.width() - 30) // len(shown) - 7)
         listed = "  ".join(f"{i}. “{short(t, width)}”" for i, t in enumerate(shown, 1))
         more = f"  … {len(self.pending) - len(shown)} more (/pending lists them)" if len(self.pending) > len(shown) \
             else ""
-        return self.note(f"⋯ {len(self.pending)} pending: {listed}{more}")
+        return self.aside(f"⋯ {len(self.pending)} pending: {listed}{more}")
 
     def _on_pending_prompt_added(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
         if prompt_id is None or prompt_id in self.ended or prompt_id in self.started:
@@ -840,7 +845,7 @@ class View:
         status = data.get("status")
         kind = str(data.get("kind") or "task")
         label = str(data.get("label") or "")
-        out = self.close_partial() if status != "output" else []  # output does not break the model's line
+        out: list[Text] = []  # printed above the model's open line or block, which goes on
         width = max(20, self.width() - len(task_id) - 24)
         if kind == "agent":
             name, _, brief = label.partition(":")
