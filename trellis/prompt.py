@@ -141,12 +141,12 @@ def token_source(args: argparse.Namespace, environ: Any = None) -> str:
         return "the token came from --token"
     if env.get("TRELLIS_TOKEN"):
         return "the token came from $TRELLIS_TOKEN"
-    state_dir = args.state_dir or env.get("TRELLIS_STATE_DIR") or connect.DEFAULT_STATE_DIR
-    path = os.path.abspath(os.path.join(state_dir, "token"))
-    found = "read from" if os.path.isfile(path) else "no token: not found at"
-    return (f"{found} {path} (a client looks for --token, then $TRELLIS_TOKEN, then <state-dir>/token with "
-            "--state-dir or $TRELLIS_STATE_DIR, default ./.trellis: run it where the daemon runs, or point "
-            "--state-dir at the daemon's)")
+    paths = [os.path.abspath(os.path.join(d, "token")) for d in connect.state_dirs(args, env)]
+    found = next((path for path in paths if os.path.isfile(path)), None)
+    where = f"read from {found}" if found is not None else f"no token: not found at {' nor '.join(paths)}"
+    return (f"{where} (a client looks for --token, then $TRELLIS_TOKEN, then <state-dir>/token, the state "
+            f"directory being --state-dir or $TRELLIS_STATE_DIR, else ./.trellis, then "
+            f"{connect.user_state_dir(env)}: point --state-dir at the daemon's)")
 
 
 def refusal(response: httpx.Response, args: argparse.Namespace) -> Refused:

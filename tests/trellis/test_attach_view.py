@@ -336,3 +336,14 @@ def test_a_queued_prompt_or_a_background_task_does_not_cut_an_open_table_or_line
     assert view.partial == "half a li" and len(view.block) == 3  # still open, nothing printed early
     table = lines(view, chunk("ne\n"))
     assert not any("|" in row for row in table) and table[-1] == "half a line"
+
+
+def test_a_title_given_or_changed_is_said_once_and_kept():
+    view = View(width=lambda: 80)
+    info = {"sessionUpdate": "session_info_update", "updatedAt": "2026-12-04T20:00:00Z"}
+    titled = update("session_info_update", None, title="Plan a picnic", updatedAt=info["updatedAt"])
+    assert lines(view, titled) == ["✎ titled “Plan a picnic”"] and view.title == "Plan a picnic"
+    assert lines(view, titled) == []  # the same title again (a replay): nothing new to say
+    assert lines(view, update("session_info_update", None, title="\x1b[31mred")) == ["✎ titled “␛[31mred”"]
+    assert lines(view, update("session_info_update", None, title=None)) == ["✎ untitled"] and view.title is None
+    assert lines(view, update("session_info_update", None, updatedAt="x")) == []  # no title field: unchanged

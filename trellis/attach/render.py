@@ -594,10 +594,12 @@ class View:
             if isinstance(update.get("currentModeId"), str):
                 self.mode = update["currentModeId"]
             return self.note(f"approval mode: {update.get('currentModeId')}")
-        if kind == "session_info_update":  # the session's title (shown by the picker, and in the banner)
-            if isinstance(update.get("title"), str):
-                self.title = update["title"]
-            return []
+        if kind == "session_info_update":  # the session's title (the picker and the banner show it too)
+            title = update.get("title") if isinstance(update.get("title"), str) else None
+            if "title" not in update or title == self.title:
+                return []
+            self.title = title
+            return self.aside(f"✎ titled “{short(title, 60)}”" if title else "✎ untitled")  # Line makes it visible
         if kind == "usage_update":  # ACP's context-window usage: {used, size}
             used, size = update.get("used"), update.get("size")
             if isinstance(used, int) and isinstance(size, int):
