@@ -34,6 +34,7 @@ from .prompt_queue import (
     MAX_DRAIN_ITEMS,
     TURN_RECORDS_KEPT,
     CancelRunning,
+    PromptAdmitted,
     DrainResult,
     HandedOver,
     Proposal,
@@ -175,7 +176,7 @@ class PromptFifo:
         queue_released: Callable[[], None] = lambda: None,
         handed_over: Callable[[str], None] = lambda _: None,
         journal: JournalWriter | None = None,
-        admitted: Callable[[wire.PromptBody], None] = lambda _: None,
+        admitted: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.session_id = session_id
         self._bus = bus
@@ -273,7 +274,6 @@ class PromptFifo:
             log.warning("prompt refused session=%s reason=storage_unavailable: %s", self.session_id, exc,
                         extra={"session": self.session_id, "reason": "storage_unavailable"})
             return StorageUnavailable(str(exc))
-        self._admitted(body)
         return Admitted(entry.prompt_id, last_event_id, self._bus.epoch)
 
     def _take_inbox(self, take: Callable[[], list[dict[str, Any]]]) -> int:
@@ -386,6 +386,8 @@ class PromptFifo:
                 self._handed_over(effect.prompt_id)  # type: ignore[union-attr]
             elif kind is QueueReleased:
                 self._queue_released()
+            elif kind is PromptAdmitted:
+                self._admitted(effect.text)  # type: ignore[union-attr]
             else:
                 raise TypeError(f"PromptFifo cannot apply {effect!r}")
         return step.answer

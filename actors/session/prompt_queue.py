@@ -21,8 +21,8 @@ plain data for the shell to apply in order: :class:`Record` (a journal record
 written *after* the change; a failed write is only logged, the change stands;
 ``durable=False``: written, not synced), :class:`Publish` (an event for the
 bus, its payload made by :mod:`actors.wire`), and the session's signals
-:class:`Wake`, :class:`CancelRunning`, :class:`QueueReleased` and
-:class:`HandedOver`.
+:class:`Wake`, :class:`CancelRunning`, :class:`QueueReleased`,
+:class:`HandedOver` and :class:`PromptAdmitted`.
 
 **Fail-closed** transitions (marked ▲ below) return a :class:`Proposal`
 instead when they would change something: the journal ``record`` that must be
@@ -39,7 +39,7 @@ transition                     journal                      change; effects
 admit(body, client, now) ▲     admitted (before)            full (``max_pending`` entries): answer :class:`QueueFull`,
                                                             nothing else. Else: queued at the tail, turn record
                                                             queued; ``pending_prompt_added`` if it waited (the session
-                                                            was active or entries were pending); Wake
+                                                            was active or entries were pending); PromptAdmitted; Wake
 take_inbox(records, now)       - (the store's take wrote    each record not queued yet: queued at the tail, as admit
                                them)                        (no journal); Wake if there were records
 abort(id, now) ▲ (queued)      aborted (before)             removed, turn cancelled; ``pending_prompt_completed``
@@ -168,7 +168,15 @@ class HandedOver:
     prompt_id: str
 
 
-Effect = Record | Publish | Wake | CancelRunning | QueueReleased | HandedOver
+@attrs.frozen
+class PromptAdmitted:
+    """A client's prompt joined the queue (the session takes an untitled session's title from it)."""
+
+    prompt_id: str
+    text: str
+
+
+Effect = Record | Publish | Wake | CancelRunning | QueueReleased | HandedOver | PromptAdmitted
 WAKE = Wake()
 QUEUE_RELEASED = QueueReleased()
 
@@ -342,7 +350,7 @@ class PromptQueue:
             case Admission(entry):
                 self.entries.append(entry)
                 self._record(TurnRecord(entry.prompt_id, "queued", entry.text, entry.queued_at))
-                return Step(entry, (*self._added(entry), WAKE))
+                return Step(entry, (*self._added(entry), PromptAdmitted(entry.prompt_id, entry.text), WAKE))
             case Start(prompt_id, started_at):
                 entry = self._entry(prompt_id)
                 entry.state = "running"

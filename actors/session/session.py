@@ -515,10 +515,10 @@ class Session:
         self.publisher.update(wire.mode_update(mode))
         return mode
 
-    def _prompt_admitted(self, body: wire.PromptBody) -> None:
+    def _prompt_admitted(self, text: str) -> None:
         """The FIFO admitted a prompt (in its handler): an untitled session takes its first line, listed as
         soon as the prompt's 202 is."""
-        if self._set_title(title_from_prompt(body.text), only_if_untitled=True) and self._nursery is not None:
+        if self._set_title(title_from_prompt(text), only_if_untitled=True) and self._nursery is not None:
             self.records.save_soon(self._nursery)
 
     def _set_title(self, title: str | None, *, only_if_untitled: bool) -> bool:

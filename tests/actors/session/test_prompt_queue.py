@@ -25,6 +25,7 @@ from actors.session.prompt_queue import (
     MAX_DRAIN_ITEMS,
     TURN_RECORDS_KEPT,
     CancelRunning,
+    PromptAdmitted,
     DrainResult,
     HandedOver,
     Proposal,
@@ -164,12 +165,12 @@ def test_admit_journals_before_and_announces_a_wait_only_behind_other_work() -> 
     assert planned.record == {"op": "admitted", "promptId": "prompt-1", "body": wire.unstructure(body("first")),
                               "text": "first", "queuedAt": 100, "clientId": "client-a", "waited": False}
     step = q.commit(planned)
-    assert step.effects == (Wake(),)
+    assert step.effects == (PromptAdmitted("prompt-1", "first"), Wake())
     assert step.answer.prompt_id == "prompt-1"
     second = commit(q, q.admit(body("second"), None, 110))
     assert second.effects == (
         publish("pending_prompt_added", wire.pending_prompt_added(SID, "prompt-2", "second", 110), "prompt-2"),
-        Wake())
+        PromptAdmitted("prompt-2", "second"), Wake())
     assert q.turn("prompt-2") == {"promptId": "prompt-2", "state": "queued", "promptText": "second", "queuedAt": 110}
 
 

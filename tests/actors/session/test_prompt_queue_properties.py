@@ -62,6 +62,7 @@ from actors.session.prompt_queue import (
     PromptQueue,
     Publish,
     QueueFull,
+    PromptAdmitted,
     QueueReleased,
     Record,
     Step,
@@ -132,7 +133,7 @@ class PromptQueueMachine(RuleBasedStateMachine):
             elif isinstance(effect, Publish):
                 self.events.append(effect)
             else:
-                assert isinstance(effect, (Wake, CancelRunning, QueueReleased, HandedOver)), effect
+                assert isinstance(effect, (Wake, CancelRunning, QueueReleased, HandedOver, PromptAdmitted)), effect
                 self.signals.append(effect)
         return step.answer
 
