@@ -173,18 +173,8 @@ def test_the_header_shows_the_model_a_running_turn_and_its_usage(page, daemons):
     expect(page.locator("#turn-usage")).to_have_text(re.compile(r"last turn: 2 model calls · 2,468 tokens"))
 
 
-def titles_supported(d: Any) -> bool:
-    with d.client() as client:
-        sid = client.post("/session", json={}).json()["sessionId"]
-        supported = "title" in client.get("/session").json()["sessions"][0]
-        client.delete(f"/session/{sid}")
-    return supported
-
-
 def test_sessions_are_titled_renamed_counted_and_closed(page, daemons, tmp_path):
     d = daemons().start([[{"text": "slowly"}, {"sleep": 30}], [{"text": "queued one"}]])
-    if not titles_supported(d):
-        pytest.skip("the daemon does not give sessions a `title` yet (GET /session entries have none)")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     open_ui(page, d)

@@ -12,19 +12,7 @@ import trio
 
 from actors import load_script
 from tests.conftest import live_daemon
-
-
-def prompt(text: str) -> dict:
-    return {"prompt": [{"type": "text", "text": text}]}
-
-
-async def settle(client, sid: str, pid: str) -> dict:
-    with trio.fail_after(10):
-        while True:
-            r = await client.get(f"/session/{sid}/turns/{pid}")
-            if r.status_code == 200 and r.json()["state"] not in ("queued", "running"):
-                return r.json()
-            await trio.sleep(0.01)
+from tests.e2e.test_session_routes import prompt, settle
 
 
 def listed(client_json: dict, sid: str) -> dict:
