@@ -6,6 +6,7 @@ import os
 import secrets
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -22,6 +23,12 @@ from actors.model import ScriptedModel
 from transport import serve
 from transport.auth import read_token_file
 from transport.process_image import SECRET_ENV
+
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A developer's own per-user settings file must not change what a daemon under test runs with."""
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="trellis-test-config-")
 
 
 @asynccontextmanager

@@ -163,11 +163,12 @@ def load_daemon_config(args: argparse.Namespace, environ: Mapping[str, str] | No
 
     Errors and warnings go to stderr; ``None`` on error.
     """
+    environ = os.environ if environ is None else environ
     try:
         settings = load_settings(
-            args.settings, safe_mode=args.safe_mode, bare=args.bare, max_sessions=args.max_sessions,
-            max_pending_prompts=args.max_pending_prompts, event_ring_size=args.event_ring_size,
-            max_connections=args.max_connections, sandbox=args.sandbox,
+            settings_path(args.settings, environ), safe_mode=args.safe_mode, bare=args.bare,
+            max_sessions=args.max_sessions, max_pending_prompts=args.max_pending_prompts,
+            event_ring_size=args.event_ring_size, max_connections=args.max_connections, sandbox=args.sandbox,
         )
         key = settings.model.get("apiKey")
         add_secret(key if isinstance(key, str) else None)  # never in a log line (transport.logs)
@@ -178,6 +179,23 @@ def load_daemon_config(args: argparse.Namespace, environ: Mapping[str, str] | No
     for warning in settings.warnings:
         say(warning, "warning")
     return DaemonConfig(settings, model, Path(args.state_dir or ".trellis"), args.workspace)
+
+
+def settings_path(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """The settings file to read: ``--settings`` as given, else the per-user one if it exists.
+
+    The per-user file is ``$XDG_CONFIG_HOME/trellis/settings.json`` (``~/.config/trellis/settings.json``
+    when the variable is unset or not absolute, as the XDG base directory rules say); without either the
+    daemon runs on the defaults. A per-user file that exists but cannot be read is an error naming it,
+    like a given one: silently running without settings the user wrote would be worse.
+    """
+    if given is not None:
+        return given
+    base = environ.get("XDG_CONFIG_HOME") or ""
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".config")
+    path = os.path.join(base, "trellis", "settings.json")
+    return path if os.path.lexists(path) else None
 
 
 def configure_logging(args: argparse.Namespace, environ: Mapping[str, str]) -> None:

@@ -41,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how long a dropped /acp session stream keeps its prompt and permissions (default 10)")
     state = p.add_argument_group("state")
     state.add_argument("--workspace", default=None, help="default working directory of new sessions (default: cwd)")
-    state.add_argument("--settings", default=None, metavar="FILE", help="JSON settings file")
+    state.add_argument("--settings", default=None, metavar="FILE",
+                       help="JSON settings file (default: $XDG_CONFIG_HOME/trellis/settings.json, i.e. "
+                            "~/.config/trellis/settings.json, when it exists)")
     state.add_argument("--state-dir", default=None, metavar="DIR",
                        help="where transcripts are kept (default: ./.trellis)")
     model = p.add_argument_group("model")
