@@ -7,6 +7,9 @@ daemon opens until its process ends; a second one refuses to start, naming the
 first one's pid and URL. The OS releases the lock of a killed daemon, so a stale
 lock file is never a problem (the file itself stays, and is reused).
 
+The ACP agent on stdio (``trellis acp``) holds the same lock, so an editor's
+agent and a daemon never share a state directory either.
+
 Once it serves, the daemon writes ``<state-dir>/daemon.json``,
 ``{"url": ..., "pid": ...}``, which clients read to find it
 (:mod:`trellis.connect`); it is removed on exit. A killed daemon leaves it
@@ -62,24 +65,31 @@ class HeldStateDir:
 
 
 def _holder(state_dir: Path, lock_fd: int) -> str:
-    """Who holds the lock, as the refusal says it: the pid the lock file holds, the URL its daemon.json names."""
+    """Who holds the lock, as the refusal says it: the pid and role the lock file holds, the URL its
+    daemon.json names."""
     try:
-        pid = os.pread(lock_fd, 32, 0).decode().strip()
+        pid, _, role = os.pread(lock_fd, 200, 0).decode().strip().partition(" ")
     except (OSError, UnicodeDecodeError):
-        pid = ""
+        pid, role = "", ""
     try:
         data = orjson.loads((state_dir / DAEMON_FILE).read_bytes())
     except (OSError, orjson.JSONDecodeError):
         data = None
     url = data.get("url") if isinstance(data, dict) and str(data.get("pid")) == pid else None
     who = f"pid {pid}" if pid else "another process"
-    return f"{who}, serving on {url}" if url else f"{who}, still starting"
+    if url:
+        return f"{who}, serving on {url}"
+    return f"{who}, {role}" if role else f"{who}, still starting"
 
 
 @contextmanager
-def hold_state_dir(state_dir: str | os.PathLike[str]) -> Iterator[HeldStateDir]:
+def hold_state_dir(state_dir: str | os.PathLike[str], role: str = "") -> Iterator[HeldStateDir]:
     """Hold ``state_dir`` for this daemon for the body: :class:`StateDirInUse` when another daemon has it,
-    ``StorageError`` when the lock file cannot be made. On exit ``daemon.json`` is removed and the lock let go."""
+    ``StorageError`` when the lock file cannot be made. On exit ``daemon.json`` is removed and the lock let go.
+
+    ``role`` says what holds it when it is not an HTTP daemon (``daemon.json`` names those), so the
+    refusal of the next one can say who to stop.
+    """
     directory = Path(state_dir)
     path = directory / LOCK_FILE
     try:
@@ -94,7 +104,7 @@ def hold_state_dir(state_dir: str | os.PathLike[str]) -> Iterator[HeldStateDir]:
             raise StateDirInUse(f"another daemon uses the state directory {directory} ({_holder(directory, fd)}); "
                                 "stop it first, or give this one another --state-dir") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who holds it, for the refusal of the next one
+        os.pwrite(fd, f"{os.getpid()} {role}".strip().encode() + b"\n", 0)  # who holds it, for the refusal of the next one
         held = HeldStateDir(directory)
         try:
             yield held

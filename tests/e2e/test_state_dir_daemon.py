@@ -66,3 +66,33 @@ def _command(state) -> list[str]:
     import sys
 
     return [sys.executable, "-m", "transport", "--port", "0", "--state-dir", str(state)]
+
+
+async def test_the_acp_agent_on_stdio_and_a_daemon_never_share_a_state_directory(tmp_path):
+    import sys
+
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k != "TRELLIS_TOKEN"}
+    acp_command = [sys.executable, "-m", "transport", "acp", "--state-dir", str(state)]
+    with trio.fail_after(60):
+        async with daemon_process(state_dir=state) as first:
+            refused = await trio.run_process(acp_command, stdin=b"", capture_stdout=True, capture_stderr=True,
+                                             check=False, env=env)
+            assert refused.returncode == 2, refused.stderr
+            message = refused.stderr.decode()
+            assert "another daemon uses the state directory" in message and first.url in message
+        # Now the agent holds it (its stdin left open), and the daemon is the one refused.
+        agent = await trio.lowlevel.open_process(acp_command, stdin=-1, stdout=-1, stderr=-1, env=env)
+        try:
+            lock = state / "daemon.lock"
+            while not lock.exists() or b"the ACP agent on stdio" not in lock.read_bytes():
+                await trio.sleep(0.05)  # polled under fail_after: the agent starting up
+            second = await trio.run_process(_command(state), capture_stdout=True, capture_stderr=True,
+                                            check=False, env=env)
+            assert second.returncode == 2, second.stderr
+            assert f"pid {agent.pid}, the ACP agent on stdio" in second.stderr.decode()
+        finally:
+            await agent.stdin.aclose()  # stdin ends: the agent shuts down and lets the lock go
+            await agent.wait()
+        assert agent.returncode == 0
+        assert (state / "daemon.lock").read_bytes() == b""

@@ -20,7 +20,9 @@ from typing import Any
 import trio
 
 from actors import Daemon, SandboxUnavailable
+from actors.storage import StorageError
 from actors.wire import jsonrpc
+from transport.daemon_lock import StateDirInUse, hold_state_dir
 from transport.process_image import Secrets
 from transport.signals import SHUTDOWN_SIGNALS, Shutdown
 
@@ -157,9 +159,14 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None, 
                     nursery.cancel_scope.cancel()  # stdin ended: the daemon's exit stops the rest in order
 
     try:
-        trio.run(main)
+        # Held before the daemon opens (it restores sessions from there), as trellis serve does.
+        with hold_state_dir(config.state_dir, role="the ACP agent on stdio"):
+            trio.run(main)
     except KeyboardInterrupt:
         return 0
+    except (StateDirInUse, StorageError) as exc:
+        print(f"error: cannot start: {exc}", file=sys.stderr)
+        return 2
     except SandboxUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
