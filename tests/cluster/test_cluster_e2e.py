@@ -253,3 +253,25 @@ async def test_new_sessions_go_to_the_least_loaded_node_and_every_node_lists_the
             listed = {s["sessionId"]: s for s in (await node.client.get("/session")).json()["sessions"]}
             assert set(listed) == set(sids)
             assert all(listed[sid]["live"] and listed[sid]["node"] == where for sid, where in zip(sids, placed))
+
+
+async def test_a_title_set_on_any_node_is_listed_by_every_node_and_survives_a_handover(tmp_path, postgres_url,
+                                                                                       redis_url):
+    async with cluster(tmp_path, postgres_url, redis_url) as c:
+        nodes = {"a": await c.start("a", answers("a")), "b": await c.start("b", answers("b"))}
+        sid = (await nodes["a"].client.post("/session", json={"title": "first name"})).json()["sessionId"]
+        owner = owner_of(postgres_url, sid)[0]
+        other = nodes["b" if owner == "a" else "a"]
+        renamed = await other.client.post(f"/session/{sid}/title", json={"title": "Picnic plan"})
+        assert renamed.status_code == 200 and renamed.json() == {"sessionId": sid, "title": "Picnic plan"}
+        for node in nodes.values():
+            listed = {s["sessionId"]: s for s in (await node.client.get("/session")).json()["sessions"]}
+            assert listed[sid]["title"] == "Picnic plan", node.name
+        nodes[owner].signal(signal.SIGTERM)  # handed over: the new owner restores the record with its title
+        with trio.fail_after(15):
+            assert await nodes[owner].proc.wait() == 0
+        await wait_owner(postgres_url, sid, owner, timeout=5)
+        listed = {s["sessionId"]: s for s in (await other.client.get("/session")).json()["sessions"]}
+        assert listed[sid]["title"] == "Picnic plan"
+        status = (await other.client.get(f"/session/{sid}/status")).json()
+        assert status["title"] == "Picnic plan"  # the new owner runs it under the same title
