@@ -7,6 +7,7 @@ JSON path of the value (``settings.json: limits.maxSessions: must be a positive 
 
 from __future__ import annotations
 
+import os
 import typing
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ import attrs
 
 from . import checked
 from .checked import CheckError, PositiveInt, PositiveNumber
+from .permission_rules import RuleLists, RuleSet
 from .process.sandbox import SandboxSetting
 
 
@@ -65,6 +67,8 @@ class Settings:
     safe_mode: bool = False
     bare: bool = False
     approval_mode: str = "default"
+    # allow/ask/deny rules in Claude Code's form (actors.permission_rules), checked when the file is read
+    permissions: RuleLists = RuleLists()
     limits: Limits = Limits()
     hooks: dict[str, Any] = attrs.field(factory=dict)
     stop_hook_block_cap: int = 8  # consecutive Stop-hook blocks before the hook is overridden
@@ -94,6 +98,11 @@ class Settings:
     cluster_lease_seconds: float | None = None
     path: str | None = None  # the settings file read, hidden from sandboxed commands (it may hold model.apiKey)
     warnings: tuple[str, ...] = ()
+
+    @property
+    def permission_rules(self) -> RuleSet:
+        """The rules of ``permissions``, read; ``/path`` patterns start at the settings file's directory."""
+        return RuleSet.of([self.permissions], os.path.dirname(self.path) if self.path else None)
 
     @property
     def hook_config(self) -> Any:

@@ -26,6 +26,7 @@ import attrs
 from . import checked
 from .checked import CheckError, PositiveInt, PositiveNumber
 from .mcp_client.config import SettingsServers, ignored_members
+from .permission_rules import RuleLists
 from .model.openai import ModelSettings
 from .process.sandbox import EnvForm, SandboxForm, SandboxMode, SandboxSetting
 from .session.hooks import HooksConfig
@@ -193,6 +194,10 @@ class SettingsFile:
     approval_mode: ApprovalMode = _setting(
         "approval_mode", "A new session's approval mode: default asks the client before running a command, "
                          "auto-edit and yolo run tools without asking, plan refuses execution.")
+    permissions: RuleLists = _setting(
+        "permissions", "Permission rules in Claude Code's form: {\"allow\": [...], \"ask\": [...], \"deny\": [...]}. "
+                       "Deny wins over ask, ask over allow, any rule over the approval mode; plan mode still refuses "
+                       "execution. A rule that cannot be read is refused at start, naming it.")
     sandbox: SandboxMode | SandboxForm = _setting(
         "sandbox", "Where model-run commands run: auto uses bubblewrap when it works here, bwrap refuses to start "
                    "without it, off runs them with the daemon's rights. --sandbox overrides the mode. The object form "

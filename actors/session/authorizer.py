@@ -1,6 +1,10 @@
-"""Whether one tool call may run: the approval mode, the user's "always" answers, and asking the client.
+"""Whether one tool call may run: permission rules, the approval mode, the user's "always" answers, and
+asking the client.
 
-The session's approval mode lives here, with the code that applies it:
+The session's permission rules (:mod:`actors.permission_rules`) and approval mode live here, with the code
+that applies them. The turn asks :meth:`Authorizer.verdict` before a call runs: a deny rule refuses it
+without asking, an ask rule makes it ask in every mode, an allow rule lets it run unasked (as a PreToolUse
+hook's ``allow`` does; ``plan`` still refuses execution). Without a rule the mode decides:
 ``default`` asks the client, ``auto-edit`` and ``yolo`` allow, ``plan`` refuses
 execution. A PreToolUse hook's ``allow`` skips the question, its ``ask`` forces
 it; a user's "always reject" outranks both. Pending questions are the
@@ -18,6 +22,7 @@ import trio
 
 from ..events import EventBus
 from ..ids import IdSource
+from ..permission_rules import RuleSet, Verdict, decide
 from ..settings import APPROVAL_MODES
 from .outcomes import PermissionCancelled
 from .permissions import DEFAULT_OPTIONS, PermissionBroker
@@ -28,8 +33,9 @@ class Authorizer:
     """One session's permission decisions."""
 
     def __init__(self, session_id: str, bus: EventBus, ids: IdSource, *, mode: str, grace_seconds: float,
-                 nursery: Callable[[], trio.Nursery | None]) -> None:
+                 nursery: Callable[[], trio.Nursery | None], rules: RuleSet | None = None) -> None:
         self.mode = mode
+        self.rules = rules or RuleSet()
         self.broker = PermissionBroker(session_id, bus, ids)
         self.always_allowed: set[str] = set()  # tool kinds the user allowed for the rest of the session
         self.always_denied: set[str] = set()  # ... or rejected for the rest of the session
@@ -44,6 +50,10 @@ class Authorizer:
             return False
         self.mode = mode
         return True
+
+    def verdict(self, tool: str, arguments: Any, cwd: str) -> Verdict:
+        """What the session's permission rules say about calling ``tool`` with ``arguments``."""
+        return decide(self.rules, tool, arguments, cwd)
 
     async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any,
                         plan_refuses: bool = True, details: dict[str, Any] | None = None,
@@ -68,6 +78,8 @@ class Authorizer:
                 return None
         tool_call = {"toolCallId": context.tool_call_id, "status": "pending", "title": title, "kind": kind,
                      "rawInput": raw_input, **(details or {})}
+        if context.rule is not None and context.permission == "ask":
+            tool_call["_meta"] = {"rule": context.rule}  # the ask rule that made it ask
         options = DEFAULT_OPTIONS
         if always_ask is not None:
             tool_call["title"] = f"{title} (asked in every mode: {always_ask})"

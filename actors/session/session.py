@@ -119,7 +119,8 @@ class Session:
         self.conversation = Conversation(runtime.transcript(session_id), history or ())
         self.tools = runtime.make_tools()
         self.authorizer = Authorizer(session_id, self.bus, runtime.ids, mode=approval_mode or settings.approval_mode,
-                                     grace_seconds=settings.limits.client_grace_seconds, nursery=lambda: self._nursery)
+                                     grace_seconds=settings.limits.client_grace_seconds, nursery=lambda: self._nursery,
+                                     rules=settings.permission_rules)
         self.work = WorkItem()
         self._scope: trio.CancelScope | None = None  # the running work item's
         self._wake = Wakeup()

@@ -66,7 +66,8 @@ class ToolContext:
     prompt_id: str | None
     tool_call_id: str
     services: ToolServices | None = None
-    permission: str | None = None  # a PreToolUse hook's permissionDecision: "allow" or "ask"
+    permission: str | None = None  # "allow" or "ask": a PreToolUse hook's permissionDecision, or a permission rule's
+    rule: str | None = None  # the permission rule that decided (it goes with a permission request as _meta.rule)
 
 
 class Tool(Protocol):

@@ -242,6 +242,12 @@ class Turn:
         arguments, permission, refusal = await ports.hooks.pre_tool_use(self.state, call, arguments)
         if refusal is not None:
             return self._publish_failure(call, refusal)
+        verdict = ports.authorizer.verdict(call.name, arguments, ports.cwd())
+        if verdict.effect == "deny":
+            return self._publish_failure(call, f"refused without asking: {verdict.reason} (permissions.deny)",
+                                         rule=verdict.rule)
+        if verdict.effect == "ask" or (verdict.effect == "allow" and permission is None):
+            permission = verdict.effect  # an ask rule outranks a hook's allow; a hook's ask, an allow rule
         trusted_todo = tool.builtin and tool.name == TODO_WRITE
         if not trusted_todo:
             locate = getattr(tool, "locate", None)  # where it will look, when its arguments say
@@ -251,7 +257,8 @@ class Turn:
                                       locations=locate(ports.cwd(), arguments) if locate is not None else None),
                 self.prompt_id,
             )
-        context = ToolContext(ports.session_id, ports.cwd(), self.prompt_id, call.id, ports.services, permission)
+        context = ToolContext(ports.session_id, ports.cwd(), self.prompt_id, call.id, ports.services, permission,
+                              verdict.rule if verdict.effect == permission else None)
         if permission == "ask" and not getattr(tool, "asks_permission", False):
             # A PreToolUse "ask" on a tool that never asks by itself: the user decides here, in any mode.
             denied = await ports.authorizer.authorize(context, title=call.name, kind=tool.kind, raw_input=arguments,
@@ -279,12 +286,12 @@ class Turn:
     async def post_tool_use(self, call: ToolCall, result: ToolResult) -> HookResult | None:
         return await self.ports.hooks.post_tool_use(self.state, call, result)
 
-    def _publish_failure(self, call: ToolCall, message: str) -> ToolResult:
-        self.ports.publisher.update(
-            wire.tool_call_update("tool_call", call.id, title=call.name, status="failed",
-                                  content=[{"type": "content", "content": {"type": "text", "text": message}}]),
-            self.prompt_id,
-        )
+    def _publish_failure(self, call: ToolCall, message: str, *, rule: str | None = None) -> ToolResult:
+        update = wire.tool_call_update("tool_call", call.id, title=call.name, status="failed",
+                                       content=[{"type": "content", "content": {"type": "text", "text": message}}])
+        if rule is not None:
+            update["_meta"] = {"rule": rule}  # the deny rule that refused it
+        self.ports.publisher.update(update, self.prompt_id)
         return ToolResult.failure(message)
 
     async def after_tools(self, previous: Send) -> Send | None:

@@ -1,0 +1,351 @@
+"""Permission rules in Claude Code's form, and the decision they make about one tool call. Pure; no I/O
+beyond resolving a path's symlinks.
+
+A rule is ``Tool`` or ``Tool(specifier)``; the tool is named as Claude Code names it or as Trellis does
+(:data:`TOOLS`). What the specifier is depends on the tool::
+
+    Bash(npm test)            the command npm test exactly (its words; quoting does not matter)
+    Bash(npm run:*)           npm run, then anything (whole words: npm runx is not npm run)
+    Bash(git * main)          * is any text; a last " *" may also be nothing (ls * matches ls)
+    Read(./src/**)            a gitignore pattern of the path, relative to the session's cwd
+    Edit(/docs/**)            ... relative to the settings file's directory (to the cwd for a session's own)
+    Read(~/.ssh/**)           ... to the home directory;  Read(//etc/**): absolute
+    WebFetch(domain:x.org)    that host (*.x.org: its subdomains)
+    mcp__github               every tool of the MCP server github;  mcp__github__create_issue: one tool
+
+:func:`decide` applies a :class:`RuleSet` to a call, in this order — the first row that holds decides::
+
+    a deny rule matches                 -> deny    (for a command: any simple command in it)
+    an ask rule matches                 -> ask     (any simple command)
+    an allow rule matches               -> allow   (a command: every simple command, and none opaque)
+    otherwise                           -> None    (the approval mode decides)
+
+A command is read by :mod:`.shell` into the simple commands it runs (``a && b``, pipes, ``$(…)``,
+``sh -c``, ``env``/``timeout``/``xargs`` wrappers...). Deny and ask rules also match a command by the
+base name of its path (``/bin/rm`` is ``rm``); allow rules only by what is written.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shlex
+from collections.abc import Iterable
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import attrs
+import pathspec
+
+from .. import checked
+from .shell import simple_commands
+
+Effect = Literal["deny", "ask", "allow"]
+EFFECTS: tuple[Effect, ...] = ("deny", "ask", "allow")
+
+COMMAND_TOOLS = ("shell", "monitor")  # the tools whose calls run a shell command (their ``command``)
+READ_TOOLS = ("read_file", "glob", "grep")
+EDIT_TOOLS = ("write_file", "edit")
+
+# A rule's tool name -> the tools it covers and what its specifier is. Claude Code's names map as its hooks'
+# matchers do (actors.session.hooks.CLAUDE_ALIASES), except that a command rule covers every tool that runs one.
+TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
+    "Bash": (COMMAND_TOOLS, "command"), "shell": (COMMAND_TOOLS, "command"), "monitor": (("monitor",), "command"),
+    "Read": (READ_TOOLS, "path"), "read_file": (("read_file",), "path"),
+    "Glob": (("glob",), "path"), "glob": (("glob",), "path"), "Grep": (("grep",), "path"), "grep": (("grep",), "path"),
+    "Edit": (EDIT_TOOLS, "path"), "MultiEdit": (("edit",), "path"), "edit": (("edit",), "path"),
+    "Write": (("write_file",), "path"), "write_file": (("write_file",), "path"),
+    "WebFetch": (("web_fetch",), "domain"), "web_fetch": (("web_fetch",), "domain"),
+    "BashOutput": (("shell_output",), "none"), "shell_output": (("shell_output",), "none"),
+    "KillShell": (("kill_task",), "none"), "kill_task": (("kill_task",), "none"),
+    "TodoWrite": (("todo_write",), "none"), "todo_write": (("todo_write",), "none"),
+    "Task": (("agent",), "none"), "agent": (("agent",), "none"),
+    "schedule_wakeup": (("schedule_wakeup",), "none"), "cron_create": (("cron_create",), "none"),
+    "cron_delete": (("cron_delete",), "none"),
+}
+
+_RULE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)(?:\((.*)\))?", re.DOTALL)
+_MCP = re.compile(r"mcp__([A-Za-z0-9_-]+?)(?:__([A-Za-z0-9_*-]+))?")
+_HOST = re.compile(r"(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*")
+
+
+class RuleError(ValueError):
+    """A rule that cannot be read; the message says what is wrong with it."""
+
+
+@attrs.frozen
+class Rule:
+    """One rule as written, read: the tools it covers, what kind its specifier is, the specifier."""
+
+    text: str
+    tools: tuple[str, ...]  # tool names; an MCP server's rule: ("mcp__server__",), a prefix
+    kind: str  # "any" (no specifier), "command", "path", "domain", "mcp"
+    spec: str | None = None
+
+    def covers(self, tool: str) -> bool:
+        if self.kind == "mcp":
+            prefix = self.tools[0]
+            return tool.startswith(prefix) if prefix.endswith("__") else tool == prefix
+        return tool in self.tools
+
+
+def parse_rule(text: str) -> Rule:
+    """``text`` read as a rule, or a :class:`RuleError` saying what is wrong."""
+    if not isinstance(text, str) or not text.strip():
+        raise RuleError("a rule is a tool name, alone or with a specifier in parentheses, as Bash(npm test:*)")
+    text = text.strip()
+    mcp = _MCP.fullmatch(text)
+    if mcp is not None:
+        server, tool = mcp.groups()
+        if tool is None or tool == "*":
+            return Rule(text, (f"mcp__{server}__",), "mcp")
+        if "*" in tool:
+            raise RuleError("an MCP rule names one tool or every tool of a server (mcp__server, mcp__server__*)")
+        return Rule(text, (text,), "mcp")
+    match = _RULE.fullmatch(text)
+    if text.startswith("mcp__"):
+        raise RuleError("an MCP rule is mcp__server or mcp__server__tool, without a specifier")
+    if match is None:
+        raise RuleError("a rule is a tool name, alone or with a specifier in parentheses, as Bash(npm test:*)")
+    name, spec = match.groups()
+    if name not in TOOLS:
+        claude = sorted(n for n in TOOLS if n[0].isupper())
+        raise RuleError(f"unknown tool {name!r}: a rule names one of {', '.join(claude)}, a Trellis tool (shell, "
+                        "read_file, ...) or an MCP server's tools as mcp__server__tool")
+    tools, kind = TOOLS[name]
+    if spec is None or spec.strip() in ("", "*"):
+        return Rule(text, tools, "any")
+    spec = spec.strip()
+    if kind == "none":
+        raise RuleError(f"{name} takes no specifier: write {name} alone")
+    if kind == "command":
+        _check_command_spec(spec)
+    elif kind == "domain":
+        host = spec.removeprefix("domain:") if spec.startswith("domain:") else None
+        if host is None or not _HOST.fullmatch(host):
+            raise RuleError(f"{name}'s specifier is domain:HOST (as domain:example.com or domain:*.example.com)")
+        spec = host.lower()
+    elif kind == "path" and "\0" in spec:
+        raise RuleError("a path pattern cannot hold a NUL character")
+    return Rule(text, tools, kind, spec)
+
+
+def _check_command_spec(spec: str) -> None:
+    if ":*" in spec[:-2]:
+        raise RuleError(":* can only end a command rule (Bash(npm run:*))")
+    try:
+        words = shlex.split(spec.removesuffix(":*"))
+    except ValueError as exc:
+        raise RuleError(f"the command cannot be read: {exc}") from None
+    if not words:
+        raise RuleError("a command rule names at least the command: Bash(npm test:*)")
+
+
+# ----------------------------------------------------------------- the rule lists of a settings file
+
+
+def _rule_text(value: Any) -> bool:
+    try:
+        parse_rule(value)
+    except RuleError as exc:
+        raise checked.Invalid(str(exc), value) from None
+    return True
+
+
+RuleText = checked.constrained("PermissionRule", str, "a permission rule", _rule_text)
+
+
+@checked.form("Permission rules in Claude Code's form: deny wins over ask, ask over allow, and any rule over the "
+              "approval mode (plan mode still refuses execution). See the permission rules guide.",
+              unknown=checked.REFUSE)
+@attrs.frozen(kw_only=True)
+class RuleLists:
+    allow: tuple[RuleText, ...] = checked.field(
+        (), "Calls that run without asking, as Bash(npm test:*), Read(./src/**), WebFetch(domain:example.com).")
+    ask: tuple[RuleText, ...] = checked.field((), "Calls that always ask, whatever the mode or an allow rule says.")
+    deny: tuple[RuleText, ...] = checked.field((), "Calls that are refused without asking; the model is told the rule.")
+
+    def __bool__(self) -> bool:
+        return bool(self.allow or self.ask or self.deny)
+
+
+# ----------------------------------------------------------------- the decision
+
+
+@attrs.frozen
+class Verdict:
+    """What the rules say about a call: ``effect`` (``None``: no rule decides), the deciding rules as
+    written and which list they are in, and a sentence saying why."""
+
+    effect: Effect | None
+    rules: tuple[str, ...] = ()
+    reason: str = "no rule matches: the approval mode decides"
+
+    @property
+    def rule(self) -> str | None:
+        return ", ".join(self.rules) if self.rules else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"decision": self.effect, "rule": self.rule, "reason": self.reason}
+
+
+@attrs.frozen
+class RuleSet:
+    """A session's rules: each list read, and where relative path patterns start."""
+
+    deny: tuple[Rule, ...] = ()
+    ask: tuple[Rule, ...] = ()
+    allow: tuple[Rule, ...] = ()
+    settings_dir: str | None = None  # "/path" patterns are relative to it (None: to the cwd)
+
+    @classmethod
+    def of(cls, lists: Iterable[RuleLists], settings_dir: str | None = None) -> RuleSet:
+        lists = list(lists)
+        return cls(*(tuple(parse_rule(t) for group in lists for t in getattr(group, e)) for e in EFFECTS),
+                   settings_dir=settings_dir)
+
+    def __bool__(self) -> bool:
+        return bool(self.deny or self.ask or self.allow)
+
+    def listed(self) -> dict[str, list[str]]:
+        return {effect: [r.text for r in getattr(self, effect)] for effect in EFFECTS}
+
+
+def decide(rules: RuleSet, tool: str, arguments: Any, cwd: str, home: str | None = None) -> Verdict:
+    """What ``rules`` say about calling ``tool`` with ``arguments`` in ``cwd`` (see the module's table)."""
+    if not rules:
+        return Verdict(None)
+    home = home if home is not None else os.path.expanduser("~")
+    args = arguments if isinstance(arguments, dict) else {}
+    if tool in COMMAND_TOOLS and isinstance(args.get("command"), str):
+        return _decide_command(rules, tool, args["command"])
+    subjects = _subjects(tool, args, cwd, home)
+    base = rules.settings_dir or cwd
+
+    def hits(rule: Rule, every: bool) -> bool:
+        if not rule.covers(tool):
+            return False
+        if rule.kind in ("any", "mcp"):
+            return True
+        matched = [_matches(rule, subject, base, cwd, home) for subject in subjects]
+        return bool(matched) and (all(matched) if every else any(matched))
+
+    for effect in ("deny", "ask"):  # any form of the path (as given, resolved) is enough to deny or ask
+        rule = next((r for r in getattr(rules, effect) if hits(r, every=False)), None)
+        if rule is not None:
+            return Verdict(effect, (rule.text,), f"{effect} rule {rule.text} matches")
+    rule = next((r for r in rules.allow if hits(r, every=True)), None)  # ... every form, to allow
+    if rule is not None:
+        return Verdict("allow", (rule.text,), f"allow rule {rule.text} matches")
+    return Verdict(None)
+
+
+def _decide_command(rules: RuleSet, tool: str, command: str) -> Verdict:
+    read = simple_commands(command)
+    for effect in ("deny", "ask"):
+        for rule in getattr(rules, effect):
+            if not rule.covers(tool):
+                continue
+            hit = next((words for words in read.commands if _command_matches(rule, words, loose=True)), None)
+            if hit is not None or (rule.kind == "any"):
+                part = f" (in {shlex.join(hit)})" if hit is not None and len(read.commands) > 1 else ""
+                return Verdict(effect, (rule.text,), f"{effect} rule {rule.text} matches{part}")
+    bare = next((r for r in rules.allow if r.covers(tool) and r.kind == "any"), None)
+    if bare is not None:
+        return Verdict("allow", (bare.text,), f"allow rule {bare.text} matches")
+    if read.opaque is not None:
+        return Verdict(None, (), f"no allow rule applies: {read.opaque}; the approval mode decides")
+    if not read.commands:
+        return Verdict(None)
+    deciding: list[str] = []
+    for words in read.commands:
+        rule = next((r for r in rules.allow if r.covers(tool) and _command_matches(r, words, loose=False)), None)
+        if rule is None:
+            if deciding or len(read.commands) > 1:
+                return Verdict(None, (), f"no allow rule matches {shlex.join(words)}; the approval mode decides")
+            return Verdict(None)
+        if rule.text not in deciding:
+            deciding.append(rule.text)
+    return Verdict("allow", tuple(deciding), f"allow rule{'s' if len(deciding) > 1 else ''} "
+                                             f"{', '.join(deciding)} match{'' if len(deciding) > 1 else 'es'}")
+
+
+def _command_matches(rule: Rule, words: tuple[str, ...], *, loose: bool) -> bool:
+    if rule.kind == "any":
+        return True
+    if rule.kind != "command" or rule.spec is None:
+        return False
+    forms = [words]
+    if loose and "/" in words[0]:
+        forms.append((os.path.basename(words[0]), *words[1:]))
+    return any(_spec_matches(rule.spec, form) for form in forms)
+
+
+def _spec_matches(spec: str, words: tuple[str, ...]) -> bool:
+    if spec.endswith(":*"):
+        prefix = shlex.split(spec[:-2])
+        return tuple(words[:len(prefix)]) == tuple(prefix)
+    if "*" in spec:
+        text = " ".join(words)
+        pattern = ".*".join(re.escape(piece) for piece in spec.split("*"))
+        if spec.endswith(" *") and spec.count("*") == 1 and text == spec[:-2]:
+            return True
+        return re.fullmatch(pattern, text, re.DOTALL) is not None
+    return tuple(words) == tuple(shlex.split(spec))
+
+
+def _subjects(tool: str, args: dict[str, Any], cwd: str, home: str) -> list[str]:
+    """What path, host or name a rule of ``tool`` is matched against (a path: as given and with symlinks
+    resolved, so a link cannot carry a call past a deny)."""
+    if tool in READ_TOOLS or tool in EDIT_TOOLS:
+        raw = args.get("path", "." if tool in ("glob", "grep") else None)
+        if not isinstance(raw, str) or not raw:
+            return []
+        if raw == "~" or raw.startswith("~/"):
+            raw = home + raw[1:]  # as the file tools read it (os.path.expanduser)
+        path = os.path.normpath(os.path.join(cwd, raw))
+        return list(dict.fromkeys([path, os.path.realpath(path)]))
+    if tool == "web_fetch":
+        url = args.get("url")
+        try:
+            host = urlsplit(url).hostname if isinstance(url, str) else None
+        except ValueError:
+            host = None
+        return [host.lower()] if host else []
+    return [tool]
+
+
+def _matches(rule: Rule, subject: str, settings_dir: str, cwd: str, home: str) -> bool:
+    if rule.spec is None:
+        return True
+    if rule.kind == "domain":
+        return subject == rule.spec or (rule.spec.startswith("*.") and subject.endswith(rule.spec[1:]))
+    if rule.kind == "path":
+        return path_matches(rule.spec, subject, settings_dir=settings_dir, cwd=cwd, home=home)
+    return False
+
+
+def path_matches(pattern: str, path: str, *, settings_dir: str, cwd: str, home: str) -> bool:
+    """Whether the absolute ``path`` matches a path rule's ``pattern`` (gitignore syntax, based as the module
+    says)."""
+    if pattern.startswith("//"):
+        base, pattern = "/", pattern[1:]
+    elif pattern.startswith("~/"):
+        base, pattern = home, pattern[1:]
+    elif pattern.startswith("/"):
+        base = settings_dir
+    elif pattern.startswith("./"):
+        base, pattern = cwd, pattern[1:]
+    else:
+        base = cwd
+    rel = os.path.relpath(path, base)
+    if rel == os.curdir:
+        return pattern.strip("/") in ("", "**", "*") or fnmatch.fnmatch("", pattern)
+    if rel.startswith(os.pardir + os.sep) or rel == os.pardir:
+        return False
+    return pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(rel)
+
+
+__all__ = ["COMMAND_TOOLS", "EFFECTS", "Rule", "RuleError", "RuleLists", "RuleSet", "RuleText", "TOOLS", "Verdict",
+           "decide", "parse_rule", "path_matches"]

@@ -1,0 +1,90 @@
+"""Permission rules over REST/SSE, as a settings file gives them: the acceptance of the rules in default mode."""
+
+from __future__ import annotations
+
+import json
+
+import trio
+
+from actors import load_script
+from actors.settings_file import load_settings
+from tests.conftest import live_daemon
+from tests.e2e.sse_client import frames
+
+RULES = {"permissions": {"allow": ["Bash(echo:*)"], "deny": ["Bash(rm:*)"]}}
+
+
+def call(name: str, **arguments) -> dict:
+    return {"tool_call": {"name": name, "arguments": arguments}}
+
+
+async def run_commands(tmp_path, *commands: str, settings: dict = RULES):
+    """Each command in a turn of its own; the events of them all (stopping at a permission request) and the
+    model's calls."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(settings))
+    responses = []
+    for command in commands:
+        responses += [[call("shell", command=command)], [{"text": f"done with {command}"}]]
+    model = load_script({"responses": responses})
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    (work / "x").write_text("keep me")
+    with trio.fail_after(30):
+        async with live_daemon(model=model, settings=load_settings(path)) as (daemon, client):
+            sid = (await client.post("/session", json={"cwd": str(work)})).json()["sessionId"]
+            for command in commands:
+                pid = (await client.post(f"/session/{sid}/prompt",
+                                         json={"prompt": [{"type": "text", "text": command}]})).json()["promptId"]
+                got = await until_asked_or_done(client, sid, pid)
+                if got[-1]["type"] == "permission_request":
+                    return got, model, work
+            return got, model, work
+
+
+async def until_asked_or_done(client, sid: str, pid: str) -> list[dict]:
+    out: list[dict] = []
+    async with client.stream("GET", f"/session/{sid}/events", headers={"Last-Event-ID": "0"}) as r:
+        async for frame in frames(r):
+            out.append(frame)
+            if frame["type"] == "permission_request" or (
+                    frame["type"] == "turn_complete" and frame["data"].get("promptId") == pid):
+                return out
+    raise AssertionError("the event stream ended first")
+
+
+def tool_results(model) -> list[str]:
+    """What each shell call came to, as the model was told (each turn: a call, then one after its result)."""
+    return [c.messages[-1].content for c in model.calls[1::2]]
+
+
+async def test_an_allowed_command_runs_without_asking(tmp_path):
+    events, model, work = await run_commands(tmp_path, "echo hi")
+    assert not [f for f in events if f["type"] == "permission_request"]
+    assert "hi" in tool_results(model)[0] and "[exit code 0]" in tool_results(model)[0]
+
+
+async def test_a_denied_command_is_refused_without_asking_and_the_model_is_told_the_rule(tmp_path):
+    events, model, work = await run_commands(tmp_path, "rm -rf x", "echo hi && rm x")
+    assert not [f for f in events if f["type"] == "permission_request"]
+    first, second = tool_results(model)[:2]
+    assert "Bash(rm:*)" in first and "refused" in first
+    assert "Bash(rm:*)" in second and "rm x" in second
+    assert (work / "x").read_text() == "keep me"
+    refusals = [f["data"]["update"] for f in events if f["type"] == "session_update"
+                and f["data"]["update"].get("status") == "failed"]
+    assert [r["_meta"] for r in refusals] == [{"rule": "Bash(rm:*)"}, {"rule": "Bash(rm:*)"}]
+
+
+async def test_a_command_no_rule_matches_asks(tmp_path):
+    events, model, work = await run_commands(tmp_path, "ls")
+    assert events[-1]["type"] == "permission_request"
+    assert events[-1]["data"]["toolCall"]["title"] == "ls"
+
+
+async def test_an_ask_rule_asks_in_yolo_mode_and_names_itself(tmp_path):
+    settings = {"approvalMode": "yolo", "permissions": {"allow": ["Bash"], "ask": ["Bash(git push:*)"]}}
+    events, model, work = await run_commands(tmp_path, "echo fine", "git push --force", settings=settings)
+    requests = [f["data"] for f in events if f["type"] == "permission_request"]
+    assert len(requests) == 1 and requests[0]["toolCall"]["title"] == "git push --force"
+    assert requests[0]["toolCall"]["_meta"] == {"rule": "Bash(git push:*)"}
