@@ -408,6 +408,7 @@ async function openSession(sessionId, again = false) {
       showWorkCount();
       if (frame.type === "turn_complete" || frame.type === "turn_error") refreshStatus();
       const update = frame.type === "session_update" ? frame.data?.update : null;
+      if (update?.sessionUpdate === "agent_message_chunk" && update._meta?.usage) usageChanged();
       if (update?.sessionUpdate === "current_mode_update") $("approval-mode").value = update.currentModeId;
       if (update?.sessionUpdate === "session_info_update" && "title" in update) {
         const listed = state.sessions.find((s) => s.sessionId === sessionId);
@@ -436,6 +437,26 @@ async function openSession(sessionId, again = false) {
     },
   }, resume).start();
   refreshSessions();
+}
+
+// A model call's usage arrived: the header's session total is the status route's again, not only
+// after the turn (one request at a time, and one more if calls came in meanwhile: a replay's many
+// calls cost a request or two).
+const usageRefresh = { busy: false, again: false };
+async function usageChanged() {
+  if (usageRefresh.busy) {
+    usageRefresh.again = true;
+    return;
+  }
+  usageRefresh.busy = true;
+  try {
+    do {
+      usageRefresh.again = false;
+      await refreshStatus();
+    } while (usageRefresh.again);
+  } finally {
+    usageRefresh.busy = false;
+  }
 }
 
 // Align the panels with the daemon's own view (after a replay: what it could not tell).
