@@ -12,9 +12,10 @@ from typing import Any
 
 import trio
 
-from . import wire
+from . import checked, wire
 from .ids import IdSource
 from .model import ModelProvider, ScriptedModel
+from .permission_rules import RuleLists
 from .process.sandbox import clear_homes, log_sandbox, resolve_sandbox
 from .runtime import InvalidCwd, Runtime, default_tools, local_now
 from .session.handle import SessionHandle
@@ -97,7 +98,7 @@ class Daemon:
     async def create_session(self, cwd: str | None = None, session_id: str | None = None, *,
                              system_prompt: str | None = None, append_system_prompt: str | None = None,
                              mcp_servers: tuple[Any, ...] = (), title: str | None = None,
-                             ) -> tuple[SessionHandle, bool]:
+                             permissions: RuleLists | None = None) -> tuple[SessionHandle, bool]:
         """Start a session, or attach to the live one with ``session_id``; ``(handle, attached)``.
 
         An id that is not live but has a transcript on disk starts the session with that
@@ -109,6 +110,8 @@ class Daemon:
         ``mcp_servers`` (:class:`actors.mcp_client.ServerConfig`) are a client's, started
         beside the settings' ``mcpServers`` by a session this call starts. ``title`` (stripped; ``None``:
         leave it) names the session in listings: a new one starts with it, a restored or live one takes it.
+        ``permissions``: the session's own permission rules, beside the settings'; a restored session keeps
+        the ones its record has unless given new ones, and a live one keeps its own.
         """
         title = (title or "").strip() or None
         prompt = PromptOverrides(system_prompt, append_system_prompt)
@@ -122,9 +125,9 @@ class Daemon:
                 return handle, True
             if self.restorable(session_id):
                 return await self._start(session_id, cwd, restore=True, prompt=prompt,
-                                         mcp_servers=mcp_servers, title=title), False
+                                         mcp_servers=mcp_servers, title=title, permissions=permissions), False
         return await self._start(session_id or self.runtime.ids.new("session"), cwd, prompt=prompt,
-                                 mcp_servers=mcp_servers, title=title), False
+                                 mcp_servers=mcp_servers, title=title, permissions=permissions), False
 
     def resolve_cwd(self, cwd: str | None) -> str:
         """An absolute working directory (see :meth:`Runtime.resolve_cwd`)."""
@@ -196,7 +199,8 @@ class Daemon:
         history = await source.snapshot()
         record = await source.record()
         return await self._start(session_id or self.runtime.ids.new("session"), record["cwd"], history,
-                                 prompt=PromptOverrides.from_record(record), title=record.get("title"))
+                                 prompt=PromptOverrides.from_record(record), title=record.get("title"),
+                                 permissions=_recorded_rules(record, source_id))
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         """A session's transcript from disk, live or not."""
@@ -209,7 +213,8 @@ class Daemon:
 
     async def _start(self, session_id: str, cwd: str | None, history: list[Any] | None = None, *,
                      restore: bool = False, prompt: PromptOverrides | None = None,
-                     mcp_servers: tuple[Any, ...] = (), title: str | None = None) -> SessionHandle:
+                     mcp_servers: tuple[Any, ...] = (), title: str | None = None,
+                     permissions: RuleLists | None = None) -> SessionHandle:
         if len(self._sessions) + len(self._starting) >= self.settings.limits.max_sessions:
             log.warning("session refused reason=too_many_sessions limit=%d", self.settings.limits.max_sessions,
                         extra={"reason": "too_many_sessions", "limit": self.settings.limits.max_sessions})
@@ -236,7 +241,9 @@ class Daemon:
                               created_at=record.get("createdAt"), approval_mode=record.get("approvalMode"),
                               model_name=record.get("model"),
                               prompt_overrides=PromptOverrides.from_record(record).given(prompt),
-                              mcp_servers=mcp_servers, title=title or record.get("title"))
+                              mcp_servers=mcp_servers, title=title or record.get("title"),
+                              permissions=permissions if permissions is not None
+                              else _recorded_rules(record, session_id))
             for observe in self.session_observers:
                 observe(session)
             if restore:
@@ -497,5 +504,18 @@ async def _actor_nursery(*, task_status: trio.TaskStatus[trio.Nursery] = trio.TA
             await trio.sleep_forever()
 
 
+def _recorded_rules(record: dict[str, Any], session_id: str) -> RuleLists | None:
+    """The session's own permission rules its record keeps; a record whose rules cannot be read loses them,
+    with a warning, rather than the session."""
+    if "permissions" not in record:
+        return None
+    try:
+        return checked.structure(record["permissions"], RuleLists, "permissions")
+    except checked.CheckError as exc:
+        log.warning("session %s: its recorded permission rules are dropped: %s", session_id, exc)
+        return None
+
+
 __all__ = ["Daemon", "InvalidCwd", "InvalidSessionId", "NotStartedHere", "SessionStarting", "TooManySessions", "ToolRegistry",
            "UnknownSession", "open_daemon"]
+

@@ -102,7 +102,7 @@ class Settings:
     @property
     def permission_rules(self) -> RuleSet:
         """The rules of ``permissions``, read; ``/path`` patterns start at the settings file's directory."""
-        return RuleSet.of([self.permissions], os.path.dirname(self.path) if self.path else None)
+        return RuleSet.of(self.permissions, os.path.dirname(self.path) if self.path else None)
 
     @property
     def hook_config(self) -> Any:

@@ -31,7 +31,6 @@ import fnmatch
 import os
 import re
 import shlex
-from collections.abc import Iterable
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -82,6 +81,7 @@ class Rule:
     tools: tuple[str, ...]  # tool names; an MCP server's rule: ("mcp__server__",), a prefix
     kind: str  # "any" (no specifier), "command", "path", "domain", "mcp"
     spec: str | None = None
+    base: str | None = None  # where a "/path" pattern starts: the settings file's directory (None: the cwd)
 
     def covers(self, tool: str) -> bool:
         if self.kind == "mcp":
@@ -90,8 +90,13 @@ class Rule:
         return tool in self.tools
 
 
-def parse_rule(text: str) -> Rule:
-    """``text`` read as a rule, or a :class:`RuleError` saying what is wrong."""
+def parse_rule(text: str, base: str | None = None) -> Rule:
+    """``text`` read as a rule, or a :class:`RuleError` saying what is wrong; ``base``: where its ``/path``
+    patterns start (the directory of the settings file it is from; ``None``: the session's cwd)."""
+    return attrs.evolve(_parse(text), base=base)
+
+
+def _parse(text: str) -> Rule:
     if not isinstance(text, str) or not text.strip():
         raise RuleError("a rule is a tool name, alone or with a specifier in parentheses, as Bash(npm test:*)")
     text = text.strip()
@@ -192,18 +197,18 @@ class Verdict:
 
 @attrs.frozen
 class RuleSet:
-    """A session's rules: each list read, and where relative path patterns start."""
+    """Rules read, by list."""
 
     deny: tuple[Rule, ...] = ()
     ask: tuple[Rule, ...] = ()
     allow: tuple[Rule, ...] = ()
-    settings_dir: str | None = None  # "/path" patterns are relative to it (None: to the cwd)
 
     @classmethod
-    def of(cls, lists: Iterable[RuleLists], settings_dir: str | None = None) -> RuleSet:
-        lists = list(lists)
-        return cls(*(tuple(parse_rule(t) for group in lists for t in getattr(group, e)) for e in EFFECTS),
-                   settings_dir=settings_dir)
+    def of(cls, lists: RuleLists, base: str | None = None) -> RuleSet:
+        return cls(*(tuple(parse_rule(t, base) for t in getattr(lists, e)) for e in EFFECTS))
+
+    def __add__(self, other: RuleSet) -> RuleSet:
+        return RuleSet(self.deny + other.deny, self.ask + other.ask, self.allow + other.allow)
 
     def __bool__(self) -> bool:
         return bool(self.deny or self.ask or self.allow)
@@ -221,14 +226,13 @@ def decide(rules: RuleSet, tool: str, arguments: Any, cwd: str, home: str | None
     if tool in COMMAND_TOOLS and isinstance(args.get("command"), str):
         return _decide_command(rules, tool, args["command"])
     subjects = _subjects(tool, args, cwd, home)
-    base = rules.settings_dir or cwd
 
     def hits(rule: Rule, every: bool) -> bool:
         if not rule.covers(tool):
             return False
         if rule.kind in ("any", "mcp"):
             return True
-        matched = [_matches(rule, subject, base, cwd, home) for subject in subjects]
+        matched = [_matches(rule, subject, rule.base or cwd, cwd, home) for subject in subjects]
         return bool(matched) and (all(matched) if every else any(matched))
 
     for effect in ("deny", "ask"):  # any form of the path (as given, resolved) is enough to deny or ask
@@ -269,6 +273,49 @@ def _decide_command(rules: RuleSet, tool: str, command: str) -> Verdict:
             deciding.append(rule.text)
     return Verdict("allow", tuple(deciding), f"allow rule{'s' if len(deciding) > 1 else ''} "
                                              f"{', '.join(deciding)} match{'' if len(deciding) > 1 else 'es'}")
+
+
+# Commands whose second word names what they do (git status, npm test): an "always" answer covers that pair.
+_WITH_SUBCOMMANDS = frozenset({
+    "git", "npm", "pnpm", "yarn", "bun", "cargo", "go", "docker", "podman", "kubectl", "helm", "pip", "pip3",
+    "uv", "poetry", "gh", "terraform", "systemctl", "apt", "apt-get", "brew", "dotnet", "mvn", "gradle", "npx",
+})
+_SUBCOMMAND = re.compile(r"[a-z][a-z0-9_:.-]*")
+
+
+def answer_rules(tool: str | None, arguments: Any, kind: str) -> tuple[str, ...]:
+    """The rules an "always allow" or "always reject" answer to a call of ``tool`` becomes, for the rest of
+    the session: for a command, its command names (``Bash(npm test:*)``, one per simple command); for a
+    file edit, ``Edit``; for a fetch, its host; otherwise the tool. Empty when no rule can say it (a
+    command that cannot be read, an edit a tool asks for on another's behalf): the answer then holds for
+    the call's kind, as an answer without rules did."""
+    args = arguments if isinstance(arguments, dict) else {}
+    if tool is None:
+        return ()
+    if tool in COMMAND_TOOLS:
+        read = simple_commands(args.get("command")) if isinstance(args.get("command"), str) else None
+        if read is None or read.opaque is not None or not read.commands:
+            return ()
+        out = []
+        for words in read.commands:
+            second = words[1:2] if words[0] in _WITH_SUBCOMMANDS and len(words) > 1 \
+                and _SUBCOMMAND.fullmatch(words[1]) else ()
+            out.append(f"Bash({shlex.join((words[0], *second))}:*)")
+        return tuple(t for t in dict.fromkeys(out) if _readable(t))
+    if kind == "edit":
+        return ("Edit",) if tool in EDIT_TOOLS else ()
+    if tool == "web_fetch":
+        hosts = _subjects(tool, args, "/", "/")
+        return (f"WebFetch(domain:{hosts[0]})",) if hosts and _readable(f"WebFetch(domain:{hosts[0]})") else ()
+    return (tool,) if _readable(tool) else ()
+
+
+def _readable(text: str) -> bool:
+    try:
+        parse_rule(text)
+    except RuleError:
+        return False
+    return True
 
 
 def _command_matches(rule: Rule, words: tuple[str, ...], *, loose: bool) -> bool:
@@ -347,5 +394,5 @@ def path_matches(pattern: str, path: str, *, settings_dir: str, cwd: str, home: 
     return pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(rel)
 
 
-__all__ = ["COMMAND_TOOLS", "EFFECTS", "Rule", "RuleError", "RuleLists", "RuleSet", "RuleText", "TOOLS", "Verdict",
-           "decide", "parse_rule", "path_matches"]
+__all__ = ["COMMAND_TOOLS", "EDIT_TOOLS", "EFFECTS", "Rule", "RuleError", "RuleLists", "RuleSet", "RuleText", "TOOLS",
+           "Verdict", "answer_rules", "decide", "parse_rule", "path_matches"]

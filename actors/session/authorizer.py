@@ -22,7 +22,9 @@ import trio
 
 from ..events import EventBus
 from ..ids import IdSource
-from ..permission_rules import RuleSet, Verdict, decide
+import attrs
+
+from ..permission_rules import EFFECTS, RuleLists, RuleSet, Verdict, answer_rules, decide, parse_rule
 from ..settings import APPROVAL_MODES
 from .outcomes import PermissionCancelled
 from .permissions import DEFAULT_OPTIONS, PermissionBroker
@@ -33,12 +35,18 @@ class Authorizer:
     """One session's permission decisions."""
 
     def __init__(self, session_id: str, bus: EventBus, ids: IdSource, *, mode: str, grace_seconds: float,
-                 nursery: Callable[[], trio.Nursery | None], rules: RuleSet | None = None) -> None:
+                 nursery: Callable[[], trio.Nursery | None], rules: RuleSet | None = None,
+                 session_rules: RuleLists | None = None, rules_changed: Callable[[], None] = lambda: None) -> None:
         self.mode = mode
-        self.rules = rules or RuleSet()
+        self.settings_rules = rules or RuleSet()  # the settings file's
+        # The session's own: given when it started, and every "always" answer; kept in its record.
+        self.session_rules = session_rules or RuleLists()
+        self.rules = self.settings_rules + RuleSet.of(self.session_rules)
+        self._rules_changed = rules_changed
         self.broker = PermissionBroker(session_id, bus, ids)
-        self.always_allowed: set[str] = set()  # tool kinds the user allowed for the rest of the session
-        self.always_denied: set[str] = set()  # ... or rejected for the rest of the session
+        # "Always" answers no rule can say (a command that cannot be read): held for the call's kind.
+        self.always_allowed: set[str] = set()
+        self.always_denied: set[str] = set()
         self._bus = bus
         self.grace_seconds = grace_seconds  # how long a question outlives every client
         self._nursery = nursery  # the session's, while it runs
@@ -54,6 +62,70 @@ class Authorizer:
     def verdict(self, tool: str, arguments: Any, cwd: str) -> Verdict:
         """What the session's permission rules say about calling ``tool`` with ``arguments``."""
         return decide(self.rules, tool, arguments, cwd)
+
+    def refusal(self, verdict: Verdict) -> str:
+        """What the model is told of a call a deny rule refused."""
+        if all(rule in self.session_rules.deny for rule in verdict.rules):
+            return f"the user denied such calls for the rest of this session ({verdict.reason})"
+        return f"refused without asking: {verdict.reason} (permissions.deny)"
+
+    def explain(self, tool: str, arguments: Any, cwd: str, *, asks: bool) -> dict[str, Any]:
+        """What would happen to a call of ``tool`` with ``arguments`` now, and why. ``asks``: whether the tool
+        asks in the approval mode when no rule decides (a command, an edit, a fetch, an MCP tool)."""
+        verdict = self.verdict(tool, arguments, cwd)
+        out = verdict.to_dict() | {"approvalMode": self.mode}
+        if verdict.effect == "deny":
+            return out | {"outcome": "deny", "decidedBy": "rule"}
+        if self.mode == "plan" and asks:
+            return out | {"outcome": "deny", "decidedBy": "mode", "reason": "plan mode refuses execution"}
+        if verdict.effect is not None:
+            return out | {"outcome": verdict.effect, "decidedBy": "rule"}
+        if not asks:
+            return out | {"outcome": "allow", "decidedBy": "tool", "reason": f"{tool} does not ask"}
+        outcome = "allow" if self.mode in ("auto-edit", "yolo") else "ask"
+        return out | {"outcome": outcome, "decidedBy": "mode"}
+
+    def listed_rules(self) -> dict[str, dict[str, list[str]]]:
+        """The rules in force: the settings file's and the session's own."""
+        return {"settings": self.settings_rules.listed(),
+                "session": {effect: list(getattr(self.session_rules, effect)) for effect in EFFECTS}}
+
+    def add_rule(self, effect: str, text: str) -> bool:
+        """Add a rule of the session's own (a :class:`RuleError` when it cannot be read, and nothing changes);
+        ``False`` when it is there already."""
+        parse_rule(text)
+        if effect not in EFFECTS:
+            raise ValueError(f"effect must be one of {', '.join(EFFECTS)}, got {effect!r}")
+        listed = getattr(self.session_rules, effect)
+        if text in listed:
+            return False
+        self._set_session_rules(attrs.evolve(self.session_rules, **{effect: (*listed, text)}))
+        return True
+
+    def remove_rule(self, effect: str, text: str) -> bool:
+        """Remove a rule of the session's own; ``False`` when it has no such rule."""
+        listed = getattr(self.session_rules, effect, None)
+        if listed is None or text not in listed:
+            return False
+        self._set_session_rules(attrs.evolve(self.session_rules,
+                                             **{effect: tuple(t for t in listed if t != text)}))
+        return True
+
+    def _set_session_rules(self, lists: RuleLists) -> None:
+        self.session_rules = lists
+        self.rules = self.settings_rules + RuleSet.of(lists)
+        self._rules_changed()
+
+    def _remember(self, context: ToolContext, raw_input: Any, kind: str, key: str, effect: str) -> None:
+        """An "always" answer: a rule of the session's own, or, when no rule can say it, the call's kind."""
+        texts = answer_rules(context.tool_name, raw_input, kind)
+        if not texts:
+            (self.always_allowed if effect == "allow" else self.always_denied).add(key)
+            return
+        listed = getattr(self.session_rules, effect)
+        added = tuple(t for t in texts if t not in listed)
+        if added:
+            self._set_session_rules(attrs.evolve(self.session_rules, **{effect: (*listed, *added)}))
 
     async def authorize(self, context: ToolContext, *, title: str, kind: str, raw_input: Any,
                         plan_refuses: bool = True, details: dict[str, Any] | None = None,
@@ -93,10 +165,10 @@ class Authorizer:
             raise PermissionCancelled(title)
         if not decision.allowed:
             if decision.option is not None and decision.option.kind == "reject_always":
-                self.always_denied.add(rule)
+                self._remember(context, raw_input, kind, rule, "deny")
             return "the user denied this call"
         if decision.option is not None and decision.option.kind == "allow_always":
-            self.always_allowed.add(rule)
+            self._remember(context, raw_input, kind, rule, "allow")
         return None
 
     def clients_left(self) -> None:

@@ -18,8 +18,9 @@ from .transcript import TranscriptError
 from .messages import (
     NOT_REPLACING, AddMcpServers, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
     PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionRecord, SetApprovalMode, SetModel, SetTitle,
-    Snapshot, TurnOffGuard, Vote,
+    Snapshot, TurnOffGuard, Vote, PermissionRules, EditPermissionRule, ExplainPermission,
 )
+from ..permission_rules import EFFECTS, parse_rule
 
 ASK_TIMEOUT = 10.0
 KILL_TIMEOUT = 30.0
@@ -183,6 +184,37 @@ class SessionHandle:
         refused = await self._ref.ask(TurnOffGuard, ASK_TIMEOUT)
         if refused is not None:
             raise RuntimeError(refused)
+
+    async def permission_rules(self) -> dict[str, dict[str, list[str]]]:
+        """The permission rules in force, by source (``settings``, ``session``) and list (allow, ask, deny)."""
+        return await self._ref.ask(PermissionRules, ASK_TIMEOUT)
+
+    async def add_permission_rule(self, effect: str, rule: str) -> bool:
+        """Add a rule of the session's own (kept in its record); ``False`` when it has it already.
+        ``ValueError`` (``RuleError``) for a rule that cannot be read or an effect that is not one."""
+        return await self._edit_rule(effect, rule, add=True)
+
+    async def remove_permission_rule(self, effect: str, rule: str) -> bool:
+        """Remove a rule of the session's own; ``False`` when it has no such rule (the settings' stay)."""
+        return await self._edit_rule(effect, rule, add=False)
+
+    async def _edit_rule(self, effect: str, rule: str, *, add: bool) -> bool:
+        if effect not in EFFECTS:
+            raise ValueError(f"effect must be one of {', '.join(EFFECTS)}, got {effect!r}")
+        if add:
+            parse_rule(rule)  # RuleError, before the session is asked
+        answer = await self._ref.ask(lambda r: EditPermissionRule(effect, rule, add, r), ASK_TIMEOUT)
+        if isinstance(answer, str):
+            raise ValueError(answer)
+        return answer
+
+    async def explain_permission(self, tool: str, arguments: Any) -> dict[str, Any]:
+        """What would happen to a call of ``tool`` with ``arguments`` now, and why (``LookupError``: no such
+        tool in this session)."""
+        answer = await self._ref.ask(lambda r: ExplainPermission(tool, arguments, r), ASK_TIMEOUT)
+        if isinstance(answer, str):
+            raise LookupError(answer)
+        return answer
 
     async def has_permission_request(self, request_id: str) -> bool:
         return request_id in await self._ref.ask(PendingPermissions, ASK_TIMEOUT)

@@ -155,8 +155,36 @@ class PendingPermissions:
     reply: Reply[list[str]]
 
 
+@attrs.frozen
+class PermissionRules:
+    """The permission rules in force: the settings file's and the session's own."""
+
+    reply: Reply[dict[str, Any]]
+
+
+@attrs.frozen
+class EditPermissionRule:
+    """Add (``add``) or remove one of the session's own rules; the reply is whether that changed anything,
+    or why the rule cannot be read."""
+
+    effect: str
+    rule: str
+    add: bool
+    reply: Reply[bool | str]
+
+
+@attrs.frozen
+class ExplainPermission:
+    """What would happen to a call of ``tool`` with ``arguments`` now, and why (an unknown tool: a str)."""
+
+    tool: str
+    arguments: Any
+    reply: Reply[dict[str, Any] | str]
+
+
 NOT_REPLACING = object()  # a lend that replaces whatever is there
 
 SessionMessage = (Cancel | GetStatus | Load | SetApprovalMode | SetModel | ChangeCwd | Rewind | Snapshot | Vote
                   | ReleaseQueuedPromptWait | KillTask | AddTools | AddMcpServers | TurnOffGuard | LendDrainSource
-                  | LendClientServices | SessionRecord | PendingPermissions | SetTitle)
+                  | LendClientServices | SessionRecord | PendingPermissions | SetTitle | PermissionRules
+                  | EditPermissionRule | ExplainPermission)

@@ -43,6 +43,11 @@ class SessionServices:
     def always_denied(self) -> set[str]:
         return self._authorizer.always_denied
 
+    def refused_by_rule(self, tool: str, arguments: Any, cwd: str) -> str | None:
+        """Why a deny rule refuses calling ``tool`` so (for a call a tool makes on another's behalf), or None."""
+        verdict = self._authorizer.verdict(tool, arguments, cwd)
+        return self._authorizer.refusal(verdict) if verdict.effect == "deny" else None
+
     @property
     def hooks(self) -> Any:
         """The session's hook configuration (the files its hooks run are protected from writes)."""

@@ -34,6 +34,7 @@ from ..guard import TodoStopGuard
 from ..mcp_client.config import merge_servers
 from ..mcp_client.server import McpServers
 from ..model import ChatMessage, ModelError
+from ..permission_rules import RuleLists
 from ..process.sandbox import make_home, remove_home
 from ..runtime import Runtime
 from ..storage import replay
@@ -51,7 +52,7 @@ from .images import prompt_images
 from .messages import (
     NOT_REPLACING, AddMcpServers, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
     PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionMessage, SessionRecord, SetApprovalMode, SetModel,
-    SetTitle, Snapshot, TurnOffGuard, Vote,
+    SetTitle, Snapshot, TurnOffGuard, Vote, PermissionRules, EditPermissionRule, ExplainPermission,
 )
 from .outcomes import only_cancelled
 from .permissions import UnknownOption
@@ -102,7 +103,7 @@ class Session:
                  history: list[ChatMessage] | None = None,
                  approval_mode: str | None = None, model_name: str | None = None,
                  prompt_overrides: PromptOverrides | None = None, mcp_servers: tuple[Any, ...] = (),
-                 title: str | None = None) -> None:
+                 title: str | None = None, permissions: RuleLists | None = None) -> None:
         self.runtime = runtime
         settings = runtime.settings
         self.session_id = session_id
@@ -120,7 +121,8 @@ class Session:
         self.tools = runtime.make_tools()
         self.authorizer = Authorizer(session_id, self.bus, runtime.ids, mode=approval_mode or settings.approval_mode,
                                      grace_seconds=settings.limits.client_grace_seconds, nursery=lambda: self._nursery,
-                                     rules=settings.permission_rules)
+                                     rules=settings.permission_rules, session_rules=permissions,
+                                     rules_changed=self._permission_rules_changed)
         self.work = WorkItem()
         self._scope: trio.CancelScope | None = None  # the running work item's
         self._wake = Wakeup()
@@ -284,6 +286,21 @@ class Session:
                 reply.send(self.record())
             case PendingPermissions(reply):
                 reply.send(self.authorizer.broker.pending_ids)
+            case PermissionRules(reply):
+                reply.send(self.authorizer.listed_rules())
+            case EditPermissionRule(effect, rule, add, reply):
+                try:
+                    edit = self.authorizer.add_rule if add else self.authorizer.remove_rule
+                    reply.send(edit(effect, rule))
+                except ValueError as exc:  # RuleError: the handle checked it; a bad message changes nothing
+                    reply.send(str(exc))
+            case ExplainPermission(tool, arguments, reply):
+                known = self.tools.get(tool)
+                if known is None:
+                    reply.send(f"no tool {tool!r} in this session")
+                else:
+                    asks = bool(getattr(known, "asks_permission", False))
+                    reply.send(self.authorizer.explain(tool, arguments, self.cwd, asks=asks))
             case SetTitle(title, reply):
                 if self._set_title(title, only_if_untitled=False):
                     self.records.mark()
@@ -522,6 +539,12 @@ class Session:
         if self._set_title(title_from_prompt(text), only_if_untitled=True) and self._nursery is not None:
             self.records.save_soon(self._nursery)
 
+    def _permission_rules_changed(self) -> None:
+        """The session's own rules changed (an "always" answer in a turn, or a client's edit): kept in its
+        record, so a restored session keeps them."""
+        if self._nursery is not None:
+            self.records.save_soon(self._nursery)
+
     def _set_title(self, title: str | None, *, only_if_untitled: bool) -> bool:
         """Change the title (published as ``session_info_update``); whether it changed."""
         if title == self.title or (only_if_untitled and self.title is not None):
@@ -551,6 +574,7 @@ class Session:
             "model": self.context.model_name, "createdAt": self.created_at, "updatedAt": self.runtime.clock_ms(),
             "eventEpoch": self.bus.epoch,  # a cluster's next owner keeps it (a single daemon starts a new one)
             "title": self.title,
+            **({"permissions": self.authorizer.listed_rules()["session"]} if self.authorizer.session_rules else {}),
             **self.system_prompt.overrides.to_record()}
 
     def work_counts(self) -> dict[str, Any]:

@@ -68,6 +68,7 @@ class ToolContext:
     services: ToolServices | None = None
     permission: str | None = None  # "allow" or "ask": a PreToolUse hook's permissionDecision, or a permission rule's
     rule: str | None = None  # the permission rule that decided (it goes with a permission request as _meta.rule)
+    tool_name: str | None = None  # the tool called (an "always" answer becomes a rule about it)
 
 
 class Tool(Protocol):

@@ -244,8 +244,7 @@ class Turn:
             return self._publish_failure(call, refusal)
         verdict = ports.authorizer.verdict(call.name, arguments, ports.cwd())
         if verdict.effect == "deny":
-            return self._publish_failure(call, f"refused without asking: {verdict.reason} (permissions.deny)",
-                                         rule=verdict.rule)
+            return self._publish_failure(call, ports.authorizer.refusal(verdict), rule=verdict.rule)
         if verdict.effect == "ask" or (verdict.effect == "allow" and permission is None):
             permission = verdict.effect  # an ask rule outranks a hook's allow; a hook's ask, an allow rule
         trusted_todo = tool.builtin and tool.name == TODO_WRITE
@@ -258,7 +257,7 @@ class Turn:
                 self.prompt_id,
             )
         context = ToolContext(ports.session_id, ports.cwd(), self.prompt_id, call.id, ports.services, permission,
-                              verdict.rule if verdict.effect == permission else None)
+                              verdict.rule if verdict.effect == permission else None, call.name)
         if permission == "ask" and not getattr(tool, "asks_permission", False):
             # A PreToolUse "ask" on a tool that never asks by itself: the user decides here, in any mode.
             denied = await ports.authorizer.authorize(context, title=call.name, kind=tool.kind, raw_input=arguments,

@@ -148,6 +148,10 @@ class AgentTool:
             if "edit" in getattr(services, "always_denied", ()):
                 return ToolResult.failure(f"report_file {report}: the user denied such calls for the rest of this "
                                           "session; no run was started")
+            refused = services.refused_by_rule("write_file", {"path": str(real)}, context.cwd) \
+                if hasattr(services, "refused_by_rule") else None
+            if refused is not None:  # a deny rule on edits covers the file the daemon appends to for it
+                return ToolResult.failure(f"report_file {report}: {refused}; no run was started")
             shown_report = scope_of(context).shown(str(real))
             details = {"locations": [location(str(real))]}
         template = registry.config.command_template

@@ -88,3 +88,62 @@ async def test_an_ask_rule_asks_in_yolo_mode_and_names_itself(tmp_path):
     requests = [f["data"] for f in events if f["type"] == "permission_request"]
     assert len(requests) == 1 and requests[0]["toolCall"]["title"] == "git push --force"
     assert requests[0]["toolCall"]["_meta"] == {"rule": "Bash(git push:*)"}
+
+
+async def test_an_always_allow_answer_becomes_a_session_rule_for_that_command_name(tmp_path):
+    model = load_script({"responses": [
+        [call("shell", command="git status")], [call("shell", command="git status --short")],
+        [call("shell", command="git log -1")], [{"text": "done"}]]})
+    with trio.fail_after(30):
+        async with live_daemon(model=model) as (daemon, client):
+            sid = (await client.post("/session", json={"cwd": str(tmp_path)})).json()["sessionId"]
+            pid = (await client.post(f"/session/{sid}/prompt",
+                                     json={"prompt": [{"type": "text", "text": "go"}]})).json()["promptId"]
+            asked = []
+            async with client.stream("GET", f"/session/{sid}/events", headers={"Last-Event-ID": "0"}) as r:
+                async for frame in frames(r):
+                    if frame["type"] == "permission_request":
+                        asked.append(frame["data"]["toolCall"]["title"])
+                        option = "proceed_always" if len(asked) == 1 else "proceed_once"
+                        await client.post(f"/permission/{frame['data']['requestId']}",
+                                          json={"outcome": {"outcome": "selected", "optionId": option}})
+                    if frame["type"] == "turn_complete" and frame["data"].get("promptId") == pid:
+                        break
+            assert asked == ["git status", "git log -1"]  # git status --short ran unasked; git log asked
+            rules = await daemon.get(sid).permission_rules()
+            assert rules["session"] == {"allow": ["Bash(git status:*)"], "ask": [], "deny": []}
+            assert rules["settings"] == {"allow": [], "ask": [], "deny": []}
+
+
+async def test_a_sessions_own_rules_are_kept_across_a_restart_and_can_be_removed(tmp_path):
+    from actors import open_daemon
+    from actors.permission_rules import RuleError, RuleLists
+
+    state = tmp_path / "state"
+    with trio.fail_after(30):
+        async with open_daemon(state_dir=state) as first:
+            handle, _ = await first.create_session(str(tmp_path), permissions=RuleLists(deny=("Read(*.env)",)))
+            sid = handle.session_id
+            assert await handle.add_permission_rule("allow", "Bash(npm test:*)") is True
+            assert await handle.add_permission_rule("allow", "Bash(npm test:*)") is False  # there already
+            for effect, bad in (("allow", "Bahs(x)"), ("permit", "Bash")):
+                try:
+                    await handle.add_permission_rule(effect, bad)
+                except (RuleError, ValueError) as exc:
+                    assert ("Bahs" in str(exc)) or ("permit" in str(exc))
+                else:
+                    raise AssertionError(f"{effect} {bad} was taken")
+            explained = await handle.explain_permission("shell", {"command": "npm test && rm -rf /"})
+            assert explained["outcome"] == "ask" and explained["decidedBy"] == "mode"
+            assert (await handle.explain_permission("shell", {"command": "npm test -- -x"}))["rule"] == \
+                "Bash(npm test:*)"
+            assert (await handle.explain_permission("read_file", {"path": "a/.env"}))["outcome"] == "deny"
+            assert (await handle.explain_permission("read_file", {"path": "a.txt"}))["decidedBy"] == "tool"
+        async with open_daemon(state_dir=state) as again:
+            restored, attached = await again.create_session(session_id=sid)
+            assert not attached
+            rules = (await restored.permission_rules())["session"]
+            assert rules == {"allow": ["Bash(npm test:*)"], "ask": [], "deny": ["Read(*.env)"]}
+            assert await restored.remove_permission_rule("allow", "Bash(npm test:*)") is True
+            assert await restored.remove_permission_rule("allow", "Bash(npm test:*)") is False
+            assert (await restored.permission_rules())["session"]["allow"] == []

@@ -47,7 +47,9 @@ async def test_session_load_adds_a_clients_servers_to_a_live_session(tmp_path: P
             tool_messages = [m.content for m in session.conversation.history if m.role == "tool"]
             # Rejected always: the second add is refused without asking; peek (another tool) is asked.
             assert tool_messages == ["Error: the user denied this call",
-                                     "Error: the user denied such calls for the rest of this session", "peeked"]
+                                     "Error: the user denied such calls for the rest of this session "
+                                     "(deny rule mcp__late__add matches)", "peeked"]
+            assert session.authorizer.listed_rules()["session"]["deny"] == ["mcp__late__add"]
             asked = [m for m in client.agent_requests if m["method"] == "session/request_permission"]
             assert [m["params"]["toolCall"]["title"] for m in asked] == ["add (MCP server late)",
                                                                        "peek (MCP server late)"]

@@ -11,7 +11,7 @@ from actors.permission_rules import RuleError, RuleLists, RuleSet, decide, parse
 from actors.settings_file import settings_from_dict
 from actors.settings import SettingsError
 
-ECHO_NOT_RM = RuleSet.of([RuleLists(allow=("Bash(echo:*)", "Bash(git status)"), deny=("Bash(rm:*)",))])
+ECHO_NOT_RM = RuleSet.of(RuleLists(allow=("Bash(echo:*)", "Bash(git status)"), deny=("Bash(rm:*)",)))
 
 
 @pytest.mark.parametrize(("command", "effect"), [
@@ -95,15 +95,15 @@ def test_a_hidden_command_still_denies_when_the_rest_cannot_be_read():
 
 
 def test_deny_wins_over_ask_and_ask_over_allow_whatever_the_order_or_specificity():
-    rules = RuleSet.of([RuleLists(allow=("Bash(aws s3 ls)",), ask=("Bash(aws s3:*)",), deny=("Bash(aws iam:*)",))])
+    rules = RuleSet.of(RuleLists(allow=("Bash(aws s3 ls)",), ask=("Bash(aws s3:*)",), deny=("Bash(aws iam:*)",)))
     assert decide(rules, "shell", {"command": "aws s3 ls"}, "/w").effect == "ask"
     assert decide(rules, "shell", {"command": "aws iam list-users"}, "/w").effect == "deny"
-    everything = RuleSet.of([RuleLists(allow=("Bash",), deny=("Bash",))])
+    everything = RuleSet.of(RuleLists(allow=("Bash",), deny=("Bash",)))
     assert decide(everything, "shell", {"command": "ls"}, "/w").effect == "deny"
 
 
 def test_wildcards_and_the_optional_last_word():
-    rules = RuleSet.of([RuleLists(allow=("Bash(git * main)", "Bash(ls *)", "Bash(npm run test:*)"))])
+    rules = RuleSet.of(RuleLists(allow=("Bash(git * main)", "Bash(ls *)", "Bash(npm run test:*)")))
     for command, effect in [("git push origin main", "allow"), ("git push origin dev", None), ("ls", "allow"),
                             ("ls -la", "allow"), ("lsblk", None), ("npm run test", "allow"),
                             ("npm run test -- -x", "allow"), ("npm run testing", None), ("npm run build", None)]:
@@ -117,9 +117,8 @@ def test_a_command_rule_covers_monitor_too():
 
 def test_path_rules_match_relative_home_absolute_and_settings_relative_forms(tmp_path):
     home, cwd = str(tmp_path / "home"), str(tmp_path / "proj")
-    rules = RuleSet.of([RuleLists(allow=("Read(./src/**)", "Edit(/docs/**)"),
-                                  deny=("Read(*.env)", "Read(~/.ssh/**)", "Edit(//etc/**)"))],
-                       settings_dir=str(tmp_path / "proj"))
+    rules = RuleSet.of(RuleLists(allow=("Read(./src/**)", "Edit(/docs/**)"),
+                                 deny=("Read(*.env)", "Read(~/.ssh/**)", "Edit(//etc/**)")), str(tmp_path / "proj"))
     cases = [("read_file", "src/a.py", "allow"), ("read_file", "src/deep/b.py", "allow"),
              ("read_file", "lib/a.py", None), ("read_file", "src/.env", "deny"), ("read_file", ".env", "deny"),
              ("grep", "src", None), ("glob", "src/x", "allow"),
@@ -137,15 +136,15 @@ def test_a_symlink_cannot_carry_a_read_past_a_deny_nor_into_an_allow(tmp_path):
     (tmp_path / "secret" / "key").write_text("k")
     (tmp_path / "src").mkdir()
     os.symlink(tmp_path / "secret" / "key", tmp_path / "src" / "link")
-    rules = RuleSet.of([RuleLists(allow=("Read(./src/**)",), deny=("Read(./secret/**)",))])
+    rules = RuleSet.of(RuleLists(allow=("Read(./src/**)",), deny=("Read(./secret/**)",)))
     assert decide(rules, "read_file", {"path": "src/link"}, str(tmp_path)).effect == "deny"
-    only_allow = RuleSet.of([RuleLists(allow=("Read(./src/**)",))])
+    only_allow = RuleSet.of(RuleLists(allow=("Read(./src/**)",)))
     assert decide(only_allow, "read_file", {"path": "src/link"}, str(tmp_path)).effect is None
 
 
 def test_web_fetch_domains_and_mcp_servers():
-    rules = RuleSet.of([RuleLists(allow=("WebFetch(domain:example.com)", "WebFetch(domain:*.docs.org)",
-                                         "mcp__github"), deny=("mcp__github__delete_repo",))])
+    rules = RuleSet.of(RuleLists(allow=("WebFetch(domain:example.com)", "WebFetch(domain:*.docs.org)",
+                                        "mcp__github"), deny=("mcp__github__delete_repo",)))
     for tool, args, effect in [("web_fetch", {"url": "https://example.com/a"}, "allow"),
                                ("web_fetch", {"url": "https://EXAMPLE.com:8080/a"}, "allow"),
                                ("web_fetch", {"url": "https://example.com.evil.net/"}, None),
