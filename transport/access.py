@@ -8,7 +8,7 @@ request path, so a check added here holds for every route::
     Host not one the daemon answers to     -> Refused 421 misdirected_host   (DNS rebinding)
     Origin sent and not allowed            -> Refused 403 origin_not_allowed
     Origin allowed, method OPTIONS         -> Preflight                      (CORS, sent without credentials)
-    open path (/health, the UI's files)    -> Allowed
+    open path (/health, /openapi.json, UI) -> Allowed                       (they hold no data)
     a subagent's signal path               -> Allowed                        (its URL carries the run's token)
     bearer token missing or wrong          -> Refused 401 unauthorized
     otherwise                              -> Allowed
@@ -91,10 +91,13 @@ def is_signal_path(path: str) -> bool:
     return path == "/signal/mcp" or path.startswith("/signal/mcp/")
 
 
+OPEN_PATHS = frozenset({"/health", "/openapi.json"})  # the API's description holds no data either
+
+
 def is_open_path(method: str, path: str) -> bool:
-    """Served without a token: the health check, and the UI's files (they hold no data; the page asks for
-    the token itself)."""
-    return path == "/health" or (method in ("GET", "HEAD") and is_ui_path(path))
+    """Served without a token: the health check, the OpenAPI document, and the UI's files (they hold no
+    data; the page asks for the token itself)."""
+    return path in OPEN_PATHS or (method in ("GET", "HEAD") and is_ui_path(path))
 
 
 def decide(policy: AccessPolicy, method: str, path: str, header: Header) -> Decision:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import attrs
 import trio
 
 from quart import Response, g, has_request_context, has_websocket_context, make_response, request, websocket
@@ -34,6 +35,7 @@ from actors import (
 from actors.session.images import ImageRefused
 from actors.session.transcript import TranscriptError
 from actors.storage import StorageError
+from actors.wire import answers
 
 from . import sse
 from .acp import register as register_acp
@@ -42,6 +44,7 @@ from .admission import admission_answer
 from .errors import HttpError, framework_error, int_query, json_response, not_found_session, session_closing
 from .hosts import HostPolicy
 from .mcp import register as register_mcp
+from .openapi import openapi_document
 from .shutdown import refuse_if_shutting_down
 from .ui import register as register_ui
 from .work import register as register_work
@@ -227,7 +230,13 @@ def create_app(
 
     @app.get("/health")
     async def health() -> Response:
-        return json_response({"status": "ok"})
+        return answer(answers.Health(status="ok"))
+
+    document = openapi_document()  # pure and the same for the app's life: built once
+
+    @app.get("/openapi.json")
+    async def openapi() -> Response:
+        return json_response(document)  # the REST API's OpenAPI 3.1 document, without a token (it holds no data)
 
     @app.get("/capabilities")
     async def capabilities() -> Response:
@@ -261,7 +270,7 @@ def create_app(
                                                            append_system_prompt=b.appendSystemPrompt, title=b.title)
         if b.approvalMode is not None:
             await handle.set_approval_mode(b.approvalMode)
-        return json_response(_session_info(handle, attached, clients.register(handle.session_id, live_ids())))
+        return answer(_session_info(handle, attached, clients.register(handle.session_id, live_ids())))
 
     # ------------------------------------------------------------- one session
 
@@ -294,7 +303,7 @@ def create_app(
 
     @app.delete("/session/<session_id>/pending-prompts/<prompt_id>")
     async def remove_pending_prompt(session_id: str, prompt_id: str) -> Response:
-        return json_response({"removed": await session(session_id).abort_prompt(prompt_id)})
+        return answer(answers.Removed(removed=await session(session_id).abort_prompt(prompt_id)))
 
     @app.post("/session/<session_id>/mid-turn-message")
     async def mid_turn_message(session_id: str) -> Response:
@@ -319,7 +328,7 @@ def create_app(
         if not accepted:
             raise HttpError(404, f"no pending permission request {request_id!r}", "permission_not_found",
                             "url.requestId")
-        return json_response({"accepted": True, "requestId": request_id})
+        return answer(answers.VoteAccepted(accepted=True, requestId=request_id))
 
     @app.post("/session/<session_id>/permission/<request_id>")
     async def session_permission(session_id: str, request_id: str) -> Response:
@@ -350,7 +359,7 @@ def create_app(
         except ValueError as exc:
             status, code = (409, "session_busy") if "busy" in str(exc) else (400, "invalid_turn")
             raise HttpError(status, str(exc), code, "$.turn") from None
-        return json_response({"historyLength": kept})
+        return answer(answers.HistoryLength(historyLength=kept))
 
     @app.post("/session/<session_id>/fork")
     async def fork(session_id: str) -> Response:
@@ -358,7 +367,7 @@ def create_app(
         b = await body(wire.ForkBody, optional=True)
         with starting_a_session():
             handle = await daemon.fork_session(session_id, b.sessionId)
-        return json_response(_session_info(handle, False, clients.register(handle.session_id, live_ids())))
+        return answer(_session_info(handle, False, clients.register(handle.session_id, live_ids())))
 
     @app.post("/session/<session_id>/cwd")
     async def change_cwd(session_id: str) -> Response:
@@ -368,20 +377,20 @@ def create_app(
             cwd = await handle.change_cwd(b.cwd)
         except ValueError as exc:
             raise HttpError(400, str(exc), "invalid_cwd", "$.cwd") from None
-        return json_response({"workspaceCwd": cwd})
+        return answer(answers.WorkspaceCwd(workspaceCwd=cwd))
 
     @app.post("/session/<session_id>/title")
     async def set_title(session_id: str) -> Response:
         handle = session(session_id)
         b = await body(wire.TitleBody)
-        return json_response({"sessionId": session_id, "title": await handle.set_title(b.title)})
+        return answer(answers.TitleAnswer(sessionId=session_id, title=await handle.set_title(b.title)))
 
     @app.post("/session/<session_id>/model")
     async def set_model(session_id: str) -> Response:
         handle = session(session_id)
         b = await body(wire.ModelBody)
         try:
-            return json_response({"model": await handle.set_model(b.name)})
+            return answer(answers.ModelAnswer(model=await handle.set_model(b.name)))
         except ValueError as exc:
             raise HttpError(400, str(exc), "invalid_model", "$.model") from None
 
@@ -389,7 +398,7 @@ def create_app(
     async def approval_mode(session_id: str) -> Response:
         handle = session(session_id)
         b = await body(wire.ApprovalModeBody)
-        return json_response({"mode": await handle.set_approval_mode(b.target)})
+        return answer(answers.ModeAnswer(mode=await handle.set_approval_mode(b.target)))
 
     @app.get("/session/<session_id>/turns/<prompt_id>")
     async def turn(session_id: str, prompt_id: str) -> Response:
@@ -416,9 +425,9 @@ def create_app(
             raise HttpError(404, f"no live session and no transcript for {session_id!r}",
                             "session_not_found", "url.sessionId") from None
         info = _session_info(handle, attached, clients.register(session_id, live_ids()))
-        info["restoredMessages"] = len([r for r in handle.transcript() if r.get("type") == "message"])
-        info.update(lastEventId=before, eventEpoch=handle.epoch)
-        return json_response(info)
+        restored = len([r for r in handle.transcript() if r.get("type") == "message"])
+        return answer(answers.LoadedSessionInfo(**attrs.asdict(info), restoredMessages=restored, lastEventId=before,
+                                                eventEpoch=handle.epoch))
 
     @app.get("/session/<session_id>/transcript")
     async def transcript(session_id: str) -> Response:
@@ -461,6 +470,11 @@ def create_app(
     return app
 
 
-def _session_info(handle: SessionHandle, attached: bool, client_id: str) -> dict[str, Any]:
-    return {"sessionId": handle.session_id, "workspaceCwd": handle.cwd, "attached": attached,
-            "clientId": client_id, "createdAt": handle.created_at, "title": handle.summary()["title"]}
+def _session_info(handle: SessionHandle, attached: bool, client_id: str) -> answers.SessionInfo:
+    return answers.SessionInfo(sessionId=handle.session_id, workspaceCwd=handle.cwd, attached=attached,
+                               clientId=client_id, createdAt=handle.created_at, title=handle.summary()["title"])
+
+
+def answer(body: Any, status: int = 200) -> Response:
+    """A route's JSON answer from its wire class (actors/wire/answers.py)."""
+    return json_response(wire.unstructure(body), status)

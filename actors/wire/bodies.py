@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import attrs
 import cattrs
@@ -41,6 +41,9 @@ _PATH = "trellis.wire.path"  # attrs metadata key: the field is a path, refused 
 _TITLE = "trellis.wire.title"  # attrs metadata key: a title, stripped, then bounded; empty is None
 
 
+NOT_BLANK = "\\S"  # a JSON Schema pattern: at least one character that is not whitespace
+
+
 def bounded(limit: int, **kwargs: Any) -> Any:
     """An attrs field holding a string of at most ``limit`` characters on the wire."""
     return attrs.field(metadata={_MAX_CHARS: limit}, **kwargs)
@@ -56,6 +59,17 @@ def title_field(**kwargs: Any) -> Any:
     """A session title: stripped, at most :data:`MAX_TITLE_CHARS` after that, and an empty one is ``None``
     (no title) — so ``{"title": ""}`` clears it."""
     return attrs.field(metadata={_TITLE: True}, **kwargs)
+
+
+def string_limits(field: attrs.Attribute) -> dict[str, Any]:  # type: ignore[type-arg]
+    """The JSON Schema keywords of what the converter checks of a field's string (actors/wire/schema.py):
+    ``maxLength`` for a :func:`bounded` or :func:`path_field` field, and a ``pattern`` refusing NUL for a path."""
+    out: dict[str, Any] = {}
+    if _MAX_CHARS in field.metadata:
+        out["maxLength"] = field.metadata[_MAX_CHARS]
+    if field.metadata.get(_PATH) is not None:
+        out["pattern"] = "^[^\\x00]*$"
+    return out
 
 
 def nul_in_path(name: str) -> str:
@@ -178,6 +192,7 @@ class CreateSessionBody:
 
 @attrs.frozen(kw_only=True)
 class PromptBody:
+    wire_schema: ClassVar[dict[str, Any]] = {"properties": {"prompt": {"minItems": 1}}}  # else 400 empty_prompt
     prompt: list[ContentBlock]
     # qwen's Web Shell: how much of a subagent's inner events to stream. Trellis streams none of them into
     # the session (a run has its own transcript), so both values give the same stream.
@@ -191,6 +206,7 @@ class PromptBody:
 
 @attrs.frozen(kw_only=True)
 class MidTurnMessageBody:
+    wire_schema: ClassVar[dict[str, Any]] = {"properties": {"message": {"pattern": NOT_BLANK}}}  # else empty_message
     message: str = bounded(MAX_TEXT_CHARS)
     messageId: str | None = bounded(MAX_ID_CHARS, default=None)
     eventDetailMode: Literal["summary", "full"] | None = None  # as in PromptBody
@@ -249,6 +265,10 @@ class CwdBody:
 class ModelBody:
     """``{model}``, or ``{modelId}`` as qwen serve's clients (its Web Shell) send it: one of the two."""
 
+    # One of the two is a string, not blank (else 400 invalid_model); the other is absent or null.
+    wire_schema: ClassVar[dict[str, Any]] = {"oneOf": [
+        {"required": [name], "properties": {name: {"type": "string", "pattern": NOT_BLANK}}}
+        for name in ("model", "modelId")]}
     model: str | None = bounded(MAX_MODEL_CHARS, default=None)
     modelId: str | None = bounded(MAX_MODEL_CHARS, default=None)
 

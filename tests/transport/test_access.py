@@ -29,7 +29,7 @@ def ask(p: AccessPolicy, method: str, path: str, **headers: str) -> object:
 
 def test_a_host_that_is_not_the_daemon_is_refused_before_anything_else():
     # Even with a good token, an allowed origin and an open path: DNS rebinding reaches nothing.
-    for path in ("/health", "/session", "/signal/mcp/abc"):
+    for path in ("/health", "/openapi.json", "/session", "/signal/mcp/abc"):
         decision = ask(policy(origins=("http://evil.example",)), "GET", path, host="evil.example:4170",
                        origin="http://evil.example", authorization="Bearer s3cret")
         assert decision == Refused(421, decision.message, "misdirected_host", "header.Host")
@@ -54,7 +54,7 @@ def test_a_preflight_of_an_allowed_origin_needs_no_token():
     assert ask(policy(), "OPTIONS", "/session", host=HOST).code == "unauthorized"
 
 
-@pytest.mark.parametrize("method, path", [("GET", "/health"), ("GET", "/"), ("HEAD", "/"),
+@pytest.mark.parametrize("method, path", [("GET", "/health"), ("GET", "/openapi.json"), ("GET", "/"), ("HEAD", "/"),
                                           ("POST", "/signal/mcp/some-run-token"), ("POST", "/signal/mcp")])
 def test_open_and_signal_paths_need_no_bearer_token(method: str, path: str):
     assert ask(policy(), method, path, host=HOST) == Allowed()
@@ -112,3 +112,14 @@ def test_no_module_of_the_http_edge_decides_access_but_access_py():
     assert not offenders, offenders
     callers = [p.relative_to(TRANSPORT) for p in TRANSPORT.rglob("*.py") if "decide" in _calls(ast.parse(p.read_text()))]
     assert [str(p) for p in callers] == ["app.py"]
+
+
+def test_the_open_paths_are_those_the_table_names_and_no_others():
+    from transport import access
+
+    assert access.OPEN_PATHS == {"/health", "/openapi.json"}
+    table_row = next(line for line in access.__doc__.splitlines() if line.strip().startswith("open path"))
+    assert all(path in table_row for path in access.OPEN_PATHS), table_row
+    # Only the exact paths: a neighbour of one is not open.
+    for path in ("/openapi.json/x", "/openapi.jsonx", "/health/x"):
+        assert ask(policy(), "GET", path, host=HOST).code == "unauthorized"

@@ -1,0 +1,471 @@
+"""The wire form of the REST answers: success bodies and the error body, as attrs classes.
+
+Routes build the simple answers from these classes (``unstructure(SessionInfo(...))``); the answers
+other modules build as dicts (a session's status, a turn record, the Web Shell's reads) are
+described here field by field, and the daemon's answers are checked against the schemas generated
+from these classes (actors/wire/schema.py, transport/openapi.py). A class with ``wire_open = True``
+may carry members beyond those listed (forwarded records, tool-shaped entries).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+# --------------------------------------------------------------------------- errors
+
+# Every machine-readable error code of the REST surface (docs/protocol.md, *Errors*), by status.
+ERROR_CODES: dict[str, int] = {
+    "invalid_json": 400, "invalid_request": 400, "value_too_long": 400, "value_too_deep": 400,
+    "empty_prompt": 400, "empty_message": 400, "invalid_client_id": 400, "invalid_session_id": 400,
+    "invalid_cwd": 400, "unknown_option": 400, "invalid_turn": 400, "invalid_model": 400,
+    "images_not_supported": 400, "invalid_image": 400, "image_too_large": 400, "too_many_images": 400,
+    "missing_connection_id": 400,
+    "unauthorized": 401,
+    "origin_not_allowed": 403,
+    "session_not_found": 404, "permission_not_found": 404, "turn_not_found": 404, "not_found": 404,
+    "workspace_not_found": 404, "connection_not_found": 404,
+    "method_not_allowed": 405,
+    "session_starting": 409, "session_busy": 409,
+    "payload_too_large": 413,
+    "misdirected_host": 421,
+    "transcript_corrupt": 500,
+    "prompt_queue_full": 503, "too_many_sessions": 503, "too_many_subscribers": 503, "storage_unavailable": 503,
+    "session_closing": 503, "shutting_down": 503, "too_many_connections": 503, "owner_unreachable": 503,
+    "session_elsewhere": 503, "session_moving": 503, "node_draining": 503, "events_unavailable": 503,
+}
+# Werkzeug's other refusals (a body that did not arrive in time, one that cannot be read): any status.
+FRAMEWORK_CODE = "http_error"
+
+
+@attrs.frozen(kw_only=True)
+class ErrorBody:
+    """Every 4xx/5xx answer: ``error`` is the sentence clients display, ``code`` is machine-readable, ``path``
+    names the offending part of the request (``$.prompt[0].text``, ``url.sessionId``, ``header.Host``,
+    ``query.maxQueued``) or is null. ``prompt_queue_full`` adds ``limit`` and ``pendingCount``;
+    ``too_many_sessions`` adds ``limit``."""
+
+    error: str
+    code: str
+    path: str | None
+    limit: int = 0
+    pendingCount: int = 0
+
+
+# --------------------------------------------------------------------------- the daemon
+
+
+@attrs.frozen(kw_only=True)
+class Health:
+    status: Literal["ok"]
+
+
+@attrs.frozen(kw_only=True)
+class CapabilityLimits:
+    maxSessions: int
+    maxPendingPrompts: int
+    maxMidTurnMessages: int
+    eventRingSize: int
+    maxBodyBytes: int
+
+
+@attrs.frozen(kw_only=True)
+class ProtocolVersions:
+    current: str
+    supported: list[str]
+
+
+@attrs.frozen(kw_only=True)
+class Workspace:
+    id: str
+    cwd: str
+    primary: bool
+    trusted: bool
+    removable: bool
+
+
+@attrs.frozen(kw_only=True)
+class PermissionPolicy:
+    permission: Literal["first-responder"]
+
+
+@attrs.frozen(kw_only=True)
+class Capabilities:
+    """``GET /capabilities``: Trellis's own fields, then those qwen's SDK requires (transport/webshell.py)."""
+
+    protocolVersion: int
+    features: list[str]
+    model: str
+    todoStopGuard: bool
+    sandbox: Literal["bwrap", "off"]
+    limits: CapabilityLimits
+    v: Literal[1]
+    protocolVersions: ProtocolVersions
+    mode: Literal["trellis"]
+    modelServices: list[Any]
+    workspaceCwd: str
+    workspaces: list[Workspace]
+    transports: list[str]
+    policy: PermissionPolicy
+
+
+@attrs.frozen(kw_only=True)
+class SubagentRuns:
+    """``GET /subagents``: each run as the MCP ``status`` tool shows it (never its token)."""
+
+    runs: list[dict[str, Any]]
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+@attrs.frozen(kw_only=True)
+class SessionInfo:
+    """What ``POST /session`` and ``fork`` answer (each answer hands out a new ``clientId``)."""
+
+    sessionId: str
+    workspaceCwd: str
+    attached: bool
+    clientId: str
+    createdAt: int
+    title: str | None
+
+
+@attrs.frozen(kw_only=True)
+class LoadedSessionInfo(SessionInfo):
+    """What ``load`` and ``resume`` answer: session info, the transcript's message count, and the cursor a
+    stream shows the conversation once from."""
+
+    restoredMessages: int
+    lastEventId: int
+    eventEpoch: str
+
+
+@attrs.frozen(kw_only=True)
+class SessionListEntry:
+    """One session of ``GET /session``: live (``live``) or restorable from the state directory."""
+
+    sessionId: str
+    live: bool
+    restorable: bool
+    state: Literal["running", "idle", "stored", "remote"]
+    cwd: str | None
+    title: str | None
+    createdAt: int | None
+    updatedAt: int | None
+    queuedCount: int
+    pendingCount: int
+    midTurnQueued: int
+    node: str = ""  # cluster mode: the node that runs it
+
+
+@attrs.frozen(kw_only=True)
+class SessionList:
+    sessions: list[SessionListEntry]
+
+
+@attrs.frozen(kw_only=True)
+class UsageTally:
+    calls: int
+    inputTokens: int
+    outputTokens: int
+    cachedReadTokens: int
+    totalTokens: int
+
+
+@attrs.frozen(kw_only=True)
+class UsageSummary(UsageTally):
+    """Model calls and tokens, in all and by what caused them (``primary``, ``todo_stop_guard``,
+    ``compaction``, ``suggestion``)."""
+
+    bySource: dict[str, UsageTally]
+
+
+@attrs.frozen(kw_only=True)
+class ContextStatus:
+    window: int | None
+    windowSource: Literal["configured", "server"] | None
+    baseTokens: int
+    estimatedTokens: int | None
+    reportedTokens: int | None
+    calibration: float | None
+
+
+@attrs.frozen(kw_only=True)
+class GuardStatus:
+    """The Todo Stop Guard's counts and flags (never todo text)."""
+
+    enabled: bool
+    armed: bool
+    unfinishedCount: int
+    attempts: int
+    maxAttempts: int
+    suspended: bool
+    retryPaused: bool
+    awaitingQueuedPrompt: bool
+    exhaustionReported: bool
+
+
+@attrs.frozen(kw_only=True)
+class BackgroundTaskStatus:
+    taskId: str
+    kind: str
+    status: str
+    label: str
+    exitCode: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionStatus:
+    """``GET /session/:id/status`` (``Session.status`` in actors/session/session.py)."""
+
+    sessionId: str
+    workspaceCwd: str
+    title: str | None
+    state: Literal["idle", "running"]
+    queuedCount: int
+    pendingCount: int
+    midTurnQueued: int
+    activeWorkState: Literal["idle", "prompt", "automatic", "suggestion"]
+    hasActivePrompt: bool
+    currentPromptId: str | None
+    approvalMode: Literal["default", "auto-edit", "yolo", "plan"]
+    model: str | None
+    lastEventId: int
+    eventEpoch: str
+    subscribers: int
+    historyLength: int
+    backgroundTasks: list[BackgroundTaskStatus]
+    automaticQueue: int
+    pendingPermissions: list[str]
+    todoStopGuard: GuardStatus
+    queuedPromptPriority: bool
+    sandbox: Literal["bwrap", "off"]
+    usage: UsageSummary
+    context: ContextStatus
+
+
+@attrs.frozen(kw_only=True)
+class PromptAdmitted:
+    """``POST /session/:id/prompt`` (202): the prompt is durably in the session's FIFO."""
+
+    promptId: str
+    lastEventId: int
+    eventEpoch: str
+
+
+@attrs.frozen(kw_only=True)
+class PendingPrompt:
+    promptId: str
+    state: Literal["queued", "running"]
+    queuedAt: int
+    text: str
+    startedAt: int = 0
+    originatorClientId: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class PendingPrompts:
+    pendingPrompts: list[PendingPrompt]
+
+
+@attrs.frozen(kw_only=True)
+class Removed:
+    removed: bool
+
+
+@attrs.frozen(kw_only=True)
+class MidTurnAnswer:
+    """``{"accepted": true, "messageId"}``, or ``{"accepted": false, "reason"}``."""
+
+    accepted: bool
+    messageId: str = ""
+    reason: Literal["session_idle", "queue_full", "storage_unavailable"] = "session_idle"
+
+
+@attrs.frozen(kw_only=True)
+class TaskKilled:
+    killed: bool
+    taskId: str
+
+
+@attrs.frozen(kw_only=True)
+class VoteAccepted:
+    accepted: Literal[True]
+    requestId: str
+
+
+@attrs.frozen(kw_only=True)
+class TurnRecord:
+    """``GET /session/:id/turns/:promptId``; ``usage`` is live while the turn runs."""
+
+    promptId: str
+    state: Literal["queued", "running", "completed", "error", "cancelled"]
+    promptText: str
+    queuedAt: int
+    startedAt: int = 0
+    endedAt: int = 0
+    stopReason: str = ""
+    error: str = ""
+    errorCode: str = ""
+    usage: UsageSummary | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TranscriptEntry:
+    """One transcript record (``{"type": "message", "message": {role, content, ...}}`` and others)."""
+
+    wire_open: ClassVar[bool] = True
+    type: str
+
+
+@attrs.frozen(kw_only=True)
+class Transcript:
+    sessionId: str
+    entries: list[TranscriptEntry]
+
+
+@attrs.frozen(kw_only=True)
+class HistoryLength:
+    historyLength: int
+
+
+@attrs.frozen(kw_only=True)
+class WorkspaceCwd:
+    workspaceCwd: str
+
+
+@attrs.frozen(kw_only=True)
+class TitleAnswer:
+    sessionId: str
+    title: str | None
+
+
+@attrs.frozen(kw_only=True)
+class ModelAnswer:
+    model: str
+
+
+@attrs.frozen(kw_only=True)
+class ModeAnswer:
+    mode: Literal["default", "auto-edit", "yolo", "plan"]
+
+
+# --------------------------------------------------------------------------- qwen's Web Shell (transport/webshell.py)
+
+
+@attrs.frozen(kw_only=True)
+class Brand:
+    """``GET /brand``: qwen's white-label title and logo; none here."""
+
+
+@attrs.frozen(kw_only=True)
+class DaemonStatus:
+    """``GET /daemon/status`` in the shape qwen's Daemon Status panel reads (docs/webshell.md)."""
+
+    wire_open: ClassVar[bool] = True
+    v: Literal[1]
+    detail: Literal["summary", "full"]
+    generatedAt: str
+    status: Literal["ok"]
+    issues: list[Any]
+    daemon: dict[str, Any]
+    security: dict[str, Any]
+    limits: dict[str, Any]
+    capabilities: dict[str, Any]
+    runtime: dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class CurrentProvider:
+    authType: str
+    modelId: str
+
+
+@attrs.frozen(kw_only=True)
+class ProviderModel:
+    modelId: str
+    baseModelId: str
+    name: str
+    isCurrent: bool
+    isRuntime: bool
+    contextLimit: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class Provider:
+    kind: Literal["model_provider"]
+    status: Literal["ok"]
+    authType: str
+    current: bool
+    models: list[ProviderModel]
+
+
+@attrs.frozen(kw_only=True)
+class WorkspaceProviders:
+    v: Literal[1]
+    workspaceCwd: str
+    initialized: bool
+    acpChannelLive: bool
+    current: CurrentProvider
+    approvalMode: Literal["default", "auto-edit", "yolo", "plan"]
+    providers: list[Provider]
+
+
+@attrs.frozen(kw_only=True)
+class WorkspaceSettings:
+    v: Literal[1]
+    settings: list[Any]
+
+
+@attrs.frozen(kw_only=True)
+class ModelServices:
+    models: list[Any]
+
+
+@attrs.frozen(kw_only=True)
+class GitBranch:
+    v: Literal[2]
+    workspaceCwd: str
+    branch: str | None
+
+
+@attrs.frozen(kw_only=True)
+class WorkspaceSession:
+    sessionId: str
+    workspaceCwd: str | None
+    createdAt: str | None
+    updatedAt: str | None
+    sourceType: Literal["default"]
+    isArchived: bool
+    clientCount: int
+    hasActivePrompt: bool
+    activeWorkState: Literal["idle", "active"]
+    isWaitingForPermission: bool
+    pendingInteractionCount: int
+    displayName: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class WorkspaceSessions:
+    sessions: list[WorkspaceSession]
+    nextCursor: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class SessionContext:
+    """``GET /session/:id/context``: the session's model and approval modes, as qwen names them."""
+
+    v: Literal[1]
+    sessionId: str
+    workspaceCwd: str | None
+    state: dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class SupportedCommands:
+    v: Literal[1]
+    sessionId: str
+    availableCommands: list[Any]
+    availableSkills: list[Any]
