@@ -44,17 +44,19 @@ CLIENTS = {  # subcommand -> the module that implements it, and its summary for 
 VERSION = f"trellis {__version__}"
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, *, every_command: bool = False) -> argparse.ArgumentParser:
     """The parser; only ``command``'s module is imported (``attach`` pulls in prompt_toolkit and rich, which a
-    ``trellis prompt`` in a script should not pay for): the others are listed by their summaries."""
+    ``trellis prompt`` in a script should not pay for): the others are listed by their summaries.
+    ``every_command`` imports them all, for the docs' CLI reference (docs/_hooks/reference.py)."""
     parser = argparse.ArgumentParser(prog="trellis", description="Trellis: LLM agent sessions behind a daemon.",
                                      allow_abbrev=False)
     parser.add_argument("--version", action="version", version=VERSION)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, summary in DELEGATED.items():
         sub.add_parser(name, help=summary, add_help=False)
-    if command in CLIENTS:
-        importlib.import_module(CLIENTS[command][0]).add_parser(sub)
+    wanted = CLIENTS if every_command else [command] if command in CLIENTS else []
+    for module in dict.fromkeys(CLIENTS[name][0] for name in wanted):  # trellis.tables adds three subcommands
+        importlib.import_module(module).add_parser(sub)
     for name, (_, summary) in CLIENTS.items():
         if name not in sub.choices:
             sub.add_parser(name, help=summary)

@@ -1,7 +1,7 @@
 """What the Claude Code hook events mean to a turn: PreToolUse, PostToolUse, UserPromptSubmit.
 
 :mod:`.hooks` parses settings and runs commands; this module turns their folded
-:class:`~.hooks.HookResult` into what the turn does (``README.md``, *Hooks*):
+:class:`~.hooks.HookResult` into what the turn does (``docs/how-to/hooks.md``):
 
 - **PreToolUse**: ``permissionDecision: deny`` (or ``decision: block``, or exit 2) refuses the
   call, the reason its tool result; ``ask`` routes the call through the permission flow even in

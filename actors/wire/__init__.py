@@ -2,7 +2,7 @@
 
 Everything that crosses a process boundary — REST bodies, SSE frames, ACP
 ``session/update`` payloads, transcript lines — is shaped here. The event data
-mirror qwen-code's daemon (the README describes them) so its clients work unchanged.
+mirror qwen-code's daemon (docs/protocol.md describes them) so its clients work unchanged.
 
 Decoding is strict: unknown fields, wrong scalar types (no ``"7"`` for 7) and
 unknown content-block types are refused with a :class:`WireError` naming the

@@ -23,7 +23,7 @@ T = TypeVar("T")
 # The longest accepted value of each free-text request field, in characters. A body may be up to
 # 10 MB (transport.app.MAX_BODY), but no model name, path or id needs to be anywhere near that, and
 # each is kept for the session's life (memory, journal, session record, events). A longer value is
-# refused with 400 ``value_too_long`` naming the field (README, *Limits on input*). Session ids are
+# refused with 400 ``value_too_long`` naming the field (docs/reference/limits.md). Session ids are
 # checked where they are used (at most 128, ``invalid_session_id``); ``data``/``blob`` (base64) and
 # ``_meta`` are bounded only by the body.
 MAX_TEXT_CHARS = 1_000_000  # a prompt's text block or embedded resource text, a mid-turn message

@@ -1,8 +1,8 @@
 """Issue 37: real agent CLIs from npm as the ``command`` runner of a subagent run.
 
 A parent starts a run through the daemon's ``/mcp`` ``start`` tool (the official ``mcp`` client, as in
-tests/e2e/test_subagents_command.py). The runner is the README's template for the CLI, read from the
-README itself (*Subagent runs (MCP)*), so what the README shows is what runs here. The CLI talks to a
+tests/e2e/test_subagents_command.py). The runner is the documented template for the CLI, read from
+docs/how-to/subagent-clis.md itself (*The command runner*), so what the documentation shows is what runs here. The CLI talks to a
 loopback fake of its model's API, whose scripted model calls ``goal_reached`` the way the CLI offers
 it; the call goes over the signal URL in the run's own MCP config file, and the run ends
 ``goal_reached``:
@@ -42,7 +42,7 @@ from transport.fake_openai import FakeOpenAI
 
 pytest.importorskip("mcp")
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "subagent-clis.md"
 RUN_TIMEOUT = 120  # seconds for a run: about 1 s for Claude Code and 5 s for qwen-code here
 GOAL_TOOL = "mcp__trellis__goal_reached"  # how both CLIs name the trellis server's tool
 SUMMARY = "the needle was in the haystack"
@@ -59,7 +59,7 @@ def _bwrap_works() -> bool:
 
 _NEEDS_BWRAP = pytest.mark.skipif(not _bwrap_works(), reason=(
     "needs a working bubblewrap (CI installs it): without one the default sandbox is off"))
-# What each variant adds to the README's settings. With "sandbox.network": "off" a command runner keeps the
+# What each variant adds to the documented settings. With "sandbox.network": "off" a command runner keeps the
 # network (its CLI must reach its model's API and its signal URL); shells and monitors would lose it.
 SANDBOX_SETTINGS: dict[str, dict[str, Any]] = {
     "off": {"sandbox": "off"}, "default": {}, "network-off": {"sandbox": {"network": "off"}}}
@@ -68,13 +68,13 @@ SANDBOXES = [pytest.param("off", id="sandbox-off"),
              pytest.param("network-off", id="sandbox-network-off", marks=_NEEDS_BWRAP)]
 
 
-# ----------------------------------------------------------------- the README's templates
+# ----------------------------------------------------------------- the documented templates
 
 
 def readme_templates() -> dict[str, dict[str, Any]]:
-    """The settings blocks of the README's *Subagent runs (MCP)* section, by the CLI their template starts."""
-    text = README.read_text()
-    section = text[text.index("\n## Subagent runs (MCP)\n"):]
+    """The settings blocks of the guide's *The command runner* section, by the CLI their template starts."""
+    text = GUIDE.read_text()
+    section = text[text.index("\n## The command runner: real agent CLIs\n"):]
     section = section[:section.index("\n## ", 1)]
     found: dict[str, dict[str, Any]] = {}
     for block in re.findall(r"```json\n(.*?)```", section, re.DOTALL):
@@ -172,7 +172,7 @@ def qwen_code(agent_cli_dir: Path) -> Installed:
 
 async def run_to_the_end(cli: Installed, template: dict[str, Any], sandbox: str, env: dict[str, str],
                          tmp_path: Path, monkeypatch: Any) -> dict[str, Any]:
-    """Start a run of ``cli`` with the README's ``template`` through ``/mcp``; what its end looked like."""
+    """Start a run of ``cli`` with the documented ``template`` through ``/mcp``; what its end looked like."""
     home = tmp_path / "home"  # the daemon's HOME: with the sandbox off the CLI's state lands here, not in yours
     work = tmp_path / "work"
     home.mkdir()
