@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
@@ -319,6 +320,49 @@ def load_settings(path: str | Path | None, **overrides: Any) -> Settings:
     if isinstance(plain.get("sandbox"), str) and isinstance(settings.sandbox, SandboxSetting):
         plain["sandbox"] = attrs.evolve(settings.sandbox, mode=plain["sandbox"])  # --sandbox: the mode, not env
     return attrs.evolve(settings, **plain)
+
+
+def user_settings_path(environ: Mapping[str, str]) -> str:
+    """The per-user settings file: ``$XDG_CONFIG_HOME/trellis/settings.json``, or
+    ``~/.config/trellis/settings.json`` when the variable is unset or not absolute (the XDG base directory
+    rules). The daemon reads it when no ``--settings`` is given, and writes a rule a client asks to keep
+    there when it read no other file."""
+    base = environ.get("XDG_CONFIG_HOME") or ""
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "trellis", "settings.json")
+
+
+def add_permission_rule(path: str | Path, effect: str, rule: str) -> bool:
+    """Write ``rule`` into ``permissions.<effect>`` of the settings file at ``path`` (made, mode 0600, if it
+    does not exist), everything else in it kept; ``False`` when the rule is there already. The file is
+    replaced atomically, and only when the result still reads as settings: a :class:`SettingsError` naming
+    the file (not JSON, not an object, a ``permissions`` that is not one) leaves it untouched."""
+    from .storage import StorageError, replace_private  # the storage package imports the settings
+
+    path = Path(path)
+    source = str(path)
+    try:
+        data = json.loads(path.read_text(), parse_constant=_refuse_constant) if path.exists() else {}
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise SettingsError(f"cannot add a rule to it: {exc}", source=source) from None
+    if not isinstance(data, dict):
+        raise SettingsError("cannot add a rule to it: it is not a JSON object", source=source)
+    holder = data.setdefault("permissions", {})
+    if not isinstance(holder, dict):
+        raise SettingsError("must be an object", path="permissions", source=source)
+    listed = holder.setdefault(effect, [])
+    if not isinstance(listed, list):
+        raise SettingsError("must be an array", path=f"permissions.{effect}", source=source)
+    if rule in listed:
+        return False
+    listed.append(rule)
+    settings_from_dict(data, source=source)  # a SettingsError names what would not read
+    try:
+        replace_private(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+    except StorageError as exc:
+        raise SettingsError(str(exc), source=source) from None
+    return True
 
 
 def schema() -> dict[str, Any]:

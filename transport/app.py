@@ -45,6 +45,7 @@ from .errors import HttpError, framework_error, int_query, json_response, not_fo
 from .hosts import HostPolicy
 from .mcp import register as register_mcp
 from .openapi import openapi_document
+from .permissions import register as register_permissions, session_rules
 from .shutdown import refuse_if_shutting_down
 from .ui import register as register_ui
 from .work import register as register_work
@@ -267,7 +268,8 @@ def create_app(
         b = await body(wire.CreateSessionBody, optional=True)
         with starting_a_session():
             handle, attached = await daemon.create_session(b.cwd, b.sessionId, system_prompt=b.systemPrompt,
-                                                           append_system_prompt=b.appendSystemPrompt, title=b.title)
+                                                           append_system_prompt=b.appendSystemPrompt, title=b.title,
+                                                           permissions=session_rules(b.permissions))
         if b.approvalMode is not None:
             await handle.set_approval_mode(b.approvalMode)
         return answer(_session_info(handle, attached, clients.register(handle.session_id, live_ids())))
@@ -459,6 +461,7 @@ def create_app(
         return response
 
     register_work(app, daemon, session)  # kill a background task, list subagent runs
+    register_permissions(app, daemon, session, body)  # a session's permission rules
     register_ui(app)  # the browser UI at / (transport/ui)
     register_acp(app, daemon, grace=acp_grace)  # ACP over HTTP at /acp
     register_mcp(app, daemon)  # MCP: /mcp (parent) and /signal/mcp/<token> (subagents)

@@ -32,6 +32,7 @@ from actors import (
     Daemon, SandboxUnavailable, ScriptError, Settings, SettingsError, load_script, load_settings, open_daemon,
 )
 from actors.loop_stalls import StallWatch
+from actors.settings_file import user_settings_path
 from actors.storage import StorageError
 from actors.model import ModelProvider, ScriptedModel
 
@@ -182,19 +183,14 @@ def load_daemon_config(args: argparse.Namespace, environ: Mapping[str, str] | No
 
 
 def settings_path(given: str | None, environ: Mapping[str, str]) -> str | None:
-    """The settings file to read: ``--settings`` as given, else the per-user one if it exists.
-
-    The per-user file is ``$XDG_CONFIG_HOME/trellis/settings.json`` (``~/.config/trellis/settings.json``
-    when the variable is unset or not absolute, as the XDG base directory rules say); without either the
-    daemon runs on the defaults. A per-user file that exists but cannot be read is an error naming it,
-    like a given one: silently running without settings the user wrote would be worse.
+    """The settings file to read: ``--settings`` as given, else the per-user one
+    (:func:`actors.settings_file.user_settings_path`) if it exists; without either the daemon runs on the
+    defaults. A per-user file that exists but cannot be read is an error naming it, like a given one:
+    silently running without settings the user wrote would be worse.
     """
     if given is not None:
         return given
-    base = environ.get("XDG_CONFIG_HOME") or ""
-    if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".config")
-    path = os.path.join(base, "trellis", "settings.json")
+    path = user_settings_path(environ)
     return path if os.path.lexists(path) else None
 
 

@@ -96,9 +96,15 @@ def parse_rule(text: str, base: str | None = None) -> Rule:
     return attrs.evolve(_parse(text), base=base)
 
 
+MAX_RULE_CHARS = 4096
+MAX_RULES = 256  # in one list
+
+
 def _parse(text: str) -> Rule:
     if not isinstance(text, str) or not text.strip():
         raise RuleError("a rule is a tool name, alone or with a specifier in parentheses, as Bash(npm test:*)")
+    if len(text) > MAX_RULE_CHARS:
+        raise RuleError(f"a rule is at most {MAX_RULE_CHARS} characters")
     text = text.strip()
     mcp = _MCP.fullmatch(text)
     if mcp is not None:
@@ -148,6 +154,16 @@ def _check_command_spec(spec: str) -> None:
 
 
 # ----------------------------------------------------------------- the rule lists of a settings file
+
+
+def rule_lists(value: Any, path: str) -> RuleLists:
+    """``{"allow": [...], "ask": [...], "deny": [...]}`` as given by a client (a REST body, ACP ``_meta``),
+    every rule read: a :class:`actors.checked.CheckError` naming the JSON path of the first bad one."""
+    lists = checked.structure(value, RuleLists, path)
+    for effect in EFFECTS:
+        if len(getattr(lists, effect)) > MAX_RULES:
+            raise checked.CheckError(f"at most {MAX_RULES} rules", path=checked.member(path, effect))
+    return lists
 
 
 def _rule_text(value: Any) -> bool:
@@ -394,5 +410,5 @@ def path_matches(pattern: str, path: str, *, settings_dir: str, cwd: str, home: 
     return pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(rel)
 
 
-__all__ = ["COMMAND_TOOLS", "EDIT_TOOLS", "EFFECTS", "Rule", "RuleError", "RuleLists", "RuleSet", "RuleText", "TOOLS",
-           "Verdict", "answer_rules", "decide", "parse_rule", "path_matches"]
+__all__ = ["COMMAND_TOOLS", "EDIT_TOOLS", "EFFECTS", "MAX_RULES", "Rule", "RuleError", "RuleLists", "RuleSet", "RuleText", "TOOLS",
+           "Verdict", "answer_rules", "decide", "parse_rule", "path_matches", "rule_lists"]

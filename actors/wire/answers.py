@@ -21,13 +21,13 @@ ERROR_CODES: dict[str, int] = {
     "empty_prompt": 400, "empty_message": 400, "invalid_client_id": 400, "invalid_session_id": 400,
     "invalid_cwd": 400, "unknown_option": 400, "invalid_turn": 400, "invalid_model": 400,
     "images_not_supported": 400, "invalid_image": 400, "image_too_large": 400, "too_many_images": 400,
-    "missing_connection_id": 400,
+    "missing_connection_id": 400, "invalid_rule": 400, "unknown_tool": 400,
     "unauthorized": 401,
     "origin_not_allowed": 403,
     "session_not_found": 404, "permission_not_found": 404, "turn_not_found": 404, "not_found": 404,
     "workspace_not_found": 404, "connection_not_found": 404,
     "method_not_allowed": 405,
-    "session_starting": 409, "session_busy": 409,
+    "session_starting": 409, "session_busy": 409, "settings_not_writable": 409,
     "payload_too_large": 413,
     "misdirected_host": 421,
     "transcript_corrupt": 500,
@@ -340,6 +340,40 @@ class WorkspaceCwd:
 class TitleAnswer:
     sessionId: str
     title: str | None
+
+
+@attrs.frozen(kw_only=True)
+class RuleLists:
+    allow: list[str]
+    ask: list[str]
+    deny: list[str]
+
+
+@attrs.frozen(kw_only=True)
+class PermissionRules:
+    """The rules in force: the settings file's (read at start) and the session's own."""
+
+    settings: RuleLists
+    session: RuleLists
+
+
+@attrs.frozen(kw_only=True)
+class PermissionRuleEdit:
+    changed: bool  # false: the session had that rule already (an add), or had no such rule (a removal)
+    settingsFile: str | None = None  # the settings file the rule was also written to, when asked
+    rules: PermissionRules
+
+
+@attrs.frozen(kw_only=True)
+class PermissionExplained:
+    """What a call would come to now: ``outcome``, and what decides it (``decidedBy``)."""
+
+    outcome: Literal["allow", "ask", "deny"]
+    decidedBy: Literal["rule", "mode", "tool"]
+    decision: Literal["allow", "ask", "deny"] | None  # what the rules alone say
+    rule: str | None
+    reason: str
+    approvalMode: Literal["default", "auto-edit", "yolo", "plan"]
 
 
 @attrs.frozen(kw_only=True)

@@ -185,9 +185,37 @@ class CreateSessionBody:
     # other values name qwen features Trellis does not have, and are refused.
     approvalMode: Literal["default", "auto-edit", "yolo", "plan"] | None = None
     title: str | None = title_field(default=None)  # shown in listings; else the first prompt's first line
+    permissions: PermissionRulesBody | None = None  # the session's own rules, beside the settings'
     sessionScope: Literal["thread"] | None = None
     sourceType: Literal["default"] | None = None
     meta: dict[str, Any] | None = None
+
+
+MAX_RULE_CHARS = 4096  # one permission rule (actors.permission_rules checks it when the rule is read)
+
+
+def _rules() -> Any:
+    return attrs.field(factory=list)
+
+
+@attrs.frozen(kw_only=True)
+class PermissionRulesBody:
+    """A session's own permission rules, in Claude Code's form (docs/how-to/permission-rules.md); each rule
+    is read when the session starts (400 ``invalid_rule`` naming it)."""
+
+    allow: list[str] = _rules()
+    ask: list[str] = _rules()
+    deny: list[str] = _rules()
+
+
+@attrs.frozen(kw_only=True)
+class PermissionRuleBody:
+    """``POST /session/:id/permissions``: add one rule of the session's own; ``persist: "settings"`` also
+    writes it into the settings file, for later sessions."""
+
+    effect: Literal["allow", "ask", "deny"]
+    rule: str = bounded(MAX_RULE_CHARS)
+    persist: Literal["session", "settings"] = "session"
 
 
 @attrs.frozen(kw_only=True)

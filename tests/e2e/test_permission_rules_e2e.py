@@ -147,3 +147,54 @@ async def test_a_sessions_own_rules_are_kept_across_a_restart_and_can_be_removed
             assert await restored.remove_permission_rule("allow", "Bash(npm test:*)") is True
             assert await restored.remove_permission_rule("allow", "Bash(npm test:*)") is False
             assert (await restored.permission_rules())["session"]["allow"] == []
+
+
+async def test_rules_over_rest_given_at_start_listed_added_persisted_removed_and_explained(tmp_path):
+    settings_file = tmp_path / "settings.json"
+    settings_file.write_text(json.dumps({"limits": {"maxSessions": 8}, "permissions": {"deny": ["Bash(rm:*)"]}}))
+    with trio.fail_after(30):
+        async with live_daemon(settings=load_settings(settings_file)) as (daemon, client):
+            refused = await client.post("/session", json={"cwd": str(tmp_path),
+                                                          "permissions": {"allow": ["Bash(ls:*)", "Bahs(x)"]}})
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["code"] == "invalid_rule" and refused.json()["path"] == "$.permissions.allow[1]"
+            assert "unknown tool 'Bahs'" in refused.json()["error"]
+            assert (await client.get("/session")).json()["sessions"] == []  # nothing started
+            created = await client.post("/session", json={"cwd": str(tmp_path),
+                                                          "permissions": {"allow": ["Bash(ls:*)"]}})
+            sid = created.json()["sessionId"]
+            listed = (await client.get(f"/session/{sid}/permissions")).json()
+            assert listed == {"settings": {"allow": [], "ask": [], "deny": ["Bash(rm:*)"]},
+                              "session": {"allow": ["Bash(ls:*)"], "ask": [], "deny": []}}
+
+            bad = await client.post(f"/session/{sid}/permissions", json={"effect": "allow", "rule": "Bash(a:*b:*)"})
+            assert bad.status_code == 400 and bad.json()["code"] == "invalid_rule" and bad.json()["path"] == "$.rule"
+            added = await client.post(f"/session/{sid}/permissions",
+                                      json={"effect": "ask", "rule": "Bash(git push:*)", "persist": "settings"})
+            assert added.status_code == 200, added.text
+            assert added.json()["changed"] is True and added.json()["settingsFile"] == str(settings_file)
+            assert added.json()["rules"]["session"]["ask"] == ["Bash(git push:*)"]
+            written = json.loads(settings_file.read_text())
+            assert written == {"limits": {"maxSessions": 8},
+                               "permissions": {"deny": ["Bash(rm:*)"], "ask": ["Bash(git push:*)"]}}
+
+            explain = await client.get(f"/session/{sid}/permissions/explain",
+                                       params={"tool": "shell", "input": json.dumps({"command": "ls -la && rm x"})})
+            assert explain.json() | {"reason": ""} == {"outcome": "deny", "decidedBy": "rule", "decision": "deny",
+                                                      "rule": "Bash(rm:*)", "reason": "", "approvalMode": "default"}
+            asked = await client.get(f"/session/{sid}/permissions/explain",
+                                     params={"tool": "shell", "input": json.dumps({"command": "git push origin"})})
+            assert asked.json()["outcome"] == "ask" and asked.json()["rule"] == "Bash(git push:*)"
+            for params, path in (({"input": "{}"}, "query.tool"), ({"tool": "shell", "input": "[1]"}, "query.input"),
+                                 ({"tool": "shell", "input": "{"}, "query.input"), ({"tool": "nope"}, "query.tool")):
+                wrong = await client.get(f"/session/{sid}/permissions/explain", params=params)
+                assert wrong.status_code == 400 and wrong.json()["path"] == path, (params, wrong.text)
+
+            removed = await client.delete(f"/session/{sid}/permissions/allow", params={"rule": "Bash(ls:*)"})
+            assert removed.json()["changed"] is True and removed.json()["rules"]["session"]["allow"] == []
+            again = await client.delete(f"/session/{sid}/permissions/allow", params={"rule": "Bash(ls:*)"})
+            assert again.json()["changed"] is False
+            settings_rule = await client.delete(f"/session/{sid}/permissions/deny", params={"rule": "Bash(rm:*)"})
+            assert settings_rule.json()["changed"] is False  # the settings file's rules are the file's to change
+            wrong = await client.delete(f"/session/{sid}/permissions/permit", params={"rule": "Bash"})
+            assert wrong.status_code == 400 and wrong.json()["path"] == "url.effect"

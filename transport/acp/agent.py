@@ -19,7 +19,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from actors import Admitted, NotStartedHere, TooManySessions, UnknownSession, wire
+from actors.checked import CheckError
 from actors.mcp_client import McpConfigError, available as mcp_available, parse_acp
+from actors.permission_rules import RuleLists, rule_lists
 from actors.session.fifo import StorageUnavailable
 from actors.session.images import ImageRefused, accepts_images
 
@@ -94,8 +96,9 @@ class _Agent:
         cwd = p.directory(params, "cwd")
         result: dict[str, Any] = {}
         servers = _mcp_servers(params)
+        permissions = _permission_rules(params)
         try:
-            handle, _ = await self.daemon.create_session(cwd, mcp_servers=servers)
+            handle, _ = await self.daemon.create_session(cwd, mcp_servers=servers, permissions=permissions)
         except TooManySessions as exc:
             raise RpcError(SERVER_BUSY, str(exc), {"code": "too_many_sessions"}) from None
         except NotStartedHere as exc:  # cluster mode: another node has it, or this one is draining
@@ -195,6 +198,18 @@ class _Agent:
         params = p.require_object(request.params)
         binding = self.conn.binding(params)
         return {"released": await binding.handle.release_queued_prompt_wait()}
+
+
+def _permission_rules(params: dict[str, Any]) -> RuleLists | None:
+    """The session's own permission rules, from ``_meta.permissions`` (as ``POST /session`` takes them);
+    a rule that cannot be read is -32602 naming its path."""
+    meta = p.optional_object(params, "_meta")
+    if "permissions" not in meta:
+        return None
+    try:
+        return rule_lists(meta["permissions"], "$._meta.permissions")
+    except CheckError as exc:
+        raise invalid_params(exc.detail, exc.path) from None
 
 
 def _mcp_servers(params: dict[str, Any]) -> tuple[Any, ...]:

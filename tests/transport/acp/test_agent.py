@@ -137,3 +137,24 @@ async def test_mcp_servers_of_a_shape_we_cannot_use_are_refused_naming_the_path(
                                                        "mcpServers": [{"name": "a", "command": "x", "env": [1]}]})
         assert answer["error"]["data"] == {"path": "$.mcpServers[0].env[0]"}
         assert daemon.session_count == 0
+
+
+async def test_session_new_takes_permission_rules_in_meta_and_refuses_a_bad_one_naming_it(tmp_path) -> None:
+    script = ([call("shell", command="echo hi && rm -rf x")], [{"text": "refused"}])
+    async with acp_client(*script) as (daemon, client):
+        await client.result("initialize", {"protocolVersion": 1})
+        bad = await client.request("session/new", {"cwd": str(tmp_path),
+                                                   "_meta": {"permissions": {"deny": ["Bash(rm:*)", "Bahs"]}}})
+        assert bad["error"]["code"] == -32602 and bad["error"]["data"] == {"path": "$._meta.permissions.deny[1]"}
+        assert "unknown tool 'Bahs'" in bad["error"]["message"]
+        assert daemon.session_count == 0
+        created = await client.result("session/new", {"cwd": str(tmp_path), "_meta": {"permissions": {
+            "allow": ["Bash(echo:*)"], "deny": ["Bash(rm:*)"]}}})
+        sid = created["sessionId"]
+        assert (await daemon.get(sid).permission_rules())["session"]["deny"] == ["Bash(rm:*)"]
+        result = await client.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
+        assert result["stopReason"] == "end_turn"
+        assert permission_requests(client) == []  # refused by the rule, never asked
+        refusals = [m["params"]["update"] for m in client.sent
+                    if m.get("method") == "session/update" and m["params"]["update"].get("status") == "failed"]
+        assert [r["_meta"] for r in refusals] == [{"rule": "Bash(rm:*)"}]
