@@ -410,10 +410,10 @@ def issue_day_tree() -> Path | None:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ISSUE_DAY_COMMIT],
                                  capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        print(f"the issue-day daemon is not available: git failed: {exc}", file=sys.stderr)
+        print(f"the baseline daemon is not available: git failed: {exc}", file=sys.stderr)
         return None
     if archive.returncode != 0:
-        print(f"the issue-day daemon is not available: commit {ISSUE_DAY_COMMIT} is not in this clone's history "
+        print(f"the baseline daemon is not available: commit {ISSUE_DAY_COMMIT} is not in this clone's history "
               f"({archive.stderr.decode(errors='replace').strip()[:200]})", file=sys.stderr)
         return None
     partial = Path(tempfile.mkdtemp(prefix=f"{tree.name}-", dir=tree.parent))

@@ -145,13 +145,13 @@ def measure(quick: bool = False, sessions: int | None = None, turns: int | None 
     figures = []
     if "issue day" in samples:
         figures.append(Figure(
-            "turn_cpu", f"daemon CPU per canonical turn, against the issue-day daemon ({ISSUE_DAY_COMMIT}; "
+            "turn_cpu", f"daemon CPU per canonical turn, against the baseline daemon ({ISSUE_DAY_COMMIT}; "
                         f"{rounds} rounds x {per_round} turns; target 7/20.7)",
             statistics.median(s[0] for s in ours) / per_round * 1000,
             statistics.median(s[0] for s in samples["issue day"]) / per_round * 1000, "ms",
-            floor_name=f"issue-day daemon ({ISSUE_DAY_COMMIT})", target=round(ISSUE_DAY_SHARE, 3)))
+            floor_name=f"baseline daemon ({ISSUE_DAY_COMMIT})", target=round(ISSUE_DAY_SHARE, 3)))
     figures += [
-        Figure("turn_cpu", f"daemon CPU per canonical turn ({total} turns; the issue's 7 ms on its day's machine)",
+        Figure("turn_cpu", f"daemon CPU per canonical turn ({total} turns; the target's 7 ms on the baseline's machine)",
                daemon_ms, fake_ms, "ms", floor_name="fake model's CPU"),
         Figure("turn_cpu", "wall time per canonical turn", sum(s[2] for s in ours) / total * 1000, None, "ms"),
     ]

@@ -91,9 +91,9 @@ def measure(quick: bool = False, sessions: int | None = None, turns: int | None 
     tree = issue_day_tree() if issue_day else None
     if tree is not None:
         old, _ = _count(tree, sessions, turns, fake_native)
-        figures.append(Figure("turn_instructions", f"the same, against the issue-day daemon ({ISSUE_DAY_COMMIT}; "
+        figures.append(Figure("turn_instructions", f"the same, against the baseline daemon ({ISSUE_DAY_COMMIT}; "
                               "no target: the target is CPU time)", ours, old, "M",
-                              floor_name=f"issue-day daemon ({ISSUE_DAY_COMMIT})"))
+                              floor_name=f"baseline daemon ({ISSUE_DAY_COMMIT})"))
     return figures
 
 
