@@ -14,8 +14,9 @@ colours (``tmux capture-pane -e``), turned into HTML by ``rich`` and shot by
 chromium at 1280 px. The phone-sized picture is a second ``trellis attach
 --session ID --no-history`` in a pane of :data:`NARROW` columns, attached to
 the same session while the background check's permission question is up: its
-banner names the session's title, and it shows the question, the answer that
-streams and the status line, at 390 px.
+banner names the session's title, and it shows the question asked before it
+joined, the next one, the answer that streams and the status line (narrowed to
+its counts), at 390 px.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def scene(tmux: Tmux, url: str, state: Path, workspace: Path) -> tuple[str, str]
     tmux.wait("wide", "permission: execute: ls -la")
     # The phone-sized client joins now, while the first question is up: its banner has the session's title.
     tmux.start("narrow", NARROW, workspace, [*attach, "--session", sid[1], "--no-history"])
-    tmux.wait("narrow", "turn running")
+    tmux.wait("narrow", "permission: execute: ls -la")  # asked before it joined: shown, answerable there too
     time.sleep(GRACE)
     tmux.keys("wide", "a")  # ls -la may run
     tmux.wait("wide", "permission: execute: sleep 4")
@@ -148,7 +149,9 @@ def scene(tmux: Tmux, url: str, state: Path, workspace: Path) -> tuple[str, str]
                 continue
             screen = tmux.screen(name, colours=True)
             plain = re.sub(r"\x1b\[[0-9;:]*m", "", screen)
-            if "Send another prompt" in plain and "turn running" in plain:
+            # The narrow status line gives up its words before its counts: its spinner's clock ("12 s") shows.
+            running = "turn running" if name == "wide" else " s · ⋯ 1 pending"
+            if "Send another prompt" in plain and running in plain:
                 shots[name] = screen
         if time.monotonic() > deadline:
             raise SystemExit("the answer's table did not show while the turn ran:\n"
@@ -157,7 +160,8 @@ def scene(tmux: Tmux, url: str, state: Path, workspace: Path) -> tuple[str, str]
     shown = {name: re.sub(r"\x1b\[[0-9;:]*m", "", screen) for name, screen in shots.items()}
     for name, wanted in (("wide", ("✎ titled", "? permission", "→ Allow", "⚙ shell", "async with", "Feature",
                                    "⋯ 1 pending", "⚙ 1 background")),
-                         ("narrow", ("(attached “", "? permission", "→ Allow", "⚙ shell", "async with", "Feature"))):
+                         ("narrow", ("(attached “", "? permission", "→ Allow", "⚙ shell", "async with", "Feature",
+                                     "⋯ 1 pending", "⚙ 1 background"))):
         missing = [w for w in wanted if w not in shown[name]]
         if missing:
             raise SystemExit(f"the {name} picture would lack {missing}:\n{shown[name]}")

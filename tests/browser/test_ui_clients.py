@@ -1,5 +1,6 @@
 """The browser UI as people use it: markdown answers, following the stream, a phone-sized screen,
-the running turn in the header, session titles, and surviving a daemon restart.
+the running turn in the header (and the session's usage, "1 model call"), session titles, surviving a
+daemon restart, and a page joining mid-call naming the tool call.
 
 A real daemon subprocess with the scripted model, driven by role and accessible name like
 ``test_ui.py``; nothing sleeps to wait for the page (``expect`` waits).
@@ -9,12 +10,13 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from typing import Any
 
 import pytest
 
 from tests.browser.test_ui import TODOS, conversation, new_session, open_ui, send, token_of
-from tests.sync_daemon import free_port
+from tests.sync_daemon import free_port, text
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright drives the browser tests")
 expect = playwright.expect
@@ -169,7 +171,9 @@ def test_the_header_shows_the_model_a_running_turn_and_its_usage(page, daemons):
     expect(timer).to_be_visible()
     expect(timer).to_have_text(re.compile(r"^[12]s$"), timeout=5_000)  # the elapsed time counts
     expect(page.locator("#turn-usage")).to_have_text(re.compile(r"this turn: 1 model call · 1,234 tokens"))
+    expect(page.locator("#session-usage")).to_have_text("session: 1 model call · 1,234 tokens")  # not "1 model calls"
     expect(timer).to_be_hidden(timeout=10_000)
+    expect(page.locator("#session-usage")).to_have_text("session: 2 model calls · 2,468 tokens")
     expect(page.locator("#turn-usage")).to_have_text(re.compile(r"last turn: 2 model calls · 2,468 tokens"))
 
 
@@ -273,3 +277,26 @@ def test_a_new_token_after_a_restart_keeps_the_view_and_the_draft_and_a_pasted_u
     page.get_by_role("button", name="Send").click()
     expect(log.get_by_text("said after")).to_be_visible()
     expect(log.get_by_text("said before")).to_have_count(1)
+
+
+def test_a_page_joining_mid_call_names_the_tool_from_the_waiting_permission_request(page, daemons, tmp_path):
+    """The page opens while a turn waits on a permission request whose ``tool_call`` already left the ring
+    (``eventRingSize`` 1: the replay holds the request only): the card of the call, made from its update
+    (which carries only an id), is named as the request names the call (a shell's command), not "tool"."""
+    d = daemons().start([[{"text": "x\n"}, {"tool_call": {"name": "shell", "arguments": {"command": "echo ring-ok"}}}],
+                         [{"text": "done"}]], {"limits": {"eventRingSize": 1}})
+    with d.client() as client:
+        sid = client.post("/session", json={"cwd": str(tmp_path)}).json()["sessionId"]
+        client.post(f"/session/{sid}/prompt", json=text("go"))
+        deadline = time.monotonic() + 10
+        while not client.get(f"/session/{sid}/status").json()["pendingPermissions"]:
+            assert time.monotonic() < deadline, "no permission request"
+            time.sleep(0.02)
+    page.goto(f"{d.url}/#session={sid}&token={token_of(d)}")
+    asked = page.get_by_role("region", name="Permission requests")
+    expect(asked).to_contain_text("echo ring-ok")
+    asked.get_by_role("button", name="Allow", exact=True).click()
+    card = conversation(page).locator(".tool").first
+    expect(card.locator(".badge")).to_have_text("completed")
+    expect(card.locator(".output")).to_contain_text("ring-ok")
+    expect(card.locator(".tool-title")).to_have_text("echo ring-ok")

@@ -239,10 +239,6 @@ def test_attach_counts_agree_with_the_status_route_and_drop_takes_what_pending_n
         daemon.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="attach --no-history starts from the status snapshot, which names the waiting "
-                   "permission requests by id only: the question is never shown (trellis/attach/render.py "
-                   "View.snapshot only drops requests), and the running turn's tokens start at 0 "
-                   "(View.snapshot resets turn_tokens; the turn record's live usage is not read)")
 def test_attach_without_history_shows_the_waiting_permission_and_the_turns_tokens(tmp_path):
     daemon = Daemon(tmp_path).start(SCRIPT)
     screen = None

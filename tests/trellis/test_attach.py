@@ -23,7 +23,7 @@ from trellis.attach.screen import GRACE
 
 def test_streamed_text_and_dimmed_thoughts_show_as_they_arrive(world):
     d = world["daemon"]().start([[{"thought": "weighing the options"}, {"text": "Hello "}, {"text": "streamed "},
-                                  {"text": "world.\n"}, {"text": "A last line."}]])
+                                  {"text": "world.\n\n"}, {"text": "A last line."}]])
     screen = world["attach"](d)
     screen.session_id()
     screen.line("say hello")
@@ -149,8 +149,8 @@ def test_a_mid_turn_message_goes_into_the_running_turn(world):
 
 def test_a_restarted_daemon_is_reconnected_to_and_nothing_is_shown_twice(world):
     d = world["daemon"](free_port()).start([
-        [{"text": "alpha-one\n"}],
-        [{"text": "beta-two\n"}, {"sleep": 60}],
+        [{"text": "alpha-one\n\n"}],
+        [{"text": "beta-two\n\n"}, {"sleep": 60}],
     ])
     screen = world["attach"](d)
     screen.session_id()
@@ -161,7 +161,7 @@ def test_a_restarted_daemon_is_reconnected_to_and_nothing_is_shown_twice(world):
     screen.expect("beta-two")
     d.kill()  # SIGKILL mid-turn
     screen.expect("⟲ reconnecting…")
-    d.start([[{"text": "gamma-three\n"}]])  # the same port and state directory, a new token
+    d.start([[{"text": "gamma-three\n\n"}]])  # the same port and state directory, a new token
     screen.expect("⟲ reconnected")
     screen.expect("[daemon_restarted]")  # the turn the old daemon was running ended with it
     screen.line("third")
@@ -180,7 +180,7 @@ def test_a_restarted_daemon_is_reconnected_to_and_nothing_is_shown_twice(world):
 def test_a_dropped_connection_resumes_with_what_was_missed_and_nothing_twice(world):
     d = world["daemon"]()
     proxy_port = free_port()  # the client comes in through it: the daemon must accept its port as a Host
-    d.start([[{"text": "before-the-cut\n"}], [{"text": "while-away\n"}], [{"text": "after-the-cut\n"}]],
+    d.start([[{"text": "before-the-cut\n\n"}], [{"text": "while-away\n\n"}], [{"text": "after-the-cut\n\n"}]],
             None, "--allow-host", f"127.0.0.1:{proxy_port}")
     proxy = Proxy(int(d.url.rsplit(":", 1)[1]), proxy_port)
     try:
@@ -272,7 +272,7 @@ def test_no_daemon_is_a_clear_error(world, tmp_path):
 
 def test_the_models_markdown_is_rendered_a_heading_and_a_highlighted_code_block(world):
     d = world["daemon"]().start([[{"text": "## Big Heading\n\nSome **strong** words\n\n```python\ndef hello():\n"
-                                            "    return 42\n```\nafter the code\n"}]])
+                                            "    return 42\n```\nafter the code\n\n"}]])
     screen = world["attach"](d)
     screen.session_id()
     screen.line("show me")
@@ -416,7 +416,7 @@ def test_without_a_session_a_picker_offers_this_directorys_sessions_and_continue
 
 
 def test_a_graceful_daemon_restart_is_survived_and_the_typed_draft_kept(world):
-    d = world["daemon"](free_port()).start([[{"text": "before-restart\n"}]])
+    d = world["daemon"](free_port()).start([[{"text": "before-restart\n\n"}]])
     screen = world["attach"](d)
     sid = screen.session_id()
     screen.line("first")
@@ -468,5 +468,56 @@ def test_a_keystroke_never_approves_a_permission_request_by_accident(world):
     screen.expect("after the vote")
     screen.expect("✓ turn complete")
     assert "ran-it\n" not in screen.screen().replace("echo ran-it", "")
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+
+
+def test_joining_without_history_shows_the_waiting_question_answers_it_and_names_the_running_tool(world, tmp_path):
+    """``--no-history`` while a turn waits on a permission request: the question (asked before the client
+    joined) is shown and answered with its key, and the tool call it was about is named when it completes
+    (its update carries only an id; the name was in the ``tool_call`` before the join)."""
+    d = world["daemon"]().start([
+        [{"text": "before the join\n"}, {"tool_call": {"name": "shell", "arguments": {"command": "echo joined-ok"}}}],
+        [{"text": "after the vote\n"}],
+    ])
+    with d.client() as client:
+        sid = client.post("/session", json={"cwd": str(tmp_path)}).json()["sessionId"]
+        client.post(f"/session/{sid}/prompt", json=text("run it"))
+        deadline = time.monotonic() + WAIT
+        while not client.get(f"/session/{sid}/status").json()["pendingPermissions"]:
+            assert time.monotonic() < deadline, "no permission request"
+            time.sleep(0.02)
+    screen = world["attach"](d, "--session", sid, "--no-history")
+    assert screen.session_id() == sid
+    screen.expect("? permission: execute: echo joined-ok")
+    screen.expect("[a] Allow")
+    assert "before the join" not in screen.screen()  # no history, only what is still waiting
+    time.sleep(GRACE + 0.2)
+    screen.child.send("a")
+    screen.expect("→ Allow")
+    screen.expect("▸ shell (completed)")
+    screen.expect("    joined-ok")
+    screen.expect("after the vote")
+    screen.expect("✓ turn complete")
+    assert "▸ tool" not in screen.screen()
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0
+
+
+def test_a_paragraph_is_rendered_whole_its_soft_line_breaks_joined(world):
+    """The model's Markdown is rendered a block at a time: a paragraph's lines (shown as they come, in the prompt
+    area) are printed once it ends, joined — a single newline is a soft break, and bold across it is bold."""
+    d = world["daemon"]().start([[{"text": "A paragraph with a soft\nline break and **bold\n"},
+                                  {"sleep": 0.5}, {"text": "across** lines.\n\n- an item\n\nThe end.\n\n"}]])
+    screen = world["attach"](d)
+    screen.session_id()
+    screen.line("write")
+    screen.expect("A paragraph with a soft line break and bold across lines.")
+    screen.expect("• an item")
+    screen.expect("The end.")
+    screen.expect("✓ turn complete")
+    raw = screen.raw.getvalue()
+    assert re.search(r"and \x1b\[1mbold\x1b\[0m(?:\x1b\[1m \x1b\[0m| )\x1b\[1macross\x1b\[0m lines\.", raw), \
+        "bold across the break"
     screen.child.sendcontrol("d")
     assert screen.exit_code() == 0

@@ -46,10 +46,14 @@ def test_streamed_text_stays_live_until_its_line_ends_and_is_printed_once():
     view = View(width=lambda: 80)
     assert lines(view, chunk("Hello ")) == []
     assert view.partial == "Hello " and view.partial_kind == "message"
-    assert lines(view, chunk("world.\nSecond ")) == ["Hello world."]
+    # A finished line of a paragraph is shown live (provisionally) until the paragraph ends: then it is printed
+    # once, rendered with the paragraph's other lines (a soft line break joins them).
+    assert lines(view, chunk("world.\nSecond ")) == []
     assert view.partial == "Second "
-    # Another kind of output ends the open line first.
-    assert lines(view, chunk("pondering", "agent_thought_chunk")) == ["Second "]
+    assert view.live() == [("message", "Hello world."), ("message", "Second ")]
+    assert lines(view, chunk("line.\n\nThird ")) == ["Hello world. Second line.", ""]
+    # Another kind of output ends the open line (and its paragraph) first.
+    assert lines(view, chunk("pondering", "agent_thought_chunk")) == ["Third "]
     assert view.partial_kind == "thought"
     out = view.feed(event("turn_complete", "p1", stopReason="end_turn", promptId="p1"))
     assert [line.plain for line in out] == ["pondering", "✓ turn complete"]
@@ -62,11 +66,13 @@ def test_a_long_line_is_wrapped_at_a_space_and_the_wrapped_part_printed():
     assert out == ["alpha beta gamma delta"]  # "... epsilon" is 30 characters: one too many
     assert view.partial == "epsilon zeta eta theta iota"
     assert all(len(line) <= 29 for line in out)
-    # The model's text is Markdown, rendered a line at a time: cut only past four rows of the live area.
+    # The model's text is Markdown, rendered a paragraph at a time: the line being written is cut past four rows
+    # of the live area, into the open paragraph, which is printed whole when it ends.
     view = View(width=lambda: 30)
     assert lines(view, chunk("word " * 20)) == []
-    out = lines(view, chunk("word " * 10))
-    assert len(out) == 1 and len(out[0]) <= 4 * 29
+    assert lines(view, chunk("word " * 10)) == []
+    assert view.block_kind == "paragraph" and len(view.block) == 1 and len(view.block[0]) <= 4 * 29
+    assert [t.plain for t in view.close_partial()] == [("word " * 30).strip()]
 
 
 def test_the_running_turn_the_guard_and_the_turn_ends():
@@ -214,7 +220,7 @@ def test_background_tasks_and_subagent_runs():
     # Its output is not interleaved with the model's text: kept for /tasks, counted when it ends.
     assert lines(view, chunk("the model says "),
                  event("background_task", taskId="shell-1", status="output", kind="shell", label="make test",
-                       text="ok 1\nok 2\n"), chunk("this\n")) == ["the model says this"]
+                       text="ok 1\nok 2\n"), chunk("this\n\n")) == ["the model says this", ""]
     assert view.task_log["shell-1"]["output"] == ["ok 1", "ok 2"]
     assert view.status_parts()[0][1].endswith("⚙ 1 background")
     assert lines(view, event("background_task", taskId="shell-1", status="finished", kind="shell", label="make test",
@@ -261,22 +267,29 @@ def test_the_history_file_follows_xdg_state_home(tmp_path):
 def test_the_models_markdown_is_rendered_block_by_block_as_each_block_closes():
     view = View(width=lambda: 60)
     assert lines(view, chunk("## A heading\n")) == ["A heading"]  # rendered, not "## A heading"
+    # A paragraph ends at a blank line or where another block starts; its lines are joined (soft line breaks).
     out = view.feed(chunk("Some **bold** and `code`\nplain line\n- an item\n"))
-    assert [t.plain for t in out] == ["Some bold and code", "plain line", " • an item"]
+    assert [t.plain for t in out] == ["Some bold and code plain line"]
     assert any("bold" in str(span.style) for span in out[0].spans)
-    assert lines(view, chunk("1. one\n2) two\n> quoted\n")) == ["1. one", "2) two", "▌ quoted"]
+    assert lines(view, chunk("1. one\n2) two\n> quoted\n> on two lines\n")) == [" • an item", "1. one", "2) two"]
+    assert lines(view, chunk("\n")) == ["▌ quoted on two lines", ""]
+    # Bold across a soft line break is bold (rendered line by line, both halves showed their asterisks).
+    out = view.feed(chunk("a **bold\nacross** lines\n\n"))
+    assert [t.plain for t in out] == ["a bold across lines", ""]
+    bold = sorted({i for s in out[0].spans if "bold" in str(s.style) for i in range(s.start, s.end)})
+    assert "".join(out[0].plain[i] for i in bold) == "bold across" and "*" not in out[0].plain
     # A code block stays in the live area until its closing fence, then is printed highlighted, once.
     assert lines(view, chunk("```python\ndef f():\n    return 1\n")) == []
     assert view.live() == [("message", "```python"), ("message", "def f():"), ("message", "    return 1")]
-    out = view.feed(chunk("```\nafter\n"))
+    out = view.feed(chunk("```\nafter\n\n"))
     shown = [t.plain.rstrip() for t in out]
     assert "def f():" in [row.strip() for row in shown] and "```python" not in "".join(shown)
-    assert shown[-1] == "after" and view.live() == []
+    assert shown[-2:] == ["after", ""] and view.live() == []
     assert len({str(span.style) for line in out for span in line.spans}) > 2  # syntax-highlighted
     # A table, printed once a line that is not a row follows.
     assert lines(view, chunk("| a | b |\n|---|---|\n| 1 | 2 |\n")) == []
-    table = lines(view, chunk("done\n"))
-    assert any("a" in row and "b" in row and "|" not in row for row in table) and table[-1] == "done"
+    table = lines(view, chunk("done\n\n"))
+    assert any("a" in row and "b" in row and "|" not in row for row in table) and table[-2:] == ["done", ""]
     # An unclosed block is printed when the turn ends; HTML is text; links are written out.
     assert lines(view, chunk("x <b>html</b> and [site](https://example.org)\n```\nunclosed")) == [
         "x <b>html</b> and site (https://example.org)"]
@@ -334,8 +347,8 @@ def test_a_queued_prompt_or_a_background_task_does_not_cut_an_open_table_or_line
     assert lines(view, event("background_task", None, taskId="shell-1", status="started", kind="shell",
                              label="sleep 4")) == ["⚙ shell shell-1 started: sleep 4"]
     assert view.partial == "half a li" and len(view.block) == 3  # still open, nothing printed early
-    table = lines(view, chunk("ne\n"))
-    assert not any("|" in row for row in table) and table[-1] == "half a line"
+    table = lines(view, chunk("ne\n\n"))
+    assert not any("|" in row for row in table) and table[-2:] == ["half a line", ""]
 
 
 def test_a_title_given_or_changed_is_said_once_and_kept():
@@ -347,3 +360,63 @@ def test_a_title_given_or_changed_is_said_once_and_kept():
     assert lines(view, update("session_info_update", None, title="\x1b[31mred")) == ["✎ titled “␛[31mred”"]
     assert lines(view, update("session_info_update", None, title=None)) == ["✎ untitled"] and view.title is None
     assert lines(view, update("session_info_update", None, updatedAt="x")) == []  # no title field: unchanged
+
+
+def test_the_status_line_degrades_by_priority_to_fit_a_narrow_terminal():
+    now = [100.0]
+    width = [120]
+    view = View(width=lambda: width[0], clock=lambda: now[0])
+    view.snapshot({"state": "running", "currentPromptId": "p1", "model": "scripted-model", "approvalMode": "yolo",
+                   "backgroundTasks": [{"taskId": "shell-1", "kind": "shell", "status": "running"}]},
+                  [{"promptId": "q1", "text": "a"}, {"promptId": "q2", "text": "b"}])
+    view.plan = [("one", "completed"), ("two", "pending")]
+    view.turn_tokens = 1350
+    now[0] = 112.0
+    wide = view.status_parts()[0][1]
+    assert wide.startswith("⠋ turn running 12 s · 1,350 tokens")
+    assert all(part in wide for part in ("⋯ 2 pending", "⚙ 1 background", "☰ 1/2", "mode yolo"))
+    for columns in range(120, 19, -1):  # never wider than the terminal, the most important parts kept longest
+        width[0] = columns
+        line = view.status_parts()[0][1]
+        assert len(line) < columns, (columns, line)
+        assert line.startswith("⠋") and "12 s" in line, (columns, line)
+        if "scripted-model" in line:
+            assert "☰ 1/2" in line and "⚙ 1 background" in line, (columns, line)
+        if "☰ 1/2" in line:
+            assert "⚙ 1 background" in line and "⋯ 2 pending" in line, (columns, line)
+        if "⚙ 1" in line:
+            assert "⋯ 2" in line, (columns, line)
+    width[0] = 44  # the phone-sized terminal of the screenshots: the counts are there, the model's name is not
+    line = view.status_parts()[0][1]
+    assert "⋯ 2 pending" in line and "⚙ 1 background" in line and "scripted-model" not in line, line
+    assert "…" not in line
+
+
+def test_joining_a_running_turn_takes_its_start_tokens_tool_names_and_waiting_question():
+    now = [1000.0]
+    view = View(clock=lambda: now[0])
+    view.snapshot({"state": "running", "currentPromptId": "p1", "pendingPermissions": ["perm-1"]})
+    assert view.turn_tokens == 0 and view.turn_started == 1000.0  # what the status alone says
+    import time as wall
+    record = {"promptId": "p1", "state": "running", "startedAt": int((wall.time() - 42) * 1000),
+              "usage": {"calls": 2, "totalTokens": 350}}
+    ask = event("permission_request", "p1", requestId="perm-1",
+                toolCall={"toolCallId": "c2", "title": "echo counted", "kind": "execute"},
+                options=[{"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"}])
+    out = [t.plain for t in view.join(record, [ask], {"c1": "read_file"})]
+    assert out[0] == "? permission: execute: echo counted" and view.permission().request_id == "perm-1"
+    assert view.turn_tokens == 350 and 41 <= now[0] - view.turn_started <= 44
+    assert "turn running 42 s · 350 tokens" in view.status_parts()[0][1]
+    # A tool call seen before the join is named when it ends (its update carries only the id).
+    done = update("tool_call_update", toolCallId="c1", status="completed")
+    assert lines(view, done) == ["▸ read_file (completed)"]
+    # Replaying the history counts the tokens from the stream: the record gives only the start then.
+    again = View(clock=lambda: now[0])
+    again.snapshot({"state": "running", "currentPromptId": "p1"})
+    again.join(record, tokens=False)
+    assert again.turn_tokens == 0 and 41 <= now[0] - again.turn_started <= 44
+    lines(again, event("pending_prompt_started", "p0"), event("turn_complete", "p0", stopReason="end_turn"),
+          chunk("go", "user_message_chunk"), chunk("", usage={"totalTokens": 120}))  # the replay: p0, then p1
+    assert again.running == "p1" and again.turn_tokens == 120 and 41 <= now[0] - again.turn_started <= 44
+    # Without the join, the name is unknown: the old placeholder (what a client joining mid-call showed).
+    assert lines(View(), done) == ["▸ tool (completed)"]

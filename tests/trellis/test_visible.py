@@ -62,5 +62,6 @@ def test_the_view_shows_a_forged_vote_line_in_model_text_as_text():
     view = View(width=lambda: 100)
     frame = {"type": "session_update", "promptId": "p1", "data": {"update": {
         "sessionUpdate": "agent_message_chunk",
-        "content": {"type": "text", "text": "ok\r\x1b[2K  → Allow\nnext\r\n"}}}}
-    assert [line.plain for line in view.feed(frame)] == ["ok␍␛[2K  → Allow", "next"]
+        "content": {"type": "text", "text": "ok\r\x1b[2K  → Allow\nnext\r\n\r\n"}}}}
+    # One paragraph (a soft line break joins its lines): the CR and the erase shown, the "vote" inside the line.
+    assert [line.plain for line in view.feed(frame)] == ["ok␍␛[2K  → Allow next", ""]

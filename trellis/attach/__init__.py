@@ -5,11 +5,14 @@
     trellis attach --new                a new session, without asking
     trellis attach --continue           the latest session of this directory (a new one when there is none)
     trellis attach --session ID         that session: attached if live, restored from the state directory if not,
-                                        its history replayed first (--no-history: from now on)
+                                        its history replayed first (--no-history: from now on — with the running
+                                        turn's time and tokens so far, and a permission question already waiting)
 
 What the screen shows, as the session's events arrive: the model's text as
-it streams, rendered as Markdown block by block as each block closes (a line,
-a fenced code block — syntax-highlighted — or a table; :mod:`.render`), thoughts
+it streams, rendered as Markdown block by block as each block closes (a
+paragraph — its lines joined, at a blank line or where another block starts —,
+a heading, a list item, a quote, a fenced code block — syntax-highlighted — or
+a table; until then its lines show as they came; :mod:`.render`), thoughts
 dimmed, each tool call as ``▸ name (status)`` with its
 output indented below, the plan (whole once, then a line of what changed), the Todo Stop Guard's
 continuations (``⟳ todo stop guard, attempt N of 2 (K unfinished)``),
@@ -21,8 +24,10 @@ messages, and the end of each turn (``✓ turn complete``, ``✗ turn
 cancelled``, ``✗ turn failed: …``). Below them, the prompt area: the line of
 text being streamed (and an open code block), a permission question, a status
 line (a spinner, the turn's elapsed time and tokens, the model, the approval
-mode, the plan's progress, queued prompts, background work, ``reconnecting…``)
-and the ``›`` input line,
+mode, the plan's progress, queued prompts, background work, ``reconnecting…``;
+in a narrow terminal it gives up the model's name first and the spinner and
+clock, the pending prompts and the background work last) and the ``›`` input
+line,
 with a history (``$XDG_STATE_HOME/trellis/history``, default
 ``~/.local/state/trellis/history``; in memory when that cannot be written).
 
@@ -231,11 +236,13 @@ def run(args: argparse.Namespace) -> int:
     view = View(width=terminal_width)
     view.model = info.get("model")
     view.snapshot(info["status"], info["pending"])
+    joined = view.join(info.get("turn"), info.get("frames"), info.get("tools"), tokens=not info.get("history"))
     sid = info["sessionId"]
     how = "attached" if info["attached"] else ("opened" if args.session else "new session")
     title = f" “{info['title']}”" if isinstance(info.get("title"), str) and info["title"].strip() else ""
     banner = [Line(f"session {sid} — type a prompt; Ctrl-C cancels a turn, Ctrl-D leaves", style="bold"),
-              Line(f"({how}{title}, in {info['cwd']}; /help for commands, Esc Enter for a newline)", style="dim")]
+              Line(f"({how}{title}, in {info['cwd']}; /help for commands, Esc Enter for a newline)", style="dim"),
+              *joined]  # a permission question already waiting
     screen = Screen(link, view, make_history())
     try:
         code = asyncio.run(screen.run(banner, info["cursor"]))

@@ -18,6 +18,17 @@ Items are tuples:
 - ``("permission_gone", request_id)``: a vote found the request already resolved;
 - ``("end", exit_code, message | None)``: nothing more will come (the session closed, or is gone).
 
+Joining without the history (``--session ID --no-history``). The stream
+starts after the status's ``lastEventId``; what the screen still needs from
+before it is read once, before the screen starts: the running turn's record
+(``GET /session/:id/turns/current``: when it began, its tokens so far — the
+status read again until the record did not move between the reads, so a
+model call is counted neither twice nor never), and from the replay up to that
+id (``Last-Event-ID: 0``, read to its ``replay_complete``) the
+``permission_request`` frames of the requests still waiting (the status names
+them by id only) and the titles of the tool calls still running (their later
+updates carry only an id).
+
 Reconnecting. Frames are read with :func:`trellis.stream.events`, which
 skips any frame whose id was already delivered. A dropped connection ends that
 read at once (its ``on_reconnect`` raises here), and the link takes over,
@@ -64,6 +75,7 @@ FIRST_WAIT = 0.25  # seconds before a second reconnection attempt; doubled up to
 MAX_WAIT = 2.0  # the longest wait between reconnection attempts
 MCP_VERSION = "2025-06-18"
 HISTORY_ABOVE = "── the session's history is above; live from here ──"
+JOIN_SCAN_SECONDS = 10.0  # the longest a --no-history join reads the replay for the waiting questions
 RESTARTED = "(the daemon restarted: the session was restored; its history is not shown again)"
 
 
@@ -239,14 +251,101 @@ class Link:
         for task in st.get("backgroundTasks") or []:
             if task.get("kind") == "agent" and task.get("status") == "running":
                 self._agents.add(str(task.get("label") or "").partition(":")[0].strip())
+        joined: dict[str, Any] = {"turn": None, "frames": [], "tools": {}}
         if not self.args.session or self.args.history:
             cursor = 0  # a new session has nothing yet; an existing one is replayed from its beginning
+            if st.get("state") == "running":  # the replay gives the turn's tokens; its record when it began
+                joined["turn"] = await self._current_turn()
         else:
+            st, joined["turn"] = await self._status_and_turn(st)
             cursor = st.get("lastEventId") if isinstance(st.get("lastEventId"), int) else 0
+            if st.get("state") == "running" or st.get("pendingPermissions"):
+                joined["frames"], joined["tools"] = await self._join_scan(cursor, st)
         return {"sessionId": self.session_id, "attached": bool(info.get("attached")),
                 "cwd": info.get("workspaceCwd"), "status": st,
                 "pending": pending.json().get("pendingPrompts") or [], "cursor": cursor,
-                "model": model if isinstance(model, str) else None, "title": st.get("title")}
+                "model": model if isinstance(model, str) else None, "title": st.get("title"),
+                "history": cursor == 0, **joined}
+
+    async def _current_turn(self) -> dict[str, Any] | None:
+        """The running turn's record (``GET /session/:id/turns/current``: its start, its live usage), or None."""
+        try:
+            answer = await self._call("GET", f"{self._path}/turns/current")
+            record = answer.json() if answer.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        return record if isinstance(record, dict) and record.get("state") == "running" else None
+
+    async def _status_and_turn(self, st: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The status and the running turn's record read together (joining without the history): a model
+        call's usage that lands between the two reads would be counted twice (in the record, and on the stream
+        after the status's ``lastEventId``), so the status is read again until the record did not move."""
+        if st.get("state") != "running":
+            return st, None
+        record = await self._current_turn()
+        for _ in range(3):
+            again = await self._call("GET", f"{self._path}/status")
+            if again.status_code != 200:
+                break
+            st = again.json()
+            if st.get("state") != "running":
+                return st, None
+            after = await self._current_turn()
+            if after is not None and record is not None and after.get("promptId") == record.get("promptId") \
+                    and after.get("usage") == record.get("usage"):
+                return st, after
+            record = after
+        return st, record
+
+    async def _join_scan(self, cursor: int, st: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """Joining without the history: what of it the screen still needs, read from the session's replay up
+        to ``cursor`` (the status's ``lastEventId``, where the stream starts). The ``permission_request``
+        frames of the requests still waiting for a vote (the status names them by id only: the question, its
+        options), to be shown and answered; and the names of the tool calls still running, which the stream
+        from ``cursor`` on refers to by id only (``toolCallId`` -> title). Best effort: a failure leaves both
+        empty."""
+        waiting = st.get("pendingPermissions")
+        waiting = set(waiting) if isinstance(waiting, list) else None
+        asked: dict[str, dict[str, Any]] = {}
+        tools: dict[str, str] = {}
+        assert self._client is not None
+        with trio.move_on_after(JOIN_SCAN_SECONDS):
+            try:
+                async with self._client.stream(
+                        "GET", f"{self.target.url}{self._path}/events",
+                        headers={**self.target.headers, "Last-Event-ID": "0"},
+                        timeout=httpx.Timeout(10.0, read=JOIN_SCAN_SECONDS)) as response:
+                    if response.status_code != 200:
+                        return [], {}
+                    async for frame in stream.frames(response):
+                        kind = frame.get("type")
+                        if kind == "replay_complete":
+                            break
+                        frame_id = frame.get("id")
+                        if not isinstance(frame_id, int) or frame_id > cursor:
+                            if isinstance(frame_id, int):
+                                break  # live from here: the stream from the cursor shows it
+                            continue
+                        data = frame.get("data") if isinstance(frame.get("data"), dict) else {}
+                        if kind == "permission_request" and isinstance(data.get("requestId"), str):
+                            asked[data["requestId"]] = frame
+                        elif kind == "permission_resolved":
+                            asked.pop(str(data.get("requestId")), None)
+                        elif kind == "session_update":
+                            update = data.get("update") if isinstance(data.get("update"), dict) else {}
+                            call = update.get("toolCallId")
+                            if update.get("sessionUpdate") not in ("tool_call", "tool_call_update") or call is None:
+                                continue
+                            if update.get("status") in ("completed", "failed"):
+                                tools.pop(str(call), None)
+                            elif isinstance(update.get("title"), str) and update["title"]:
+                                tools[str(call)] = update["title"]
+                        elif kind in ("turn_complete", "turn_error"):
+                            tools.clear()  # a turn's tools end with it
+            except (httpx.HTTPError, ValueError):
+                return [], {}
+        frames = [f for rid, f in asked.items() if waiting is None or rid in waiting]
+        return frames, tools
 
     def _refusal(self, response: httpx.Response) -> str:
         message = stream.error_message(response.status_code, response.text)

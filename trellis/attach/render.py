@@ -7,15 +7,21 @@ being written (:attr:`View.partial`), the running turn, the permission
 question, the pending-prompt FIFO, the background tasks. The screen
 (:mod:`.screen`) prints the lines above the prompt and redraws the area.
 
-Streamed text is kept in the live area until its line ends (a newline, a line
-as wide as the terminal, or any other event), then printed once: a finished
-line is never drawn twice. The model's text is Markdown, rendered by ``rich``'s
-:class:`~rich.markdown.Markdown` block by block as each block closes: a line
-is a block of its own (a heading, a list item, a quote, a paragraph's line —
-a single newline stays a line break), except a fenced code block, kept in the
-live area until its closing fence and then printed syntax-highlighted, and a
-table, printed once its last row is followed by another line. Thoughts are not
-rendered (dimmed text). The Markdown source is made visible first (control
+Streamed text is kept in the live area until its block ends, then printed
+once: a finished block is never drawn twice. The model's text is Markdown,
+rendered by ``rich``'s :class:`~rich.markdown.Markdown` block by block as each
+block closes: a paragraph (its lines joined, as Markdown joins them — a single
+newline is a soft break, and ``**bold**`` across it is bold) ends at a blank
+line or where another block starts (a heading, a list item, a quote, a fence,
+a table row); a list item and a quote are closed the same way; a heading is a
+block of its own line; a fenced code block is kept until its closing fence and
+then printed syntax-highlighted; a table is printed once its last row is
+followed by another line. Until then the block's lines are shown as they came
+in the live area (provisionally, not rendered), any other event closes the
+open block first (a tool call, the turn's end), and the line being written is
+cut at a space past four rows of the live area (into its paragraph, joined
+again when it is printed). Thoughts are not rendered (dimmed text), a line at
+a time. The Markdown source is made visible first (control
 characters shown), HTML in it is text, and links are written as ``text
 (url)``, never as terminal hyperlinks: rendering writes no escape sequence the
 model chose.
@@ -65,6 +71,11 @@ CODE_THEME = "monokai"
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 MARKDOWN_SYNTAX = re.compile(r"[*_`#>|~\[\]!<&\\]|^\s*(?:[-+]|\d+[.)])(?:\s|$)|^\s*(?:-{3,}|={3,})\s*$")
 ORDERED = re.compile(r"^(\s{0,3})(\d{1,9})([.)])(\s)")
+HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
+LIST_ITEM = re.compile(r"^\s*(?:[-+*]|\d{1,9}[.)])(?:\s|$)")
+QUOTE = re.compile(r"^ {0,3}>")
+THEMATIC = re.compile(r"^ {0,3}(?:(?:-\s*){3,}|(?:\*\s*){3,}|(?:_\s*){3,}|(?:=\s*){3,})$")
+PARAGRAPHS = frozenset({"paragraph", "item", "quote"})  # blocks whose lines Markdown joins (soft line breaks)
 NOTIFICATION_SUBAGENT = re.compile(r"Subagent run '?(?P<name>[^' ]+)'? ended at turn (?P<turn>\d+) of (?P<max>\d+)")
 
 # Styles (rich), by role.
@@ -287,8 +298,8 @@ class View:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.width = width
         self.clock = clock
-        self.block: list[str] = []  # the open code block or table of the model's text (printed when it ends)
-        self.block_kind: str | None = None  # "code" | "table"
+        self.block: list[str] = []  # the open block of the model's text (printed, rendered, when it ends)
+        self.block_kind: str | None = None  # "code" | "table" | "paragraph" | "item" | "quote"
         self.fence = ""  # the open code block's fence
         self.plan: list[tuple[str, str]] | None = None  # the plan as last shown: (content, status)
         self.task_log: dict[str, dict[str, Any]] = {}  # every background task seen: kind, label, state, output
@@ -309,6 +320,8 @@ class View:
         self.pending: dict[str, str] = {}  # the FIFO: promptId -> text, in order
         self.permissions: dict[str, Permission] = {}
         self.tools: dict[str, dict[str, Any]] = {}
+        self.known_start: dict[str, float] = {}  # promptId -> when it began (its turn record), on self.clock
+        self.tool_names: dict[str, str] = {}  # toolCallId -> the title a permission request gave it
         self.tasks: dict[str, dict[str, Any]] = {}  # live background tasks: taskId -> {"kind", "label"}
         self.subagents: dict[str, tuple[Any, ...]] = {}  # name -> the last (turn, maxTurns, state, endReason) shown
         self.reconnecting = False
@@ -346,6 +359,28 @@ class View:
                           if isinstance(t, dict) and t.get("status") in ("running", "paused", "scheduled")
                           and isinstance(t.get("taskId"), str)}
 
+    def join(self, turn: dict[str, Any] | None, frames: list[dict[str, Any]] | None = None,
+             tools: dict[str, str] | None = None, tokens: bool = True) -> list[Text]:
+        """What a client joining a running turn takes from before it joined (after :meth:`snapshot`): the
+        turn's record (``GET /session/:id/turns/current``) says when it began and — with ``tokens``, when the
+        stream is not replayed from the start to count them — its tokens so far; ``tools`` names the tool calls
+        still running (their later updates carry only an id); ``frames`` are the permission requests waiting
+        for a vote, shown (and answerable) as if they had just arrived. The lines to print."""
+        if isinstance(turn, dict) and turn.get("promptId") == self.running and self.running is not None:
+            started = turn.get("startedAt")
+            if isinstance(started, (int, float)) and started > 0:
+                self.turn_started = self.clock() - max(0.0, time.time() - started / 1000)
+                self.known_start[self.running] = self.turn_started  # a replay of the history begins it again
+            usage = turn.get("usage") if isinstance(turn.get("usage"), dict) else {}
+            if tokens and isinstance(usage.get("totalTokens"), int):
+                self.turn_tokens = usage["totalTokens"]
+        for call_id, title in (tools or {}).items():
+            self.tools.setdefault(str(call_id), {"title": title, "status": "in_progress", "shown": "in_progress"})
+        out: list[Text] = []
+        for frame in frames or []:
+            out += self.feed(frame)
+        return out
+
     def refresh(self, status: dict[str, Any]) -> None:
         """The fields of ``GET /status`` read again after a turn (or ``/mode``) that frames do not carry: the
         model and the approval mode (the turn's state is the frames' to say: this read may be older)."""
@@ -375,13 +410,15 @@ class View:
         return out + self._close_block()
 
     def live(self) -> list[tuple[str, str]]:
-        """The rows of streamed text not printed yet, as (kind, text): the open block's last rows, the open line."""
+        """The rows of streamed text not printed yet, as (kind, text): the open block's last rows (a paragraph's
+        lines as they came: the joined rendering is printed when it ends), the open line."""
         rows: list[tuple[str, str]] = []
         if self.block:
             shown = self.block[-LIVE_BLOCK_ROWS:]
             if len(self.block) > len(shown):
+                what = {"code": "code block", "table": "table"}.get(str(self.block_kind), "paragraph")
                 rows.append(("status", f"… {len(self.block) - len(shown)} more lines, printed when the "
-                                       f"{'code block' if self.block_kind == 'code' else 'table'} ends"))
+                                       f"{what} ends"))
             rows += [("message", row) for row in shown]
         if self.partial:
             rows.append((self.partial_kind or "message", self.partial))
@@ -390,7 +427,8 @@ class View:
     # ------------------------------------------------------------------ the model's text as Markdown
 
     def _message_line(self, line: str) -> list[Text]:
-        """A finished line of the model's text: printed rendered, or kept in the open code block or table."""
+        """A finished line of the model's text: kept in the open block (a paragraph, a list item, a quote, a code
+        block, a table), or printed rendered with the block it closed."""
         if self.block_kind == "code":
             self.block.append(line)
             fence = FENCE.match(line)
@@ -404,28 +442,54 @@ class View:
                 self.block.append(line)
                 return []
             out = self._close_block()
+        if not line.strip():  # a blank line ends a paragraph (and is one)
+            return out + self._close_block() + [Line("")]
         fence = FENCE.match(line)
         if fence is not None:
+            out += self._close_block()
             self.block_kind, self.fence, self.block = "code", fence[1], [line]
             return out
         if line.strip().startswith("|"):
+            out += self._close_block()
             self.block_kind, self.block = "table", [line]
             return out
-        return out + self._markdown_line(line)
+        if HEADING.match(line):  # a heading is a block of one line
+            return out + self._close_block() + self._markdown_block([line])
+        if LIST_ITEM.match(line):
+            out += self._close_block()
+            self.block_kind, self.block = "item", [line]
+            return out
+        if QUOTE.match(line) and self.block_kind != "quote":
+            out += self._close_block()
+            self.block_kind, self.block = "quote", [line]
+            return out
+        if self.block_kind in PARAGRAPHS:  # the paragraph goes on (a soft line break: joined when rendered)
+            self.block.append(line)
+            return out
+        if line.startswith("    ") or THEMATIC.match(line):
+            return out + self._markdown_block([line])  # a line of its own
+        self.block_kind, self.block = "paragraph", [line]
+        return out
 
-    def _markdown_line(self, line: str) -> list[Text]:
-        if not line.strip() or line.startswith("    ") or MARKDOWN_SYNTAX.search(line) is None:
-            return [Line(line)]  # nothing to render (an indented line is not made a code block)
-        source = ORDERED.sub(r"\1\2\\\3\4", line)  # "1. x" stays "1. x" (rich would write "1 x")
-        return markdown_lines(source, self.width() - 1) or [Line(line)]
+    def _markdown_block(self, lines: list[str]) -> list[Text]:
+        """A closed block of the model's text (a paragraph, a list item, a quote, a heading) rendered: its lines
+        joined as Markdown joins them."""
+        if len(lines) == 1 and (lines[0].startswith("    ") or MARKDOWN_SYNTAX.search(lines[0]) is None):
+            return [Line(lines[0])]  # nothing to render (an indented line is not made a code block)
+        if not any(MARKDOWN_SYNTAX.search(line) or line.endswith("  ") for line in lines):
+            return [Line(" ".join(line.strip() for line in lines))]  # plain prose: its soft line breaks joined
+        source = "\n".join([ORDERED.sub(r"\1\2\\\3\4", lines[0]), *lines[1:]])  # "1. x" stays "1. x" (rich: "1 x")
+        return markdown_lines(source, self.width() - 1) or [Line(line) for line in lines]
 
     def _close_block(self) -> list[Text]:
         block, kind = self.block, self.block_kind
         self.block, self.block_kind, self.fence = [], None, ""
         if not block:
             return []
+        if kind in PARAGRAPHS:
+            return self._markdown_block(block)
         if kind == "table" and (len(block) < 2 or re.match(r"^\s*\|?[\s:|-]*-[\s:|-]*$", block[1]) is None):
-            return [line for row in block for line in self._markdown_line(row)]  # not a table after all
+            return [line for row in block for line in self._markdown_block([row])]  # not a table after all
         return markdown_lines("\n".join(block), self.width() - 1) or [Line(row) for row in block]
 
     def permission(self) -> Permission | None:
@@ -484,36 +548,86 @@ class View:
     # ------------------------------------------------------------------ the prompt area
 
     def status_parts(self) -> list[tuple[str, str]]:
-        """The prompt area's status line, as prompt_toolkit (style, text) pairs; [] when there is nothing to say."""
-        parts: list[str] = []
+        """The prompt area's status line, as prompt_toolkit (style, text) pairs; [] when there is nothing to say.
+
+        It fits the terminal's width: when the whole line does not, it degrades by priority — the Ctrl-C hint
+        goes, the separators narrow, then the model's name, the context, the approval mode and the last turn's
+        figures go, the turn's words shorten, the plan and the turn's tokens go, then the background work and the
+        pending prompts shorten — so the spinner and the turn's time, the pending prompts and the background work
+        stay visible the longest (at 44 columns too), and what is left is cut only when nothing else fits."""
+        pieces: dict[str, list[str]] = {}  # name -> its forms, longest first ("" = left out)
+        glued: set[str] = {"tokens", "hint"}  # written onto the piece before them, without a separator
         if self.reconnecting:
-            parts.append("⟲ waiting for the daemon")
+            pieces["reconnecting"] = ["⟲ waiting for the daemon", "⟲ reconnecting"]
         if self.running is not None:
             now = self.clock()
             spin = SPINNER[int(now * 10) % len(SPINNER)]
             took = f" {now - self.turn_started:.0f} s" if self.turn_started is not None else ""
-            tokens = f" · {self.turn_tokens:,} tokens" if self.turn_tokens else ""
-            parts.append(f"{spin} cancelling…{took}" if self.cancelling
-                         else f"{spin} turn running{took}{tokens} (Ctrl-C cancels)")
+            if self.cancelling:
+                pieces["turn"] = [f"{spin} cancelling…{took}", f"{spin} cancelling…{took}"]
+            else:
+                pieces["turn"] = [f"{spin} turn running{took}", f"{spin}{took}"]
+                if self.turn_tokens:
+                    pieces["tokens"] = [f" · {self.turn_tokens:,} tokens", f" · {self.turn_tokens:,} tok", ""]
+                pieces["hint"] = [" (Ctrl-C cancels)", ""]
         elif self.last_turn:
-            parts.append(self.last_turn)
+            pieces["last"] = [self.last_turn, ""]
         if self.model:
-            parts.append(self.model)
+            pieces["model"] = [self.model, ""]
         if self.mode and self.mode != "default":
-            parts.append(f"mode {self.mode}")
+            pieces["mode"] = [f"mode {self.mode}", ""]
         if self.context is not None:
-            parts.append(f"context {self.context[0]:,}/{self.context[1]:,}")
+            pieces["context"] = [f"context {self.context[0]:,}/{self.context[1]:,}", ""]
         if self.plan:
-            parts.append(f"☰ {sum(1 for _, st in self.plan if st == 'completed')}/{len(self.plan)}")
+            done = sum(1 for _, st in self.plan if st == "completed")
+            pieces["plan"] = [f"☰ {done}/{len(self.plan)}", ""]
         if self.pending:
-            parts.append(f"⋯ {len(self.pending)} pending")
+            pieces["pending"] = [f"⋯ {len(self.pending)} pending", f"⋯ {len(self.pending)}"]
         if self.tasks:
             agents = sum(1 for t in self.tasks.values() if t.get("kind") == "agent")
             label = f"⚙ {len(self.tasks) - agents} background" if len(self.tasks) > agents else ""
             if agents:
                 label = (label + ", " if label else "⚙ ") + f"{agents} subagent{'s' if agents > 1 else ''}"
-            parts.append(label)
-        return [("class:status", "  ·  ".join(parts))] if parts else []
+            pieces["tasks"] = [label, f"⚙ {len(self.tasks)}"]
+        if not pieces:
+            return []
+        order = ("reconnecting", "turn", "tokens", "hint", "last", "model", "mode", "context", "plan", "pending",
+                 "tasks")
+        # Each step takes one piece to its next (shorter) form; "sep" narrows the separators.
+        steps = ("hint", "sep", "model", "context", "mode", "last", "turn", "tokens", "plan", "tokens", "tasks",
+                 "pending", "reconnecting")
+        form = dict.fromkeys(pieces, 0)
+        separator = "  ·  "
+        width = max(20, self.width() - 1)
+
+        def line() -> str:
+            out = ""
+            for name in order:
+                text = pieces[name][form[name]] if name in pieces else ""
+                if text:
+                    out += text if name in glued or not out else separator + text
+            return out
+
+        text = line()
+        taken: list[str] = []
+        for step in steps:
+            if len(text) <= width:
+                break
+            if step == "sep":
+                separator = " · "
+            elif step in pieces and form[step] + 1 < len(pieces[step]):
+                form[step] += 1
+                taken.append(step)
+            text = line()
+        for step in reversed(taken):  # room left: what was given up last (the more important) comes back first
+            form[step] -= 1
+            if len(line()) > width:
+                form[step] += 1
+                break  # nothing less important comes back before it
+        text = line()
+        if len(text) > width:
+            text = text[: width - 1] + "…"
+        return [("class:status", text)] if text else []
 
     def permission_parts(self, instead: str | None = None) -> list[tuple[str, str]]:
         """The permission question and its keys (``instead`` of the keys: why they do not answer now)."""
@@ -547,7 +661,7 @@ class View:
         if self.running != prompt_id:
             self.running = prompt_id
             self.cancelling = False
-            self.turn_started = self.clock()
+            self.turn_started = self.known_start.get(prompt_id, self.clock())
             self.turn_tokens = 0
 
     def _end(self, prompt_id: str | None) -> bool:
@@ -664,6 +778,8 @@ class View:
         first = tool["title"] is None and tool["status"] is None
         if update.get("title"):
             tool["title"] = update["title"]
+        elif not tool["title"] and call_id in self.tool_names:
+            tool["title"] = self.tool_names[call_id]
         if update.get("status"):
             tool["status"] = update["status"]
         status = tool["status"] or "pending"
@@ -688,6 +804,7 @@ class View:
             out.append(Line(f"    … {len(lines) - OUTPUT_LINES} more lines", style=S_NOTE))
         if status in TERMINAL_TOOL_STATUS:
             self.tools.pop(call_id, None)
+            self.tool_names.pop(call_id, None)
         return out
 
     def _plan(self, entries: Any) -> list[Text]:
@@ -723,6 +840,13 @@ class View:
         kind = tool_call.get("kind")
         request = Permission(request_id, title, choices_of(data.get("options")))
         self.permissions[request_id] = request
+        if tool_call.get("toolCallId") is not None and tool_call.get("title"):
+            # A call this client may know only by id (its tool_call was before the join, or left the replay's
+            # ring): the request names it.
+            self.tool_names[str(tool_call["toolCallId"])] = str(tool_call["title"])
+            call = self.tools.get(str(tool_call["toolCallId"]))
+            if call is not None and not call["title"]:
+                call["title"] = tool_call["title"]
         out = self.close_partial()
         head = Line("? permission: ", style=S_PERMISSION)
         head.append(f"{kind}: " if kind else "", style=S_WARN)

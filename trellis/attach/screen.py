@@ -11,7 +11,8 @@ is redrawn from the :class:`~.render.View`: the streamed line still being
 written (and an open code block or table), the permission question, a status
 line (a spinner and the running turn's time and tokens, the last turn's
 figures, the model, the approval mode, the plan's progress, queued prompts,
-background work; redrawn every tenth of a second while a turn runs) and the
+background work; redrawn every tenth of a second while a turn runs; fitted to
+the terminal's width by priority, :meth:`~.render.View.status_parts`) and the
 ``›`` input line. (Not prompt_toolkit's bottom toolbar: it is drawn only while
 the rows below the cursor are known from a cursor-position report, which the
 erase before each printed batch forgets, so under this screen it did not show;

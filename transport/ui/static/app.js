@@ -58,7 +58,8 @@ function showError(where, error) {
 }
 
 const shortId = (sessionId) => String(sessionId).slice(0, 8);
-const tokens = (n) => `${(n || 0).toLocaleString("en")} tokens`;
+const tokens = (n) => `${(n || 0).toLocaleString("en")} token${n === 1 ? "" : "s"}`;
+const modelCalls = (n) => `${n || 0} model call${n === 1 ? "" : "s"}`;
 
 // ------------------------------------------------------------------ the running turn
 
@@ -117,7 +118,7 @@ const turn = {
     }
     const u = this.usage;
     $("turn-usage").textContent = u && (u.calls || u.totalTokens) // a model that reports no usage: nothing to say
-      ? `${on ? "this turn" : "last turn"}: ${u.calls} model call${u.calls === 1 ? "" : "s"} · ${tokens(u.totalTokens)}` : "";
+      ? `${on ? "this turn" : "last turn"}: ${modelCalls(u.calls)} · ${tokens(u.totalTokens)}` : "";
   },
 };
 
@@ -466,7 +467,7 @@ async function refreshStatus(all = false) {
     const status = await api("GET", path("session", sessionId, "status"));
     if (sessionId !== state.sessionId) return;
     const usage = status.usage || {};
-    $("session-usage").textContent = `session: ${usage.calls || 0} model calls · ${tokens(usage.totalTokens)}`;
+    $("session-usage").textContent = `session: ${modelCalls(usage.calls)} · ${tokens(usage.totalTokens)}`;
     if (status.approvalMode) $("approval-mode").value = status.approvalMode;
     if (status.model !== undefined) {
       state.model = status.model || null;

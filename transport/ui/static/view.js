@@ -43,6 +43,7 @@ export class Conversation {
     this.open = null; // {kind, node, text, dirty}: the bubble streamed text goes to
     this.setFollowing(true);
     this.tools = new Map(); // toolCallId -> {card, status, output}
+    this.toolNames = new Map(); // toolCallId -> the title a permission request gave it (its tool_call may be gone)
     this.options = new Map(); // permission requestId -> its options, to name the one voted for
     this.waiting = new RecentSet(); // prompts that were queued and have not started: their end is no turn
   }
@@ -222,7 +223,7 @@ export class Conversation {
       const output = el("pre", { class: "output", hidden: true });
       const card = el("div", { class: "tool", dataset: { toolCallId: id } },
         el("div", { class: "tool-head" },
-          el("span", { class: "tool-title", text: update.title || "tool" }),
+          el("span", { class: "tool-title", text: update.title || this.toolNames.get(id) || "tool" }),
           update.kind ? el("span", { class: "muted", text: update.kind }) : null,
           status),
         update.rawInput !== undefined ? el("code", { class: "tool-input", text: inputSummary(update.rawInput) }) : null,
@@ -245,6 +246,7 @@ export class Conversation {
     if (TERMINAL.has(update.status)) {
       this.close();
       this.tools.delete(id); // no update follows a terminal one
+      this.toolNames.delete(id);
     }
   }
 
@@ -289,6 +291,12 @@ const HANDLERS = {
   },
   permission_request(data) {
     const call = data.toolCall || {};
+    // A page that joined mid-call (the call's tool_call left the ring before the replay) knows it by id only.
+    if (call.toolCallId !== undefined && call.title) {
+      this.toolNames.set(String(call.toolCallId), call.title);
+      const known = this.tools.get(String(call.toolCallId));
+      if (known && known.title.textContent === "tool") known.title.textContent = call.title;
+    }
     this.options.set(data.requestId, Array.isArray(data.options) ? data.options : []);
     this.line(`? permission: ${call.kind ? `${call.kind}: ` : ""}${call.title || "a tool call"}`, "asked");
   },
