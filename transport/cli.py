@@ -53,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--script", default=None, metavar="FILE", help="script for the scripted model (JSON)")
     model.add_argument("--demo", choices=["todos", "showcase"], default=None,
                        help="what the scripted model plays without a script: 'todos' (plans three todos and "
-                            "completes them; the default here) or 'showcase' (a permission request, a background "
-                            "task, a slow markdown answer and todos; `trellis serve`'s default)")
+                            "completes them; the default of python -m transport) or 'showcase' (a permission "
+                            "request, a background task, a slow markdown answer and todos; the default of "
+                            "trellis serve)")
     model.add_argument("--openai-base-url", default=None, metavar="URL",
                        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL, then settings model.baseUrl)")
     model.add_argument("--openai-model", default=None, metavar="NAME",
