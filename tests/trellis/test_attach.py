@@ -521,3 +521,36 @@ def test_a_paragraph_is_rendered_whole_its_soft_line_breaks_joined(world):
         "bold across the break"
     screen.child.sendcontrol("d")
     assert screen.exit_code() == 0
+
+
+def test_permissions_lists_adds_and_removes_rules_and_an_always_answer_shows_as_one(world):
+    d = world["daemon"]().start([
+        [{"tool_call": {"name": "shell", "arguments": {"command": "echo first-run"}}}],
+        [{"tool_call": {"name": "shell", "arguments": {"command": "echo second-run"}}}],
+        [{"text": "both ran\n"}],
+    ], {"permissions": {"deny": ["Bash(rm:*)"]}})
+    screen = world["attach"](d)
+    screen.session_id()
+    screen.line("/permissions")
+    screen.expect("⚖ deny  Bash(rm:*)   (settings file)")
+    screen.line("run twice")
+    screen.expect("? permission: execute: echo first-run")
+    time.sleep(GRACE + 0.2)
+    screen.child.send("A")  # always: becomes the session's rule Bash(echo:*), so the second run is not asked
+    screen.expect("    second-run")
+    screen.expect("✓ turn complete")
+    assert "? permission: execute: echo second-run" not in screen.screen()
+    screen.line("/permissions")
+    screen.expect("⚖ 1. allow Bash(echo:*)   (this session)")
+    screen.line("/permissions ask Bash(git push:*)")
+    screen.expect("⚖ ask Bash(git push:*): added to this session")
+    screen.line("/permissions deny Bahs(x)")
+    screen.expect("adding the rule refused")
+    screen.expect("unknown tool 'Bahs'")
+    screen.line("/permissions remove 1")
+    screen.expect("⚖ allow Bash(echo:*): removed")
+    screen.mark = len(screen.screen())
+    screen.line("/permissions")
+    screen.expect("⚖ 1. ask   Bash(git push:*)   (this session)")
+    screen.child.sendcontrol("d")
+    assert screen.exit_code() == 0

@@ -590,6 +590,53 @@ class Link:
                           f"⚙ {task_id} is not a live background task (/tasks lists them)",
                           "dim" if killed else "yellow"))
 
+    async def _rules(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]] | None:
+        """The settings file's rules and the session's own, each as (effect, rule) in list order (the session's
+        are numbered from 1 in that order by ``/permissions``)."""
+        answer = await self._act("listing the permission rules", "GET", "/permissions")
+        if answer is None:
+            return None
+        listed = answer.json()
+        return tuple([(effect, rule) for effect in ("allow", "ask", "deny")  # type: ignore[return-value]
+                      for rule in (listed.get(source) or {}).get(effect) or []] for source in ("settings", "session"))
+
+    async def list_rules(self) -> None:
+        """``/permissions``: the settings file's rules, then the session's own, numbered for removal."""
+        rules = await self._rules()
+        if rules is None:
+            return
+        settings, own = rules
+        if not settings and not own:
+            self.deliver(("info", "⚖ no permission rules: the approval mode decides every call", "dim"))
+        for effect, rule in settings:
+            self.deliver(("info", f"⚖ {effect:5} {rule}   (settings file)", "dim"))
+        for i, (effect, rule) in enumerate(own, 1):
+            self.deliver(("info", f"⚖ {i}. {effect:5} {rule}   (this session)", "dim"))
+        if own:
+            self.deliver(("info", "  /permissions remove N removes one of this session's rules", "dim"))
+
+    async def add_rule(self, effect: str, rule: str) -> None:
+        answer = await self._act("adding the rule", "POST", "/permissions", {"effect": effect, "rule": rule})
+        if answer is not None:
+            changed = answer.json().get("changed")
+            self.deliver(("info", f"⚖ {effect} {rule}: added to this session" if changed else
+                          f"⚖ {effect} {rule}: this session has it already", "dim"))
+
+    async def remove_nth_rule(self, n: int) -> None:
+        """``/permissions remove N``: the session's own rule N, as ``/permissions`` numbers them."""
+        rules = await self._rules()
+        if rules is None:
+            return
+        own = rules[1]
+        if not 0 < n <= len(own):
+            self.deliver(("info", f"no rule {n} of this session ({len(own)}; /permissions lists them)", "yellow"))
+            return
+        effect, rule = own[n - 1]
+        answer = await self._act("removing the rule", "DELETE",
+                                 f"/permissions/{effect}?rule={quote(rule, safe='')}")
+        if answer is not None:
+            self.deliver(("info", f"⚖ {effect} {rule}: removed", "dim"))
+
     async def set_mode(self, mode: str) -> None:
         if await self._act("setting the approval mode", "POST", "/approval-mode", {"mode": mode}) is not None:
             await self.refresh_status()

@@ -82,7 +82,8 @@ STYLE = Style.from_dict({
 TICK = 0.1  # seconds between redraws of the status line while a turn runs (its spinner and clock)
 MODES = ("default", "auto-edit", "yolo", "plan")
 DAEMON_COMMANDS = ("clear", "compact", "model")  # the session's own slash commands: sent as prompts
-COMMANDS = ("help", "mid", "pending", "drop", "cancel", "status", "tasks", "kill", "mode", *DAEMON_COMMANDS, "quit")
+COMMANDS = ("help", "mid", "pending", "drop", "cancel", "status", "tasks", "kill", "mode", "permissions",
+            *DAEMON_COMMANDS, "quit")
 HELP = """\
 type a prompt and Enter: it runs now, or waits in the session's queue while a turn runs
 Esc Enter (Alt+Enter) inserts a newline; Tab completes a /command; Up/Down go through the history
@@ -91,6 +92,7 @@ Esc Enter (Alt+Enter) inserts a newline; Tab completes a /command; Up/Down go th
 /cancel      cancel the running turn        /status      the session's status
 /tasks [ID]  background tasks and the end of their output       /kill ID     stop background task ID
 /mode [default|auto-edit|yolo|plan]   show or set the approval mode
+/permissions [allow|ask|deny RULE | remove N]   the permission rules; add one to this session, or remove one
 /clear  /compact  /model NAME   the session's own commands (sent to it as prompts: they run in turn)
 /quit        leave (so do Ctrl-D, and Ctrl-C when no turn runs); the session goes on in the daemon
 //TEXT       send a prompt that begins with '/'
@@ -401,6 +403,17 @@ class Screen:
                 self._print(view.note(f"approval mode: {view.mode or '?'} (/mode {'|'.join(MODES)} sets it)"))
             else:
                 self._print(view.note(f"unknown mode {rest!r}: /mode {'|'.join(MODES)}", S_WARN))
+        elif name == "permissions":
+            verb, _, arg = rest.partition(" ")
+            if not rest:
+                link.request(link.list_rules)
+            elif verb in ("allow", "ask", "deny") and arg.strip():
+                link.request(link.add_rule, verb, arg.strip())
+            elif verb == "remove" and arg.strip().isdigit():
+                link.request(link.remove_nth_rule, int(arg.strip()))
+            else:
+                self._print(view.note("usage: /permissions, /permissions allow|ask|deny RULE (as Bash(npm test:*)), "
+                                      "/permissions remove N", S_WARN))
         elif name in DAEMON_COMMANDS:
             if name == "model" and not rest:
                 self._print(view.note(f"model: {view.model or '?'} (/model NAME sets it)"))
