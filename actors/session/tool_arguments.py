@@ -34,6 +34,8 @@ MAX_SHOWN = 60  # characters of a given value quoted back in a problem
 MAX_PROBLEMS = 10  # named in one failure; the rest are counted
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_SHARED = 256  # schemas whose checks are kept for sharing (the built-ins' are a few dozen)
+_SHARED: dict[int, ArgumentCheck] = {}
 
 
 class ArgumentCheck:
@@ -46,6 +48,19 @@ class ArgumentCheck:
     def __init__(self, schema: dict[str, Any]) -> None:
         self.schema = schema
         self._validator = Draft202012Validator(schema)
+
+    @classmethod
+    def of(cls, schema: dict[str, Any]) -> ArgumentCheck:
+        """The check of ``schema``, shared by every registry holding that schema object: a built-in's
+        ``parameters`` is one dict for all sessions, and a validator costs kilobytes in each of them.
+        (The check holds the schema, so its id is not reused while it is cached.)"""
+        key = id(schema)
+        check = _SHARED.get(key)
+        if check is None or check.schema is not schema:
+            check = _SHARED[key] = cls(schema)
+            while len(_SHARED) > MAX_SHARED:
+                _SHARED.pop(next(iter(_SHARED)))
+        return check
 
     def problems(self, arguments: Any, root: str = "arguments") -> list[str]:
         """Every way ``arguments`` miss the schema, each naming its path from ``root``; empty when they match."""

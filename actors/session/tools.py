@@ -106,7 +106,7 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         self._checks.pop(tool.name, None)
         if tool.builtin:
-            self._checks[tool.name] = (tool, ArgumentCheck(tool.parameters))
+            self._checks[tool.name] = (tool, ArgumentCheck.of(tool.parameters))
         self._names = None
 
     def names(self) -> tuple[str, ...]:
@@ -137,7 +137,7 @@ class ToolRegistry:
         if tool.builtin:
             held = self._checks.get(tool.name)
             if held is None or held[0] is not tool or held[1].schema is not tool.parameters:
-                held = (tool, ArgumentCheck(tool.parameters))  # replaced meanwhile: check what this one declares
+                held = (tool, ArgumentCheck.of(tool.parameters))  # replaced meanwhile: check what this one declares
             problem = held[1].failure_message(tool.name, arguments)
             if problem is not None:
                 return ToolResult.failure(problem)
