@@ -22,7 +22,8 @@ A rule is ``Tool`` or ``Tool(specifier)``; the tool is named as Claude Code name
 
 A command is read by :mod:`.shell` into the simple commands it runs (``a && b``, pipes, ``$(…)``,
 ``sh -c``, ``env``/``timeout``/``xargs`` wrappers...). Deny and ask rules also match a command by the
-base name of its path (``/bin/rm`` is ``rm``); allow rules only by what is written.
+base name of its path (``/bin/rm`` is ``rm``) and by a glob written for a name (``/???/r?``); allow rules only
+by what is written.
 """
 
 from __future__ import annotations
@@ -249,6 +250,14 @@ def decide(rules: RuleSet, tool: str, arguments: Any, cwd: str, home: str | None
         if rule.kind in ("any", "mcp"):
             return True
         matched = [_matches(rule, subject, rule.base or cwd, cwd, home) for subject in subjects]
+        if not every and rule.kind == "path":
+            # To deny or ask, a path also matches in another case (SECRET/k is secret/k where the filesystem
+            # ignores case, as macOS's does), and a directory searched matches as a file in it would
+            # (grep in secret, with Read(./secret/**)).
+            fold = [_matches(rule, subject, rule.base or cwd, cwd, home, fold=True) for subject in subjects]
+            inside = [_matches(rule, os.path.join(subject, "x"), rule.base or cwd, cwd, home, fold=f)
+                      for subject in subjects for f in (False, True)] if tool in ("glob", "grep") else []
+            matched += fold + inside
         return bool(matched) and (all(matched) if every else any(matched))
 
     for effect in ("deny", "ask"):  # any form of the path (as given, resolved) is enough to deny or ask
@@ -342,6 +351,23 @@ def _command_matches(rule: Rule, words: tuple[str, ...], *, loose: bool) -> bool
     forms = [words]
     if loose and "/" in words[0]:
         forms.append((os.path.basename(words[0]), *words[1:]))
+    if loose and any(c in words[0] for c in "*?["):  # a glob for a name (/???/r?): deny what it could find
+        first = shlex.split(rule.spec.removesuffix(":*"))[0]
+        if fnmatch.fnmatchcase(first, os.path.basename(words[0])):
+            forms.append((first, *words[1:]))
+    if loose and len(words) > 2 and words[1].startswith("-"):
+        # options before a subcommand (git -C . push, git --no-pager push, docker -H h rm): deny and ask
+        # rules see the command without them, and without them and a value each
+        for form in list(forms):
+            bare, valued, i = [form[0]], [form[0]], 1
+            while i < len(form) and form[i].startswith("-"):
+                i += 1
+            bare += form[i:]
+            i = 1
+            while i < len(form) and form[i].startswith("-"):
+                i += 1 if "=" in form[i] else 2
+            valued += form[i:]
+            forms += [tuple(bare), tuple(valued)]
     return any(_spec_matches(rule.spec, form) for form in forms)
 
 
@@ -350,6 +376,9 @@ def _spec_matches(spec: str, words: tuple[str, ...]) -> bool:
         prefix = shlex.split(spec[:-2])
         return tuple(words[:len(prefix)]) == tuple(prefix)
     if "*" in spec:
+        first = spec.split(" ", 1)[0]
+        if "*" not in first and words[0] != first:
+            return False  # 'ls -la' (one word, a command of that name) is not ls -la
         text = " ".join(words)
         pattern = ".*".join(re.escape(piece) for piece in spec.split("*"))
         if spec.endswith(" *") and spec.count("*") == 1 and text == spec[:-2]:
@@ -367,8 +396,11 @@ def _subjects(tool: str, args: dict[str, Any], cwd: str, home: str) -> list[str]
             return []
         if raw == "~" or raw.startswith("~/"):
             raw = home + raw[1:]  # as the file tools read it (os.path.expanduser)
-        path = os.path.normpath(os.path.join(cwd, raw))
-        return list(dict.fromkeys([path, os.path.realpath(path)]))
+        elif raw.startswith("~"):
+            raw = os.path.expanduser(raw)  # ~root/.ssh: another user's home, as the file tools read it
+        joined = os.path.join(cwd, raw)
+        # resolved as the tools resolve it: link/../k is the parent of where link points, not ./k
+        return list(dict.fromkeys([os.path.normpath(joined), os.path.realpath(joined)]))
     if tool == "web_fetch":
         url = args.get("url")
         try:
@@ -379,11 +411,14 @@ def _subjects(tool: str, args: dict[str, Any], cwd: str, home: str) -> list[str]
     return [tool]
 
 
-def _matches(rule: Rule, subject: str, settings_dir: str, cwd: str, home: str) -> bool:
+def _matches(rule: Rule, subject: str, settings_dir: str, cwd: str, home: str, fold: bool = False) -> bool:
     if rule.spec is None:
         return True
     if rule.kind == "domain":
         return subject == rule.spec or (rule.spec.startswith("*.") and subject.endswith(rule.spec[1:]))
+    if rule.kind == "path" and fold:
+        return path_matches(rule.spec.lower(), subject.lower(), settings_dir=settings_dir.lower(), cwd=cwd.lower(),
+                            home=home.lower())
     if rule.kind == "path":
         return path_matches(rule.spec, subject, settings_dir=settings_dir, cwd=cwd, home=home)
     return False

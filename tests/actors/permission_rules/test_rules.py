@@ -53,7 +53,8 @@ ECHO_NOT_RM = RuleSet.of(RuleLists(allow=("Bash(echo:*)", "Bash(git status)"), d
     ("$'\\162m' x", "deny"),
     ("/bin/rm x", "deny"),
     ("FOO=1 rm x", "deny"),
-    ("FOO=1 echo hi", "allow"),
+    ("LANG=C echo hi", "allow"),  # an inert variable
+    ("FOO=1 echo hi", None),  # any other may change what runs (PATH=., GIT_CONFIG_*): never allowed
     # wrappers and shells run their argument
     ("sh -c 'rm x'", "deny"),
     ("bash -lc 'echo a; rm b'", "deny"),
@@ -80,7 +81,8 @@ ECHO_NOT_RM = RuleSet.of(RuleLists(allow=("Bash(echo:*)", "Bash(git status)"), d
     ("echo $((1+1))", None),
     ("echo 'unterminated", None),
     ("for f in a; do echo $f; done", None),
-    ("env -S 'rm x'", None),
+    ("env -S 'echo x'", None),
+    ("env -S 'rm x'", "deny"),  # the string is read as sh -c's
 ])
 def test_a_command_is_decided_by_every_simple_command_in_it(command, effect):
     verdict = decide(ECHO_NOT_RM, "shell", {"command": command}, "/work")
