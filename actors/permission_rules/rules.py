@@ -39,6 +39,7 @@ import attrs
 import pathspec
 
 from .. import checked
+from ..tool_names import CLAUDE_ALIASES
 from .shell import simple_commands
 
 Effect = Literal["deny", "ask", "allow"]
@@ -48,22 +49,26 @@ COMMAND_TOOLS = ("shell", "monitor")  # the tools whose calls run a shell comman
 READ_TOOLS = ("read_file", "glob", "grep")
 EDIT_TOOLS = ("write_file", "edit")
 
-# A rule's tool name -> the tools it covers and what its specifier is. Claude Code's names map as its hooks'
-# matchers do (actors.session.hooks.CLAUDE_ALIASES), except that a command rule covers every tool that runs one.
-TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
-    "Bash": (COMMAND_TOOLS, "command"), "shell": (COMMAND_TOOLS, "command"), "monitor": (("monitor",), "command"),
-    "Read": (READ_TOOLS, "path"), "read_file": (("read_file",), "path"),
-    "Glob": (("glob",), "path"), "glob": (("glob",), "path"), "Grep": (("grep",), "path"), "grep": (("grep",), "path"),
-    "Edit": (EDIT_TOOLS, "path"), "MultiEdit": (("edit",), "path"), "edit": (("edit",), "path"),
-    "Write": (("write_file",), "path"), "write_file": (("write_file",), "path"),
-    "WebFetch": (("web_fetch",), "domain"), "web_fetch": (("web_fetch",), "domain"),
-    "BashOutput": (("shell_output",), "none"), "shell_output": (("shell_output",), "none"),
-    "KillShell": (("kill_task",), "none"), "kill_task": (("kill_task",), "none"),
-    "TodoWrite": (("todo_write",), "none"), "todo_write": (("todo_write",), "none"),
-    "Task": (("agent",), "none"), "agent": (("agent",), "none"),
-    "schedule_wakeup": (("schedule_wakeup",), "none"), "cron_create": (("cron_create",), "none"),
-    "cron_delete": (("cron_delete",), "none"),
-}
+# Trellis's own tools a rule may name, and what each one's specifier is (the rest take none).
+OWN_TOOLS = ("shell", "monitor", "shell_output", "kill_task", "read_file", "glob", "grep", "write_file", "edit",
+             "web_fetch", "todo_write", "agent", "schedule_wakeup", "cron_create", "cron_delete")
+SPECIFIERS = {"shell": "command", "monitor": "command", "read_file": "path", "glob": "path", "grep": "path",
+              "write_file": "path", "edit": "path", "web_fetch": "domain"}
+# Where Claude's rules are wider than its name for one tool: a command rule covers every tool that runs one,
+# Read every tool that reads files, Edit every tool that edits them.
+WIDER = {"Bash": COMMAND_TOOLS, "shell": COMMAND_TOOLS, "Read": READ_TOOLS, "Edit": EDIT_TOOLS}
+
+
+def _tools() -> dict[str, tuple[tuple[str, ...], str]]:
+    """A rule's tool name -> the tools it covers and what its specifier is: ours by their names, Claude's
+    through :data:`actors.tool_names.CLAUDE_ALIASES`, the one table hooks use too."""
+    table = {name: (WIDER.get(name, (name,)), SPECIFIERS.get(name, "none")) for name in OWN_TOOLS}
+    for claude, ours in CLAUDE_ALIASES.items():
+        table[claude] = (WIDER.get(claude, ours), SPECIFIERS.get(ours[0], "none"))
+    return table
+
+
+TOOLS = _tools()
 
 _RULE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)(?:\((.*)\))?", re.DOTALL)
 _MCP = re.compile(r"mcp__([A-Za-z0-9_-]+?)(?:__([A-Za-z0-9_*-]+))?")

@@ -13,7 +13,7 @@ with a JSON object says ``decision``/``reason``, ``continue``/``stopReason``, ``
 one :class:`HookResult`; what each event does with it is :mod:`.hook_events`'s. Anything else —
 another exit code, bad JSON, a timeout, a command that cannot start — fails open and is reported,
 never blocking. Matchers are regular expressions over the tool name, or Claude Code's name for it
-(:data:`CLAUDE_ALIASES`).
+(:data:`actors.tool_names.CLAUDE_ALIASES`).
 
 A hook runs in its own process group, with the same markers as a model-run
 command (:mod:`actors.process.markers`): when it times out or is cancelled,
@@ -42,6 +42,7 @@ from ..background.shell import kill_group, model_environment, user_environment
 from ..checked import CheckError, Invalid, NonEmpty, PositiveNumber
 from ..process import NO_SANDBOX, Sandbox, kill_task, marked_environment
 from ..process.spawn import Child
+from ..tool_names import CLAUDE_ALIASES, CLAUDE_NAMES
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_STOP_BLOCK_CAP = 8
@@ -103,28 +104,6 @@ class HookGroup:
             return True
         return any(self.pattern.fullmatch(name) for name in (tool_name, *CLAUDE_NAMES.get(tool_name, ())))
 
-
-# Claude Code's tool names, as matchers name them, for ours, one to one: a matcher matches a tool by
-# its own name or by Claude's name for it, and fires exactly where Claude's would (``Write|Edit`` never
-# fires for ``shell``, whose commands may write too: a hook that wants those names ``Bash`` or ``shell``).
-CLAUDE_ALIASES: dict[str, tuple[str, ...]] = {
-    "Bash": ("shell",),
-    "BashOutput": ("shell_output",),
-    "KillShell": ("kill_task",),
-    "Read": ("read_file",),
-    "Write": ("write_file",),
-    "Edit": ("edit",),
-    "MultiEdit": ("edit",),
-    "Glob": ("glob",),
-    "Grep": ("grep",),
-    "WebFetch": ("web_fetch",),
-    "TodoWrite": ("todo_write",),
-    "Task": ("agent",),
-}
-CLAUDE_NAMES: dict[str, tuple[str, ...]] = {}
-for _claude, _ours in CLAUDE_ALIASES.items():
-    for _name in _ours:
-        CLAUDE_NAMES[_name] = (*CLAUDE_NAMES.get(_name, ()), _claude)
 
 def _event(name: str) -> Any:
     return checked.field(factory=tuple, key=name, doc=f"The hook groups of {name}.")
