@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ..checked import json_kind
 from . import bodies
 
 REF_PREFIX = "#/components/schemas/"
@@ -51,16 +52,6 @@ def _scalar(tp: Any) -> dict[str, Any] | None:
             bool: {"type": "boolean"}, type(None): {"type": "null"}}.get(tp)
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    return "string"
-
-
 def type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     """The schema of a type hint; attrs classes it reaches are added to ``defs`` (by class name)."""
     if tp is Any or tp is object:
@@ -74,7 +65,7 @@ def type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     if origin is Literal:
         values = list(args)
         out: dict[str, Any] = {"const": values[0]} if len(values) == 1 else {"enum": values}
-        kinds = sorted({_json_type(v) for v in values})
+        kinds = sorted({json_kind(v) for v in values})
         out["type"] = kinds[0] if len(kinds) == 1 else kinds
         return out
     if origin in (list, tuple) or tp in (list, tuple):
