@@ -466,6 +466,7 @@ async def open_daemon(
         store=store if store is not None else
         LocalStore(state_dir, fsync=settings.journal_fsync, sync_in_thread=sync_in_thread)
         if state_dir is not None else None,
+        checkpoint_store=_checkpoint_store(state_dir, settings),
     )
     subagents: SubagentRegistry | None = None
     try:
@@ -494,6 +495,16 @@ async def open_daemon(
         if aclose is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 await aclose()
+
+
+def _checkpoint_store(state_dir: str | Path | None, settings: Settings) -> Any:
+    """Where sessions keep their checkpoints (``<state-dir>/checkpoints``); none without a state directory or
+    with ``checkpoints.enabled`` false."""
+    if state_dir is None or not settings.checkpoints_enabled:
+        return None
+    from .checkpoints import Store
+
+    return Store(Path(state_dir) / "checkpoints", fsync=settings.journal_fsync == "always")
 
 
 async def _actor_nursery(*, task_status: trio.TaskStatus[trio.Nursery] = trio.TASK_STATUS_IGNORED) -> None:

@@ -78,6 +78,8 @@ class Runtime:
     services: dict[str, Any] = attrs.field(factory=dict)
     # Journals and session records (None: nothing survives the daemon, as without a state_dir).
     store: SessionStore | None = None
+    # Where sessions keep their checkpoints (actors.checkpoints.Store; None: no checkpoints).
+    checkpoint_store: Any = None
     # How model-run commands (shells, monitors, command subagents) are started.
     sandbox: Sandbox = NO_SANDBOX
     # What the unsandboxed hooks' files were when the user vouched for them, by cwd (session.hooks.HookFiles):

@@ -96,6 +96,10 @@ class Settings:
     cluster_node_id: str | None = None
     cluster_advertise_url: str | None = None
     cluster_lease_seconds: float | None = None
+    # Checkpoints of a session's cwd at each user turn (actors.checkpoints, docs/how-to/checkpoints.md).
+    checkpoints_enabled: bool = True
+    checkpoint_max_file_bytes: int = 8 * 1024 * 1024
+    checkpoint_max_session_bytes: int = 1024 * 1024 * 1024
     path: str | None = None  # the settings file read, hidden from sandboxed commands (it may hold model.apiKey)
     warnings: tuple[str, ...] = ()
 

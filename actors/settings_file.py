@@ -84,6 +84,20 @@ class Storage:
                          "written, not fsynced (a 202 survives the daemon being killed, not a power cut).")
 
 
+@checked.form("Checkpoints: the files of a session's cwd at the start of each user turn, so a rewind can restore "
+              "them (docs/how-to/checkpoints.md). Kept under <state-dir>/checkpoints; a daemon without a state "
+              "directory keeps none." + _GROUP_DOC)
+@attrs.frozen(kw_only=True)
+class Checkpoints:
+    enabled: bool = _setting("checkpoints_enabled", "Take a checkpoint at the start of each user turn.")
+    max_file_bytes: PositiveInt = _setting(
+        "checkpoint_max_file_bytes", "A file larger than this is not saved: a notice names it, and a rewind leaves "
+                                     "it alone.")
+    max_session_bytes: PositiveInt = _setting(
+        "checkpoint_max_session_bytes", "New bytes one session's checkpoints may store in all; past it, changed "
+                                        "files are no longer saved (a notice names them).")
+
+
 @checked.form("When a turn counts as a loop and ends with stop reason max_turn_requests." + _GROUP_DOC)
 @attrs.frozen(kw_only=True)
 class LoopProtection:
@@ -206,6 +220,7 @@ class SettingsFile:
                    "get on top of the allowlisted environment (sandbox or not), what they may write and whether they "
                    "have a network.", convert=_sandbox_setting)
     storage: Storage = _group(Storage)
+    checkpoints: Checkpoints = _group(Checkpoints)
     hooks: HooksConfig = _setting("hooks", "Command hooks by event, in Claude Code's hooks form.", as_written=True)
     stop_hook_blocking_cap: PositiveInt = _setting(
         "stop_hook_block_cap", "Consecutive Stop-hook blocks in one turn before the hook is overridden and the turn "

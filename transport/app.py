@@ -41,6 +41,7 @@ from . import sse
 from .acp import register as register_acp
 from .access import CORS_EXPOSED_HEADERS, PREFLIGHT_HEADERS, AccessPolicy, Allowed, Preflight, decide
 from .admission import admission_answer
+from .checkpoints import register as register_checkpoints, rewind_files
 from .errors import HttpError, framework_error, int_query, json_response, not_found_session, session_closing
 from .hosts import HostPolicy
 from .mcp import register as register_mcp
@@ -244,7 +245,8 @@ def create_app(
         limits = daemon.settings.limits
         return json_response({
             "protocolVersion": PROTOCOL_VERSION,
-            "features": FEATURES + WEBSHELL_FEATURES,
+            "features": FEATURES + WEBSHELL_FEATURES
+            + (["checkpoints"] if daemon.runtime.checkpoint_store is not None else []),  # transport/checkpoints.py
             "model": daemon.runtime.provider.name,
             "todoStopGuard": daemon.settings.guard_enabled,
             "sandbox": daemon.runtime.sandbox.kind,  # what model-run commands run in: "bwrap" or "off"
@@ -356,6 +358,8 @@ def create_app(
     async def rewind(session_id: str) -> Response:
         handle = session(session_id)
         b = await body(wire.RewindBody)
+        if b.files:  # the files too, from the turn's checkpoint (transport/checkpoints.py)
+            return await rewind_files(handle, b.turn, bool(b.force))
         try:
             kept = await handle.rewind(b.turn)
         except ValueError as exc:
@@ -462,6 +466,7 @@ def create_app(
 
     register_work(app, daemon, session)  # kill a background task, list subagent runs
     register_permissions(app, daemon, session, body)  # a session's permission rules
+    register_checkpoints(app, daemon, session, body)  # a session's checkpoints: list, diff, undo
     register_ui(app)  # the browser UI at / (transport/ui)
     register_acp(app, daemon, grace=acp_grace)  # ACP over HTTP at /acp
     register_mcp(app, daemon)  # MCP: /mcp (parent) and /signal/mcp/<token> (subagents)

@@ -135,8 +135,11 @@ class World:
 
     async def start_daemon(self) -> None:
         self._stack = contextlib.AsyncExitStack()
+        # No checkpoints (actors.checkpoints): their schedule points would move the seeded schedules, and the
+        # golden traces are the sessions' own.
+        settings = attrs.evolve(self.settings, checkpoints_enabled=False)
         self._daemon = await self._stack.enter_async_context(open_daemon(
-            self.settings, model=self.model, ids=self.ids, clock_ms=virtual_clock_ms, now=virtual_now,
+            settings, model=self.model, ids=self.ids, clock_ms=virtual_clock_ms, now=virtual_now,
             state_dir=self.state_dir, workspace=str(self.workspace), hook_runner=self.hook_runner,
         ))
         self._daemon.session_observers.append(self._observe_new_session)

@@ -55,10 +55,15 @@ class Conversation:
         """The conversation ends with input the model has not answered yet."""
         return bool(self._history) and self._history[-1].role in ("user", "tool")
 
+    def user_turn_starts(self) -> list[int]:
+        """Where each user turn starts (the index of its message), as a rewind counts them: a prompt's user
+        message, not a guard's continuation, a mid-turn message, a hook's or a summary note."""
+        return [i for i, m in enumerate(self._history) if m.role == "user" and m.origin in ("prompt", None)
+                and not is_continuation_prompt(m.content)]
+
     def rewind(self, turn: int) -> int | str:
         """Drop user turn ``turn`` (from 0) and everything after it: the messages kept, or why not."""
-        starts = [i for i, m in enumerate(self._history) if m.role == "user" and m.origin in ("prompt", None)
-                  and not is_continuation_prompt(m.content)]
+        starts = self.user_turn_starts()
         if not 0 <= turn < len(starts):
             return f"turn must be from 0 to {len(starts) - 1}" if starts else "there is no user turn to rewind to"
         self.replace(self._history[: starts[turn]])

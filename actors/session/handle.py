@@ -17,12 +17,13 @@ from .images import accepts_images, prompt_images
 from .transcript import TranscriptError
 from .messages import (
     NOT_REPLACING, AddMcpServers, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
-    PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionRecord, SetApprovalMode, SetModel, SetTitle,
+    CheckpointCall, PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionRecord, SetApprovalMode, SetModel, SetTitle,
     Snapshot, TurnOffGuard, Vote, PermissionRules, EditPermissionRule, ExplainPermission,
 )
 from ..permission_rules import EFFECTS, parse_rule
 
 ASK_TIMEOUT = 10.0
+CHECKPOINT_TIMEOUT = 600.0  # a restore walks and writes a whole tree
 KILL_TIMEOUT = 30.0
 
 
@@ -139,6 +140,15 @@ class SessionHandle:
         answer = await self._ref.ask(lambda r: Rewind(turn, r), ASK_TIMEOUT)
         if isinstance(answer, str):
             raise ValueError(answer)
+        return answer
+
+    async def checkpoints(self, op: str, *, turn: int | None = None, undo_id: str | None = None,
+                          force: bool = False) -> dict[str, Any]:
+        """A checkpoint operation (``list``, ``diff``, ``rewind``, ``undo``: actors.checkpoints); raises
+        ``CheckpointRefused`` (its ``code`` is the REST error code)."""
+        answer = await self._ref.ask(lambda r: CheckpointCall(op, turn, undo_id, force, r), CHECKPOINT_TIMEOUT)
+        if isinstance(answer, Exception):
+            raise answer
         return answer
 
     async def snapshot(self) -> list:

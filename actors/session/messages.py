@@ -182,9 +182,22 @@ class ExplainPermission:
     reply: Reply[dict[str, Any] | str]
 
 
+@attrs.frozen
+class CheckpointCall:
+    """A checkpoint operation (actors.checkpoints): ``op`` is ``list``, ``diff`` (of ``turn``), ``rewind`` (to
+    ``turn``, files and conversation) or ``undo`` (``undo_id``). Answered with the result, or a
+    ``CheckpointRefused``, once the operation (in a task of the session's) is done."""
+
+    op: str
+    turn: int | None
+    undo_id: str | None
+    force: bool
+    reply: Reply[Any]
+
+
 NOT_REPLACING = object()  # a lend that replaces whatever is there
 
 SessionMessage = (Cancel | GetStatus | Load | SetApprovalMode | SetModel | ChangeCwd | Rewind | Snapshot | Vote
                   | ReleaseQueuedPromptWait | KillTask | AddTools | AddMcpServers | TurnOffGuard | LendDrainSource
                   | LendClientServices | SessionRecord | PendingPermissions | SetTitle | PermissionRules
-                  | EditPermissionRule | ExplainPermission)
+                  | EditPermissionRule | ExplainPermission | CheckpointCall)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,6 +30,7 @@ from .. import wire
 from .._actor import ActorGone, ActorRef, MailboxFull, Reply, open_mailbox, serve_mailbox
 from ..background.automatic import AutomaticItem
 from ..background.manager import BackgroundManager
+from ..checkpoints import CheckpointRefused, Checkpoints
 from ..events import EventBus
 from ..guard import TodoStopGuard
 from ..mcp_client.config import merge_servers
@@ -39,6 +41,8 @@ from ..process.sandbox import make_home, remove_home
 from ..runtime import Runtime
 from ..storage import replay
 from ..storage.writer import JournalWriter
+from ..tools.paths import scope_for
+from . import commands
 from . import fifo as f
 from . import turn_log
 from .authorizer import Authorizer
@@ -52,7 +56,7 @@ from .images import prompt_images
 from .messages import (
     NOT_REPLACING, AddMcpServers, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
     PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionMessage, SessionRecord, SetApprovalMode, SetModel,
-    SetTitle, Snapshot, TurnOffGuard, Vote, PermissionRules, EditPermissionRule, ExplainPermission,
+    SetTitle, Snapshot, TurnOffGuard, Vote, PermissionRules, EditPermissionRule, ExplainPermission, CheckpointCall,
 )
 from .outcomes import only_cancelled
 from .permissions import UnknownOption
@@ -63,7 +67,7 @@ from .services import SessionServices
 from .suggestions import suggest_followups
 from .system_prompt import PromptOverrides, SystemPrompt
 from .title import title_from_prompt
-from .transcript import TranscriptError
+from .transcript import TranscriptError, message_from_dict, message_to_dict
 from .turn import Turn
 from .turn_state import TurnState
 from .usage import UsageMeter
@@ -188,6 +192,12 @@ class Session:
             cwd=lambda: self.cwd, save_record=self.records.save,
         )
         self.ref: ActorRef[SessionMessage] | None = None
+        # Its cwd's files at each user turn (actors.checkpoints; None: no state directory, or turned off).
+        store = runtime.checkpoint_store
+        self.checkpoints = None if store is None else Checkpoints(
+            store, session_id, cwd=lambda: self.cwd, scope=lambda cwd: scope_for(cwd, runtime),
+            notice=self.publisher.notice, clock_ms=runtime.clock_ms, new_id=lambda: f"ck-{secrets.token_hex(8)}",
+            max_file_bytes=settings.checkpoint_max_file_bytes, max_session_bytes=settings.checkpoint_max_session_bytes)
 
     # ------------------------------------------------------------- actor
 
@@ -267,6 +277,8 @@ class Session:
                 self._invalidate()
                 self.records.mark()
                 reply.send(cwd)
+            case CheckpointCall():
+                self._checkpoint_call(message)
             case Rewind(turn, reply):
                 try:
                     reply.send(self._rewind(turn))
@@ -410,10 +422,19 @@ class Session:
         if self._set_title(title_from_prompt(entry.text), only_if_untitled=True) and self._nursery is not None:
             self.records.save_soon(self._nursery)
         state = TurnState(prompt_id, foreground=True, images=prompt_images(entry.body))
+        # A user turn's checkpoint (not a slash command's: it adds no turn), before its first model call.
+        checkpoint = self.checkpoints is not None and user_text is not None and commands.parse(user_text) is None
+        before = self._last_turn_message() if checkpoint else None
+        if checkpoint:
+            await self.checkpoints.turn_started(prompt_id, self._turn_texts)
         stop_reason, error = await self._run_turn(state, "prompt", user_text, "prompt")
         ended = "error" if error else ("cancelled" if stop_reason == "cancelled" else "completed")
         await self._tell_fifo(f.Settle(prompt_id, ended, stop_reason=stop_reason,
                                        error=self._error_message(error) if error else None))
+        if checkpoint:  # the tree as the turn left it (the next work item waits for it)
+            after = self._last_turn_message()
+            await self.checkpoints.turn_ended(prompt_id, after.content if after is not None and after is not before
+                                              else None, self._turn_texts)
         if stop_reason == "end_turn":
             await suggest_followups(self.ports, prompt_id, queued_count=self._queued_count,
                                     work_item=self.work_item)
@@ -434,6 +455,8 @@ class Session:
             await self._run_turn(TurnState(prompt_id, foreground=False), "automatic", text, "automatic")
         finally:
             await self._tell_fifo(f.SetActive(False))
+        if self.checkpoints is not None:
+            await self.checkpoints.settled()  # the tree as the session left it (changes outside are judged by it)
 
     async def _run_turn(self, state: TurnState, kind: str, user_text: str | None,
                         origin: str) -> tuple[str | None, Exception | None]:
@@ -558,12 +581,56 @@ class Session:
         self._wake.set()  # automatic work the old chain held back may run now
 
     def _rewind(self, turn: int) -> int | str:
-        if self.work.running:
+        if self.work.running or (self.checkpoints is not None and self.checkpoints.restoring):
             return "the session is busy; cancel the running work first"
         kept = self.conversation.rewind(turn)
         if isinstance(kept, int):
             self._invalidate()
         return kept
+
+    # ------------------------------------------------------------- checkpoints
+
+    def _turn_texts(self) -> list[str]:
+        history = self.conversation.history
+        return [history[i].content for i in self.conversation.user_turn_starts()]
+
+    def _last_turn_message(self) -> ChatMessage | None:
+        starts = self.conversation.user_turn_starts()
+        return self.conversation.history[starts[-1]] if starts else None
+
+    def _checkpoint_call(self, call: CheckpointCall) -> None:
+        """Run a checkpoint operation in a task of the session's (it walks and writes files off the loop); the
+        reply is its result or a ``CheckpointRefused``."""
+        keeper = self.checkpoints
+        if keeper is None or self._nursery is None:
+            call.reply.send(CheckpointRefused("checkpoints_unavailable",
+                                              "this daemon keeps no checkpoints (no state directory, or "
+                                              "checkpoints.enabled is false)"))
+            return
+        if call.op in ("rewind", "undo") and self.work.running:
+            call.reply.send(CheckpointRefused("session_busy", "the session is busy; cancel the running work first"))
+            return
+        self._nursery.start_soon(self._checkpoint_task, keeper, call)
+
+    async def _checkpoint_task(self, keeper: Checkpoints, call: CheckpointCall) -> None:
+        try:
+            if call.op == "list":
+                result: Any = await keeper.listing(self._turn_texts())
+            elif call.op == "diff":
+                result = await keeper.diff(call.turn or 0, self._turn_texts())
+            elif call.op == "rewind":
+                result = await keeper.rewind(call.turn or 0, call.force, _ConversationPort(self))
+            else:
+                result = await keeper.undo(call.undo_id or "", call.force, _ConversationPort(self))
+        except CheckpointRefused as exc:
+            result = exc
+        except Exception as exc:  # a bad store (StorageError, a mangled log) must not take the session down
+            log.warning("checkpoint %s of session %s failed: %r", call.op, self.session_id, exc)
+            result = CheckpointRefused("storage_unavailable", f"the checkpoint store failed: {exc}")
+        except BaseException:
+            call.reply.close()  # the session is closing: the asker hears ActorGone
+            raise
+        call.reply.send(result)
 
     # ------------------------------------------------------------- what it says of itself
 
@@ -625,6 +692,34 @@ class Session:
             "usage": self.usage.summary(),  # model calls and tokens since the session began, by source
             "context": self.context.status(),  # the window, the last request's estimate and its calibration
         }
+
+
+class _ConversationPort:
+    """What a checkpoint restore does to the session (actors.checkpoints.ConversationPort), on the loop."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def busy(self) -> bool:
+        return self._session.work.running
+
+    def turn_texts(self) -> list[str]:
+        return self._session._turn_texts()
+
+    def dump(self) -> list[dict[str, Any]]:
+        return [message_to_dict(m) for m in self._session.conversation.history]
+
+    def rewind(self, turn: int) -> int | str:
+        kept = self._session.conversation.rewind(turn)
+        if isinstance(kept, int):
+            self._session._invalidate()
+        return kept
+
+    def replace(self, messages: list[dict[str, Any]]) -> int:
+        session = self._session
+        session.conversation.replace([message_from_dict(d, "a checkpoint's undo entry") for d in messages])
+        session._invalidate()
+        return len(session.conversation)
 
 
 __all__ = ["Session"]

@@ -27,7 +27,8 @@ ERROR_CODES: dict[str, int] = {
     "session_not_found": 404, "permission_not_found": 404, "turn_not_found": 404, "not_found": 404,
     "workspace_not_found": 404, "connection_not_found": 404,
     "method_not_allowed": 405,
-    "session_starting": 409, "session_busy": 409, "settings_not_writable": 409,
+    "session_starting": 409, "session_busy": 409, "settings_not_writable": 409, "files_changed_outside": 409,
+    "checkpoints_unavailable": 409, "checkpoint_not_found": 404,
     "payload_too_large": 413,
     "misdirected_host": 421,
     "transcript_corrupt": 500,
@@ -44,13 +45,15 @@ class ErrorBody:
     """Every 4xx/5xx answer: ``error`` is the sentence clients display, ``code`` is machine-readable, ``path``
     names the offending part of the request (``$.prompt[0].text``, ``url.sessionId``, ``header.Host``,
     ``query.maxQueued``) or is null. ``prompt_queue_full`` adds ``limit`` and ``pendingCount``;
-    ``too_many_sessions`` adds ``limit``."""
+    ``too_many_sessions`` adds ``limit``; ``files_changed_outside`` adds ``paths``, the files changed outside the
+    session."""
 
     error: str
     code: str
     path: str | None
     limit: int = 0
     pendingCount: int = 0
+    paths: list[str] = attrs.field(factory=list)
 
 
 # --------------------------------------------------------------------------- the daemon
@@ -329,6 +332,67 @@ class Transcript:
 @attrs.frozen(kw_only=True)
 class HistoryLength:
     historyLength: int
+
+
+@attrs.frozen(kw_only=True)
+class SkippedPath:
+    path: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class Rewound:
+    """``POST /session/:id/rewind``: the messages kept; with ``files: true`` also the paths restored (written or
+    made), deleted and left alone, and the undo entry that takes it all back."""
+
+    historyLength: int
+    restored: list[str] = attrs.field(factory=list)
+    deleted: list[str] = attrs.field(factory=list)
+    skipped: list[SkippedPath] = attrs.field(factory=list)
+    undoId: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ChangedFile:
+    path: str
+    change: Literal["added", "deleted", "modified"]
+    kind: Literal["file", "link", "dir"]
+
+
+@attrs.frozen(kw_only=True)
+class Checkpoint:
+    turn: int
+    promptId: str
+    at: int
+    files: list[ChangedFile]  # what the turn changed (the latest turn: up to now)
+    notCovered: list[str]  # paths its checkpoints do not cover (over a cap, unreadable, ...)
+
+
+@attrs.frozen(kw_only=True)
+class UndoEntry:
+    undoId: str
+    at: int
+    kind: Literal["rewind", "undo"]
+    turn: int | None
+
+
+@attrs.frozen(kw_only=True)
+class Checkpoints:
+    """``GET /session/:id/checkpoints``: each turn of the conversation that has a checkpoint, and the undo
+    entries (newest last)."""
+
+    checkpoints: list[Checkpoint]
+    undo: list[UndoEntry]
+
+
+@attrs.frozen(kw_only=True)
+class CheckpointDiff:
+    """``GET /session/:id/checkpoints/:turn/diff``: a unified diff of what the turn changed."""
+
+    turn: int
+    promptId: str
+    files: list[str]
+    diff: str
 
 
 @attrs.frozen(kw_only=True)

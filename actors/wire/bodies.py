@@ -269,7 +269,19 @@ class PermissionVoteBody:
 
 @attrs.frozen(kw_only=True)
 class RewindBody:
+    """``POST /session/:id/rewind``: drop user turn ``turn`` and after; ``files: true`` also restores the files to
+    that turn's checkpoint, refused when one changed outside the session since unless ``force: true``."""
+
     turn: int
+    files: bool | None = None
+    force: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
+class UndoBody:
+    """``POST /session/:id/checkpoints/undo/:undoId``: ``force: true`` undoes even over files changed since."""
+
+    force: bool | None = None
 
 
 @attrs.frozen(kw_only=True)

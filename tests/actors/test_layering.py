@@ -46,7 +46,8 @@ REGISTRATION_IMPORTS: set[tuple[str, str]] = set()
 # The session's pure cores: no Trio, no I/O, no clock, no log. What they import themselves is checked against
 # all of IMPURE; what those modules import in turn (the wire forms the cores build events with) against the
 # concurrency and network modules only, since a module there may hold a helper that reads the clock.
-PURE_CORES = ("actors.session.work_item", "actors.session.prompt_queue")
+PURE_CORES = ("actors.session.work_item", "actors.session.prompt_queue",
+              "actors.checkpoints.manifest")  # a checkpoint's manifests and a restore's plan
 IMPURE = {"trio", "anyio", "httpx", "os", "subprocess", "socket", "time", "threading", "asyncio", "logging"}
 IMPURE_ANYWHERE = {"trio", "anyio", "httpx", "subprocess", "socket", "threading", "asyncio"}
 

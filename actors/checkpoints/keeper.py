@@ -1,0 +1,370 @@
+"""One session's checkpoints: the thin Trio shell over :mod:`.store` and :mod:`.manifest`.
+
+The session calls :meth:`Checkpoints.turn_started` before a user prompt's turn
+(the checkpoint the turn can be rewound to), :meth:`Checkpoints.turn_ended` after
+it and :meth:`Checkpoints.settled` after other work (an automatic turn): the tree
+as the session left it, against which "changed outside the session" is judged.
+Every walk, hash and restore runs in a worker thread (under virtual time, a
+test's or a replay's ``MockClock``, on the loop: a thread would let the clock
+jump), one at a time under :attr:`Checkpoints.lock`, which a restore holds from
+its check to its conversation change, so no turn starts in between.
+
+The session's log (``sessions/<id>.json``)::
+
+    {"entries": [{"id", "turn", "promptId", "at", "start", "end", "text"}],   # one a user turn, in order
+     "live": {"<turn>": entryId},        # the checkpoint of each turn of the conversation now
+     "lastEnd": manifestId,              # the tree as the session last left it
+     "undo": [{"id", "at", "kind", "turn", "manifest", "history", "live", "lastEnd"}],
+     "blobBytes": n}                     # bytes of new objects the session stored (checkpoints.maxSessionBytes)
+
+A turn's entry is matched to the conversation by position and by the hash of its
+user message (``text``): one whose message is no longer at its position (a
+compaction, a ``/clear``) is not offered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import orjson
+import trio
+import trio.testing
+
+from ..storage import StorageError
+from ..tools.paths import Scope
+from . import manifest as m
+from .store import Store, apply, read_tree_file, snapshot, unified_diff
+
+log = logging.getLogger("trellis.checkpoints")
+
+MAX_UNDO = 50  # undo entries kept per session (the oldest go)
+MAX_NOTICE_PATHS = 10
+
+
+class CheckpointRefused(Exception):
+    """A checkpoint request refused: ``code`` (an error code of the REST surface), the sentence, paths."""
+
+    def __init__(self, code: str, message: str, paths: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.paths = paths or []
+
+
+class ConversationPort(Protocol):
+    """What a restore needs of the session's conversation (called on the event loop, under the lock)."""
+
+    def busy(self) -> bool: ...
+    def turn_texts(self) -> list[str]: ...  # the user message of each turn, as Conversation.rewind counts them
+    def dump(self) -> list[dict[str, Any]]: ...
+    def rewind(self, turn: int) -> int | str: ...
+    def replace(self, messages: list[dict[str, Any]]) -> int: ...
+
+
+async def _off_loop(fn: Callable[[], Any]) -> Any:
+    if isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock):
+        return fn()  # virtual time: a worker thread would let the clock jump while it runs
+    return await trio.to_thread.run_sync(fn)
+
+
+class Checkpoints:
+    """The checkpoints of one session, kept in ``store``."""
+
+    def __init__(self, store: Store, session_id: str, *, cwd: Callable[[], str], scope: Callable[[str], Scope],
+                 notice: Callable[[str, str | None], None], clock_ms: Callable[[], int], new_id: Callable[[], str],
+                 max_file_bytes: int, max_session_bytes: int) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.cwd = cwd
+        self.scope = scope
+        self.notice = notice
+        self.clock_ms = clock_ms
+        self.new_id = new_id
+        self.max_file_bytes = max_file_bytes
+        self.max_session_bytes = max_session_bytes
+        self.lock = trio.Lock()
+        self.restoring = False
+        self._log: dict[str, Any] | None = None
+        self._last: m.Manifest | None = None  # the latest manifest walked: the next walk reuses its hashes
+        self._noticed: set[str] = set()
+
+    # ------------------------------------------------------------- the log
+
+    def _load(self) -> dict[str, Any]:
+        if self._log is None:
+            raw = self.store.read_log(self.session_id)
+            raw.setdefault("v", 1)
+            raw.setdefault("entries", [])
+            raw.setdefault("live", {})
+            raw.setdefault("lastEnd", None)
+            raw.setdefault("undo", [])
+            raw.setdefault("blobBytes", 0)
+            self._log = raw
+        return self._log
+
+    def _save(self) -> None:
+        assert self._log is not None
+        self.store.write_log(self.session_id, self._log)
+
+    def _previous(self) -> m.Manifest | None:
+        if self._last is None:
+            log_ = self._load()
+            latest = log_["lastEnd"] or next((e["start"] for e in reversed(log_["entries"])), None)
+            if latest is not None:
+                try:
+                    self._last = self.store.manifest(latest)
+                except (StorageError, ValueError, KeyError):
+                    self._last = None
+        return self._last
+
+    def _snapshot(self) -> tuple[m.Manifest, str, list[str]]:
+        """The tree now, stored (in the worker thread)."""
+        log_ = self._load()
+        root = self.cwd()
+        left = max(0, self.max_session_bytes - log_["blobBytes"])
+        manifest, manifest_id, new_bytes, notes = snapshot(root, self.scope(root), self.store, self._previous(),
+                                                           max_file_bytes=self.max_file_bytes, bytes_left=left)
+        assert manifest_id is not None
+        log_["blobBytes"] += new_bytes
+        self._last = manifest
+        return manifest, manifest_id, notes
+
+    def _announce(self, manifest: m.Manifest, notes: list[str], prompt_id: str | None) -> None:
+        """A notice naming what a checkpoint does not cover, once per path (on the loop)."""
+        fresh = [p for p in manifest.skipped if p not in self._noticed]
+        self._noticed.update(fresh)
+        lines = [f"{p}: {manifest.skipped[p]}" for p in fresh[:MAX_NOTICE_PATHS]]
+        if len(fresh) > MAX_NOTICE_PATHS:
+            lines.append(f"and {len(fresh) - MAX_NOTICE_PATHS} more")
+        lines += notes
+        if lines:
+            self.notice("[checkpoint: not covered, a rewind leaves these alone: " + "; ".join(lines) + "]",
+                        prompt_id)
+
+    @staticmethod
+    def _live_ok(log_: dict[str, Any], turn: int, texts: list[str]) -> dict[str, Any] | None:
+        entry_id = log_["live"].get(str(turn))
+        if entry_id is None or turn >= len(texts):
+            return None
+        entry = next((e for e in reversed(log_["entries"]) if e["id"] == entry_id), None)
+        if entry is None or entry.get("text") not in (None, m.text_hash(texts[turn])):
+            return None
+        return entry
+
+    # ------------------------------------------------------------- turns
+
+    async def turn_started(self, prompt_id: str, turn_texts: Callable[[], list[str]]) -> None:
+        """The checkpoint a user prompt's turn can be rewound to (before its first model call)."""
+        async with self.lock:
+            texts = turn_texts()
+            turn = len(texts)
+
+            def work() -> tuple[m.Manifest, list[str]]:
+                log_ = self._load()
+                manifest, manifest_id, notes = self._snapshot()
+                log_["live"] = {k: v for k, v in log_["live"].items()
+                                if int(k) < turn and self._live_ok(log_, int(k), texts) is not None}
+                entry_id = self.new_id()
+                log_["entries"].append({"id": entry_id, "turn": turn, "promptId": prompt_id, "at": self.clock_ms(),
+                                        "start": manifest_id, "end": None, "text": None})
+                log_["live"][str(turn)] = entry_id
+                self._save()
+                return manifest, notes
+
+            await self._guarded(work, prompt_id)
+
+    async def turn_ended(self, prompt_id: str, message: str | None, turn_texts: Callable[[], list[str]]) -> None:
+        """After a user prompt's turn: its end state; ``message`` is the user message it added (None: none)."""
+        async with self.lock:
+            texts = turn_texts()
+
+            def work() -> tuple[m.Manifest, list[str]]:
+                log_ = self._load()
+                manifest, manifest_id, notes = self._snapshot()
+                log_["lastEnd"] = manifest_id
+                entry = next((e for e in reversed(log_["entries"]) if e["promptId"] == prompt_id), None)
+                if entry is not None:
+                    entry["end"] = manifest_id
+                    for key in [k for k, v in log_["live"].items() if v == entry["id"]]:
+                        del log_["live"][key]
+                    if message is not None and texts:
+                        entry["text"] = m.text_hash(message)
+                        entry["turn"] = len(texts) - 1  # where its message stands now (a compaction moves it)
+                        log_["live"][str(entry["turn"])] = entry["id"]
+                self._save()
+                return manifest, notes
+
+            await self._guarded(work, prompt_id)
+
+    async def settled(self) -> None:
+        """Other work (an automatic turn) ended: the tree as the session left it."""
+        async with self.lock:
+            def work() -> tuple[m.Manifest, list[str]]:
+                manifest, manifest_id, notes = self._snapshot()
+                self._load()["lastEnd"] = manifest_id
+                self._save()
+                return manifest, notes
+
+            await self._guarded(work, None)
+
+    async def _guarded(self, work: Callable[[], tuple[m.Manifest, list[str]]], prompt_id: str | None) -> None:
+        """A checkpoint never fails a turn: what went wrong is a notice."""
+        try:
+            manifest, notes = await _off_loop(work)
+        except Exception as exc:  # StorageError, a full disk, a mangled log: never the turn's failure
+            log.warning("checkpoint of session %s failed: %r", self.session_id, exc)
+            self.notice(f"[checkpoint failed: {exc}; a rewind to this turn cannot restore files]", prompt_id)
+            return
+        self._announce(manifest, notes, prompt_id)
+
+    # ------------------------------------------------------------- reading
+
+    async def listing(self, turn_texts: list[str]) -> dict[str, Any]:
+        """Each turn of the conversation that has a checkpoint, with the files it changed; the undo entries."""
+        async with self.lock:
+            return await _off_loop(lambda: self._listing(turn_texts))
+
+    def _listing(self, texts: list[str]) -> dict[str, Any]:
+        log_ = self._load()
+        rows = []
+        now: list[m.Manifest] = []  # the tree now, walked read only once if needed
+        for turn in range(len(texts)):
+            entry = self._live_ok(log_, turn, texts)
+            if entry is None:
+                continue
+            before = self.store.manifest(entry["start"])
+            after, _ = self._after(log_, entry, turn, texts, now)
+            rows.append({"turn": turn, "promptId": entry["promptId"], "at": entry["at"],
+                         "files": [{"path": c.path, "change": c.change, "kind": c.kind}
+                                   for c in m.changes(before, after)],
+                         "notCovered": sorted(set(before.skipped) | set(after.skipped))})
+        undo = [{"undoId": u["id"], "at": u["at"], "kind": u["kind"], "turn": u.get("turn")} for u in log_["undo"]]
+        return {"checkpoints": rows, "undo": undo}
+
+    def _after(self, log_: dict[str, Any], entry: dict[str, Any], turn: int, texts: list[str],
+               now: list[m.Manifest]) -> tuple[m.Manifest, bool]:
+        """The state at a turn's end: its end snapshot (or the next turn's start), or for the latest turn (and
+        one whose end was never taken) the tree now, walked read only. ``now`` caches that walk."""
+        if turn < len(texts) - 1:
+            if entry["end"] is not None:
+                return self.store.manifest(entry["end"]), False
+            following = self._live_ok(log_, turn + 1, texts)
+            if following is not None:
+                return self.store.manifest(following["start"]), False
+        if not now:
+            root = self.cwd()
+            now.append(snapshot(root, self.scope(root), None, self._previous(),
+                                max_file_bytes=self.max_file_bytes, bytes_left=0)[0])
+        return now[0], True
+
+    async def diff(self, turn: int, turn_texts: list[str]) -> dict[str, Any]:
+        """A unified diff of what turn ``turn`` changed."""
+        async with self.lock:
+            return await _off_loop(lambda: self._diff(turn, turn_texts))
+
+    def _diff(self, turn: int, texts: list[str]) -> dict[str, Any]:
+        log_ = self._load()
+        if not 0 <= turn < len(texts):
+            raise CheckpointRefused("invalid_turn", f"turn must be from 0 to {len(texts) - 1}" if texts
+                                    else "there is no user turn")
+        entry = self._live_ok(log_, turn, texts)
+        if entry is None:
+            raise CheckpointRefused("checkpoint_not_found", f"turn {turn} has no checkpoint")
+        before = self.store.manifest(entry["start"])
+        after, live = self._after(log_, entry, turn, texts, [])
+        paths = [c.path for c in m.changes(before, after)]
+        root = self.cwd()
+
+        def old(e: m.Entry) -> bytes | None:
+            return self.store.get(e.sha) if e.sha else None
+
+        def new(path: str, e: m.Entry) -> bytes | None:
+            if live:
+                return read_tree_file(root, path, e.size)
+            return self.store.get(e.sha) if e.sha else None
+
+        return {"turn": turn, "promptId": entry["promptId"], "files": paths,
+                "diff": unified_diff(before, after, paths, old, new)}
+
+    # ------------------------------------------------------------- restoring
+
+    async def rewind(self, turn: int, force: bool, conversation: ConversationPort) -> dict[str, Any]:
+        """Files back to the start of turn ``turn``, then the conversation rewound; :class:`CheckpointRefused`."""
+        async with self.lock:
+            if conversation.busy():
+                raise CheckpointRefused("session_busy", "the session is busy; cancel the running work first")
+            texts = conversation.turn_texts()
+            if not 0 <= turn < len(texts):
+                raise CheckpointRefused("invalid_turn", f"turn must be from 0 to {len(texts) - 1}" if texts
+                                        else "there is no user turn to rewind to")
+            entry = await _off_loop(lambda: self._live_ok(self._load(), turn, texts))
+            if entry is None:
+                raise CheckpointRefused("checkpoint_not_found",
+                                        f"turn {turn} has no checkpoint (taken before checkpoints were on, or the "
+                                        f"conversation was compacted or cleared since); rewind without files")
+            done = await self._restore(entry["start"], force, "rewind", turn, conversation.dump())
+            kept = conversation.rewind(turn)
+            assert isinstance(kept, int)
+            log_ = self._load()
+            log_["live"] = {k: v for k, v in log_["live"].items() if int(k) < turn}
+            await _off_loop(self._save)
+            return {"historyLength": kept, **done}
+
+    async def undo(self, undo_id: str, force: bool, conversation: ConversationPort) -> dict[str, Any]:
+        """Undo a rewind (or an undo): the files and the conversation as they were before it."""
+        async with self.lock:
+            if conversation.busy():
+                raise CheckpointRefused("session_busy", "the session is busy; cancel the running work first")
+            log_ = await _off_loop(self._load)
+            found = next((u for u in log_["undo"] if u["id"] == undo_id), None)
+            if found is None:
+                raise CheckpointRefused("checkpoint_not_found", f"no undo entry {undo_id!r} in this session")
+            history = await _off_loop(lambda: orjson.loads(self.store.get(found["history"])))
+            done = await self._restore(found["manifest"], force, "undo", None, conversation.dump())
+            kept = conversation.replace(history)
+            log_["live"] = dict(found["live"])
+            await _off_loop(self._save)
+            return {"historyLength": kept, **done}
+
+    async def _restore(self, target_id: str, force: bool, kind: str, turn: int | None,
+                       history: list[dict[str, Any]]) -> dict[str, Any]:
+        self.restoring = True
+        try:
+            return await _off_loop(lambda: self._restore_files(target_id, force, kind, turn, history))
+        finally:
+            self.restoring = False
+
+    def _restore_files(self, target_id: str, force: bool, kind: str, turn: int | None,
+                       history: list[dict[str, Any]]) -> dict[str, Any]:
+        log_ = self._load()
+        reference_id = log_["lastEnd"] or next((e["start"] for e in reversed(log_["entries"])), None)
+        current, current_id, _ = self._snapshot()  # stored: it is the undo's state
+        target = self.store.manifest(target_id)
+        plan = m.plan_restore(current, target)
+        if reference_id is not None and not force:
+            outside = m.changed_outside(self.store.manifest(reference_id), current, plan.touched)
+            if outside:
+                self._save()  # the objects the walk stored are counted
+                raise CheckpointRefused(
+                    "files_changed_outside",
+                    f"{len(outside)} file(s) the restore would change were changed outside the session since its "
+                    f"last checkpoint: {', '.join(outside[:20])}; give force: true to restore anyway (an undo "
+                    f"entry keeps them)", outside)
+        history_id, _ = self.store.put(orjson.dumps(history))
+        undo_id = self.new_id()
+        log_["undo"].append({"id": undo_id, "at": self.clock_ms(), "kind": kind, "turn": turn,
+                             "manifest": current_id, "history": history_id, "live": dict(log_["live"]),
+                             "lastEnd": log_["lastEnd"]})
+        del log_["undo"][:-MAX_UNDO]
+        self._save()  # the undo is durable before any file changes
+        restored, deleted, skipped = apply(self.cwd(), plan, target, self.store)
+        _, after_id, _ = self._snapshot()
+        log_["lastEnd"] = after_id
+        self._save()
+        return {"restored": restored, "deleted": deleted,
+                "skipped": [{"path": p, "reason": r} for p, r in sorted(skipped.items())], "undoId": undo_id}
+
+
+__all__ = ["CheckpointRefused", "Checkpoints", "ConversationPort"]
