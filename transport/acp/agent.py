@@ -25,7 +25,7 @@ from actors.permission_rules import RuleLists, rule_lists
 from actors.session.fifo import StorageUnavailable
 from actors.session.images import ImageRefused, accepts_images
 
-from . import bridge, mapping, params as p, sessions
+from . import bridge, checkpoints, mapping, params as p, sessions
 from .jsonrpc import DEFERRED, INVALID_PARAMS, SERVER_BUSY, Request, RpcError, invalid_params
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ def install_methods(conn: AcpConnection) -> None:
     peer.method("session/resume", agent.resume_session)
     peer.method("session/fork", agent.fork_session)
     peer.method(bridge.RELEASE_METHOD, agent.queue_released, inline=True)
+    checkpoints.register(peer, conn)  # _trellis/rewind, _trellis/checkpoints, _trellis/checkpoints/undo
 
 
 class _Agent:

@@ -109,10 +109,10 @@ class Client:
 
 @asynccontextmanager
 async def acp_client(*responses: Any, settings: Settings | None = None, bridge: bool = False,
-                     **connection: Any) -> AsyncIterator[tuple[Any, Client]]:
-    """A daemon with a scripted model, an initialized ACP client on it."""
+                     state_dir: Any = None, **connection: Any) -> AsyncIterator[tuple[Any, Client]]:
+    """A daemon with a scripted model (and ``state_dir``: its state there), an initialized ACP client on it."""
     model = load_script({"responses": list(responses)})
-    async with open_daemon(settings, model=model, ids=CountingIds()) as daemon:
+    async with open_daemon(settings, model=model, ids=CountingIds(), state_dir=state_dir) as daemon:
         async with trio.open_nursery() as nursery:
             client = Client()
             client.conn = AcpConnection(daemon, nursery, client.deliver, **connection)
