@@ -84,6 +84,11 @@ class BackgroundManager:
     def status(self) -> list[dict[str, Any]]:
         return [item.to_wire() for item in self.registry]
 
+    @property
+    def processes_live(self) -> bool:
+        """Whether a background shell's process runs (it may be changing files while no turn runs)."""
+        return bool(self._shells)
+
     def read_output(self, task_id: str) -> tuple[BackgroundItem, str, int] | None:
         shell = self._shells.get(task_id)
         item = self.registry.get(task_id)

@@ -8,8 +8,8 @@ See docs/how-to/checkpoints.md.
 """
 
 from .keeper import CheckpointRefused, Checkpoints, ConversationPort
-from .manifest import Entry, Manifest, Plan, changed_outside, changes, plan_restore
+from .manifest import LEAVES_FILES_ALONE, Entry, Manifest, Plan, changed_outside, changes, plan_restore
 from .store import Store
 
-__all__ = ["CheckpointRefused", "Checkpoints", "ConversationPort", "Entry", "Manifest", "Plan", "Store",
+__all__ = ["LEAVES_FILES_ALONE", "CheckpointRefused", "Checkpoints", "ConversationPort", "Entry", "Manifest", "Plan", "Store",
            "changed_outside", "changes", "plan_restore"]

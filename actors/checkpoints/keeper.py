@@ -1,9 +1,15 @@
 """One session's checkpoints: the thin Trio shell over :mod:`.store` and :mod:`.manifest`.
 
-The session calls :meth:`Checkpoints.turn_started` before a user prompt's turn
-(the checkpoint the turn can be rewound to), :meth:`Checkpoints.turn_ended` after
-it and :meth:`Checkpoints.settled` after other work (an automatic turn): the tree
-as the session left it, against which "changed outside the session" is judged.
+The session calls :meth:`Checkpoints.turn_started` when a user prompt's turn
+begins, :meth:`Checkpoints.before_change` before any tool that may change files
+runs (in any turn), :meth:`Checkpoints.turn_ended` after a user turn and
+:meth:`Checkpoints.settled` after other work (an automatic turn). The walks are
+lazy, because a walk of a big tree costs far more than a turn: a user turn's
+checkpoint (the state it can be rewound to) is taken just before its first tool
+that may change files runs, and the end state (against which "changed outside
+the session" is judged) only after work that ran such a tool. A turn that only
+talks and reads walks nothing; nothing the session did can have changed the
+files between its start and that first tool.
 Every walk, hash and restore runs in a worker thread (under virtual time, a
 test's or a replay's ``MockClock``, on the loop: a thread would let the clock
 jump), one at a time under :attr:`Checkpoints.lock`, which a restore holds from
@@ -89,6 +95,9 @@ class Checkpoints:
         self._log: dict[str, Any] | None = None
         self._last: m.Manifest | None = None  # the latest manifest walked: the next walk reuses its hashes
         self._noticed: set[str] = set()
+        # The user turn begun whose checkpoint is not taken yet: (prompt id, turn number, the turns' texts).
+        self._pending: tuple[str, int, list[str]] | None = None
+        self._dirty = False  # a tool that may change files ran since the end state was last taken
 
     # ------------------------------------------------------------- the log
 
@@ -156,11 +165,19 @@ class Checkpoints:
     # ------------------------------------------------------------- turns
 
     async def turn_started(self, prompt_id: str, turn_texts: Callable[[], list[str]]) -> None:
-        """The checkpoint a user prompt's turn can be rewound to (before its first model call)."""
-        async with self.lock:
-            texts = turn_texts()
-            turn = len(texts)
+        """A user prompt's turn begins (before its first model call); its checkpoint is taken by
+        :meth:`before_change`, if the turn runs a tool that may change files."""
+        texts = turn_texts()
+        self._pending = (prompt_id, len(texts), texts)
 
+    async def before_change(self) -> None:
+        """A tool that may change files is about to run: the running user turn's checkpoint, if not taken."""
+        self._dirty = True
+        if self._pending is None:
+            return
+        prompt_id, turn, texts = self._pending
+        self._pending = None
+        async with self.lock:
             def work() -> tuple[m.Manifest, list[str]]:
                 log_ = self._load()
                 manifest, manifest_id, notes = self._snapshot()
@@ -175,8 +192,15 @@ class Checkpoints:
 
             await self._guarded(work, prompt_id)
 
-    async def turn_ended(self, prompt_id: str, message: str | None, turn_texts: Callable[[], list[str]]) -> None:
-        """After a user prompt's turn: its end state; ``message`` is the user message it added (None: none)."""
+    async def turn_ended(self, prompt_id: str, message: str | None, turn_texts: Callable[[], list[str]], *,
+                         processes_live: bool = False) -> None:
+        """After a user prompt's turn: its end state, if it ran a tool that may change files, or background
+        processes ran (``processes_live``: they still do, so the next end state is taken too); ``message`` is
+        the user message it added (None: none)."""
+        self._pending = None
+        if not (self._dirty or processes_live):
+            return
+        self._dirty = processes_live
         async with self.lock:
             texts = turn_texts()
 
@@ -198,8 +222,12 @@ class Checkpoints:
 
             await self._guarded(work, prompt_id)
 
-    async def settled(self) -> None:
-        """Other work (an automatic turn) ended: the tree as the session left it."""
+    async def settled(self, *, processes_live: bool = False) -> None:
+        """Other work (an automatic turn) ended: the tree as the session left it, if the work ran a tool that may
+        change files or background processes ran."""
+        if not (self._dirty or processes_live):
+            return
+        self._dirty = processes_live
         async with self.lock:
             def work() -> tuple[m.Manifest, list[str]]:
                 manifest, manifest_id, notes = self._snapshot()
@@ -299,18 +327,25 @@ class Checkpoints:
             if not 0 <= turn < len(texts):
                 raise CheckpointRefused("invalid_turn", f"turn must be from 0 to {len(texts) - 1}" if texts
                                         else "there is no user turn to rewind to")
-            entry = await _off_loop(lambda: self._live_ok(self._load(), turn, texts))
-            if entry is None:
-                raise CheckpointRefused("checkpoint_not_found",
-                                        f"turn {turn} has no checkpoint (taken before checkpoints were on, or the "
-                                        f"conversation was compacted or cleared since); rewind without files")
-            done = await self._restore(entry["start"], force, "rewind", turn, conversation.dump())
+            target = await _off_loop(lambda: self._rewind_target(turn, texts))
+            done = await self._restore(target, force, "rewind", turn, conversation.dump())
             kept = conversation.rewind(turn)
             assert isinstance(kept, int)
             log_ = self._load()
             log_["live"] = {k: v for k, v in log_["live"].items() if int(k) < turn}
             await _off_loop(self._save)
             return {"historyLength": kept, **done}
+
+    def _rewind_target(self, turn: int, texts: list[str]) -> str | None:
+        """The files at the start of turn ``turn``: its checkpoint, else the first later turn's (a turn that ran
+        no tool that may change files took none, and changed nothing before the next one that did); ``None``:
+        no later turn changed files either, so the files stay as they are (the answer restores nothing)."""
+        log_ = self._load()
+        for later in range(turn, len(texts)):
+            entry = self._live_ok(log_, later, texts)
+            if entry is not None:
+                return str(entry["start"])
+        return None
 
     async def undo(self, undo_id: str, force: bool, conversation: ConversationPort) -> dict[str, Any]:
         """Undo a rewind (or an undo): the files and the conversation as they were before it."""
@@ -328,7 +363,7 @@ class Checkpoints:
             await _off_loop(self._save)
             return {"historyLength": kept, **done}
 
-    async def _restore(self, target_id: str, force: bool, kind: str, turn: int | None,
+    async def _restore(self, target_id: str | None, force: bool, kind: str, turn: int | None,
                        history: list[dict[str, Any]]) -> dict[str, Any]:
         self.restoring = True
         try:
@@ -336,12 +371,12 @@ class Checkpoints:
         finally:
             self.restoring = False
 
-    def _restore_files(self, target_id: str, force: bool, kind: str, turn: int | None,
+    def _restore_files(self, target_id: str | None, force: bool, kind: str, turn: int | None,
                        history: list[dict[str, Any]]) -> dict[str, Any]:
         log_ = self._load()
         reference_id = log_["lastEnd"] or next((e["start"] for e in reversed(log_["entries"])), None)
         current, current_id, _ = self._snapshot()  # stored: it is the undo's state
-        target = self.store.manifest(target_id)
+        target = current if target_id is None else self.store.manifest(target_id)  # None: the files stay
         plan = m.plan_restore(current, target)
         if reference_id is not None and not force:
             outside = m.changed_outside(self.store.manifest(reference_id), current, plan.touched)

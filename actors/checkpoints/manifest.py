@@ -30,6 +30,11 @@ import attrs
 FILE, LINK, DIR = "file", "link", "dir"
 MAX_IGNORED = 20_000  # ignored paths one manifest records; past it the manifest is incomplete
 
+# Built-in tools that never change the session's files: no checkpoint is taken for them. Every other tool
+# (shell, monitor, write_file, edit, agent, an MCP server's or a client's) may, so one is taken first.
+LEAVES_FILES_ALONE = frozenset({"read_file", "glob", "grep", "todo_write", "web_fetch", "shell_output", "kill_task",
+                                "schedule_wakeup", "cron_create", "cron_delete"})
+
 
 @attrs.frozen
 class Entry:

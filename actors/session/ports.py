@@ -40,10 +40,16 @@ class TurnPorts:
     settings: Any  # the daemon's Settings
     cwd: Callable[[], str]
     save_record: Callable[[], Awaitable[None]]  # the session record, after a slash command's change
+    # Before a tool that may change files runs: the running user turn's checkpoint (actors.checkpoints).
+    before_change: Callable[[], Awaitable[None]] = attrs.field(default=None, converter=lambda f: f or _nothing)
 
     @property
     def plan_mode(self) -> bool:
         return self.authorizer.mode == "plan"
+
+
+async def _nothing() -> None:
+    pass
 
 
 __all__ = ["TurnPorts"]

@@ -189,7 +189,7 @@ class Session:
             session_id=session_id, conversation=self.conversation, publisher=self.publisher,
             authorizer=self.authorizer, mid_turn=self.mid_turn, chain=self.chain, context=self.context,
             usage=self.usage, tools=self.tools, hooks=self.hooks, services=self.services, settings=settings,
-            cwd=lambda: self.cwd, save_record=self.records.save,
+            cwd=lambda: self.cwd, save_record=self.records.save, before_change=self._before_change,
         )
         self.ref: ActorRef[SessionMessage] | None = None
         # Its cwd's files at each user turn (actors.checkpoints; None: no state directory, or turned off).
@@ -434,7 +434,8 @@ class Session:
         if checkpoint:  # the tree as the turn left it (the next work item waits for it)
             after = self._last_turn_message()
             await self.checkpoints.turn_ended(prompt_id, after.content if after is not None and after is not before
-                                              else None, self._turn_texts)
+                                              else None, self._turn_texts,
+                                              processes_live=self.background.processes_live)
         if stop_reason == "end_turn":
             await suggest_followups(self.ports, prompt_id, queued_count=self._queued_count,
                                     work_item=self.work_item)
@@ -456,7 +457,8 @@ class Session:
         finally:
             await self._tell_fifo(f.SetActive(False))
         if self.checkpoints is not None:
-            await self.checkpoints.settled()  # the tree as the session left it (changes outside are judged by it)
+            # the tree as the session left it (changes outside are judged by it)
+            await self.checkpoints.settled(processes_live=self.background.processes_live)
 
     async def _run_turn(self, state: TurnState, kind: str, user_text: str | None,
                         origin: str) -> tuple[str | None, Exception | None]:
@@ -589,6 +591,10 @@ class Session:
         return kept
 
     # ------------------------------------------------------------- checkpoints
+
+    async def _before_change(self) -> None:
+        if self.checkpoints is not None:
+            await self.checkpoints.before_change()
 
     def _turn_texts(self) -> list[str]:
         history = self.conversation.history

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from .. import wire
+from ..checkpoints.manifest import LEAVES_FILES_ALONE
 from ..guard import Continue, Exhausted, continuation_prompt, continuation_update
 from ..model import (
     ChatMessage, ContextWindowExceeded, Finish, ModelError, TextDelta, ThoughtDelta, ToolCall, Usage,
@@ -264,6 +265,8 @@ class Turn:
                                              plan_refuses=False)
             if denied is not None:
                 return self._publish_failure(call, denied)
+        if tool.name not in LEAVES_FILES_ALONE:
+            await ports.before_change()  # the user turn's checkpoint, taken before its first change
         result = await ports.tools.execute(tool, context, arguments)  # its arguments checked first
         if trusted_todo:
             # Observed after execution and status, before PostToolUse hooks; only a strict envelope counts.

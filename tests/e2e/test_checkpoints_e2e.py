@@ -90,10 +90,9 @@ async def test_acceptance_shell_and_edit_rewound_with_files_and_undone(tmp_path)
             git_before = git_state(work)
 
             listed = (await client.get(f"/session/{sid}/checkpoints")).json()
-            assert [c["turn"] for c in listed["checkpoints"]] == [0, 1, 2, 3]
+            assert [c["turn"] for c in listed["checkpoints"]] == [0, 2, 3]  # turn 1 only talked: it took none
             changed = {c["turn"]: {(f["path"], f["change"]) for f in c["files"]} for c in listed["checkpoints"]}
             assert changed[0] == {("first.txt", "added")}
-            assert changed[1] == set()
             assert changed[2] == {("notes.txt", "modified"), ("keep.txt", "deleted")}
             assert changed[3] == {("notes.txt", "modified")}
             diff = (await client.get(f"/session/{sid}/checkpoints/2/diff")).json()
@@ -110,7 +109,7 @@ async def test_acceptance_shell_and_edit_rewound_with_files_and_undone(tmp_path)
             assert sorted(rewound["restored"]) == ["keep.txt", "notes.txt"]
             assert rewound["deleted"] == []
             listed = (await client.get(f"/session/{sid}/checkpoints")).json()
-            assert [c["turn"] for c in listed["checkpoints"]] == [0, 1]  # the conversation has two turns
+            assert [c["turn"] for c in listed["checkpoints"]] == [0]  # two turns left; the second took none
             transcript = (await client.get(f"/session/{sid}/transcript")).json()["entries"]
             users = [e["message"]["content"] for e in transcript if e["message"]["role"] == "user"]
             assert users == ["write", "talk"]
@@ -124,7 +123,7 @@ async def test_acceptance_shell_and_edit_rewound_with_files_and_undone(tmp_path)
             users = [e["message"]["content"] for e in transcript if e["message"]["role"] == "user"]
             assert users == ["write", "talk", "shell", "edit"]
             listed = (await client.get(f"/session/{sid}/checkpoints")).json()
-            assert [c["turn"] for c in listed["checkpoints"]] == [0, 1, 2, 3]
+            assert [c["turn"] for c in listed["checkpoints"]] == [0, 2, 3]
             assert git_state(work) == git_before
 
 
@@ -138,15 +137,15 @@ async def test_a_file_changed_outside_is_refused_unless_forced(tmp_path):
             sid = (await client.post("/session", json={"cwd": str(work), "approvalMode": "yolo"})).json()["sessionId"]
             await prompt_and_wait(client, sid, "one")
             await prompt_and_wait(client, sid, "two")
-            # Listing waits for the turn's end checkpoint (taken just after turn_complete): what changes after
-            # it changed outside the session.
-            assert len((await client.get(f"/session/{sid}/checkpoints")).json()["checkpoints"]) == 2
+            # Listing waits for the end checkpoint (taken just after turn_complete; the talking turn two takes
+            # none): what changes after it changed outside the session.
+            assert len((await client.get(f"/session/{sid}/checkpoints")).json()["checkpoints"]) == 1
             (work / "notes.txt").write_text("the user's own edit\n")  # outside the session
             r = await client.post(f"/session/{sid}/rewind", json={"turn": 0, "files": True})
             assert r.status_code == 409
             assert r.json()["code"] == "files_changed_outside" and r.json()["paths"] == ["notes.txt"]
             assert (work / "notes.txt").read_text() == "the user's own edit\n"  # nothing done
-            assert len((await client.get(f"/session/{sid}/checkpoints")).json()["checkpoints"]) == 2
+            assert len((await client.get(f"/session/{sid}/checkpoints")).json()["checkpoints"]) == 1
 
             r = await client.post(f"/session/{sid}/rewind", json={"turn": 0, "files": True, "force": True})
             assert r.status_code == 200, r.text

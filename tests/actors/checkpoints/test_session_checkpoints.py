@@ -72,10 +72,29 @@ async def test_after_a_clear_earlier_turns_have_no_checkpoint(tmp_path):
             await run_turn(handle, "/clear")
             await run_turn(handle, "fresh start")
             listed = await handle.checkpoints("list")
-            assert [c["turn"] for c in listed["checkpoints"]] == [0]
-            assert listed["checkpoints"][0]["files"] == []  # the new turn 0 changed nothing
-            await handle.checkpoints("rewind", turn=0)
-            assert (work / "f.txt").read_text() == "one\n"  # the start of the new turn 0
+            assert listed["checkpoints"] == []  # the new turn 0 ran no tool that changes files: it took none
+            done = await handle.checkpoints("rewind", turn=0)
+            assert (work / "f.txt").read_text() == "one\n"  # the start of the new turn 0: as it is
+            assert (done["restored"], done["deleted"]) == ([], [])
             with pytest.raises(CheckpointRefused) as refused:
                 await handle.checkpoints("rewind", turn=0)
             assert refused.value.code == "invalid_turn"
+
+
+async def test_a_turn_that_only_talks_and_reads_walks_nothing(tmp_path):
+    read = [{"tool_call": {"name": "read_file", "arguments": {"path": "f.txt"}}}]
+    responses = [read, [{"text": "read it"}], [{"text": "just talk"}], write("f.txt", "changed\n"), [{"text": "ok"}]]
+    work, daemon_cm = await open_session(tmp_path, responses)
+    objects = tmp_path / "state" / "checkpoints" / "objects"
+    with trio.fail_after(LIMIT):
+        async with daemon_cm as daemon:
+            handle, _ = await daemon.create_session(str(work))
+            await handle.set_approval_mode("yolo")
+            await run_turn(handle, "read the file")
+            await run_turn(handle, "say something")
+            assert not objects.exists() or not any(objects.rglob("*"))  # no walk, nothing stored
+            await run_turn(handle, "change it")
+            listed = await handle.checkpoints("list")
+            assert [(c["turn"], [f["path"] for f in c["files"]]) for c in listed["checkpoints"]] == [(2, ["f.txt"])]
+            done = await handle.checkpoints("rewind", turn=1)  # a turn without its own: the next one's start
+            assert (work / "f.txt").read_text() == "start\n" and done["restored"] == ["f.txt"]
