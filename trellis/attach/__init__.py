@@ -39,9 +39,13 @@ Keys and lines:
   its next tool call. ``/pending`` (the running prompt apart, the queued ones
   numbered as ``/drop N`` takes them), ``/drop N|ID``, ``/cancel``,
   ``/status``, ``/tasks [ID]``, ``/kill ID``, ``/mode [MODE]``, ``/help``,
-  ``/quit``; ``/clear``, ``/compact`` and ``/model NAME`` are the session's
-  own commands, sent as prompts; ``//TEXT`` sends a prompt beginning with
-  ``/``. Esc Enter (Alt+Enter) inserts a newline; Tab completes a command.
+  ``/quit``; the session's checkpoints: ``/checkpoints`` (the turns, numbered
+  from 0 as a rewind counts them, with the files each changed; the undo
+  entries), ``/rewind N`` (the conversation back to the start of turn N),
+  ``/rewind N files [force]`` (the files too), ``/diff N``, ``/undo [ID]``;
+  ``/clear``, ``/compact`` and ``/model NAME`` are the session's own commands,
+  sent as prompts; ``//TEXT`` sends a prompt beginning with ``/``. Esc Enter
+  (Alt+Enter) inserts a newline; Tab completes a command.
 - A permission request (``permission_request``) shows its options with a key
   each — ``[a] Allow  [A] Always allow in this session  [r] Reject  [R] Always
   reject in this session`` (digits for options of other kinds) — and that one

@@ -16,6 +16,10 @@ Items are tuples:
 - ``("tasks", background_tasks, task_id | None)``: ``/tasks`` (the status's ``backgroundTasks``);
 - ``("subagent", status)``: a subagent run's MCP ``status`` when its turn or state changed;
 - ``("permission_gone", request_id)``: a vote found the request already resolved;
+- ``("checkpoints", listing)``: ``/checkpoints`` (``GET /session/:id/checkpoints``);
+- ``("rewound", "rewind" | "undo", turn | None, answer)``: a rewind or an undo was done (the conversation cut);
+- ``("outside", paths, retry)``: a rewind or undo refused (``files_changed_outside``), ``retry`` overrides it;
+- ``("diff", turn, text)``: ``/diff N``'s unified diff;
 - ``("end", exit_code, message | None)``: nothing more will come (the session closed, or is gone).
 
 Joining without the history (``--session ID --no-history``). The stream
@@ -137,6 +141,7 @@ class Link:
         self._client: httpx.AsyncClient | None = None
         self._agents: set[str] = set()  # names of subagent runs to poll
         self._mcp_session: str | None = None
+        self.last_undo: str | None = None  # the undoId of the last rewind (or undo) made from this client
 
     # ------------------------------------------------------------------ from the screen's thread
 
@@ -640,6 +645,82 @@ class Link:
     async def set_mode(self, mode: str) -> None:
         if await self._act("setting the approval mode", "POST", "/approval-mode", {"mode": mode}) is not None:
             await self.refresh_status()
+
+    # ------------------------------------------------------------------ checkpoints
+
+    async def list_checkpoints(self) -> None:
+        """``/checkpoints``: the turns with a checkpoint and the files each changed, and the undo entries."""
+        answer = await self._act("listing the checkpoints", "GET", "/checkpoints")
+        if answer is not None:
+            self.deliver(("checkpoints", answer.json()))
+
+    def _outside(self, response: httpx.Response) -> list[str] | None:
+        """The paths of a ``files_changed_outside`` refusal, else None."""
+        if response.status_code != 409:
+            return None
+        try:
+            body = response.json()
+        except ValueError:
+            return None
+        if not isinstance(body, dict) or body.get("code") != "files_changed_outside":
+            return None
+        return [str(p) for p in body.get("paths") or []]
+
+    async def _checkpoint_act(self, what: str, path: str, body: dict[str, Any], retry: str) -> dict[str, Any] | None:
+        try:
+            response = await self._call("POST", f"{self._path}{path}", json=body)
+        except httpx.HTTPError as exc:
+            self.deliver(("info", f"{what} failed: {exc or type(exc).__name__}", "red"))
+            return None
+        paths = self._outside(response)
+        if paths is not None:
+            self.deliver(("outside", paths, retry))
+            return None
+        if response.status_code != 200:
+            self.deliver(("info", f"{what} refused: {stream.error_message(response.status_code, response.text)}",
+                          "red"))
+            return None
+        answer = response.json()
+        if isinstance(answer.get("undoId"), str):
+            self.last_undo = answer["undoId"]
+        return answer
+
+    async def rewind(self, turn: int, files: bool, force: bool) -> None:
+        """``/rewind N [files [force]]``: the conversation back to the start of user turn N (from 0), and with
+        ``files`` the files of the cwd too (``POST /session/:id/rewind``)."""
+        body: dict[str, Any] = {"turn": turn}
+        if files:
+            body["files"] = True
+        if force:
+            body["force"] = True
+        answer = await self._checkpoint_act("the rewind", "/rewind", body, f"/rewind {turn} files force")
+        if answer is not None:
+            self.deliver(("rewound", "rewind", turn, answer))
+
+    async def undo(self, undo_id: str | None, force: bool) -> None:
+        """``/undo [ID] [force]``: undo a rewind (by default the last one made from here, else the newest)."""
+        if undo_id is None:
+            undo_id = self.last_undo
+        if undo_id is None:
+            listed = await self._act("listing the checkpoints", "GET", "/checkpoints")
+            if listed is None:
+                return
+            entries = [u for u in listed.json().get("undo") or [] if isinstance(u, dict) and u.get("undoId")]
+            if not entries:
+                self.deliver(("info", "nothing to undo: no rewind was made in this session", "yellow"))
+                return
+            undo_id = str(max(entries, key=lambda u: u.get("at") if isinstance(u.get("at"), int) else 0)["undoId"])
+        answer = await self._checkpoint_act("the undo", f"/checkpoints/undo/{quote(undo_id, safe='')}",
+                                            {"force": True} if force else {}, f"/undo {undo_id} force")
+        if answer is not None:
+            self.deliver(("rewound", "undo", None, answer))
+
+    async def diff(self, turn: int) -> None:
+        """``/diff N``: what user turn N changed, as a unified diff."""
+        answer = await self._act("the diff", "GET", f"/checkpoints/{turn}/diff")
+        if answer is not None:
+            diff = answer.json().get("diff")
+            self.deliver(("diff", turn, diff if isinstance(diff, str) else ""))
 
     async def refresh_status(self) -> None:
         """The status read again (after a turn, a mode change): the model, the approval mode, the counts."""

@@ -52,6 +52,7 @@ import attrs
 from markdown_it import MarkdownIt
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.syntax import Syntax
 from rich.text import Span, Text
 
 from ..visible import visible
@@ -68,6 +69,8 @@ TASK_OUTPUT_KEPT = 200  # lines of a background task's output kept for /tasks
 LIVE_BLOCK_ROWS = 8  # rows of an open code block or table shown in the live area
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 CODE_THEME = "monokai"
+DIFF_LINES = 400  # lines of a /diff shown (the rest are counted)
+CHANGE_MARKS = {"added": "+", "deleted": "-", "modified": "~"}
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 MARKDOWN_SYNTAX = re.compile(r"[*_`#>|~\[\]!<&\\]|^\s*(?:[-+]|\d+[.)])(?:\s|$)|^\s*(?:-{3,}|={3,})\s*$")
 ORDERED = re.compile(r"^(\s{0,3})(\d{1,9})([.)])(\s)")
@@ -199,6 +202,29 @@ def markdown_lines(source: str, width: int) -> list[Text]:
     return out
 
 
+def diff_lines(diff: str, width: int, limit: int = DIFF_LINES) -> list[Text]:
+    """A unified diff highlighted by rich's ``diff`` lexer, as lines of rich text; at most ``limit`` lines of
+    it (the rest counted). Its text is made visible first: a file's escape sequence is shown, never obeyed."""
+    lines = visible(diff).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    shown = lines[:limit]
+    syntax = Syntax("\n".join(shown), "diff", theme=CODE_THEME, word_wrap=True, background_color="default")
+    options = _RENDER.options.update(width=max(20, width))
+    out: list[Text] = []
+    for segments in _RENDER.render_lines(syntax, options, pad=False):
+        line = Text()
+        for segment in segments:
+            if not segment.control:
+                line.append(visible(segment.text), segment.style)
+        line.rstrip()
+        out.append(line)
+    if len(lines) > len(shown):
+        out.append(Line(f"… {len(lines) - len(shown)} more lines of the diff not shown "
+                        "(GET /session/:id/checkpoints/:turn/diff has it whole)", style=S_NOTE))
+    return out
+
+
 def short(text: str, width: int) -> str:
     """``text`` on one line, cut to ``width`` characters with an ellipsis."""
     line = " ".join(text.split())
@@ -326,6 +352,7 @@ class View:
         self.subagents: dict[str, tuple[Any, ...]] = {}  # name -> the last (turn, maxTurns, state, endReason) shown
         self.reconnecting = False
         self.tokens = 0  # total tokens of the calls whose usage the daemon published
+        self.prompt_texts: dict[str, str] = {}  # promptId -> its user message, as the stream showed it (/checkpoints)
 
     # ------------------------------------------------------------------ state from outside the stream
 
@@ -545,6 +572,95 @@ class View:
             out.append(Line("  /tasks ID shows more of a task's output; /kill ID stops it", style=S_NOTE))
         return out
 
+    # ------------------------------------------------------------------ checkpoints (/checkpoints, /rewind, /undo)
+
+    def checkpoint_lines(self, listed: dict[str, Any]) -> list[Text]:
+        """``/checkpoints``: each turn that has a checkpoint, numbered as ``/rewind N`` counts them, with the
+        files it changed; then the undo entries (newest last)."""
+        turns = [c for c in listed.get("checkpoints") or [] if isinstance(c, dict)]
+        undo = [u for u in listed.get("undo") or [] if isinstance(u, dict)]
+        out = self.close_partial()
+        if not turns:
+            out.append(Line("⎌ no checkpoints yet (each user turn takes one as it starts)", style=S_NOTE))
+        else:
+            out.append(Line("⎌ checkpoints (turns from 0, as /rewind N counts them):", style=S_NOTE))
+        width = self.width()
+        for c in turns:
+            said = self.prompt_texts.get(str(c.get("promptId")))
+            files = [f for f in c.get("files") or [] if isinstance(f, dict)]
+            head = f"  {c.get('turn')}. " + (f"“{short(said, max(20, width - 40))}” " if said else "")
+            head += f"({c.get('promptId')}): " + (f"{len(files)} file(s) changed" if files else "no file changed")
+            out.append(Line(head, style=S_NOTE))
+            for f in files[:20]:
+                mark = CHANGE_MARKS.get(str(f.get("change")), "?")
+                kind = "" if f.get("kind") in (None, "file") else f" ({f.get('kind')})"
+                out.append(Line(f"       {mark} {f.get('path')}{kind}", style=S_NOTE))
+            if len(files) > 20:
+                out.append(Line(f"       … {len(files) - 20} more (/diff {c.get('turn')} shows them)", style=S_NOTE))
+            for path in (c.get("notCovered") or [])[:10]:
+                out.append(Line(f"       ! not covered: {path}", style=S_WARN))
+        if undo:
+            out.append(Line("⎌ undo entries (/undo ID; /undo alone undoes the last rewind):", style=S_NOTE))
+            for u in undo[-10:]:
+                what = f"{u.get('kind')} to turn {u.get('turn')}" if u.get("turn") is not None else str(u.get("kind"))
+                out.append(Line(f"  {u.get('undoId')}  before the {what}", style=S_NOTE))
+        if turns:
+            out.append(Line("  /diff N shows a turn's changes; /rewind N [files] goes back to the start of turn N",
+                            style=S_NOTE))
+        return out
+
+    def rewound_lines(self, what: str, turn: int | None, answer: dict[str, Any]) -> list[Text]:
+        """After a rewind (``what`` is ``rewind``) or an undo: a note that the conversation was cut (or put
+        back), and what happened to the files."""
+        out = self.close_partial()
+        kept = answer.get("historyLength")
+        if what == "rewind":
+            out.append(Line(f"✂ ── conversation rewound: turn {turn} and everything after it were dropped "
+                            f"({kept} message(s) kept); what is shown above it is no longer in the session ──",
+                            style="bold " + S_WARN))
+        else:
+            out.append(Line("⎌ ── undone: the conversation is back as it was before that rewind "
+                            f"({kept} message(s)) ──", style="bold " + S_WARN))
+        if "undoId" not in answer:
+            out.append(Line("  (files left as they are: /rewind N files restores them too)", style=S_NOTE))
+            return out
+        restored = [str(p) for p in answer.get("restored") or []]
+        deleted = [str(p) for p in answer.get("deleted") or []]
+        skipped = [s for s in answer.get("skipped") or [] if isinstance(s, dict)]
+        if not restored and not deleted:
+            out.append(Line("  files: nothing to change", style=S_NOTE))
+        if restored:
+            out.append(Line(f"  files restored: {', '.join(restored[:20])}"
+                            + (f" (+{len(restored) - 20} more)" if len(restored) > 20 else ""), style=S_NOTE))
+        if deleted:
+            out.append(Line(f"  files deleted: {', '.join(deleted[:20])}"
+                            + (f" (+{len(deleted) - 20} more)" if len(deleted) > 20 else ""), style=S_NOTE))
+        for s in skipped[:10]:
+            out.append(Line(f"  left alone: {s.get('path')} ({s.get('reason')})", style=S_WARN))
+        out.append(Line(f"  /undo puts it back ({answer.get('undoId')})", style=S_NOTE))
+        return out
+
+    def outside_lines(self, paths: list[str], retry: str) -> list[Text]:
+        """A rewind or undo refused: files changed outside the session since its last checkpoint."""
+        out = self.close_partial()
+        out.append(Line(f"✗ refused: {len(paths)} file(s) it would change were changed outside the session since "
+                        "its last checkpoint:", style=S_BAD))
+        out += [Line(f"    {p}", style=S_WARN) for p in paths[:30]]
+        if len(paths) > 30:
+            out.append(Line(f"    … {len(paths) - 30} more", style=S_WARN))
+        out.append(Line(f"  nothing was changed; `{retry}` overrides (an /undo can still bring them back)",
+                        style=S_NOTE))
+        return out
+
+    def diff_view(self, turn: int, diff: str) -> list[Text]:
+        """``/diff N``: the turn's unified diff, highlighted and bounded."""
+        out = self.close_partial()
+        if not diff.strip():
+            out.append(Line(f"⎌ turn {turn} changed no file", style=S_NOTE))
+            return out
+        out.append(Line(f"⎌ what turn {turn} changed:", style=S_NOTE))
+        return out + diff_lines(diff, self.width())
+
     # ------------------------------------------------------------------ the prompt area
 
     def status_parts(self) -> list[tuple[str, str]]:
@@ -699,6 +815,8 @@ class View:
         if kind == "agent_thought_chunk":
             return self._stream("thought", text_of(update.get("content")))
         if kind == "user_message_chunk":
+            if prompt_id is not None and meta.get("source") in (None, "user", "prompt"):
+                self.prompt_texts.setdefault(prompt_id, text_of(update.get("content")))
             return self._user(text_of(update.get("content")), meta)
         if kind in ("tool_call", "tool_call_update"):
             return self._tool(kind, update)

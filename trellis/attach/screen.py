@@ -83,7 +83,9 @@ TICK = 0.1  # seconds between redraws of the status line while a turn runs (its 
 MODES = ("default", "auto-edit", "yolo", "plan")
 DAEMON_COMMANDS = ("clear", "compact", "model")  # the session's own slash commands: sent as prompts
 COMMANDS = ("help", "mid", "pending", "drop", "cancel", "status", "tasks", "kill", "mode", "permissions",
-            *DAEMON_COMMANDS, "quit")
+            "checkpoints", "rewind", "diff", "undo", *DAEMON_COMMANDS, "quit")
+REWIND_USAGE = ("usage: /rewind N (the conversation back to the start of user turn N, from 0), /rewind N files "
+                "(the files too), /rewind N files force (even over changes made outside the session)")
 HELP = """\
 type a prompt and Enter: it runs now, or waits in the session's queue while a turn runs
 Esc Enter (Alt+Enter) inserts a newline; Tab completes a /command; Up/Down go through the history
@@ -93,6 +95,9 @@ Esc Enter (Alt+Enter) inserts a newline; Tab completes a /command; Up/Down go th
 /tasks [ID]  background tasks and the end of their output       /kill ID     stop background task ID
 /mode [default|auto-edit|yolo|plan]   show or set the approval mode
 /permissions [allow|ask|deny RULE | remove N]   the permission rules; add one to this session, or remove one
+/checkpoints the turns (numbered from 0, as /rewind counts them) with the files each changed; the undo entries
+/rewind N [files [force]]   back to the start of turn N: the conversation, and with files the files too
+/diff N      what turn N changed, as a diff      /undo [ID] [force]   undo the last rewind (or undo entry ID)
 /clear  /compact  /model NAME   the session's own commands (sent to it as prompts: they run in turn)
 /quit        leave (so do Ctrl-D, and Ctrl-C when no turn runs); the session goes on in the daemon
 //TEXT       send a prompt that begins with '/'
@@ -116,6 +121,12 @@ class Commands(Completer):
             for mode in MODES:
                 if mode.startswith(rest):
                     yield Completion(mode, start_position=-len(rest))
+        elif name == "rewind":
+            words = rest.split(" ")
+            if len(words) == 2 and words[0].isdigit() and "files".startswith(words[1]):
+                yield Completion("files", start_position=-len(words[1]))
+            elif len(words) == 3 and words[0].isdigit() and words[1] == "files" and "force".startswith(words[2]):
+                yield Completion("force", start_position=-len(words[2]))
 
 
 def terminal_width() -> int:
@@ -226,6 +237,14 @@ class Screen:
             lines = view.task_lines(item[1], item[2])
         elif kind == "subagent":
             lines = view.subagent(item[1])
+        elif kind == "checkpoints":
+            lines = view.checkpoint_lines(item[1])
+        elif kind == "rewound":
+            lines = view.rewound_lines(item[1], item[2], item[3])
+        elif kind == "outside":
+            lines = view.outside_lines(item[1], item[2])
+        elif kind == "diff":
+            lines = view.diff_view(item[1], item[2])
         elif kind == "permission_gone":
             view.permissions.pop(item[1], None)
         elif kind == "end":
@@ -414,6 +433,27 @@ class Screen:
             else:
                 self._print(view.note("usage: /permissions, /permissions allow|ask|deny RULE (as Bash(npm test:*)), "
                                       "/permissions remove N", S_WARN))
+        elif name == "checkpoints":
+            link.request(link.list_checkpoints)
+        elif name == "rewind":
+            words = rest.split()
+            if words and words[0].isdigit() and words[1:] in ([], ["files"], ["files", "force"]):
+                link.request(link.rewind, int(words[0]), len(words) > 1, len(words) > 2)
+            else:
+                self._print(view.note(REWIND_USAGE, S_WARN))
+        elif name == "diff":
+            if rest.isdigit():
+                link.request(link.diff, int(rest))
+            else:
+                self._print(view.note("usage: /diff N (a turn, as /checkpoints numbers them)", S_WARN))
+        elif name == "undo":
+            words = rest.split()
+            force = bool(words) and words[-1] == "force"
+            words = words[:-1] if force else words
+            if len(words) <= 1:
+                link.request(link.undo, words[0] if words else None, force)
+            else:
+                self._print(view.note("usage: /undo [ID] [force] (/checkpoints lists the undo entries)", S_WARN))
         elif name in DAEMON_COMMANDS:
             if name == "model" and not rest:
                 self._print(view.note(f"model: {view.model or '?'} (/model NAME sets it)"))

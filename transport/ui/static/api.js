@@ -13,6 +13,7 @@ export class ApiError extends Error {
     super(body && body.error ? body.error : `HTTP ${status}`);
     this.status = status;
     this.code = body && body.code;
+    this.paths = body && Array.isArray(body.paths) ? body.paths.map(String) : []; // files_changed_outside
   }
 }
 

@@ -1,8 +1,8 @@
 // The page: the token, the sessions list, the open session's stream, the composer.
 
 import { ApiError, Unauthorized, api, path, takeTokenFromFragment, textPrompt, token } from "./api.js";
-import { el } from "./dom.js";
-import { BackgroundTasks, PendingPrompts, Permissions, SubagentRuns, Work } from "./panels.js";
+import { el, short } from "./dom.js";
+import { BackgroundTasks, Checkpoints, PendingPrompts, Permissions, SubagentRuns, Work } from "./panels.js";
 import { SessionStream } from "./stream.js";
 import { Conversation } from "./view.js";
 
@@ -27,7 +27,8 @@ const state = {
 
 const openId = () => state.sessionId;
 const jumpButton = $("jump");
-const conversation = new Conversation($("conversation"), (following) => { jumpButton.hidden = following; });
+const conversation = new Conversation($("conversation"), (following) => { jumpButton.hidden = following; },
+  (entry) => openRewind(entry));
 const work = new Work(() => {
   updateComposer();
   turn.running(work.running !== null);
@@ -37,6 +38,7 @@ const pending = new PendingPrompts($("pending"), openId);
 const tasks = new BackgroundTasks($("tasks"), openId);
 const permissions = new Permissions($("permissions"), openId);
 const runs = new SubagentRuns($("runs"));
+const checkpoints = new Checkpoints($("checkpoints"), openId, $("checkpoints-panel"));
 
 // The open stream's own state; a failed poll says "unreachable" until the next one answers.
 const link = { text: "", kind: "" };
@@ -345,6 +347,8 @@ function resetViews() {
   tasks.reset();
   permissions.reset();
   turn.reset();
+  hideBanner();
+  checkpoints.reset();
   showWorkCount();
 }
 
@@ -407,7 +411,10 @@ async function openSession(sessionId, again = false) {
       tasks.feed(frame);
       permissions.feed(frame);
       showWorkCount();
-      if (frame.type === "turn_complete" || frame.type === "turn_error") refreshStatus();
+      if (frame.type === "turn_complete" || frame.type === "turn_error") {
+        refreshStatus();
+        checkpoints.refresh();
+      }
       const update = frame.type === "session_update" ? frame.data?.update : null;
       if (update?.sessionUpdate === "agent_message_chunk" && update._meta?.usage) usageChanged();
       if (update?.sessionUpdate === "current_mode_update") $("approval-mode").value = update.currentModeId;
@@ -419,7 +426,10 @@ async function openSession(sessionId, again = false) {
       }
     },
     resync: () => resetViews(),
-    replayed: () => refreshStatus(true),
+    replayed: () => {
+      refreshStatus(true);
+      checkpoints.refresh();
+    },
     state: (what) => {
       if (what === "connected") setLink("● live", "up");
       else if (what === "reconnecting") setLink("⟲ reconnecting…", "down");
@@ -556,6 +566,152 @@ $("approval-mode").addEventListener("change", async (event) => {
   }
 });
 
+// ------------------------------------------------------------------ rewind (checkpoints)
+
+// "Rewind here" on a user turn: a dialog of the page's own (a checkbox: the files too), then
+// POST /session/:id/rewind. Files changed outside the session are listed, with "Rewind anyway";
+// a rewind that restored files offers "Undo" in a banner above the composer.
+const rewind = { entry: null, turn: null, busy: false, undoId: null };
+
+const keepsCheckpoints = () => Array.isArray(state.caps?.features) && state.caps.features.includes("checkpoints");
+const count = (list) => (Array.isArray(list) ? list.length : 0);
+
+// The turn's number as the daemon counts them: its checkpoint listing names each turn's promptId;
+// else the page's own count (it saw every turn since the conversation began).
+async function turnOf(entry) {
+  const promptId = entry.dataset.promptId;
+  if (keepsCheckpoints() && promptId) {
+    try {
+      const listed = await api("GET", path("session", state.sessionId, "checkpoints"));
+      const found = (listed.checkpoints || []).find((c) => c.promptId === promptId);
+      if (found) return { turn: found.turn, checkpoint: true };
+    } catch (error) {
+      if (failed(error)) return null;
+    }
+  }
+  return { turn: Number(entry.dataset.turn), checkpoint: false };
+}
+
+function listPaths(list, paths) {
+  const shown = paths.slice(0, 50).map((p) => el("li", { text: p }));
+  if (paths.length > shown.length) shown.push(el("li", { class: "muted", text: `… ${paths.length - shown.length} more` }));
+  list.replaceChildren(...shown);
+}
+
+async function openRewind(entry) {
+  if (!state.sessionId || rewind.busy) return;
+  const found = await turnOf(entry);
+  if (!found || !Number.isInteger(found.turn)) return;
+  rewind.entry = entry;
+  rewind.turn = found.turn;
+  const can = keepsCheckpoints();
+  const files = $("rewind-files");
+  files.checked = can && found.checkpoint;
+  files.disabled = !can || !found.checkpoint;
+  $("rewind-no-files").hidden = can && found.checkpoint;
+  $("rewind-no-files").textContent = can
+    ? "This turn has no checkpoint (taken before checkpoints were on, or compacted since): only the conversation can be rewound."
+    : "This daemon keeps no checkpoints: only the conversation can be rewound.";
+  const said = entry.querySelector(".msg.user")?.textContent || "";
+  $("rewind-what").textContent = `Turn ${found.turn} (“${short(said, 80)}”) and everything after it will be dropped from the conversation.`;
+  $("rewind-outside").hidden = true;
+  $("rewind-anyway").hidden = true;
+  $("rewind-confirm").hidden = false;
+  $("rewind-error").textContent = "";
+  $("rewind-dialog").showModal();
+}
+
+async function doRewind(force) {
+  if (rewind.busy || rewind.entry === null) return;
+  rewind.busy = true;
+  const files = $("rewind-files").checked;
+  const body = { turn: rewind.turn };
+  if (files) body.files = true;
+  if (force) body.force = true;
+  $("rewind-error").textContent = "";
+  try {
+    const answer = await api("POST", path("session", state.sessionId, "rewind"), body);
+    $("rewind-dialog").close();
+    conversation.rewound(rewind.entry, rewind.turn, answer.undoId);
+    conversation.jump();
+    checkpoints.refresh();
+    const skipped = count(answer.skipped) ? `, ${count(answer.skipped)} left alone` : "";
+    showBanner(`Rewound to the start of turn ${rewind.turn}. ` + (answer.undoId
+      ? `Files: ${count(answer.restored)} restored, ${count(answer.deleted)} deleted${skipped}.`
+      : "The files were left as they are."), answer.undoId);
+  } catch (error) {
+    if (failed(error)) {
+      $("rewind-dialog").close();
+    } else if (error instanceof ApiError && error.code === "files_changed_outside") {
+      listPaths($("rewind-paths"), error.paths);
+      $("rewind-outside").hidden = false;
+      $("rewind-anyway").hidden = false;
+      $("rewind-confirm").hidden = true;
+      $("rewind-anyway").focus();
+    } else {
+      $("rewind-error").textContent = error.message || String(error);
+    }
+  } finally {
+    rewind.busy = false;
+  }
+}
+
+$("rewind-form").addEventListener("submit", (event) => {
+  event.preventDefault(); // the dialog stays open until the rewind is done (or refused)
+  doRewind(event.submitter?.value === "anyway");
+});
+$("rewind-cancel").addEventListener("click", () => $("rewind-dialog").close());
+$("rewind-dialog").addEventListener("close", () => {
+  const entry = rewind.entry;
+  rewind.entry = null;
+  const button = entry?.querySelector(".rewind-here");
+  if (button && !button.disabled) button.focus(); // back where the reader was
+});
+
+function showBanner(text, undoId) {
+  rewind.undoId = undoId || null;
+  $("rewind-banner-text").textContent = text;
+  $("rewind-undo").hidden = !undoId;
+  $("rewind-undo-anyway").hidden = true;
+  $("rewind-banner-paths").hidden = true;
+  $("rewind-banner").hidden = false;
+}
+
+function hideBanner() {
+  rewind.undoId = null;
+  $("rewind-banner").hidden = true;
+}
+
+async function undoRewind(force) {
+  const undoId = rewind.undoId;
+  if (!undoId || rewind.busy) return;
+  rewind.busy = true;
+  try {
+    const answer = await api("POST", path("session", state.sessionId, "checkpoints", "undo", undoId), force ? { force: true } : {});
+    conversation.undone(undoId, answer.undoId);
+    checkpoints.refresh();
+    showBanner(`Undone: the conversation and the files are back as they were before the rewind (${count(answer.restored)} restored, ${count(answer.deleted)} deleted).`, null);
+  } catch (error) {
+    if (failed(error)) return;
+    if (error instanceof ApiError && error.code === "files_changed_outside") {
+      $("rewind-banner-text").textContent = "These files were changed since the rewind; undoing it would overwrite them:";
+      listPaths($("rewind-banner-paths"), error.paths);
+      $("rewind-banner-paths").hidden = false;
+      $("rewind-undo").hidden = true;
+      $("rewind-undo-anyway").hidden = false;
+      $("rewind-undo-anyway").focus();
+    } else {
+      $("rewind-banner-text").textContent = `The undo failed: ${error.message || error}`;
+    }
+  } finally {
+    rewind.busy = false;
+  }
+}
+
+$("rewind-undo").addEventListener("click", () => undoRewind(false));
+$("rewind-undo-anyway").addEventListener("click", () => undoRewind(true));
+$("rewind-dismiss").addEventListener("click", hideBanner);
+
 // ------------------------------------------------------------------ start
 
 async function start() {
@@ -568,6 +724,7 @@ async function start() {
     return;
   }
   state.caps = caps;
+  checkpoints.enable(keepsCheckpoints());
   $("login").hidden = true;
   $("login").classList.remove("overlay");
   $("app").hidden = false;

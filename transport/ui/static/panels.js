@@ -282,3 +282,95 @@ export class SubagentRuns {
     showEmpty(this.list);
   }
 }
+
+const CHANGE_MARKS = { added: "+", deleted: "−", modified: "~" };
+const DIFF_CHARS = 200_000; // characters of a turn's diff shown on the page (the route has it whole)
+
+// The open session's checkpoints (GET /session/:id/checkpoints): each user turn that has one, numbered
+// as a rewind counts them, with the files it changed, and a Diff button that shows the turn's unified
+// diff as preformatted text (set as text: a file's content is never markup).
+export class Checkpoints {
+  constructor(list, sessionId, section) {
+    this.list = list;
+    this.sessionId = sessionId;
+    this.section = section;
+    this.loading = false;
+    this.again = false;
+    this.enabled = false;
+  }
+
+  reset() {
+    this.list.replaceChildren();
+    showEmpty(this.list);
+  }
+
+  enable(on) {
+    this.enabled = on;
+    this.section.hidden = !on;
+  }
+
+  // Read the listing again (one request at a time; one more if asked meanwhile).
+  async refresh() {
+    if (!this.enabled || !this.sessionId()) return;
+    if (this.loading) {
+      this.again = true;
+      return;
+    }
+    this.loading = true;
+    try {
+      do {
+        this.again = false;
+        const sessionId = this.sessionId();
+        let listed;
+        try {
+          listed = await api("GET", path("session", sessionId, "checkpoints"));
+        } catch {
+          listed = null;
+        }
+        if (listed && sessionId === this.sessionId()) this.show(sessionId, listed);
+      } while (this.again);
+    } finally {
+      this.loading = false;
+    }
+  }
+
+  show(sessionId, listed) {
+    const open = new Set([...this.list.querySelectorAll("li[data-open]")].map((li) => li.dataset.turn));
+    this.list.replaceChildren(...(listed.checkpoints || []).map((c) => {
+      const files = Array.isArray(c.files) ? c.files : [];
+      const diff = el("pre", { class: "output diff", hidden: true, "aria-label": `Diff of turn ${c.turn}` });
+      const button = el("button", { type: "button", "aria-expanded": "false", onclick: () => this.toggle(sessionId, c.turn, li, diff, button) }, "Diff");
+      const li = el("li", { dataset: { turn: String(c.turn) } },
+        el("div", { class: "item-head" },
+          el("span", { class: "item-text", text: `Turn ${c.turn}: ${files.length ? `${files.length} file${files.length === 1 ? "" : "s"} changed` : "no file changed"}` }),
+          files.length ? button : null),
+        files.length ? el("ul", { class: "paths" }, files.slice(0, 50).map((f) => el("li", { text: `${CHANGE_MARKS[f.change] || "?"} ${f.path}` }))) : null,
+        files.length > 50 ? el("span", { class: "muted", text: `… ${files.length - 50} more` }) : null,
+        diff);
+      if (open.has(String(c.turn)) && files.length) this.toggle(sessionId, c.turn, li, diff, button);
+      return li;
+    }));
+    showEmpty(this.list);
+  }
+
+  async toggle(sessionId, turn, li, diff, button) {
+    if (!diff.hidden) {
+      diff.hidden = true;
+      delete li.dataset.open;
+      button.setAttribute("aria-expanded", "false");
+      return;
+    }
+    li.dataset.open = "";
+    button.setAttribute("aria-expanded", "true");
+    diff.hidden = false;
+    diff.textContent = "…";
+    try {
+      const answer = await api("GET", path("session", sessionId, "checkpoints", String(turn), "diff"));
+      const whole = String(answer.diff || "");
+      diff.textContent = whole.length > DIFF_CHARS
+        ? `${whole.slice(0, DIFF_CHARS)}\n… ${whole.length - DIFF_CHARS} more characters` : whole || "(no change)";
+    } catch (error) {
+      diff.textContent = `the diff could not be read: ${error.message || error}`;
+    }
+  }
+}

@@ -17,6 +17,7 @@ import { RecentSet } from "./panels.js";
 const GUARD_SOURCE = "todo_stop_guard";
 const PLAN_MARKS = { pending: "○", in_progress: "◐", completed: "✓" };
 const TERMINAL = new Set(["completed", "failed"]);
+const SLASH_COMMAND = /^\/(clear|compact|model)(?:\s|$)/; // the session's own commands: no user turn
 // Entries kept on the page: a session that runs for days must not grow the page without end. The
 // oldest go first, counted in a line at the top (the transcript and GET .../transcript keep them).
 export const MAX_ENTRIES = 2000;
@@ -24,9 +25,10 @@ export const MAX_ENTRIES = 2000;
 const AT_BOTTOM = 48;
 
 export class Conversation {
-  constructor(log, onFollow = () => {}) {
+  constructor(log, onFollow = () => {}, onRewind = () => {}) {
     this.log = log;
     this.onFollow = onFollow;
+    this.onRewind = onRewind; // (entry): the "Rewind here" of a user turn was pressed
     this.following = true;
     this.lastTop = 0;
     this.scheduled = false;
@@ -46,6 +48,55 @@ export class Conversation {
     this.toolNames = new Map(); // toolCallId -> the title a permission request gave it (its tool_call may be gone)
     this.options = new Map(); // permission requestId -> its options, to name the one voted for
     this.waiting = new RecentSet(); // prompts that were queued and have not started: their end is no turn
+    this.turnCount = 0; // user turns shown (not rewound): the next one's number as a rewind counts them
+    this.cuts = new Map(); // undoId -> {nodes, turnCount}: what a rewind from this page dimmed, for its undo
+  }
+
+  // ------------------------------------------------------------ rewinds
+
+  // Turns before a /clear cannot be rewound to any more.
+  forgetTurns() {
+    for (const entry of this.log.querySelectorAll(".user-turn:not(.rewound) .turn-tools")) entry.remove();
+    this.turnCount = 0;
+  }
+
+  // A rewind to the turn of ``entry`` was done: it and everything after it are dimmed (no longer in the
+  // session), a line says so, and an undo (``undoId``) can bring them back.
+  rewound(entry, turn, undoId) {
+    this.close();
+    const nodes = [];
+    for (let node = entry; node; node = node.nextElementSibling) {
+      if (node.classList.contains("rewound")) continue;
+      node.classList.add("rewound");
+      node.setAttribute("aria-disabled", "true");
+      nodes.push(node);
+    }
+    const before = this.turnCount;
+    this.turnCount = turn;
+    for (const button of this.log.querySelectorAll(".rewound .rewind-here")) button.disabled = true;
+    const line = this.line(`✂ conversation rewound to the start of turn ${turn}: what is dimmed above is no longer in the session`, "warn rewind-cut");
+    if (undoId) this.cuts.set(undoId, { nodes, turnCount: before, line });
+    return line;
+  }
+
+  // The undo of a rewind made from this page: what it dimmed is back.
+  undone(undoId, newUndoId) {
+    const cut = this.cuts.get(undoId);
+    this.cuts.delete(undoId);
+    if (cut) {
+      // Turns sent after the rewind are not in the conversation the undo put back.
+      for (let node = cut.line.nextElementSibling; node; node = node.nextElementSibling) {
+        node.classList.add("rewound");
+        node.setAttribute("aria-disabled", "true");
+      }
+      for (const node of cut.nodes) {
+        node.classList.remove("rewound");
+        node.removeAttribute("aria-disabled");
+        for (const button of node.querySelectorAll(".rewind-here")) button.disabled = false;
+      }
+      this.turnCount = cut.turnCount;
+    }
+    return this.line("⎌ rewind undone: the conversation (and the files) are back as they were before it", "warn rewind-cut");
   }
 
   // ------------------------------------------------------------ following the stream
@@ -167,7 +218,7 @@ export class Conversation {
     this.schedule();
   }
 
-  update(update) {
+  update(update, promptId) {
     const meta = update._meta && typeof update._meta === "object" ? update._meta : {};
     const text = textOf(update.content);
     switch (update.sessionUpdate) {
@@ -180,7 +231,7 @@ export class Conversation {
       case "agent_thought_chunk":
         return this.stream("thought", text);
       case "user_message_chunk":
-        return this.user(text, meta);
+        return this.user(text, meta, promptId);
       case "tool_call":
       case "tool_call_update":
         return this.tool(update);
@@ -202,11 +253,26 @@ export class Conversation {
     this.line(said, exhausted ? "guard exhausted" : "guard");
   }
 
-  user(text, meta) {
+  user(text, meta, promptId) {
     const source = meta.source;
     if (source === undefined || source === null || source === "user" || source === "prompt") {
       this.close();
-      this.append(el("div", { class: "msg user", text }));
+      const bubble = el("div", { class: "msg user", text });
+      const command = SLASH_COMMAND.exec(text.trim());
+      if (command) { // a slash command adds no turn; /clear drops them all: the numbering starts again
+        this.append(bubble);
+        if (command[1] === "clear") this.forgetTurns();
+        return;
+      }
+      // A user turn, numbered as a rewind counts them (from 0) while this page saw every turn; the
+      // daemon's checkpoint listing has the last word (app.js asks it by promptId).
+      const index = this.turnCount;
+      this.turnCount += 1;
+      const entry = el("div", { class: "user-turn", dataset: { turn: String(index), promptId: promptId || "" } }, bubble);
+      entry.append(el("div", { class: "turn-tools" },
+        el("button", { type: "button", class: "rewind-here", title: "Rewind the conversation (and the files) to the start of this turn",
+          onclick: () => this.onRewind(entry) }, "Rewind here")));
+      this.append(entry);
       return;
     }
     // An automatic turn (a task notification, a wakeup, a cron job): its first line of prose.
@@ -265,8 +331,8 @@ function usageText(usage) {
 }
 
 const HANDLERS = {
-  session_update(data) {
-    this.update(data.update && typeof data.update === "object" ? data.update : {});
+  session_update(data, frame) {
+    this.update(data.update && typeof data.update === "object" ? data.update : {}, frame.promptId);
   },
   turn_complete(data) {
     const reason = data.stopReason;
