@@ -98,7 +98,7 @@ Bodies = Callable[[World], list[Any]]
 class Route:
     name: str
     method: str
-    path: str  # {sid}, {pid}, {rid}, {token} are filled per case
+    path: str  # {sid}, {pid}, {rid}, {token}, {effect}, {turn}, {uid} are filled per case
     kind: str = "rest"
     bodies: Bodies = lambda w: [None]
 
@@ -182,6 +182,15 @@ ROUTES = [
     Route("load", "POST", "/session/{sid}/load", bodies=lambda w: [{}, {"cwd": str(w.work)}]),
     Route("resume", "POST", "/session/{sid}/resume", bodies=lambda w: [{}, {"cwd": str(w.work)}]),
     Route("transcript", "GET", "/session/{sid}/transcript"),
+    Route("openapi", "GET", "/openapi.json"),
+    Route("permission_rules", "GET", "/session/{sid}/permissions"),
+    Route("add_permission_rule", "POST", "/session/{sid}/permissions",
+          bodies=lambda w: [{"effect": "allow", "rule": "Bash(echo:*)"}, {"effect": "deny", "rule": "Read(*.env)"}]),
+    Route("remove_permission_rule", "DELETE", "/session/{sid}/permissions/{effect}?rule=Bash(echo:*)"),
+    Route("explain_permission", "GET", "/session/{sid}/permissions/explain?tool=shell&input=%7B%7D"),
+    Route("checkpoints", "GET", "/session/{sid}/checkpoints"),
+    Route("checkpoint_diff", "GET", "/session/{sid}/checkpoints/{turn}/diff"),
+    Route("checkpoint_undo", "POST", "/session/{sid}/checkpoints/undo/{uid}", bodies=lambda w: [{}, {"force": True}]),
     Route("events", "GET", "/session/{sid}/events"),
     Route("acp_post", "POST", "/acp", "acp", _acp_bodies),
     Route("acp_get", "GET", "/acp", "acp"),
@@ -323,7 +332,8 @@ def body(draw: Any, templates: list[Any]) -> tuple[bytes, bool]:
 
 def good_target(route: Route, world: World) -> bytes:
     """The route's path with the ids the fuzzer was given, so that the rest of the case reaches the handler."""
-    fill = {"{sid}": TARGET, "{pid}": world.prompt_id, "{rid}": "perm-1", "{token}": world.signal_token}
+    fill = {"{sid}": TARGET, "{pid}": world.prompt_id, "{rid}": "perm-1", "{token}": world.signal_token,
+            "{effect}": "allow", "{turn}": "0", "{uid}": "ck-none"}
     path = route.path
     for placeholder, value in fill.items():
         path = path.replace(placeholder, value)
@@ -339,6 +349,9 @@ def target(draw: Any, route: Route, world: World, hostile: bool = True) -> bytes
         "{pid}": draw(st.sampled_from([world.prompt_id.encode(), b"current"] * 4 + SEGMENTS)),
         "{rid}": draw(st.sampled_from([b"perm-1"] * 4 + SEGMENTS)),
         "{token}": draw(st.sampled_from([world.signal_token.encode()] * len(SEGMENTS) + SEGMENTS + [b""])),
+        "{effect}": draw(st.sampled_from([b"allow", b"deny"] * 4 + SEGMENTS)),
+        "{turn}": draw(st.sampled_from([b"0", b"1"] * 4 + SEGMENTS)),
+        "{uid}": draw(st.sampled_from([b"ck-none"] * 4 + SEGMENTS)),
     }
     path = route.path.encode()
     for placeholder, value in fill.items():
