@@ -95,8 +95,8 @@ class Checkpoints:
         self._log: dict[str, Any] | None = None
         self._last: m.Manifest | None = None  # the latest manifest walked: the next walk reuses its hashes
         self._noticed: set[str] = set()
-        # The user turn begun whose checkpoint is not taken yet: (prompt id, turn number, the turns' texts).
-        self._pending: tuple[str, int, list[str]] | None = None
+        # The user turn begun whose checkpoint is not taken yet: its prompt id, and how to read the turns' texts.
+        self._pending: tuple[str, Callable[[], list[str]]] | None = None
         self._dirty = False  # a tool that may change files ran since the end state was last taken
 
     # ------------------------------------------------------------- the log
@@ -166,17 +166,19 @@ class Checkpoints:
 
     async def turn_started(self, prompt_id: str, turn_texts: Callable[[], list[str]]) -> None:
         """A user prompt's turn begins (before its first model call); its checkpoint is taken by
-        :meth:`before_change`, if the turn runs a tool that may change files."""
-        texts = turn_texts()
-        self._pending = (prompt_id, len(texts), texts)
+        :meth:`before_change`, if the turn runs a tool that may change files. Nothing is computed here: a long
+        conversation's turn texts are read only when a checkpoint is taken."""
+        self._pending = (prompt_id, turn_texts)
 
     async def before_change(self) -> None:
         """A tool that may change files is about to run: the running user turn's checkpoint, if not taken."""
         self._dirty = True
         if self._pending is None:
             return
-        prompt_id, turn, texts = self._pending
+        prompt_id, turn_texts = self._pending
         self._pending = None
+        texts = turn_texts()
+        turn = len(texts) - 1  # the running turn's message is the conversation's last user turn by now
         async with self.lock:
             def work() -> tuple[m.Manifest, list[str]]:
                 log_ = self._load()
@@ -192,17 +194,18 @@ class Checkpoints:
 
             await self._guarded(work, prompt_id)
 
-    async def turn_ended(self, prompt_id: str, message: str | None, turn_texts: Callable[[], list[str]], *,
-                         processes_live: bool = False) -> None:
+    async def turn_ended(self, prompt_id: str, added: Callable[[], str | None], turn_texts: Callable[[], list[str]],
+                         *, processes_live: bool = False) -> None:
         """After a user prompt's turn: its end state, if it ran a tool that may change files, or background
-        processes ran (``processes_live``: they still do, so the next end state is taken too); ``message`` is
-        the user message it added (None: none)."""
+        processes ran (``processes_live``: they still do, so the next end state is taken too); ``added`` gives
+        the user message it added (None: none), read only then."""
         self._pending = None
         if not (self._dirty or processes_live):
             return
         self._dirty = processes_live
         async with self.lock:
             texts = turn_texts()
+            message = added()
 
             def work() -> tuple[m.Manifest, list[str]]:
                 log_ = self._load()

@@ -58,8 +58,12 @@ class Conversation:
     def user_turn_starts(self) -> list[int]:
         """Where each user turn starts (the index of its message), as a rewind counts them: a prompt's user
         message, not a guard's continuation, a mid-turn message, a hook's or a summary note."""
-        return [i for i, m in enumerate(self._history) if m.role == "user" and m.origin in ("prompt", None)
-                and not is_continuation_prompt(m.content)]
+        return [i for i, m in enumerate(self._history) if _starts_a_turn(m)]
+
+    def turn_message_since(self, index: int) -> str | None:
+        """The text of the first user turn's message at or after ``index`` (a turn that began there added it),
+        or None; reads only what came since."""
+        return next((m.content for m in self._history[index:] if _starts_a_turn(m)), None)
 
     def rewind(self, turn: int) -> int | str:
         """Drop user turn ``turn`` (from 0) and everything after it: the messages kept, or why not."""
@@ -68,6 +72,10 @@ class Conversation:
             return f"turn must be from 0 to {len(starts) - 1}" if starts else "there is no user turn to rewind to"
         self.replace(self._history[: starts[turn]])
         return len(self._history)
+
+
+def _starts_a_turn(message: ChatMessage) -> bool:
+    return message.role == "user" and message.origin in ("prompt", None) and not is_continuation_prompt(message.content)
 
 
 __all__ = ["Conversation"]

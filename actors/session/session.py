@@ -424,7 +424,7 @@ class Session:
         state = TurnState(prompt_id, foreground=True, images=prompt_images(entry.body))
         # A user turn's checkpoint (not a slash command's: it adds no turn), before its first model call.
         checkpoint = self.checkpoints is not None and user_text is not None and commands.parse(user_text) is None
-        before = self._last_turn_message() if checkpoint else None
+        mark = len(self.conversation.history)  # the turn's messages come after it
         if checkpoint:
             await self.checkpoints.turn_started(prompt_id, self._turn_texts)
         stop_reason, error = await self._run_turn(state, "prompt", user_text, "prompt")
@@ -432,10 +432,8 @@ class Session:
         await self._tell_fifo(f.Settle(prompt_id, ended, stop_reason=stop_reason,
                                        error=self._error_message(error) if error else None))
         if checkpoint:  # the tree as the turn left it (the next work item waits for it)
-            after = self._last_turn_message()
-            await self.checkpoints.turn_ended(prompt_id, after.content if after is not None and after is not before
-                                              else None, self._turn_texts,
-                                              processes_live=self.background.processes_live)
+            await self.checkpoints.turn_ended(prompt_id, lambda: self.conversation.turn_message_since(mark),
+                                              self._turn_texts, processes_live=self.background.processes_live)
         if stop_reason == "end_turn":
             await suggest_followups(self.ports, prompt_id, queued_count=self._queued_count,
                                     work_item=self.work_item)
@@ -599,10 +597,6 @@ class Session:
     def _turn_texts(self) -> list[str]:
         history = self.conversation.history
         return [history[i].content for i in self.conversation.user_turn_starts()]
-
-    def _last_turn_message(self) -> ChatMessage | None:
-        starts = self.conversation.user_turn_starts()
-        return self.conversation.history[starts[-1]] if starts else None
 
     def _checkpoint_call(self, call: CheckpointCall) -> None:
         """Run a checkpoint operation in a task of the session's (it walks and writes files off the loop); the
