@@ -76,6 +76,8 @@ class Daemon:
         self._forced = False
         self._wind_down_started = False
         self._stopped = trio.Event()
+        # GET /metrics reads the live sessions' states, queues and subscribers when it is scraped.
+        runtime.telemetry.watch(sessions=lambda: [h._session for h in self._sessions.values()])
 
     @property
     def settings(self) -> Settings:

@@ -19,6 +19,7 @@ from .session.todo import TodoWriteTool
 from .session.tools import ToolRegistry
 from .settings import Settings
 from .storage import SessionStore
+from .telemetry import Telemetry
 
 
 class InvalidCwd(ValueError):
@@ -85,6 +86,8 @@ class Runtime:
     # What the unsandboxed hooks' files were when the user vouched for them, by cwd (session.hooks.HookFiles):
     # the daemon's, so a later session in a cwd inherits it rather than vouching for what is on disk now.
     vouched_hook_files: dict[str, Any] = attrs.field(factory=dict)
+    # The daemon's metrics (actors.telemetry.Telemetry): its own Prometheus registry, read by GET /metrics.
+    telemetry: Telemetry = attrs.field(factory=Telemetry)
 
     def today(self) -> str:
         """The local date (ISO) by :attr:`now`: kept briefly for the default clock (:func:`local_today`)."""

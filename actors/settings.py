@@ -100,6 +100,8 @@ class Settings:
     checkpoints_enabled: bool = True
     checkpoint_max_file_bytes: int = 8 * 1024 * 1024
     checkpoint_max_session_bytes: int = 1024 * 1024 * 1024
+    # Traces and metrics (actors.telemetry): spans may carry prompts, model text and tool arguments only when set.
+    telemetry_include_content: bool = False
     path: str | None = None  # the settings file read, hidden from sandboxed commands (it may hold model.apiKey)
     warnings: tuple[str, ...] = ()
 

@@ -98,6 +98,15 @@ class Checkpoints:
                                         "files are no longer saved (a notice names them).")
 
 
+@checked.form("Metrics and traces (docs/how-to/operations.md): GET /metrics, and OpenTelemetry spans when the "
+              "standard OTEL_* variables set up an exporter." + _GROUP_DOC)
+@attrs.frozen(kw_only=True)
+class Telemetry:
+    include_content: bool = _setting(
+        "telemetry_include_content", "Let spans carry prompts, model text and tool arguments (never metrics). Off: "
+                                     "a span says what happened and how long it took, never what was said.")
+
+
 @checked.form("When a turn counts as a loop and ends with stop reason max_turn_requests." + _GROUP_DOC)
 @attrs.frozen(kw_only=True)
 class LoopProtection:
@@ -221,6 +230,7 @@ class SettingsFile:
                    "have a network.", convert=_sandbox_setting)
     storage: Storage = _group(Storage)
     checkpoints: Checkpoints = _group(Checkpoints)
+    telemetry: Telemetry = _group(Telemetry)
     hooks: HooksConfig = _setting("hooks", "Command hooks by event, in Claude Code's hooks form.", as_written=True)
     stop_hook_blocking_cap: PositiveInt = _setting(
         "stop_hook_block_cap", "Consecutive Stop-hook blocks in one turn before the hook is overridden and the turn "

@@ -45,6 +45,7 @@ from .checkpoints import register as register_checkpoints, rewind_files
 from .errors import HttpError, framework_error, int_query, json_response, not_found_session, session_closing
 from .hosts import HostPolicy
 from .mcp import register as register_mcp
+from .metrics import register as register_metrics
 from .openapi import openapi_document
 from .permissions import register as register_permissions, session_rules
 from .shutdown import refuse_if_shutting_down
@@ -467,6 +468,7 @@ def create_app(
     register_work(app, daemon, session)  # kill a background task, list subagent runs
     register_permissions(app, daemon, session, body)  # a session's permission rules
     register_checkpoints(app, daemon, session, body)  # a session's checkpoints: list, diff, undo
+    register_metrics(app, daemon)  # GET /metrics: Prometheus's text format (actors/telemetry)
     register_ui(app)  # the browser UI at / (transport/ui)
     register_acp(app, daemon, grace=acp_grace)  # ACP over HTTP at /acp
     register_mcp(app, daemon)  # MCP: /mcp (parent) and /signal/mcp/<token> (subagents)

@@ -34,6 +34,7 @@ from actors import (
 from actors.loop_stalls import StallWatch
 from actors.settings_file import user_settings_path
 from actors.storage import StorageError
+from actors.telemetry import configure_from_environment, include_content
 from actors.model import ModelProvider, ScriptedModel
 
 from .auth import TokenFileError, token_path
@@ -290,6 +291,7 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
                     node = await stack.enter_async_context(open_cluster(cluster))
                 daemon = await stack.enter_async_context(config.open(store=node.store if node is not None else None))
                 shutdown.daemon = daemon
+                daemon.runtime.telemetry.watch(stall_watch=watch)  # GET /metrics: trellis_event_loop_stalls_total
                 if node is not None:
                     node.attach(daemon)
                     shutdown.node = node
@@ -315,6 +317,14 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
                     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
                     nursery.start_soon(shutdown.watch, signals, nursery)
 
+    try:  # traces: only when the standard OTEL_* variables ask for them (the otel extra)
+        traced = configure_from_environment(environ)
+    except RuntimeError as exc:
+        say(f"cannot start: {exc}", "error")
+        return 2
+    if traced is not None:
+        say(traced)
+    include_content(config.settings.telemetry_include_content)
     watch = StallWatch(args.report_loop_stalls, armed=False) if args.report_loop_stalls is not None else None
     try:
         # Held before the daemon opens (it restores sessions and clears sandbox homes there) until it is gone.

@@ -34,13 +34,15 @@ import re
 from typing import Any
 
 import httpx
-from quart import Response, make_response, request
+from opentelemetry.trace import SpanKind
+from quart import Response, g, make_response, request
 from quart_trio import QuartTrio
 
 from actors import Daemon, wire
 from actors.cluster.follow import remote_subscription
 from actors.cluster.node import ClusterNode, NodeDraining, SessionElsewhere
 from actors.session.images import ImageRefused
+from actors.telemetry import continued, extract, inject, span
 
 from . import sse
 from .errors import HttpError, int_query, json_response
@@ -65,7 +67,15 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
         headers[FORWARDED] = node.node_id
         url = base_url.rstrip("/") + request.full_path.rstrip("?")
         try:
-            answer = await client.request(request.method, url, content=await request.get_data(), headers=headers)
+            # A client span whose W3C traceparent the owner continues (a client's own traceparent its parent).
+            with continued(extract(request.headers), f"{request.method} (forwarded from here)"), \
+                    span(f"forward {request.method}", kind=SpanKind.CLIENT) as s:
+                if s.is_recording():
+                    s.set_attributes({"http.request.method": request.method, "server.address": base_url,
+                                      "trellis.node": node.node_id})
+                inject(headers)
+                answer = await client.request(request.method, url, content=await request.get_data(),
+                                              headers=headers)
         except httpx.HTTPError as exc:
             raise HttpError(503, f"the node that owns this session cannot be reached ({type(exc).__name__}); "
                                  "try again: another node takes the session over once its lease runs out",
@@ -76,6 +86,7 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
     @app.before_request
     async def route_in_cluster() -> Response | None:
         if request.headers.get(FORWARDED):
+            continue_trace()
             return None  # another node sent it here: answered here, whatever it is
         if request.path == "/session" and request.method == "POST":
             return await place_new()
@@ -103,6 +114,24 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
             raise HttpError(503, f"session {session_id} is moving to another node; try again in a moment",
                             "session_moving")
         return await forward(owner.advertise_url)
+
+    def continue_trace() -> None:
+        """A forwarded request with a ``traceparent``: its handling is a server span of the forwarder's trace,
+        current until the request is torn down (:func:`end_trace`)."""
+        context = extract(request.headers)
+        if context is None:
+            return
+        held = continued(context, f"forwarded {request.method}", {"http.request.method": request.method,
+                                                                   "trellis.forwarded_by": request.headers[FORWARDED],
+                                                                   "trellis.node": node.node_id})
+        held.__enter__()
+        g.trellis_trace = held
+
+    @app.teardown_request
+    async def end_trace(exc: BaseException | None) -> None:
+        held = g.pop("trellis_trace", None)
+        if held is not None:
+            held.__exit__(None, None, None)
 
     async def list_sessions() -> Response:
         # The ordinary list, with the sessions other live nodes run marked live there ("node").

@@ -10,8 +10,10 @@ A record's structured fields are the attributes its call set with ``extra=``
 (``log.info("turn ended ...", extra={"session": sid, "calls": 4})``). The
 ``text`` format writes ``TIME LEVEL LOGGER: MESSAGE`` (the message already says
 what the fields say); ``json`` writes one object per line: ``ts``, ``level``,
-``logger``, ``message``, every field, and ``exc`` (the traceback) when there is
-one.
+``logger``, ``message``, every field, ``trace_id`` and ``span_id`` when the line
+was written inside a recorded span (OpenTelemetry's, :mod:`actors.telemetry`;
+a ``turn ended`` line has its turn's as fields), and ``exc`` (the traceback)
+when there is one.
 
 Redaction is the last step of both formats, over the whole line (traceback
 included): every value given to :func:`add_secret` (the bearer token, the API
@@ -30,6 +32,8 @@ import time
 from typing import Any, TextIO
 
 import orjson
+
+from actors.telemetry import current_ids
 
 FORMATS = ("text", "json")
 LEVELS = ("debug", "info", "warning", "error")
@@ -114,6 +118,9 @@ class JsonFormatter(logging.Formatter):
         for key, value in fields_of(record).items():
             if key not in _RESERVED:
                 line[key] = _plain(value)
+        ids = current_ids()  # the span the line was written in (a hook's, say), when tracing is on
+        if ids is not None:
+            line["trace_id"], line["span_id"] = ids
         if record.exc_info:
             line["exc"] = REDACT(self.formatException(record.exc_info))
         elif record.exc_text:

@@ -92,6 +92,8 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="get", path="/openapi.json", summary="This document", answer=None, open=True, tag="daemon"),
     Operation(method="get", path="/capabilities", summary="Protocol version, features, model, limits",
               answer=a.Capabilities, tag="daemon"),
+    Operation(method="get", path="/metrics", summary="The daemon's metrics, in Prometheus's text format",
+              answer=None, tag="daemon"),
     Operation(method="get", path="/subagents", summary="The daemon's subagent runs, live and recently ended",
               answer=a.SubagentRuns, tag="daemon"),
     Operation(method="get", path="/session", summary="Live and restorable sessions, newest first",
@@ -317,6 +319,9 @@ def _operation(op: Operation) -> dict[str, Any]:
         responses["200"] = {"description": "This document",
                             "content": {"application/json": {"schema": {"type": "object",
                                                                         "required": ["openapi", "paths"]}}}}
+    elif op.path == "/metrics":
+        responses["200"] = {"description": "Prometheus's text exposition format 0.0.4 (docs/how-to/operations.md)",
+                            "content": {"text/plain": {"schema": {"type": "string"}}}}
     elif op.path.endswith("/events"):
         responses["200"] = _events_response()
     elif op.answer is None:

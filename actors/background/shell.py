@@ -27,6 +27,7 @@ import trio
 from .._actor import ActorRef, Reply, open_mailbox, serve_mailbox
 from ..process import (NO_SANDBOX, Child, Sandbox, allowed_environment, kill_task, kill_task_now, marked_environment,
                        require_executable, spawn_child)
+from ..telemetry import count_process
 
 OUTPUT_LIMIT = 4 * 1024 * 1024  # characters kept per shell
 DRAIN_AFTER_EXIT = 0.5  # seconds to read what is still in the pipe once the shell exited
@@ -128,9 +129,15 @@ class ShellProcess:
         await trio.lowlevel.checkpoint_if_cancelled()
         argv = self.argv()
         env, self.task = marked_environment(self.sandbox.environment(model_environment()))
-        if self.sandbox.active:
-            require_executable(argv[0], self.cwd, env)
-        self.process = spawn_child(self.sandbox.wrap(argv, self.cwd, expose=self.expose), self.cwd, env)
+        sandboxed = "yes" if self.sandbox.active else "no"
+        try:
+            if self.sandbox.active:
+                require_executable(argv[0], self.cwd, env)
+            self.process = spawn_child(self.sandbox.wrap(argv, self.cwd, expose=self.expose), self.cwd, env)
+        except OSError:
+            count_process("sandbox_spawns", f"{sandboxed}:failed")
+            raise
+        count_process("sandbox_spawns", f"{sandboxed}:started")
 
     async def run(self) -> int:
         """Read output until the shell exits (and its pipe drains); returns the exit code."""

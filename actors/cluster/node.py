@@ -160,6 +160,7 @@ class ClusterNode:
         self.daemon = daemon
         daemon.placement = self
         daemon.session_observers.append(self.observe_session)
+        daemon.runtime.telemetry.watch(leases=lambda: len(self.fence.epochs))  # GET /metrics: leases held
 
     async def run(self, advertise_url: str | None = None, *,
                   task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -259,6 +260,7 @@ class ClusterNode:
             await self._hold(session_id, claimed.epoch, DAEMON_RESTARTED if claimed.released else NODE_LOST)
             log.info("node %s: took over session %s at epoch %d from %s (%s)", self.node_id, session_id,
                      claimed.epoch, claimed.previous_node, "handed over" if claimed.released else "lost")
+            self.daemon.runtime.telemetry.took_over()
             try:
                 await self.daemon.load_session(session_id)
                 await self.take_inbox(session_id)  # prompts admitted elsewhere while it had no owner
@@ -352,6 +354,8 @@ class ClusterNode:
                     raise NodeDraining(f"session {session_id} is changing hands; try again")
                 raise SessionElsewhere(owner)
             epoch, code = claimed.epoch, DAEMON_RESTARTED if claimed.released else NODE_LOST
+            if self.daemon is not None:
+                self.daemon.runtime.telemetry.took_over()  # a request's takeover (a lease round's counts its own)
         await self._hold(session_id, epoch, code)
 
     def _acquire(self, session_id: str) -> int:

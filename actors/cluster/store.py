@@ -63,6 +63,7 @@ import orjson
 
 from ..session.transcript import TranscriptError, message_from_dict, message_to_dict
 from ..storage.base import StorageError
+from ..telemetry import count_process
 from .database import Database, DatabaseUnavailable
 
 if TYPE_CHECKING:
@@ -183,6 +184,7 @@ class PostgresStore:
                 self.fence.on_lost(session_id)
             except Exception:
                 log.exception("session %s: the lease-lost callback failed", session_id)
+        count_process("cluster_fenced_writes_refused", "")  # GET /metrics (in a worker thread: a process count)
         raise LeaseLost(session_id, epoch, self.fence.node_id)
 
     @staticmethod

@@ -83,6 +83,8 @@ class Subscription:
                                             event.id or 0, size if reason == "queue_bytes_overflow" else None))
             self.evicted = True
             self._end()
+            if self._bus.on_evicted is not None:
+                self._bus.on_evicted(reason)  # counted (actors.telemetry)
             return
         live.append(event)
         self._live_bytes += size
@@ -210,6 +212,7 @@ class EventBus:
         self.on_last_unsubscribe: Callable[[], Any] | None = None
         self.on_turn_compacted: Callable[[list[Event]], Any] | None = None  # a turn folded: e.g. write it down
         self.observers: list[Callable[[Event], Any]] = []
+        self.on_evicted: Callable[[str], Any] | None = None  # a subscriber was evicted, for this reason
 
     @property
     def last_event_id(self) -> int:

@@ -26,6 +26,7 @@ import attrs
 
 from ..permission_rules import EFFECTS, RuleLists, RuleSet, Verdict, answer_rules, decide, parse_rule
 from ..settings import APPROVAL_MODES
+from ..telemetry import span
 from .outcomes import PermissionCancelled
 from .permissions import DEFAULT_OPTIONS, PermissionBroker
 from .tools import ToolContext
@@ -160,7 +161,15 @@ class Authorizer:
             # The clients already left: the grace starts now. (A prompt admitted before anyone ever
             # subscribed still waits: its client may connect later and vote from the replay.)
             self._start_grace()
-        decision = await self.broker.request(tool_call, options, prompt_id=context.prompt_id)
+        tool = context.tool_name or kind  # never the title: it may be the call's arguments (a shell command)
+        with span(f"permission_wait {tool}") as s:  # how long the user took to answer
+            if s.is_recording():
+                s.set_attributes({"gen_ai.tool.name": tool, "gen_ai.tool.call.id": context.tool_call_id,
+                                  "trellis.approval_mode": mode})
+            decision = await self.broker.request(tool_call, options, prompt_id=context.prompt_id)
+            if s.is_recording():
+                s.set_attribute("trellis.permission.outcome", decision.outcome if not decision.allowed
+                                else "allowed")
         if decision.outcome == "cancelled":
             raise PermissionCancelled(title)
         if not decision.allowed:

@@ -30,6 +30,7 @@ from ..ids import IdSource
 from ..model import Usage
 from ..storage import DAEMON_RESTARTED, RESTARTED_MESSAGE, Replayed
 from ..storage.writer import JournalWriter
+from ..telemetry import Telemetry
 from .prompt_queue import (
     MAX_DRAIN_ITEMS,
     TURN_RECORDS_KEPT,
@@ -177,8 +178,10 @@ class PromptFifo:
         handed_over: Callable[[str], None] = lambda _: None,
         journal: JournalWriter | None = None,
         admitted: Callable[[str], None] = lambda _: None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.session_id = session_id
+        self._telemetry = telemetry or Telemetry.NONE  # prompts admitted and refused
         self._bus = bus
         self._wake_session = wake_session
         self._cancel_running = cancel_running
@@ -267,13 +270,16 @@ class PromptFifo:
                         full.pending_count, full.limit,
                         extra={"session": self.session_id, "reason": "prompt_queue_full",
                                "pending": full.pending_count, "limit": full.limit})
+            self._telemetry.prompt_refused("prompt_queue_full")
             return full
         try:  # durable before anything changes: the 202 is a promise
             entry = self._durable_then_commit(planned)
         except OSError as exc:
             log.warning("prompt refused session=%s reason=storage_unavailable: %s", self.session_id, exc,
                         extra={"session": self.session_id, "reason": "storage_unavailable"})
+            self._telemetry.prompt_refused("storage_unavailable")
             return StorageUnavailable(str(exc))
+        self._telemetry.prompt_admitted()
         return Admitted(entry.prompt_id, last_event_id, self._bus.epoch)
 
     def _take_inbox(self, take: Callable[[], list[dict[str, Any]]]) -> int:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .. import wire
+from ..telemetry import span
 from .hooks import HookFiles, HookResult, HooksConfig, command_name, hook_files_for, run_hooks
 from .outcomes import PostToolUseStop, PromptBlocked
 from .publisher import Publisher
@@ -77,9 +78,22 @@ class SessionHooks:
     async def run(self, event: str, groups: tuple[Any, ...], prompt_id: str | None, matched: str | None = None, *,
                   plain_context: bool = False, refused_blocks: bool = False, **fields: Any) -> HookResult:
         """Run ``groups`` of ``event`` (``matched``: what their matchers see) and report what the user should see."""
-        outcome = await run_hooks(groups, self.payload(event, **fields), self._cwd(), matched, self.runner,
-                                  plain_context=plain_context, sandbox=self.sandbox, files=self.files,
-                                  refused_blocks=refused_blocks)
+        if not any(group.matches(matched) for group in groups):  # nothing to run: neither traced nor counted
+            outcome = await run_hooks(groups, self.payload(event, **fields), self._cwd(), matched, self.runner,
+                                      plain_context=plain_context, sandbox=self.sandbox, files=self.files,
+                                      refused_blocks=refused_blocks)
+            self.report(event, outcome, prompt_id)
+            return outcome
+        with span(f"hook {event}") as s:  # a child of the turn's span (or of nothing: SessionStart, SessionEnd)
+            if s.is_recording():
+                s.set_attributes({"trellis.hook.event": event, "trellis.hook.groups": len(groups)})
+            outcome = await run_hooks(groups, self.payload(event, **fields), self._cwd(), matched, self.runner,
+                                      plain_context=plain_context, sandbox=self.sandbox, files=self.files,
+                                      refused_blocks=refused_blocks)
+            result = "failed" if outcome.failed else "blocked" if outcome.blocked or outcome.stop_chain else "ok"
+            if s.is_recording():
+                s.set_attribute("trellis.hook.outcome", result)
+        self.publisher.telemetry.hook_ran(event, result)
         self.report(event, outcome, prompt_id)
         return outcome
 

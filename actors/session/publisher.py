@@ -6,14 +6,20 @@ from typing import Any
 
 from .. import wire
 from ..events import EventBus
+from ..telemetry import Telemetry
 
 
 class Publisher:
     """Publishes one session's events; the turn, the stop path and the hooks say things through it."""
 
-    def __init__(self, session_id: str, bus: EventBus) -> None:
+    def __init__(self, session_id: str, bus: EventBus, telemetry: Telemetry | None = None) -> None:
         self.session_id = session_id
         self.bus = bus
+        # The daemon's metrics: its turns and tokens observed on the bus, the rest counted by direct calls.
+        self.telemetry = telemetry or Telemetry.NONE
+        if telemetry is not None:
+            bus.observers.append(telemetry.observe)
+            bus.on_evicted = telemetry.sse_evicted
 
     def event(self, kind: str, payload: dict[str, Any], prompt_id: str | None = None,
               originator: str | None = None) -> None:

@@ -120,7 +120,7 @@ class Session:
         store = runtime.store
         # A folded turn goes on disk.
         self.bus.on_turn_compacted = ReplayWriter(store, session_id, self.bus, lambda: self._nursery).turn_folded
-        self.publisher = Publisher(session_id, self.bus)
+        self.publisher = Publisher(session_id, self.bus, runtime.telemetry)
         self.conversation = Conversation(runtime.transcript(session_id), history or ())
         self.tools = runtime.make_tools()
         self.authorizer = Authorizer(session_id, self.bus, runtime.ids, mode=approval_mode or settings.approval_mode,
@@ -138,11 +138,11 @@ class Session:
             max_pending=settings.limits.max_pending_prompts, max_mid_turn=settings.limits.max_mid_turn_messages,
             wake_session=self._wake.set, cancel_running=self._cancel_prompt, now_ms=runtime.clock_ms,
             queue_released=self._queue_released, handed_over=self.work.hand_over,
-            journal=journal, admitted=self._prompt_admitted,
+            journal=journal, admitted=self._prompt_admitted, telemetry=runtime.telemetry,
         )
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
         self.mid_turn = MidTurnInput(lambda: self.fifo_ref, self._tell_fifo)
-        self.usage = UsageMeter(self.fifo, self.publisher.update, runtime.clock_ms)
+        self.usage = UsageMeter(self.fifo, self.publisher.update, runtime.clock_ms, runtime.telemetry)
         # Its commands see the files its unsandboxed hooks run read-only (a hook runs them as the user), and
         # have a home of their own; its stdio MCP servers another, which no command can write (a command
         # could otherwise plant ~/.gitconfig there and run code with a server's secrets). Both are made

@@ -113,6 +113,7 @@ def report_exhaustion(ports: TurnPorts, turn: TurnState, decision: Exhausted) ->
     """The guard's budget ran out: said once per chain."""
     if ports.chain.guard.mark_exhaustion_reported():
         ports.publisher.update(exhaustion_update(decision), turn.prompt_id)
+        ports.publisher.telemetry.guard_exhausted()
 
 
 def combine(hook_reason: str | None, guard: Continue | None,

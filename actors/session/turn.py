@@ -12,6 +12,8 @@ subject to the guard's tool-closure rules. At a natural stop the stop path
 from __future__ import annotations
 
 import json
+from typing import Any
+
 from .. import wire
 from ..checkpoints.manifest import LEAVES_FILES_ALONE
 from ..guard import Continue, Exhausted, continuation_prompt, continuation_update
@@ -20,6 +22,7 @@ from ..model import (
 )
 from ..model.estimate import estimate_long_texts
 from ..model.overflow import ContextOverflow
+from ..telemetry import ModelCall, current_ids, include_content, span, turn_ids
 from .context import CUT_REASONS, keep_unsent, pending_messages
 from . import commands
 from .hook_events import stop_after_post_tool_use, tool_content
@@ -42,11 +45,32 @@ class Turn:
         self.seen_call_ids: set[str] = set()  # a provider that repeats a call id gets no second run
         self._tool_calls = 0
         self._repeated_failure = ("", 0)
+        self._refused = False  # the running tool call was refused (not run): a metric's outcome
 
     # ------------------------------------------------------------- the loop
 
     async def run(self, user_text: str | None, origin: str = "prompt") -> str:
-        """Run to a stop; returns the ACP stop reason (``end_turn``, ``cancelled``, ...)."""
+        """Run to a stop; returns the ACP stop reason (``end_turn``, ``cancelled``, ...).
+
+        In a span of its own, the root of the turn's trace (``invoke_agent``, GenAI's name for an agent's run):
+        its model calls, tools, hooks, permission waits and guard continuations are its children."""
+        with span("invoke_agent trellis", root=True) as s:
+            if s.is_recording():
+                s.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "trellis",
+                                  "gen_ai.conversation.id": self.ports.session_id, "trellis.prompt_id": self.prompt_id,
+                                  "trellis.origin": origin, "trellis.foreground": self.state.foreground})
+                model = self.ports.context.model_name
+                if model:
+                    s.set_attribute("gen_ai.request.model", model)
+                if user_text is not None and include_content():
+                    s.set_attribute("trellis.prompt", user_text)
+                turn_ids(current_ids())  # for its "turn ended" log line
+            reason = await self._run(user_text, origin)
+            if s.is_recording():
+                s.set_attribute("trellis.stop_reason", reason)
+            return reason
+
+    async def _run(self, user_text: str | None, origin: str) -> str:
         send: Send | None = ORDINARY
         try:
             if user_text is not None:
@@ -95,6 +119,18 @@ class Turn:
             if checked is None:
                 return None
             send = checked
+            if send.guard is not None:
+                with span("guard_continuation") as s:
+                    if s.is_recording():
+                        s.set_attributes({"trellis.guard.attempt": send.guard.attempt,
+                                          "trellis.guard.unfinished_count": send.guard.unfinished_count,
+                                          "trellis.guard.tool_closure": send.guard.tool_closure})
+                    return await self.send(send)
+        return await self.send(send)
+
+    async def send(self, send: Send) -> tuple[Send, list[ToolCall]]:
+        """:meth:`stream_once`, once more after an overflow was learnt from and compacted."""
+        ports = self.ports
         try:
             return await self.stream_once(send)
         except ContextOverflow as overflow:
@@ -109,14 +145,25 @@ class Turn:
         ports = self.ports
         pending = pending_messages(send)
         request = ports.context.stamp(ports.context.primary_request(ports.conversation.history, pending))
+        # Decided on the send as it goes out: a pre-send check may have handed it to mid-turn input.
+        source = "todo_stop_guard" if send.guard is not None else "primary"
+        started = ports.usage.clock_ms()
+        with span(f"chat {request.model or 'model'}") as s:  # GenAI's name: the operation, then the model
+            if s.is_recording():
+                s.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": request.model or "",
+                                  "trellis.model_call.source": source})
+            call = ports.usage.telemetry.model_call(source, s)
+            return await self._stream_once(send, request, pending, source, started, call)
+
+    async def _stream_once(self, send: Send, request: Any, pending: Any, source: str, started: int,
+                           call: ModelCall) -> tuple[Send, list[ToolCall]]:
+        ports = self.ports
         finish: str | None = None
         text: list[str] = []
         calls: list[ToolCall] = []
         committed = False
-        # Decided on the send as it goes out: a pre-send check may have handed it to mid-turn input.
-        source = "todo_stop_guard" if send.guard is not None else "primary"
         usage: Usage | None = None
-        started = ports.usage.clock_ms()
+        outcome = "cancelled"
         try:
             async with ports.context.provider.stream(request) as stream:  # the commit point
                 committed = True
@@ -126,6 +173,8 @@ class Turn:
                 if send.guard is not None:
                     self.commit(send.guard)
                 async for item in stream:
+                    if call.first_at is None:
+                        call.first()
                     kind = type(item)
                     if kind is TextDelta:
                         text.append(item.text)
@@ -138,7 +187,9 @@ class Turn:
                         usage = item
                     elif kind is Finish:
                         finish = item.reason
+            outcome = "ok"
         except (ContextWindowExceeded, ModelError) as exc:
+            outcome = "error"
             overflow = ports.context.take_overflow(exc, request)
             if overflow is not None:
                 if committed:
@@ -150,12 +201,15 @@ class Turn:
             raise
         except BaseException as exc:
             # A cancellation, also as a group of them (a provider's stream that runs a nursery).
-            if not committed and only_cancelled(exc):
+            cancelled = only_cancelled(exc)
+            if not committed and cancelled:
                 keep_unsent(ports.conversation, pending)
+            outcome = "cancelled" if cancelled else "error"
             raise
         finally:
             if committed:  # a committed stream is a call, also when it failed or was cancelled
                 ports.usage.record(self.prompt_id, source, usage, started, self.state.usage)
+                call.end(outcome, usage, finish)
         ports.context.observe(request, usage)
         self.state.last_text = "".join(text)
         if finish in CUT_REASONS:
@@ -169,6 +223,7 @@ class Turn:
         """The guard stream exists: count the attempt and say so (never with todo text)."""
         if self.ports.chain.guard.commit_continuation(decision.attempt):
             self.ports.publisher.update(continuation_update(decision), self.prompt_id)
+            self.ports.publisher.telemetry.guard_continued()
 
     async def before_guard_send(self, send: Send) -> Send | None:
         """Re-check a guard-sponsored send just before it goes out (mid-turn input, FIFO, plan mode)."""
@@ -226,6 +281,25 @@ class Turn:
             raise LoopDetected(f"{call.name} failed {count} times in a row with the same arguments")
 
     async def run_tool(self, call: ToolCall) -> ToolResult:
+        """:meth:`execute_tool` in a span (GenAI's ``execute_tool``), counted by tool and outcome."""
+        self._refused = False
+        with span(f"execute_tool {call.name}") as s:
+            if s.is_recording():
+                s.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                                  "gen_ai.tool.call.id": call.id})
+                if include_content():
+                    s.set_attribute("gen_ai.tool.call.arguments",
+                                    call.arguments if isinstance(call.arguments, str)
+                                    else json.dumps(call.arguments, default=str))
+            result = await self.execute_tool(call)
+            outcome = "refused" if self._refused else "failed" if result.error else "completed"
+            if s.is_recording():
+                s.set_attribute("trellis.tool.outcome", outcome)
+            tool = self.ports.tools.get(call.name)
+            self.ports.publisher.telemetry.tool_called(call.name, tool is not None and tool.builtin, outcome)
+            return result
+
+    async def execute_tool(self, call: ToolCall) -> ToolResult:
         ports = self.ports
         if call.id in self.seen_call_ids:
             # A provider that repeats a call id gets no second execution.
@@ -294,6 +368,7 @@ class Turn:
         if rule is not None:
             update["_meta"] = {"rule": rule}  # the deny rule that refused it
         self.ports.publisher.update(update, self.prompt_id)
+        self._refused = True
         return ToolResult.failure(message)
 
     async def after_tools(self, previous: Send) -> Send | None:

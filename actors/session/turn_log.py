@@ -11,6 +11,7 @@ import logging
 
 import trio
 
+from ..telemetry import turn_ids
 from .usage import UsageLedger
 
 log = logging.getLogger("trellis.session")
@@ -18,6 +19,7 @@ log = logging.getLogger("trellis.session")
 
 def turn_started(session_id: str, prompt_id: str, kind: str) -> float:
     """Log the start; returns the time the end's duration is counted from."""
+    turn_ids(clear=True)  # the turn's span sets them (tracing on): its "turn ended" line carries them
     log.info("turn started session=%s prompt=%s kind=%s", session_id, prompt_id, kind,
              extra={"session": session_id, "prompt": prompt_id, "kind": kind})
     return trio.current_time()
@@ -35,6 +37,9 @@ def turn_ended(session_id: str, prompt_id: str, kind: str, stop: str | None, cod
               "tokens_in": total.input_tokens, "tokens_out": total.output_tokens, "ms": ms}
     if code is not None:
         fields["error"] = code
+    traced = turn_ids()
+    if traced is not None:
+        fields["trace_id"], fields["span_id"] = traced
     log.info("turn ended session=%s prompt=%s stop=%s%s calls=%d tokens_in=%d tokens_out=%d ms=%d", session_id,
              prompt_id, stop, f" error={code}" if code else "", total.calls, total.input_tokens,
              total.output_tokens, ms, extra=fields)

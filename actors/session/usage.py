@@ -33,6 +33,7 @@ import attrs
 
 from .. import wire
 from ..model.base import ChatRequest, TextDelta, Usage
+from ..telemetry import Telemetry, span
 
 
 def _count(value: Any) -> int:
@@ -140,10 +141,11 @@ class UsageMeter:
     """
 
     def __init__(self, fifo: UsageBooks, publish: Callable[[dict[str, Any], str | None], None],
-                 clock_ms: Callable[[], int]) -> None:
+                 clock_ms: Callable[[], int], telemetry: Telemetry | None = None) -> None:
         self._fifo = fifo
         self._publish = publish
         self.clock_ms = clock_ms
+        self.telemetry = telemetry or Telemetry.NONE  # model calls, timed (actors.telemetry)
 
     def record(self, prompt_id: str, source: str, usage: Usage | None, started_ms: int,
                turn: UsageLedger | None = None) -> None:
@@ -168,16 +170,28 @@ async def read_text(meter: UsageMeter, provider: Any, request: ChatRequest, prom
     usage: Usage | None = None
     parts: list[str] = []
     committed = False
-    try:
-        async with provider.stream(request) as stream:
-            committed = True
-            async for item in stream:
-                kind = type(item)
-                if kind is TextDelta:
-                    parts.append(item.text)
-                elif kind is Usage:
-                    usage = item
-    finally:
-        if committed:
-            meter.record(prompt_id, request.purpose, usage, started, turn)
+    with span(f"chat {request.model or 'model'}") as s:  # a child of the turn's span, as its primary calls
+        if s.is_recording():
+            s.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": request.model or "",
+                              "trellis.model_call.source": request.purpose})
+        call = meter.telemetry.model_call(request.purpose, s)
+        outcome = "cancelled"
+        try:
+            async with provider.stream(request) as stream:
+                committed = True
+                async for item in stream:
+                    call.first()
+                    kind = type(item)
+                    if kind is TextDelta:
+                        parts.append(item.text)
+                    elif kind is Usage:
+                        usage = item
+            outcome = "ok"
+        except Exception:
+            outcome = "error"
+            raise
+        finally:
+            if committed:
+                meter.record(prompt_id, request.purpose, usage, started, turn)
+                call.end(outcome, usage)
     return "".join(parts)
