@@ -65,6 +65,8 @@ class Daemon:
         self.closed = trio.Event()
         # Called with each new session before it publishes anything (replays record traces this way).
         self.session_observers: list[Any] = []
+        # Makes each new session's handle (a recorder's writes the client's calls: actors.replay.recorder).
+        self.make_handle: Any = SessionHandle
         # Subagent runs by name (set by open_daemon): see actors.subagents.
         self.subagents: Any = None
         # Cluster mode (actors.cluster.node.ClusterNode): holds a session's lease before it starts here,
@@ -253,7 +255,7 @@ class Daemon:
             await session.records.write()  # StorageError when the state directory refuses it
             closed = trio.Event()
             await self._nursery.start(self._supervise, session, closed)
-            handle = SessionHandle(session)
+            handle = self.make_handle(session)
             self._sessions[session_id] = handle
             self._closed_events[session_id] = closed
             return handle

@@ -266,10 +266,23 @@ def create_app(
         """Live sessions and those restorable from the state directory (``live``/``restorable``)."""
         return json_response({"sessions": daemon.stored_sessions()})
 
+    @contextmanager
+    def _recording(record: bool | None) -> Iterator[None]:
+        """``record``: this session is recorded (or not) by the daemon's recorder (``--record DIR``)."""
+        recorder = getattr(daemon, "recorder", None)
+        if recorder is None:
+            if record:
+                raise HttpError(400, "this daemon records nothing: start it with --record DIR", "not_recording",
+                                "$.record")
+            yield
+            return
+        with recorder.choose(record):
+            yield
+
     @app.post("/session")
     async def create_session() -> Response:
         b = await body(wire.CreateSessionBody, optional=True)
-        with starting_a_session():
+        with starting_a_session(), _recording(b.record):
             handle, attached = await daemon.create_session(b.cwd, b.sessionId, system_prompt=b.systemPrompt,
                                                            append_system_prompt=b.appendSystemPrompt, title=b.title,
                                                            permissions=session_rules(b.permissions))

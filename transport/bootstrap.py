@@ -249,6 +249,23 @@ def cluster_config(args: argparse.Namespace, environ: Mapping[str, str], token: 
 
 
 
+def start_recording(daemon: Daemon, args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
+    """``--record DIR``: a recorder on the daemon's edges (``actors.replay.recorder``), never writing a secret:
+    what the log redacts (the token, the API key, passwords) and the environment's secret-looking values."""
+    from actors.replay.recorder import Recorder
+
+    from .logs import REDACT
+
+    secret_names = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+    secrets = [v for k, v in environ.items() if any(n in k.upper() for n in secret_names)]
+    secrets += [getattr(args, "openai_api_key", None), getattr(args, "token", None)]
+    recorder = Recorder(args.record, record_all=not args.record_requested, secrets=secrets,
+                        live_secrets=REDACT._secrets)
+    daemon.recorder = recorder.attach(daemon)  # type: ignore[attr-defined]  # POST /session's ``record``
+    say(f"recording sessions to {args.record}", "info")
+    return recorder
+
+
 def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: str | None, auth: bool) -> int:
     """Serve the daemon the (checked) flags describe over HTTP until a signal stops it; the process's exit status.
 
@@ -290,6 +307,8 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
 
                     node = await stack.enter_async_context(open_cluster(cluster))
                 daemon = await stack.enter_async_context(config.open(store=node.store if node is not None else None))
+                if getattr(args, "record", None):
+                    start_recording(daemon, args, environ)
                 shutdown.daemon = daemon
                 daemon.runtime.telemetry.watch(stall_watch=watch)  # GET /metrics: trellis_event_loop_stalls_total
                 if node is not None:

@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "~/.config/trellis/settings.json, when it exists)")
     state.add_argument("--state-dir", default=None, metavar="DIR",
                        help="where transcripts are kept (default: ./.trellis)")
+    state.add_argument("--record", default=None, metavar="DIR",
+                       help="record every new session (or those POST /session asks with record: true, with "
+                            "--record-requested) to DIR, for python -m actors.replay --recording FILE "
+                            "(docs/how-to/record-and-replay.md)")
+    state.add_argument("--record-requested", action="store_true",
+                       help="with --record: record only the sessions created with record: true")
     model = p.add_argument_group("model")
     model.add_argument("--model", choices=["scripted", "openai"], default=None,
                        help="primary model provider (default: settings model.provider, else scripted, "
@@ -133,6 +139,8 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, e
             parser.error(f"--allow-host: {exc}")
     if args.acp_grace <= 0:
         parser.error("--acp-grace must be a positive number of seconds")
+    if args.record_requested and args.record is None:
+        parser.error("--record-requested goes with --record DIR")
     if args.no_auth and given_token(args, environ):
         parser.error("--no-auth turns authentication off, yet a token is given (--token or $TRELLIS_TOKEN): "
                      "drop one of them")

@@ -100,7 +100,7 @@ OPERATIONS: tuple[Operation, ...] = (
               answer=a.SessionList),
     Operation(method="post", path="/session", summary="Start, attach to or restore a session", answer=a.SessionInfo,
               body=bodies.CreateSessionBody, body_optional=True,
-              errors=BODY + STARTS_WORK + STARTS_SESSION + ("invalid_rule",)),
+              errors=BODY + STARTS_WORK + STARTS_SESSION + ("invalid_rule", "not_recording")),
     _session("delete", "", "Close a session once every actor of it has stopped", None, status=204),
     _session("get", "/status", "A session's work, events, guard, background tasks, usage and context",
              a.SessionStatus),

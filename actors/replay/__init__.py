@@ -22,12 +22,19 @@ commands are scripted, never run (``hooks.py``); subagent runs use the real
 registry, their signal calls served in process rather than over HTTP
 (``subagents.py``); a scenario that states behaviour the runtime lacks is
 marked ``known_bug`` and must fail until it is fixed.
+
+A live session recorded by a daemon (``--record DIR``: :class:`~.recorder.Recorder`, the format in
+:mod:`.recording`) replays with :func:`~.playback.replay_recording`, its events compared with the
+recorded ones, and becomes a scenario with :func:`~.to_scenario.to_scenario`.
 """
 
 from .determinism import deterministic, run_deterministic
 from .explore import explore, shrink
 from .fields import Field, ScenarioError
 from .jitter import Schedule, Window
+from .playback import Difference, PlaybackResult, replay_recording
+from .recorder import Recorder
+from .recording import Recording, RecordingError, read_recording
 from .registry import ACTIONS, INVARIANTS, register_action, register_invariant
 from .runner import Result, replay
 from .scenario import Scenario, Step, load_scenario, parse_scenario
@@ -35,7 +42,9 @@ from .trace import Trace, format_trace
 from .world import World
 
 __all__ = [
-    "ACTIONS", "INVARIANTS", "Field", "Result", "Scenario", "ScenarioError", "Schedule", "Step", "Trace", "Window",
-    "World", "deterministic", "explore", "format_trace", "load_scenario", "parse_scenario", "register_action",
-    "register_invariant", "replay", "run_deterministic", "shrink",
+    "ACTIONS", "INVARIANTS", "Difference", "Field", "PlaybackResult", "Recorder", "Recording", "RecordingError",
+    "Result", "Scenario", "ScenarioError", "Schedule", "Step", "Trace", "Window",
+    "World", "deterministic", "explore", "format_trace", "load_scenario", "parse_scenario", "read_recording",
+    "register_action",
+    "register_invariant", "replay", "replay_recording", "run_deterministic", "shrink",
 ]

@@ -10,6 +10,11 @@ goldens) and reports, per scenario, the distinct traces and the failing seeds;
 ``--shrink`` reduces a failing seed's windows to the smallest schedule that
 still fails. Exit status: 0 all passed, 1 a replay failed, 2 a scenario file
 is invalid (or nothing to replay, or a bad ``--jitter``).
+
+``--recording FILE`` replays a session a daemon recorded (``--record DIR``, :mod:`.recorder`) instead and
+compares its events (:mod:`.playback`): 0 identical, 1 at the first difference (both printed, with the
+step and the virtual time), 2 not a recording. With ``--to-scenario OUT`` it writes the recording as a
+scenario of the library (:mod:`.to_scenario`) and replays that.
 """
 
 from __future__ import annotations
@@ -254,12 +259,74 @@ def _parser(prog: str = "python -m actors.replay") -> argparse.ArgumentParser:
                         help="reduce a failing seed's windows to the smallest schedule that still fails")
     parser.add_argument("--update", action="store_true", help="rewrite the golden digests of the seeds run")
     parser.add_argument("--trace", action="store_true", help="print each replay's trace readably")
+    parser.add_argument("--recording", metavar="FILE",
+                        help="replay a recorded live session (python -m transport --record DIR) and compare its "
+                             "events: exit 0 when identical, 1 at the first difference")
+    parser.add_argument("--to-scenario", metavar="OUT",
+                        help="with --recording: write the recording as a scenario of the library (JSON) to OUT, "
+                             "then replay that scenario once")
     return parser
+
+
+def recording_to_scenario(path: str, target: str, out: TextIO | None = None) -> int:
+    """``--recording FILE --to-scenario OUT``: 0 written and it replays, 1 it fails, 2 not a recording."""
+    import json
+
+    from .recording import RecordingError, read_recording
+    from .to_scenario import to_scenario
+
+    def say(text: str) -> None:
+        print(text, file=out or sys.stdout)
+
+    try:
+        recording = read_recording(path)
+    except RecordingError as exc:
+        say(f"ERROR {exc}")
+        return 2
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in Path(target).stem) or "recorded"
+    data, notes = to_scenario(recording, name)
+    Path(target).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    say(f"wrote {target}: {len(data['timeline'])} step(s), {len(data['model'])} model response(s), "
+        f"{len(data.get('tool_results', {}))} recorded tool result(s)")
+    for note in notes:
+        say(f"note  {note}")
+    return run_file(target, [0], update=False, show_trace=False, out=out)
+
+
+def replay_recording_file(path: str, out: TextIO | None = None) -> int:
+    """``--recording FILE``: 0 identical, 1 differs (both printed), 2 not a recording."""
+    from .playback import replay_recording
+    from .recording import RecordingError
+
+    def say(text: str) -> None:
+        print(text, file=out or sys.stdout)
+
+    try:
+        result = replay_recording(path)
+    except RecordingError as exc:
+        say(f"ERROR {exc}")
+        return 2
+    if result.ok:
+        say(f"ok    {path}: identical ({result.events} events, {result.model_calls} model calls, "
+            f"{result.tools} tool calls)")
+        return 0
+    assert result.difference is not None
+    say(f"FAIL  {path}: {result.difference.describe()}")
+    return 1
 
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "python -m actors.replay") -> int:
     parser = _parser(prog)
     args = parser.parse_args(argv)
+    if args.to_scenario is not None and args.recording is None:
+        parser.error("--to-scenario OUT goes with --recording FILE")
+    if args.recording is not None:
+        if args.paths or args.explore is not None or args.update or args.jitter or args.seeds is not None:
+            parser.error("--recording FILE replays one recording: no scenario paths, --seeds, --explore, "
+                         "--jitter or --update")
+        if args.to_scenario is not None:
+            return recording_to_scenario(args.recording, args.to_scenario)
+        return replay_recording_file(args.recording)
     if args.seeds is not None and args.seeds < 1:
         parser.error("--seeds must be at least 1")
     if args.explore is not None and args.explore < 1:

@@ -120,7 +120,8 @@ async def _drive(scenario: Scenario, schedule: Schedule, trace: Trace, state_dir
     """The driver task: the timeline, then settling; returns whether it settled before the timeout."""
     with trio.move_on_after(scenario.timeout) as scope:
         async with World(scenario.settings, scenario.build_model(schedule), trace, state_dir,
-                         hook_runner=hooks.run_one if hooks else None) as world:
+                         hook_runner=hooks.run_one if hooks else None,
+                         tool_results=scenario.tool_results) as world:
             for at, steps in plan(scenario.timeline, schedule):
                 await trio.sleep_until(at)
                 if len(steps) == 1:

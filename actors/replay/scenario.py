@@ -71,6 +71,8 @@ class Scenario:
     hooks: dict[str, tuple[HookRun, ...]] = attrs.field(factory=dict)  # command -> scripted runs
     known_bug: str | None = None  # the scenario states the right behaviour; the runtime does not have it yet
     windows: tuple[J.Window, ...] = ()  # every time left open, in file order
+    # Tool calls answered from a record instead of running (by tool call id): a recording turned scenario's.
+    tool_results: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
     @property
     def races(self) -> bool:
@@ -224,6 +226,33 @@ def _group(raw: dict[str, Any], here: str, position: int, at: float | J.Window, 
     return out
 
 
+# ----------------------------------------------------------------- recorded tool results
+
+
+def _tool_results(value: Any, where: str, ctx: F.ParseContext) -> dict[str, dict[str, Any]]:
+    """``{toolCallId: {result: {content, display?, error?, locations?, acpContent?}, duration?, asks?, updates?,
+    background?}}`` (:class:`~.recorded_tools.AnsweringRegistry`)."""
+    F.obj(value, where, ctx)
+    out: dict[str, dict[str, Any]] = {}
+    for call_id, raw in value.items():
+        here = f"{where}.{call_id}"
+        F.obj(raw, here, ctx)
+        extra = sorted(set(raw) - {"name", "result", "duration", "asks", "updates", "background"})
+        if extra:
+            raise ctx.fail(f"{here}.{extra[0]}", "only name, result, duration, asks, updates and background")
+        result = raw.get("result")
+        if not isinstance(result, dict) or not isinstance(result.get("content"), str):
+            raise ctx.fail(f"{here}.result", "an object {content, display?, error?, locations?, acpContent?}", result)
+        duration = raw.get("duration", 0)
+        if type(duration) not in (int, float) or duration < 0:
+            raise ctx.fail(f"{here}.duration", "a non-negative number of seconds", duration)
+        for key in ("asks", "updates", "background"):
+            if not isinstance(raw.get(key, []), list):
+                raise ctx.fail(f"{here}.{key}", "a list", raw.get(key))
+        out[call_id] = raw
+    return out
+
+
 # ----------------------------------------------------------------- the file
 
 
@@ -242,6 +271,7 @@ def parse_scenario(data: Any, source: str = "<scenario>", path: Path | None = No
         "timeout": F.Field(F.number, default=DEFAULT_TIMEOUT),
         "hooks": F.Field(F.anything),  # checked below, against settings.hooks
         "known_bug": F.Field(F.string),
+        "tool_results": F.Field(_tool_results, default={}),
     }
     parsed = F.parse_fields(data, top, "", ctx)
     parsed["invariants"] = tuple(parsed["invariants"])

@@ -99,8 +99,9 @@ class World:
     """Everything a timeline action may touch. Enter it with ``async with`` in the driver task."""
 
     def __init__(self, settings: Settings, model: ScriptedModel, trace: Trace, state_dir: Path, *,
-                 hook_runner: Any = None) -> None:
+                 hook_runner: Any = None, tool_results: dict[str, dict[str, Any]] | None = None) -> None:
         self.settings = settings
+        self.tool_results = tool_results or {}  # tool calls answered from a record (a recording's scenario)
         self.hook_runner = hook_runner
         self.trace = trace
         self.model = RecordingModel(model, trace, self._caller)
@@ -141,12 +142,19 @@ class World:
         self._daemon = await self._stack.enter_async_context(open_daemon(
             settings, model=self.model, ids=self.ids, clock_ms=virtual_clock_ms, now=virtual_now,
             state_dir=self.state_dir, workspace=str(self.workspace), hook_runner=self.hook_runner,
+            tools=self._answering_tools(settings),
         ))
         self._daemon.session_observers.append(self._observe_new_session)
         registry = self._daemon.subagents
         registry.base_url = BASE_URL  # no HTTP server in a replay: signal calls are served in process
         registry.signal_client = SignalEndpoint(registry, self.trace)
         self.daemon_generation += 1
+
+    def _answering_tools(self, settings: Settings) -> Any:
+        if not self.tool_results:
+            return None  # the daemon's own tools
+        from .recorded_tools import answering_tools
+        return answering_tools(settings, self.tool_results, self.later)
 
     async def stop_daemon(self) -> None:
         """Close the daemon and every session under it (they publish ``session_closed``)."""

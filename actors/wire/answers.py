@@ -21,7 +21,7 @@ ERROR_CODES: dict[str, int] = {
     "empty_prompt": 400, "empty_message": 400, "invalid_client_id": 400, "invalid_session_id": 400,
     "invalid_cwd": 400, "unknown_option": 400, "invalid_turn": 400, "invalid_model": 400,
     "images_not_supported": 400, "invalid_image": 400, "image_too_large": 400, "too_many_images": 400,
-    "missing_connection_id": 400, "invalid_rule": 400, "unknown_tool": 400,
+    "missing_connection_id": 400, "invalid_rule": 400, "unknown_tool": 400, "not_recording": 400,
     "unauthorized": 401,
     "origin_not_allowed": 403,
     "session_not_found": 404, "permission_not_found": 404, "turn_not_found": 404, "not_found": 404,

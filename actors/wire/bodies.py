@@ -186,6 +186,8 @@ class CreateSessionBody:
     approvalMode: Literal["default", "auto-edit", "yolo", "plan"] | None = None
     title: str | None = title_field(default=None)  # shown in listings; else the first prompt's first line
     permissions: PermissionRulesBody | None = None  # the session's own rules, beside the settings'
+    # Record this session (true) or not (false) when the daemon records (--record DIR); default: the daemon's choice.
+    record: bool | None = None
     sessionScope: Literal["thread"] | None = None
     sourceType: Literal["default"] | None = None
     meta: dict[str, Any] | None = None

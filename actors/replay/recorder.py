@@ -1,0 +1,465 @@
+"""Recording live sessions (``python -m transport --record DIR``): the format is :mod:`.recording`.
+
+A :class:`Recorder` is attached to a running daemon (:meth:`Recorder.attach`). It wraps the edges
+where the outside enters a session, and nothing in the turn itself:
+
+- the model provider — each call's stream, item by item with its timing, or its error;
+- each session's tool registry (``execute``) — each tool's result, the permissions the tool asked
+  for itself and the progress it published;
+- the hook runner — each hook command's outcome;
+- the session handle (the daemon's ``make_handle``) — every client call: prompts, mid-turn
+  messages, votes, aborts, cancels, subscriptions (reconnects);
+- the session's event bus — every published event, to compare against.
+
+Which session a model call or hook belongs to is the work loop task it runs in (``work:<id>``).
+Which sessions are recorded: every one, by default, or as :meth:`choose` says for the session
+being created (``POST /session`` ``record``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import json
+import logging
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+import attrs
+import trio
+
+from .. import wire
+from ..model import ContextWindowExceeded, Finish, ModelError, TextDelta, ThoughtDelta, ToolCall, Usage
+from ..session.handle import SessionHandle
+from ..session.tools import ToolRegistry
+from .recording import REPLAYED_SETTINGS, Entry, Header, Redactor, dump_line, settings_secrets
+
+log = logging.getLogger("trellis.recorder")
+
+_choice: contextvars.ContextVar[bool | None] = contextvars.ContextVar("trellis_record_choice", default=None)
+
+
+class RecordRefused(Exception):
+    """``record: true`` for a daemon without a record directory."""
+
+
+def session_of_task(known: Callable[[str], bool]) -> str | None:
+    """The id of the session whose work loop (``work:<id>``) the current task runs in, or under."""
+    task: Any = trio.lowlevel.current_task()
+    while task is not None:
+        if task.name.startswith("work:") and known(task.name[5:]):
+            return task.name[5:]
+        nursery = task.parent_nursery
+        task = nursery.parent_task if nursery is not None else None
+    return None
+
+
+def item_record(item: Any) -> dict[str, Any]:
+    kind = type(item)
+    if kind is TextDelta:
+        return {"text": item.text}
+    if kind is ThoughtDelta:
+        return {"thought": item.text}
+    if kind is ToolCall:
+        return {"tool_call": {"id": item.id, "name": item.name, "arguments": item.arguments}}
+    if kind is Usage:
+        return {"usage": attrs.asdict(item)}
+    if kind is Finish:
+        return {"finish": item.reason}
+    return {"unknown": repr(item)}
+
+
+def error_record(exc: BaseException, committed: bool) -> dict[str, Any]:
+    if isinstance(exc, ContextWindowExceeded):
+        return {"code": "context_window_exceeded", "message": str(exc), "committed": False,
+                "context": {"needed": exc.needed, "window": exc.window}}
+    if isinstance(exc, ModelError):
+        return {"code": exc.code, "message": exc.message, "committed": exc.committed,
+                "retryAfter": exc.retry_after, "class": type(exc).__name__}
+    return {"code": "exception", "message": f"{type(exc).__name__}: {exc}", "committed": committed}
+
+
+class SessionRecording:
+    """One session's file: lines are written (and flushed) as they happen."""
+
+    def __init__(self, session_id: str, out: IO[str], redact: Redactor) -> None:
+        self.session_id = session_id
+        self._out = out
+        self._redact = redact
+        self._start = trio.current_time()
+        self._n = 0
+        self.events = 0  # events recorded so far (an action says how many came before it: ``after``)
+        self.closed = False
+
+    def now(self) -> float:
+        return round(trio.current_time() - self._start, 6)
+
+    def header(self, header: Header) -> None:
+        self._write(dump_line(header))
+
+    def add(self, kind: str, data: dict[str, Any], t: float | None = None) -> None:
+        if self.closed:
+            return
+        self._n += 1
+        self._write(dump_line(Entry(n=self._n, t=self.now() if t is None else t, kind=kind, data=data)))
+
+    def _write(self, line: str) -> None:
+        self._out.write(self._redact(line) + "\n")
+        self._out.flush()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._out.close()
+
+
+class Recorder:
+    """Writes one recording per recorded session under ``directory``."""
+
+    def __init__(self, directory: str | Path | None, *, record_all: bool = True,
+                 secrets: Iterable[str | None] = (), live_secrets: Iterable[str] | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else None
+        self.record_all = record_all
+        self.redact = Redactor(secrets, live=live_secrets)
+        self.sessions: dict[str, SessionRecording] = {}
+        self.files: dict[str, Path] = {}
+        self._runtime: Any = None
+        self._live: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+    # ------------------------------------------------------------- wiring
+
+    def attach(self, daemon: Any) -> Recorder:
+        """Wrap the daemon's edges (before any session starts)."""
+        runtime = daemon.runtime
+        self._runtime = runtime
+        for secret in settings_secrets(runtime.settings):
+            self.redact.add(secret)
+        # The runtime is frozen for the sessions' sake; its edges are replaced once, before any session.
+        object.__setattr__(runtime, "provider", RecordingProvider(runtime.provider, self))
+        object.__setattr__(runtime, "make_tools", self.wrap_tools(runtime.make_tools))
+        object.__setattr__(runtime, "hook_runner", functools.partial(self.run_hook, runtime.hook_runner))
+        daemon.session_observers.append(self.observe)
+        daemon.make_handle = self.make_handle
+        return self
+
+    @contextlib.contextmanager
+    def choose(self, record: bool | None) -> Iterator[None]:
+        """Around ``create_session``: record this session (``True``), not (``False``), or as the daemon does."""
+        if record and self.directory is None:
+            raise RecordRefused("this daemon has no record directory (start it with --record DIR)")
+        token = _choice.set(record)
+        try:
+            yield
+        finally:
+            _choice.reset(token)
+
+    def recording(self, session_id: str | None) -> SessionRecording | None:
+        if session_id is None:
+            return None
+        found = self.sessions.get(session_id)
+        return found if found is not None and not found.closed else None
+
+    def caller(self) -> SessionRecording | None:
+        return self.recording(session_of_task(lambda sid: sid in self.sessions))
+
+    # ------------------------------------------------------------- sessions
+
+    def observe(self, session: Any) -> None:
+        self._live[session.session_id] = session  # its hooks run in its own sandbox, recorded or not
+        choice = _choice.get()
+        if self.directory is None or not (choice if choice is not None else self.record_all):
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(timezone.utc)
+        path = self.directory / f"{session.session_id}-{stamp.strftime('%Y%m%dT%H%M%S%f')}.jsonl"
+        rec = SessionRecording(session.session_id, path.open("w", encoding="utf-8"), self.redact)
+        self.sessions[session.session_id] = rec
+        self.files[session.session_id] = path
+        settings = session.runtime.settings
+        rec.header(Header(
+            sessionId=session.session_id, cwd=session.cwd,
+            stateDir=str(session.runtime.state_dir) if session.runtime.state_dir is not None else None,
+            epoch=session.bus.epoch, startedAt=stamp.isoformat(), model=getattr(session.runtime.provider, "name", None),
+            settings={name: getattr(settings, name) for name in REPLAYED_SETTINGS},
+            limits=attrs.asdict(settings.limits), tools=list(session.tools.names()),
+        ))
+
+        def event(e: Any) -> None:
+            rec.events += 1
+            rec.add("event", {"id": e.id, "type": e.type, "promptId": e.prompt_id, "data": e.data})
+            if e.type == "session_closed":
+                rec.close()
+
+        session.bus.observers.append(event)
+        background = session.background
+        notify = background.notify
+
+        def notifying(item: Any, text: str, *, merge: bool = False) -> None:
+            rec.add("background", {"taskId": item.task_id, "kind": item.kind, "state": item.state,
+                                   "exitCode": item.exit_code, "text": text, "merge": merge})
+            notify(item, text, merge=merge)
+
+        background.notify = notifying
+        log.info("recording session %s to %s", session.session_id, path)
+
+    def make_handle(self, session: Any) -> SessionHandle:
+        rec = self.recording(session.session_id)
+        return RecordingHandle(session, rec) if rec is not None else SessionHandle(session)
+
+    # ------------------------------------------------------------- tools and hooks
+
+    def wrap_tools(self, make: Callable[[], ToolRegistry]) -> Callable[[], ToolRegistry]:
+        def made() -> ToolRegistry:
+            registry = make()
+            registry.__class__ = _recording_registry_class(type(registry))
+            registry._recorder = self  # type: ignore[attr-defined]
+            return registry
+        return made
+
+    async def run_hook(self, inner: Any, hook: Any, stdin: bytes, cwd: str) -> Any:
+        try:
+            payload = json.loads(stdin)
+        except ValueError:
+            payload = {}
+        if not isinstance(payload, dict):
+            payload = {}
+        sid = payload.get("session_id") if payload.get("session_id") in self._live else None
+        if sid is None:
+            sid = session_of_task(lambda known: known in self._live)
+        if inner is None:  # the daemon's own runner: a real process, in the session's sandbox (as without us)
+            from ..session.hooks import _run_one
+            session = self._live.get(sid) if sid is not None else None
+            inner = functools.partial(_run_one, sandbox=session.sandbox if session is not None
+                                      else self._runtime.sandbox)
+        rec = self.recording(sid)
+        started = trio.current_time()
+        outcome = await inner(hook, stdin, cwd)
+        if rec is not None:
+            rec.add("hook", {"command": hook.command, "event": payload.get("hook_event_name"),
+                             "duration": round(trio.current_time() - started, 6),
+                             "outcome": list(outcome) if isinstance(outcome, tuple) else outcome})
+        return outcome
+
+
+@functools.cache
+def _recording_registry_class(base: type[ToolRegistry]) -> type[ToolRegistry]:
+    class RecordingRegistry(base):  # type: ignore[valid-type, misc]
+        _recorder: Recorder
+
+        async def execute(self, tool: Any, context: Any, arguments: Any) -> Any:
+            rec = self._recorder.recording(context.session_id)
+            if rec is None:
+                return await super().execute(tool, context, arguments)
+            started = trio.current_time()
+            asks: list[dict[str, Any]] = []
+            updates: list[dict[str, Any]] = []
+            if context.services is not None:
+                context = attrs.evolve(context, services=_ServicesTap(context.services, asks, updates, started))
+            data: dict[str, Any] = {"toolCallId": context.tool_call_id, "name": tool.name, "arguments": arguments}
+            before = rec.events
+            try:
+                result = await super().execute(tool, context, arguments)
+            except BaseException as exc:
+                data.update(events=[before, rec.events])
+                data.update(duration=round(trio.current_time() - started, 6), raised=type(exc).__name__,
+                            message=str(exc), asks=asks, updates=updates)
+                rec.add("tool", data)
+                raise
+            data.update(events=[before, rec.events])
+            data.update(duration=round(trio.current_time() - started, 6), asks=asks, updates=updates, result={
+                "content": result.content, "display": result.display, "error": result.error,
+                "locations": list(result.locations), "acpContent": list(result.acp_content)})
+            rec.add("tool", data)
+            return result
+
+    RecordingRegistry.__name__ = f"Recording{base.__name__}"
+    return RecordingRegistry
+
+
+class _ServicesTap:
+    """A tool's services, its own permission requests and progress updates noted on the way."""
+
+    def __init__(self, inner: Any, asks: list[dict[str, Any]], updates: list[dict[str, Any]],
+                 started: float) -> None:
+        self._inner = inner
+        self._asks = asks
+        self._updates = updates
+        self._started = started
+
+    async def authorize(self, context: Any, **request: Any) -> str | None:
+        record: dict[str, Any] = {"dt": round(trio.current_time() - self._started, 6), "request": request}
+        self._asks.append(record)
+        try:
+            answer = await self._inner.authorize(context, **request)
+        except BaseException as exc:
+            record["raised"] = type(exc).__name__
+            raise
+        record["answer"] = answer
+        return answer
+
+    def publish_update(self, update: dict[str, Any], prompt_id: str | None = None) -> None:
+        self._updates.append({"dt": round(trio.current_time() - self._started, 6), "update": update})
+        self._inner.publish_update(update, prompt_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+# ----------------------------------------------------------------- the model
+
+
+class RecordingProvider:
+    """The daemon's model provider, each call of a recorded session written as it streams."""
+
+    def __init__(self, inner: Any, recorder: Recorder) -> None:
+        self.inner = inner
+        self.recorder = recorder
+        self.name = getattr(inner, "name", "model")
+
+    @contextlib.asynccontextmanager
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        rec = self.recorder.caller()
+        if rec is None:
+            async with self.inner.stream(request) as stream:
+                yield stream
+            return
+        t0 = rec.now()
+        started = trio.current_time()
+        data: dict[str, Any] = {"purpose": request.purpose, "model": request.model, "items": []}
+        opened = False
+        try:
+            async with self.inner.stream(request) as stream:
+                opened = True
+                data["delay"] = round(trio.current_time() - started, 6)
+                yield _TapStream(stream, data["items"])
+        except BaseException as exc:
+            if not isinstance(exc, trio.Cancelled):
+                data["error"] = error_record(exc, opened)
+                if "delay" not in data:
+                    data["delay"] = round(trio.current_time() - started, 6)
+            else:
+                data["cancelled"] = True
+            raise
+        finally:
+            data["end"] = round(trio.current_time() - started, 6)
+            rec.add("model", data, t0)
+
+    def __getattr__(self, name: str) -> Any:  # context_window, supports_images, aclose, ...
+        return getattr(self.inner, name)
+
+
+class _TapStream:
+    def __init__(self, inner: Any, items: list[dict[str, Any]]) -> None:
+        self._inner = inner.__aiter__()
+        self._items = items
+        self._last = trio.current_time()
+
+    def __aiter__(self) -> _TapStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        item = await self._inner.__anext__()
+        now = trio.current_time()
+        self._items.append({"dt": round(now - self._last, 6), **item_record(item)})
+        self._last = now
+        return item
+
+
+# ----------------------------------------------------------------- the client's calls
+
+
+def _result(value: Any) -> Any:
+    if attrs.has(type(value)):
+        return {"type": type(value).__name__, **attrs.asdict(value)}
+    return value
+
+
+class RecordingHandle(SessionHandle):
+    """A session handle that writes every client call (with its answer) to the recording."""
+
+    def __init__(self, session: Any, rec: SessionRecording) -> None:
+        super().__init__(session)
+        self._rec = rec
+        self._clients = 0
+
+    def _note(self, do: str, args: dict[str, Any], result: Any, t: tuple[float, int]) -> None:
+        self._rec.add("action", {"do": do, "args": args, "result": _result(result), "after": t[1]}, t[0])
+
+    def _now(self) -> tuple[float, int]:
+        """When a call began: the time, and how many events had been published before it."""
+        return self._rec.now(), self._rec.events
+
+    async def prompt(self, body: wire.PromptBody | str, *, client_id: str | None = None) -> Any:
+        t = self._now()
+        if isinstance(body, str):
+            body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=body)])
+        answer = await super().prompt(body, client_id=client_id)
+        self._note("prompt", {"body": wire.converter.unstructure(body), "clientId": client_id}, answer, t)
+        return answer
+
+    async def abort_prompt(self, prompt_id: str) -> bool:
+        t = self._now()
+        answer = await super().abort_prompt(prompt_id)
+        self._note("abort", {"promptId": prompt_id}, answer, t)
+        return answer
+
+    async def post_mid_turn_message(self, text: str, message_id: str | None = None) -> dict[str, Any]:
+        t = self._now()
+        answer = await super().post_mid_turn_message(text, message_id)
+        self._note("mid_turn", {"text": text, "messageId": message_id}, answer, t)
+        return answer
+
+    async def cancel(self) -> bool:
+        t = self._now()
+        answer = await super().cancel()
+        self._note("cancel", {}, answer, t)
+        return answer
+
+    async def kill_task(self, task_id: str) -> bool:
+        t = self._now()
+        answer = await super().kill_task(task_id)
+        self._note("kill_task", {"taskId": task_id}, answer, t)
+        return answer
+
+    async def vote(self, request_id: str, outcome: str, option_id: str | None = None) -> bool:
+        t = self._now()
+        try:
+            answer = await super().vote(request_id, outcome, option_id)
+        except ValueError as exc:
+            self._note("vote", {"requestId": request_id, "outcome": outcome, "optionId": option_id},
+                       {"error": str(exc)}, t)
+            raise
+        self._note("vote", {"requestId": request_id, "outcome": outcome, "optionId": option_id}, answer, t)
+        return answer
+
+    async def set_approval_mode(self, mode: str) -> str:
+        t = self._now()
+        answer = await super().set_approval_mode(mode)
+        self._note("approval_mode", {"mode": mode}, answer, t)
+        return answer
+
+    async def set_model(self, model: str) -> str:
+        t = self._now()
+        answer = await super().set_model(model)
+        self._note("model", {"model": model}, answer, t)
+        return answer
+
+    def subscribe(self, last_event_id: int | None = None, epoch: str | None = None,
+                  max_queued: int | None = None) -> Any:
+        sub = super().subscribe(last_event_id, epoch, max_queued)
+        self._clients += 1
+        client = self._clients
+        self._note("attach", {"client": client, "lastEventId": last_event_id}, None, self._now())
+        close = sub.close
+
+        def closing() -> None:
+            if not sub._closed:
+                self._note("detach", {"client": client}, None, self._now())
+            close()
+
+        sub.close = closing  # type: ignore[method-assign]
+        return sub
