@@ -31,6 +31,7 @@ from typing import Any
 
 import trio
 
+from ..telemetry import count_process
 from ..process import Child, Sandbox, kill_task, marked_environment, require_executable
 
 log = logging.getLogger("trellis.mcp")
@@ -100,10 +101,13 @@ class StdioProcess:
             # Forked here, from the Trio thread (see the module docstring), in a session of its own.
             popen = subprocess.Popen(argv, cwd=self.cwd, env=env, stdin=in_read, stdout=out_write,
                                      stderr=err_write, start_new_session=True, close_fds=True)
-        except BaseException:
+        except BaseException as exc:
             for fd in fds:
                 os.close(fd)
+            if isinstance(exc, OSError):
+                count_process("sandbox_spawns", f"{'yes' if self.sandbox.active else 'no'}:failed")
             raise
+        count_process("sandbox_spawns", f"{'yes' if self.sandbox.active else 'no'}:started")
         for fd in (in_read, out_write, err_write):
             os.close(fd)
         self.child = Child(popen, trio.lowlevel.FdStream(out_read))

@@ -42,6 +42,7 @@ from ..background.shell import kill_group, model_environment, user_environment
 from ..checked import CheckError, Invalid, NonEmpty, PositiveNumber
 from ..process import NO_SANDBOX, Sandbox, kill_task, marked_environment
 from ..process.spawn import Child
+from ..telemetry import count_process
 from ..tool_names import CLAUDE_ALIASES, CLAUDE_NAMES
 
 DEFAULT_TIMEOUT = 60.0
@@ -476,7 +477,9 @@ async def _run_sandboxed(hook: HookCommand, stdin: bytes, cwd: str, sandbox: San
         popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
     except OSError as exc:
+        count_process("sandbox_spawns", "yes:failed")
         return f"could not start: {exc.strerror or exc}"
+    count_process("sandbox_spawns", "yes:started")
     assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
     # Trio streams over the pipes (FdStream takes its fd over; the Popen file objects are closed here).
     streams = []

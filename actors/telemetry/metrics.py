@@ -77,7 +77,7 @@ class _Live(Collector):
                                      "over the --report-loop-stalls threshold (0 when not watched).")
         stalls.add_metric([], t.stall_watch.stalls if t.stall_watch is not None else 0)
         yield stalls
-        spawns = CounterMetricFamily("trellis_sandbox_spawns", "Model-run commands started, by outcome "
+        spawns = CounterMetricFamily("trellis_sandbox_spawns", "Model-run commands, sandboxed hooks and stdio MCP servers started, by outcome "
                                      "(started, failed); the process's, whichever daemon runs them.",
                                      labels=["sandboxed", "outcome"])
         for (name, label), n in sorted(PROCESS_COUNTS.items()):

@@ -204,3 +204,28 @@ async def test_a_shell_call_after_a_permission_wait_counts_a_spawn_and_traces_th
     assert wait.attributes["trellis.permission.outcome"] == "allowed"
     turn = next(s for s in finished if s.name == "invoke_agent trellis")
     assert tool.parent.span_id == turn.context.span_id
+
+
+async def test_a_stdio_mcp_servers_start_and_failure_are_sandbox_spawns(tmp_path):
+    import sys
+
+    from actors.mcp_client.stdio import StdioProcess
+    from actors.process import NO_SANDBOX
+
+    def counted(outcome: str) -> int:
+        return PROCESS_COUNTS.get(("sandbox_spawns", f"no:{outcome}"), 0)
+
+    started, failed = counted("started"), counted("failed")
+    process = StdioProcess([sys.executable, "-c", "pass"], str(tmp_path), {}, sandbox=NO_SANDBOX,
+                           session_cwd=str(tmp_path))
+    process.start()
+    with trio.fail_after(10):
+        await process.wait()
+    assert counted("started") == started + 1
+    missing = StdioProcess([str(tmp_path / "no-such-server")], str(tmp_path), {}, sandbox=NO_SANDBOX,
+                           session_cwd=str(tmp_path))
+    try:
+        missing.start()
+    except OSError:
+        pass
+    assert counted("failed") == failed + 1
