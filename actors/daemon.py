@@ -79,7 +79,7 @@ class Daemon:
         self._wind_down_started = False
         self._stopped = trio.Event()
         # GET /metrics reads the live sessions' states, queues and subscribers when it is scraped.
-        runtime.telemetry.watch(sessions=lambda: [h._session for h in self._sessions.values()])
+        runtime.telemetry.watch(sessions=lambda: list(self._sessions.values()))
 
     @property
     def settings(self) -> Settings:

@@ -260,7 +260,7 @@ def start_recording(daemon: Daemon, args: argparse.Namespace, environ: Mapping[s
     secrets = [v for k, v in environ.items() if any(n in k.upper() for n in secret_names)]
     secrets += [getattr(args, "openai_api_key", None), getattr(args, "token", None)]
     recorder = Recorder(args.record, record_all=not args.record_requested, secrets=secrets,
-                        live_secrets=REDACT._secrets)
+                        live_secrets=REDACT.secrets)
     daemon.recorder = recorder.attach(daemon)  # type: ignore[attr-defined]  # POST /session's ``record``
     say(f"recording sessions to {args.record}", "info")
     return recorder

@@ -29,6 +29,7 @@ import logging
 import re
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 import orjson
@@ -56,6 +57,11 @@ class Redactor:
     def add(self, value: str | None) -> None:
         if value and len(value) >= MIN_SECRET:
             self._secrets.add(value)
+
+    @property
+    def secrets(self) -> Iterable[str]:
+        """The secrets known so far, and those added later (a live view: a recorder redacts them too)."""
+        return self._secrets
 
     def __call__(self, text: str) -> str:
         if "/" in text:

@@ -58,6 +58,11 @@ class SessionHandle:
     def last_event_id(self) -> int:
         return self._bus.last_event_id
 
+    @property
+    def subscriber_count(self) -> int:
+        """Its event streams open now (a snapshot, read without a message)."""
+        return self._bus.subscriber_count
+
     def summary(self) -> dict[str, Any]:
         """What ``GET /session`` lists of a live session (a snapshot, read without a message)."""
         return self._summary()

@@ -61,11 +61,11 @@ class _Live(Collector):
         counts = {"idle": 0, "running": 0}
         depth = 0
         subs = 0
-        for session in t.sessions():
-            work = session.work_counts()
+        for handle in t.sessions():
+            work = handle.summary()
             counts[work["state"]] = counts.get(work["state"], 0) + 1
             depth += work["queuedCount"]
-            subs += session.bus.subscriber_count
+            subs += handle.subscriber_count
         for state, n in sorted(counts.items()):
             states.add_metric([state], n)
         queued.add_metric([], depth)
@@ -186,7 +186,7 @@ class Telemetry:
 
     def watch(self, *, sessions: Callable[[], list[Any]] | None = None, stall_watch: Any = None,
               leases: Callable[[], int] | None = None) -> None:
-        """Read these at each scrape: ``sessions`` (live sessions, each with ``work_counts()`` and ``bus``),
+        """Read these at each scrape: ``sessions`` (the live sessions' handles: ``summary()``, ``subscriber_count``),
         the event-loop ``stall_watch`` (:class:`actors.loop_stalls.StallWatch`), the cluster's ``leases`` held."""
         if sessions is not None:
             self.sessions = sessions
