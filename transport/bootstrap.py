@@ -154,10 +154,12 @@ class DaemonConfig:
     state_dir: Path
     workspace: str | None = None
 
-    def open(self, *, store: Any = None) -> AbstractAsyncContextManager[Daemon]:
-        """:func:`actors.open_daemon` on this configuration; ``store``: a cluster node's (default: local files)."""
-        return open_daemon(self.settings, model=self.model, state_dir=self.state_dir, workspace=self.workspace,
-                           store=store, sync_in_thread=True)
+    def open(self, *, store: Any = None, recorder: Any = None) -> AbstractAsyncContextManager[Daemon]:
+        """:func:`actors.open_daemon` on this configuration; ``store``: a cluster node's (default: local files);
+        ``recorder``: one whose wrapped edges (the model, the tools, the hook runner) the daemon runs with."""
+        edges = recorder.edges(self.settings, self.model) if recorder is not None else {"model": self.model}
+        return open_daemon(self.settings, state_dir=self.state_dir, workspace=self.workspace, store=store,
+                           sync_in_thread=True, **edges)
 
 
 def load_daemon_config(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> DaemonConfig | None:
@@ -249,7 +251,7 @@ def cluster_config(args: argparse.Namespace, environ: Mapping[str, str], token: 
 
 
 
-def start_recording(daemon: Daemon, args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
+def recorder_for(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
     """``--record DIR``: a recorder on the daemon's edges (``actors.replay.recorder``), never writing a secret:
     what the log redacts (the token, the API key, passwords) and the environment's secret-looking values."""
     from actors.replay.recorder import Recorder
@@ -259,11 +261,7 @@ def start_recording(daemon: Daemon, args: argparse.Namespace, environ: Mapping[s
     secret_names = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
     secrets = [v for k, v in environ.items() if any(n in k.upper() for n in secret_names)]
     secrets += [getattr(args, "openai_api_key", None), getattr(args, "token", None)]
-    recorder = Recorder(args.record, record_all=not args.record_requested, secrets=secrets,
-                        live_secrets=REDACT.secrets)
-    daemon.recorder = recorder.attach(daemon)  # type: ignore[attr-defined]  # POST /session's ``record``
-    say(f"recording sessions to {args.record}", "info")
-    return recorder
+    return Recorder(args.record, record_all=not args.record_requested, secrets=secrets, live_secrets=REDACT.secrets)
 
 
 def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: str | None, auth: bool) -> int:
@@ -306,9 +304,12 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
                     from actors.cluster.open import open_cluster
 
                     node = await stack.enter_async_context(open_cluster(cluster))
-                daemon = await stack.enter_async_context(config.open(store=node.store if node is not None else None))
-                if getattr(args, "record", None):
-                    start_recording(daemon, args, environ)
+                recorder = recorder_for(args, environ) if getattr(args, "record", None) else None
+                daemon = await stack.enter_async_context(config.open(store=node.store if node is not None else None,
+                                                                     recorder=recorder))
+                if recorder is not None:
+                    daemon.recorder = recorder.attach(daemon)  # type: ignore[attr-defined]  # POST /session's record
+                    say(f"recording sessions to {args.record}", "info")
                 shutdown.daemon = daemon
                 daemon.runtime.telemetry.watch(stall_watch=watch)  # GET /metrics: trellis_event_loop_stalls_total
                 if node is not None:

@@ -279,7 +279,11 @@ def _error(error: dict[str, Any]) -> Exception:
 
 
 class PlaybackRegistry(ToolRegistry):
-    playback: Playback
+    """A replayed session's tools: each call answered from the recording."""
+
+    def __init__(self, tools: list[Any], playback: Playback) -> None:
+        super().__init__(tools)
+        self.playback = playback
 
     async def execute(self, tool: Any, context: Any, arguments: Any) -> ToolResult:
         pb = self.playback
@@ -345,10 +349,7 @@ async def _drive(pb: Playback, workspace: Path, state_dir: Path) -> None:
     settings = settings_of(recording)
 
     def tools() -> ToolRegistry:
-        registry = default_tools(settings)
-        registry.__class__ = PlaybackRegistry
-        registry.playback = pb  # type: ignore[attr-defined]
-        return registry
+        return PlaybackRegistry(list(default_tools(settings)), pb)
 
     async def hook_runner(hook: Any, stdin: bytes, cwd: str) -> Any:
         if not pb.hooks or pb.hooks[0].data["command"] != hook.command:

@@ -51,8 +51,10 @@ class AnsweringRegistry(ToolRegistry):
     [{at, status, text?, truncated?, state?, exitCode?}], notification?}``) is tracked in the session as
     work run elsewhere, its events at their virtual times (``{taskId}`` in a text is the task's id)."""
 
-    answers: dict[str, dict[str, Any]]
-    later: Any  # World.later: run an effect at a virtual time, the replay waiting for it
+    def __init__(self, tools: list[Any], answers: dict[str, dict[str, Any]], later: Any = None) -> None:
+        super().__init__(tools)
+        self.answers = answers
+        self.later = later  # World.later: run an effect at a virtual time, the replay waiting for it
 
     async def execute(self, tool: Any, context: Any, arguments: Any) -> ToolResult:
         data = self.answers.get(context.tool_call_id)
@@ -88,11 +90,7 @@ def _effect(manager: Any, item: Any, event: dict[str, Any], notification: str | 
 
 def answering_tools(settings: Settings, answers: dict[str, dict[str, Any]], later: Any = None) -> Any:
     def make() -> ToolRegistry:
-        registry = default_tools(settings)
-        registry.__class__ = AnsweringRegistry
-        registry.answers = answers  # type: ignore[attr-defined]
-        registry.later = later  # type: ignore[attr-defined]
-        return registry
+        return AnsweringRegistry(list(default_tools(settings)), answers, later)
     return make
 
 

@@ -34,8 +34,13 @@ import trio
 
 from .. import wire
 from ..model import ContextWindowExceeded, Finish, ModelError, TextDelta, ThoughtDelta, ToolCall, Usage
+from ..model import ScriptedModel
+from ..model.base import ModelProvider
+from ..runtime import default_tools
 from ..session.handle import SessionHandle
+from ..session.hooks import run_hook_command
 from ..session.tools import ToolRegistry
+from ..settings import Settings
 from .recording import REPLAYED_SETTINGS, Entry, Header, Redactor, dump_line, settings_secrets
 
 log = logging.getLogger("trellis.recorder")
@@ -132,16 +137,19 @@ class Recorder:
 
     # ------------------------------------------------------------- wiring
 
-    def attach(self, daemon: Any) -> Recorder:
-        """Wrap the daemon's edges (before any session starts)."""
-        runtime = daemon.runtime
-        self._runtime = runtime
-        for secret in settings_secrets(runtime.settings):
+    def edges(self, settings: Settings, model: ModelProvider | None = None, tools: Any = None,
+              hook_runner: Any = None) -> dict[str, Any]:
+        """What :func:`actors.open_daemon` takes to open a daemon whose edges are recorded: the model, the tools
+        and the hook runner it would have used (given, else its defaults), each wrapped; then :meth:`attach`."""
+        for secret in settings_secrets(settings):
             self.redact.add(secret)
-        # The runtime is frozen for the sessions' sake; its edges are replaced once, before any session.
-        object.__setattr__(runtime, "provider", RecordingProvider(runtime.provider, self))
-        object.__setattr__(runtime, "make_tools", self.wrap_tools(runtime.make_tools))
-        object.__setattr__(runtime, "hook_runner", functools.partial(self.run_hook, runtime.hook_runner))
+        return {"model": RecordingProvider(model if model is not None else ScriptedModel(), self),
+                "tools": self.wrap_tools(tools or functools.partial(default_tools, settings)),
+                "hook_runner": functools.partial(self.run_hook, hook_runner)}
+
+    def attach(self, daemon: Any) -> Recorder:
+        """Follow the daemon's sessions (before any starts): its edges were given by :meth:`edges`."""
+        self._runtime = daemon.runtime
         daemon.session_observers.append(self.observe)
         daemon.make_handle = self.make_handle
         return self
@@ -214,10 +222,7 @@ class Recorder:
 
     def wrap_tools(self, make: Callable[[], ToolRegistry]) -> Callable[[], ToolRegistry]:
         def made() -> ToolRegistry:
-            registry = make()
-            registry.__class__ = _recording_registry_class(type(registry))
-            registry._recorder = self  # type: ignore[attr-defined]
-            return registry
+            return RecordingRegistry(self, list(make()))
         return made
 
     async def run_hook(self, inner: Any, hook: Any, stdin: bytes, cwd: str) -> Any:
@@ -231,9 +236,8 @@ class Recorder:
         if sid is None:
             sid = session_of_task(lambda known: known in self._live)
         if inner is None:  # the daemon's own runner: a real process, in the session's sandbox (as without us)
-            from ..session.hooks import _run_one
             session = self._live.get(sid) if sid is not None else None
-            inner = functools.partial(_run_one, sandbox=session.sandbox if session is not None
+            inner = functools.partial(run_hook_command, sandbox=session.sandbox if session is not None
                                       else self._runtime.sandbox)
         rec = self.recording(sid)
         started = trio.current_time()
@@ -245,39 +249,38 @@ class Recorder:
         return outcome
 
 
-@functools.cache
-def _recording_registry_class(base: type[ToolRegistry]) -> type[ToolRegistry]:
-    class RecordingRegistry(base):  # type: ignore[valid-type, misc]
-        _recorder: Recorder
+class RecordingRegistry(ToolRegistry):
+    """A session's tools, each call's result (and the permissions and progress it asked for) recorded."""
 
-        async def execute(self, tool: Any, context: Any, arguments: Any) -> Any:
-            rec = self._recorder.recording(context.session_id)
-            if rec is None:
-                return await super().execute(tool, context, arguments)
-            started = trio.current_time()
-            asks: list[dict[str, Any]] = []
-            updates: list[dict[str, Any]] = []
-            if context.services is not None:
-                context = attrs.evolve(context, services=_ServicesTap(context.services, asks, updates, started))
-            data: dict[str, Any] = {"toolCallId": context.tool_call_id, "name": tool.name, "arguments": arguments}
-            before = rec.events
-            try:
-                result = await super().execute(tool, context, arguments)
-            except BaseException as exc:
-                data.update(events=[before, rec.events])
-                data.update(duration=round(trio.current_time() - started, 6), raised=type(exc).__name__,
-                            message=str(exc), asks=asks, updates=updates)
-                rec.add("tool", data)
-                raise
+    def __init__(self, recorder: Recorder, tools: list[Any]) -> None:
+        super().__init__(tools)
+        self._recorder = recorder
+
+    async def execute(self, tool: Any, context: Any, arguments: Any) -> Any:
+        rec = self._recorder.recording(context.session_id)
+        if rec is None:
+            return await super().execute(tool, context, arguments)
+        started = trio.current_time()
+        asks: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        if context.services is not None:
+            context = attrs.evolve(context, services=_ServicesTap(context.services, asks, updates, started))
+        data: dict[str, Any] = {"toolCallId": context.tool_call_id, "name": tool.name, "arguments": arguments}
+        before = rec.events
+        try:
+            result = await super().execute(tool, context, arguments)
+        except BaseException as exc:
             data.update(events=[before, rec.events])
-            data.update(duration=round(trio.current_time() - started, 6), asks=asks, updates=updates, result={
-                "content": result.content, "display": result.display, "error": result.error,
-                "locations": list(result.locations), "acpContent": list(result.acp_content)})
+            data.update(duration=round(trio.current_time() - started, 6), raised=type(exc).__name__,
+                        message=str(exc), asks=asks, updates=updates)
             rec.add("tool", data)
-            return result
-
-    RecordingRegistry.__name__ = f"Recording{base.__name__}"
-    return RecordingRegistry
+            raise
+        data.update(events=[before, rec.events])
+        data.update(duration=round(trio.current_time() - started, 6), asks=asks, updates=updates, result={
+            "content": result.content, "display": result.display, "error": result.error,
+            "locations": list(result.locations), "acpContent": list(result.acp_content)})
+        rec.add("tool", data)
+        return result
 
 
 class _ServicesTap:

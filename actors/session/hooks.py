@@ -335,7 +335,7 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
     them is not run (:class:`HookFiles`), and with ``refused_blocks`` (PreToolUse, Stop) that blocks. With
     ``plain_context`` (UserPromptSubmit, SessionStart) stdout that is not JSON is context.
     """
-    start = runner or functools.partial(_run_one, sandbox=sandbox)
+    start = runner or functools.partial(run_hook_command, sandbox=sandbox)
     blocks: list[str] = []
     messages: list[str] = []
     failures: list[str] = []
@@ -442,7 +442,7 @@ async def _kill_group(process: Any, task: str) -> None:
     await kill_task(task)
 
 
-async def _run_one(hook: HookCommand, stdin: bytes, cwd: str, sandbox: Sandbox = NO_SANDBOX
+async def run_hook_command(hook: HookCommand, stdin: bytes, cwd: str, sandbox: Sandbox = NO_SANDBOX
                    ) -> tuple[int, str, str] | str:
     if hook.sandbox:
         return await _run_sandboxed(hook, stdin, cwd, sandbox)
@@ -533,5 +533,5 @@ async def _run_sandboxed(hook: HookCommand, stdin: bytes, cwd: str, sandbox: San
             outputs[1][:OUTPUT_LIMIT].decode("utf-8", "replace"))
 
 
-__all__ = ["CLAUDE_ALIASES", "DEFAULT_STOP_BLOCK_CAP", "HookConfigError", "HookFiles", "HookResult", "HooksConfig", "hook_files", "hook_files_for", "parse_hooks",
+__all__ = ["CLAUDE_ALIASES", "run_hook_command", "DEFAULT_STOP_BLOCK_CAP", "HookConfigError", "HookFiles", "HookResult", "HooksConfig", "hook_files", "hook_files_for", "parse_hooks",
            "run_hooks"]

@@ -47,7 +47,8 @@ async def _live(tmp: Path, *, guard_only: bool = False) -> Path:
     workspace = tmp / "workspace"
     workspace.mkdir(exist_ok=True)
     recorder = Recorder(tmp / "recordings", secrets=["another-secret-token"])
-    async with open_daemon(settings, model=model, state_dir=tmp / "state", workspace=str(workspace)) as daemon:
+    async with open_daemon(settings, state_dir=tmp / "state", workspace=str(workspace),
+                           **recorder.edges(settings, model)) as daemon:
         recorder.attach(daemon)
         handle, _ = await daemon.create_session()
         requests: list[str] = []
@@ -209,7 +210,8 @@ async def _live_shell(tmp: Path) -> Path:
     recorder = Recorder(tmp / "recordings")
     settings = Settings(approval_mode="yolo", checkpoints_enabled=False, sandbox="off",
                         hooks={"Stop": [{"hooks": [{"type": "command", "command": "echo checked >&2; exit 0"}]}]})
-    async with open_daemon(settings, model=model, state_dir=tmp / "state", workspace=str(workspace)) as daemon:
+    async with open_daemon(settings, state_dir=tmp / "state", workspace=str(workspace),
+                           **recorder.edges(settings, model)) as daemon:
         recorder.attach(daemon)
         handle, _ = await daemon.create_session()
         await handle.prompt("build it in the background")

@@ -115,10 +115,10 @@ def test_trace_holds_no_wall_clock_or_temporary_paths() -> None:
 def test_scripted_hooks_stand_in_for_processes_only_during_a_replay() -> None:
     from actors.session import hooks
 
-    original = hooks._run_one
+    original = hooks.run_hook_command
     result = replay(SCENARIOS / "guard_stop_hook_cap.json")
     assert result.ok, result.failures
-    assert hooks._run_one is original
+    assert hooks.run_hook_command is original
     runs = list(result.trace.of_kind("hook"))
     assert [(r["command"], r["event"], r["n"]) for r in runs] == [("check-tests", "Stop", 1),
                                                                    ("check-tests", "Stop", 2)]
