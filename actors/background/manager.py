@@ -179,6 +179,16 @@ class BackgroundManager:
             self.notify(item, text)
         return True
 
+    def report_output(self, task_id: str, text: str, *, truncated: int | None = None) -> bool:
+        """Publish output of tracked work (:meth:`track`) as its ``background_task`` ``output`` event, as given:
+        ``text`` already bounded, ``truncated`` how many characters were left out of it (a replay plays
+        recorded output this way). ``False`` when there is no such live task."""
+        item = self.registry.get(task_id)
+        if item is None or not item.live:
+            return False
+        self._event(item, "output", text=text, **({"truncated": truncated} if truncated is not None else {}))
+        return True
+
     # ------------------------------------------------------------- monitors
 
     async def start_monitor(self, *, command: str | None, follow: str | None, cwd: str,

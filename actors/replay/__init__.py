@@ -24,8 +24,9 @@ registry, their signal calls served in process rather than over HTTP
 marked ``known_bug`` and must fail until it is fixed.
 
 A live session recorded by a daemon (``--record DIR``: :class:`~.recorder.Recorder`, the format in
-:mod:`.recording`) replays with :func:`~.playback.replay_recording`, its events compared with the
-recorded ones, and becomes a scenario with :func:`~.to_scenario.to_scenario`.
+:mod:`.recording`) replays with :func:`~.playback.replay_recording`, its events, model requests and the
+answers to its client calls compared with the recorded ones, and becomes a scenario with
+:func:`~.to_scenario.to_scenario`.
 """
 
 from .determinism import deterministic, run_deterministic

@@ -80,7 +80,7 @@ class AnsweringRegistry(ToolRegistry):
 def _effect(manager: Any, item: Any, event: dict[str, Any], notification: str | None) -> Any:
     def run() -> None:
         if event.get("status") == "output":
-            manager._event(item, "output", **{k: event[k] for k in ("text", "truncated") if k in event})
+            manager.report_output(item.task_id, event.get("text", ""), truncated=event.get("truncated"))
         elif event.get("status") == "finished":
             text = (notification or "").replace("{taskId}", item.task_id)
             manager.finish(item.task_id, state=event.get("state", "completed"), text=text,

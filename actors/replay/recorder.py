@@ -7,9 +7,13 @@ where the outside enters a session, and nothing in the turn itself:
 - each session's tool registry (``execute``) — each tool's result, the permissions the tool asked
   for itself and the progress it published;
 - the hook runner — each hook command's outcome;
-- the session handle (the daemon's ``make_handle``) — every client call: prompts, mid-turn
-  messages, votes, aborts, cancels, subscriptions (reconnects);
-- the session's event bus — every published event, to compare against.
+- the session handle (the daemon's ``make_handle``) — every client call that can change the session
+  (:data:`.recording.ACTIONS`: prompts, mid-turn messages, votes, aborts, cancels, titles, cwd changes,
+  rewinds, checkpoint restores, permission-rule edits, subscriptions, ...); the calls that only read it
+  (:data:`.recording.READS`) are not;
+- the session's event bus — every published event, to compare against;
+- a restore from the state directory (a restarted daemon, a closed session opened again) — what it was
+  restored from, as a ``restored`` step of the session's recording, which goes on in the same file.
 
 Which session a model call or hook belongs to is the work loop task it runs in (``work:<id>``).
 Which sessions are recorded: every one, by default, or as :meth:`choose` says for the session
@@ -23,7 +27,6 @@ import contextvars
 import functools
 import json
 import logging
-import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,10 +41,14 @@ from ..model import ScriptedModel
 from ..model.base import ModelProvider
 from ..runtime import default_tools
 from ..session.handle import SessionHandle
+from ..session.messages import NOT_REPLACING
 from ..session.hooks import run_hook_command
+from ..session.system_prompt import os_name
 from ..session.tools import ToolRegistry
 from ..settings import Settings
-from .recording import REPLAYED_SETTINGS, Entry, Header, Redactor, dump_line, settings_secrets
+from .recording import (
+    REPLAYED_SETTINGS, VERSION, Entry, Header, Redactor, RequestEncoder, dump_line, read_recording, settings_secrets,
+)
 
 log = logging.getLogger("trellis.recorder")
 
@@ -88,16 +95,24 @@ def error_record(exc: BaseException, committed: bool) -> dict[str, Any]:
     return {"code": "exception", "message": f"{type(exc).__name__}: {exc}", "committed": committed}
 
 
+def _start_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A session record as a recording's header keeps it: without its times and its random epoch."""
+    return {k: v for k, v in record.items() if k not in ("createdAt", "updatedAt", "eventEpoch")}
+
+
 class SessionRecording:
     """One session's file: lines are written (and flushed) as they happen."""
 
-    def __init__(self, session_id: str, out: IO[str], redact: Redactor) -> None:
+    def __init__(self, session_id: str, out: IO[str], redact: Redactor, *, n: int = 0, t: float = 0.0,
+                 events: int = 0) -> None:
+        """``n``, ``t``, ``events``: where a recording that goes on in its file (a restored session's) stood."""
         self.session_id = session_id
         self._out = out
         self._redact = redact
-        self._start = trio.current_time()
-        self._n = 0
-        self.events = 0  # events recorded so far (an action says how many came before it: ``after``)
+        self._start = trio.current_time() - t
+        self._n = n
+        self.events = events  # events recorded so far (an action says how many came before it: ``after``)
+        self.requests = RequestEncoder()
         self.closed = False
 
     def now(self) -> float:
@@ -133,7 +148,7 @@ class Recorder:
         self.sessions: dict[str, SessionRecording] = {}
         self.files: dict[str, Path] = {}
         self._runtime: Any = None
-        self._live: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+        self._live: dict[str, Any] = {}  # the daemon's live sessions (each leaves as it publishes session_closed)
 
     # ------------------------------------------------------------- wiring
 
@@ -178,23 +193,55 @@ class Recorder:
 
     def observe(self, session: Any) -> None:
         self._live[session.session_id] = session  # its hooks run in its own sandbox, recorded or not
+
+        def gone(e: Any, sid: str = session.session_id) -> None:
+            if e.type == "session_closed" and self._live.get(sid) is session:
+                del self._live[sid]
+
+        session.bus.observers.append(gone)
         choice = _choice.get()
-        if self.directory is None or not (choice if choice is not None else self.record_all):
+        store = session.runtime.store
+        # Observed before it starts: a session the store has already is being restored (the daemon's _start).
+        restoring = store is not None and store.exists(session.session_id)
+        previous = self._previous(session.session_id) if restoring else None
+        if previous is None and (self.directory is None or not (choice if choice is not None else self.record_all)):
             return
+        assert self.directory is not None
         self.directory.mkdir(parents=True, exist_ok=True)
         stamp = datetime.now(timezone.utc)
-        path = self.directory / f"{session.session_id}-{stamp.strftime('%Y%m%dT%H%M%S%f')}.jsonl"
-        rec = SessionRecording(session.session_id, path.open("w", encoding="utf-8"), self.redact)
+        if previous is not None:  # the recording goes on where it stopped, its clock with the wall clock's
+            path, header, last, events = previous
+            try:
+                gap = (stamp - datetime.fromisoformat(header.startedAt)).total_seconds()
+            except ValueError:
+                gap = 0.0
+            rec = SessionRecording(session.session_id, path.open("a", encoding="utf-8"), self.redact,
+                                   n=last.n if last else 0, t=max(gap, last.t if last else 0.0),
+                                   events=events)
+        else:
+            path = self.directory / f"{session.session_id}-{stamp.strftime('%Y%m%dT%H%M%S%f')}.jsonl"
+            rec = SessionRecording(session.session_id, path.open("w", encoding="utf-8"), self.redact)
         self.sessions[session.session_id] = rec
         self.files[session.session_id] = path
         settings = session.runtime.settings
-        rec.header(Header(
-            sessionId=session.session_id, cwd=session.cwd,
-            stateDir=str(session.runtime.state_dir) if session.runtime.state_dir is not None else None,
-            epoch=session.bus.epoch, startedAt=stamp.isoformat(), model=getattr(session.runtime.provider, "name", None),
-            settings={name: getattr(settings, name) for name in REPLAYED_SETTINGS},
-            limits=attrs.asdict(settings.limits), tools=list(session.tools.names()),
-        ))
+        if previous is None:
+            rec.header(Header(
+                sessionId=session.session_id, cwd=session.cwd,
+                stateDir=str(session.runtime.state_dir) if session.runtime.state_dir is not None else None,
+                epoch=session.bus.epoch, startedAt=stamp.isoformat(),
+                model=getattr(session.runtime.provider, "name", None),
+                settings={name: getattr(settings, name) for name in REPLAYED_SETTINGS},
+                limits=attrs.asdict(settings.limits), tools=list(session.tools.names()),
+                record=_start_record(session.record()), now=session.runtime.now().isoformat(), os=os_name(),
+                sandbox=session.runtime.sandbox.kind,
+            ))
+        if restoring:
+            sid = session.session_id
+            rec.add("restored", {
+                "record": store.record_read(sid), "journal": store.journal_read(sid),
+                "transcript": store.transcript(sid).records(), "replay": store.replay_read(sid),
+                "epoch": session.bus.epoch, "cwd": session.cwd, "after": rec.events,
+            })
 
         def event(e: Any) -> None:
             rec.events += 1
@@ -212,7 +259,26 @@ class Recorder:
             notify(item, text, merge=merge)
 
         background.notify = notifying
-        log.info("recording session %s to %s", session.session_id, path)
+        log.info("recording session %s to %s%s", session.session_id, path, " (restored)" if restoring else "")
+
+    def _previous(self, session_id: str) -> tuple[Path, Header, Entry | None, int] | None:
+        """The newest recording of this session in the directory that this version writes, if any: a restored
+        session's recording goes on there (as the same session, from the state it was restored from)."""
+        if self.directory is None or not self.directory.is_dir():
+            return None
+        for path in sorted(self.directory.glob(f"{session_id}-*.jsonl"), reverse=True):
+            live = self.sessions.get(session_id)
+            if live is not None and not live.closed:
+                return None
+            try:
+                recording = read_recording(path)
+            except ValueError:
+                continue
+            if recording.header.version != VERSION or recording.header.sessionId != session_id:
+                continue
+            return (path, recording.header, recording.entries[-1] if recording.entries else None,
+                    len(recording.of_kind("event")))
+        return None
 
     def make_handle(self, session: Any) -> SessionHandle:
         rec = self.recording(session.session_id)
@@ -332,7 +398,8 @@ class RecordingProvider:
             return
         t0 = rec.now()
         started = trio.current_time()
-        data: dict[str, Any] = {"purpose": request.purpose, "model": request.model, "items": []}
+        data: dict[str, Any] = {"purpose": request.purpose, "model": request.model,
+                                "request": rec.requests.encode(request), "items": []}
         opened = False
         try:
             async with self.inner.stream(request) as stream:
@@ -373,6 +440,16 @@ class _TapStream:
 
 
 # ----------------------------------------------------------------- the client's calls
+
+
+def failure_record(exc: BaseException) -> dict[str, Any]:
+    """A client call's failure as a recording keeps it: its type, message and (a checkpoint refusal's) code."""
+    out: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(getattr(exc, "code", None), str):
+        out["code"] = exc.code  # type: ignore[attr-defined]
+    if isinstance(getattr(exc, "paths", None), list):
+        out["paths"] = list(exc.paths)  # type: ignore[attr-defined]
+    return out
 
 
 def _result(value: Any) -> Any:
@@ -450,6 +527,87 @@ class RecordingHandle(SessionHandle):
         answer = await super().set_model(model)
         self._note("model", {"model": model}, answer, t)
         return answer
+
+    async def _call(self, do: str, args: dict[str, Any], call: Callable[[], Any],
+                    shown: Callable[[Any], Any] = lambda answer: answer) -> Any:
+        """Make a call and write it with its answer (``shown``: as the recording keeps it) or its failure."""
+        t = self._now()
+        try:
+            answer = await call()
+        except Exception as exc:
+            self._note(do, args, {"error": failure_record(exc)}, t)
+            raise
+        self._note(do, args, shown(answer), t)
+        return answer
+
+    async def set_title(self, title: str | None) -> str | None:
+        return await self._call("title", {"title": title}, lambda: super(RecordingHandle, self).set_title(title))
+
+    async def change_cwd(self, cwd: str) -> str:
+        return await self._call("cwd", {"cwd": cwd}, lambda: super(RecordingHandle, self).change_cwd(cwd))
+
+    async def rewind(self, turn: int) -> int:
+        return await self._call("rewind", {"turn": turn}, lambda: super(RecordingHandle, self).rewind(turn))
+
+    async def checkpoints(self, op: str, *, turn: int | None = None, undo_id: str | None = None,
+                          force: bool = False) -> dict[str, Any]:
+        call = functools.partial(super().checkpoints, op, turn=turn, undo_id=undo_id, force=force)
+        if op not in ("rewind", "undo"):  # ``list`` and ``diff`` read the checkpoints: nothing changes
+            return await call()
+        return await self._call("checkpoints", {"op": op, "turn": turn, "undoId": undo_id, "force": force}, call)
+
+    async def add_permission_rule(self, effect: str, rule: str) -> bool:
+        return await self._call("add_rule", {"effect": effect, "rule": rule},
+                                lambda: super(RecordingHandle, self).add_permission_rule(effect, rule))
+
+    async def remove_permission_rule(self, effect: str, rule: str) -> bool:
+        return await self._call("remove_rule", {"effect": effect, "rule": rule},
+                                lambda: super(RecordingHandle, self).remove_permission_rule(effect, rule))
+
+    async def load(self) -> int:
+        return await self._call("load", {}, super().load)
+
+    async def snapshot(self) -> list:
+        return await self._call("snapshot", {}, super().snapshot, lambda history: {"messages": len(history)})
+
+    async def release_queued_prompt_wait(self) -> bool:
+        return await self._call("release_queue", {}, super().release_queued_prompt_wait)
+
+    async def turn_off_todo_stop_guard(self) -> None:
+        return await self._call("guard_off", {}, super().turn_off_todo_stop_guard)
+
+    async def add_tools(self, *tools: Any) -> None:
+        specs = [{"name": t.name, "description": t.description, "parameters": t.parameters,
+                  "builtin": bool(getattr(t, "builtin", False)), "kind": getattr(t, "kind", "other"),
+                  "asksPermission": bool(getattr(t, "asks_permission", False))} for t in tools]
+        return await self._call("add_tools", {"tools": specs}, lambda: super(RecordingHandle, self).add_tools(*tools))
+
+    async def add_mcp_servers(self, servers: tuple[Any, ...]) -> list[str]:
+        names = [getattr(s, "name", repr(s)) for s in servers]
+        return await self._call("mcp_servers", {"servers": names},
+                                lambda: super(RecordingHandle, self).add_mcp_servers(servers))
+
+    async def take_inbox(self, take: Any) -> int:
+        taken: list[Any] = []
+
+        def taking() -> Any:
+            records = take()
+            taken.extend(records)
+            return records
+
+        t = self._now()
+        answer = await super().take_inbox(taking)
+        self._note("take_inbox", {"records": taken}, answer, t)
+        return answer
+
+    async def set_drain_source(self, source: Any, *, replacing: Any = NOT_REPLACING) -> bool:
+        return await self._call("drain_source", {"set": source is not None},
+                                lambda: super(RecordingHandle, self).set_drain_source(source, replacing=replacing))
+
+    async def set_client_services(self, services: Any, *, replacing: Any = NOT_REPLACING) -> bool:
+        return await self._call("client_services", {"set": services is not None},
+                                lambda: super(RecordingHandle, self).set_client_services(services,
+                                                                                          replacing=replacing))
 
     def subscribe(self, last_event_id: int | None = None, epoch: str | None = None,
                   max_queued: int | None = None) -> Any:

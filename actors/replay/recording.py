@@ -4,18 +4,18 @@ A recording is everything that entered one session from outside, with when, plus
 session published, so :mod:`.playback` can run the real session again on virtual time and
 compare. The first line is a :class:`Header`; every other line an :class:`Entry`::
 
-    {"format": "trellis-recording", "version": 1, "sessionId": "...", "cwd": "...", ...}
+    {"format": "trellis-recording", "version": 2, "sessionId": "...", "cwd": "...", ...}
     {"n": 1, "t": 0.0, "kind": "action", "data": {"do": "prompt", "args": {...}, "result": {...}}}
     {"n": 2, "t": 0.0012, "kind": "event", "data": {"id": 1, "type": "session_update", ...}}
-    {"n": 3, "t": 0.0031, "kind": "model", "data": {"purpose": "primary", "delay": 0.2, "items": [...]}}
+    {"n": 3, "t": 0.0031, "kind": "model", "data": {"purpose": "primary", "request": {...}, "delay": 0.2, ...}}
 
 ``t`` is seconds since the session started (the recorder's clock: Trio's, real or virtual).
 Entry kinds (their ``data``):
 
-- ``action`` — a client call on the session's handle: ``do`` (``prompt``, ``mid_turn``, ``abort``,
-  ``cancel``, ``vote``, ``approval_mode``, ``model``, ``kill_task``, ``attach``, ``detach``), ``args``,
+- ``action`` — a client call on the session's handle: ``do`` (:data:`ACTIONS`), ``args``,
   ``result`` and ``after`` (how many events had been published when the call began);
-- ``model`` — one model call as streamed: ``purpose``, ``model``, ``delay`` (seconds until the
+- ``model`` — one model call as streamed: ``purpose``, ``model``, ``request`` (what the session sent:
+  :func:`request_record`, version 2), ``delay`` (seconds until the
   stream was returned), ``items`` (``{dt, text | thought | tool_call | usage | finish}``, ``dt`` seconds
   since the previous item or the stream's return), and ``error`` ``{code, message, committed, retryAfter,
   context?}`` when it failed (``committed: false``: refused before a stream), ``cancelled: true`` when
@@ -29,7 +29,16 @@ Entry kinds (their ``data``):
 - ``background`` — a background task's notification to the model (a shell's, a monitor's, a subagent
   run's end): ``taskId``, ``kind``, ``state``, ``exitCode``, ``text``, ``merge``;
 - ``event`` — a published event: ``id``, ``type``, ``promptId``, ``data`` (as published; a replay drops
-  the wall-clock fields when it compares).
+  the wall-clock fields when it compares);
+- ``restored`` — the session was restored from the state directory (a daemon's restart, version 2): what it
+  was restored from — ``record``, ``journal``, ``transcript``, ``replay`` (the stored event segments) —
+  its new event bus ``epoch``, its ``cwd`` and ``after`` (events recorded before it). A restored session's
+  recording goes on in the same file (the newest of that session in the directory), its ``t`` by the wall
+  clock since the header's ``startedAt``; how the daemon before ended shows in the events before it
+  (``session_closed`` ``closed`` or ``daemon_shutdown``, or none: it was killed).
+
+Version 1 (no ``request``, no ``restored``, no ``record``/``now``/``os``/``sandbox`` in the header) is
+still read: its model requests are not compared.
 
 Nothing secret is written: every string of the recorder's secrets (the settings' ``model.apiKey``,
 the bearer token, the ``env`` values) is replaced with ``[redacted]`` in every line.
@@ -37,6 +46,7 @@ the bearer token, the ``env`` values) is replaced with ``[redacted]`` in every l
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable
@@ -47,7 +57,8 @@ import attrs
 import cattrs
 
 FORMAT = "trellis-recording"
-VERSION = 1
+VERSION = 2
+READABLE = (1, 2)  # the versions this module reads
 REDACTED = "[redacted]"
 
 # The settings a replay needs to run the session as it ran (none of them carries a secret).
@@ -75,6 +86,26 @@ class Header:
     settings: dict[str, Any] = attrs.field(factory=dict)  # REPLAYED_SETTINGS, by their actors.Settings names
     limits: dict[str, Any] = attrs.field(factory=dict)  # actors.Limits fields by name
     tools: list[str] = attrs.field(factory=list)
+    # Version 2: the session record when it started (title, its own permission rules and system-prompt layers,
+    # approval mode, model), the daemon's wall clock then (ISO, with its offset: the session's "today" and its
+    # timers), the operating system's name and the sandbox kind, as the system prompt states them.
+    record: dict[str, Any] = attrs.field(factory=dict)
+    now: str | None = None
+    os: str | None = None
+    sandbox: str | None = None
+
+
+# The client calls an ``action`` entry names (``do``), by the SessionHandle method each records.
+ACTIONS = {
+    "prompt": "prompt", "mid_turn": "post_mid_turn_message", "abort": "abort_prompt", "cancel": "cancel",
+    "vote": "vote", "approval_mode": "set_approval_mode", "model": "set_model", "kill_task": "kill_task",
+    "title": "set_title", "cwd": "change_cwd", "rewind": "rewind", "checkpoints": "checkpoints",
+    "add_rule": "add_permission_rule", "remove_rule": "remove_permission_rule", "load": "load",
+    "snapshot": "snapshot", "release_queue": "release_queued_prompt_wait", "guard_off": "turn_off_todo_stop_guard",
+    "add_tools": "add_tools", "mcp_servers": "add_mcp_servers", "take_inbox": "take_inbox",
+    "drain_source": "set_drain_source", "client_services": "set_client_services",
+    "attach": "subscribe", "detach": "subscribe",
+}
 
 
 @attrs.frozen(kw_only=True)
@@ -85,7 +116,7 @@ class Entry:
     data: dict[str, Any]
 
 
-KINDS = ("action", "model", "tool", "hook", "background", "event")
+KINDS = ("action", "model", "tool", "hook", "background", "event", "restored")
 _converter = cattrs.Converter(forbid_extra_keys=False)
 
 
@@ -128,8 +159,9 @@ def read_recording(path: str | Path) -> Recording:
         first = json.loads(lines[0])
         if not isinstance(first, dict) or first.get("format") != FORMAT:
             raise RecordingError(f"{path}:1: expected a {FORMAT} header")
-        if first.get("version") != VERSION:
-            raise RecordingError(f"{path}:1: version {first.get('version')!r}; this reads version {VERSION}")
+        if first.get("version") not in READABLE:
+            raise RecordingError(f"{path}:1: version {first.get('version')!r}; this reads versions "
+                                 f"{', '.join(map(str, READABLE))}")
         header = _converter.structure(first, Header)
     except (ValueError, cattrs.BaseValidationError) as exc:
         raise RecordingError(f"{path}:1: not a header ({exc})") from None
@@ -244,3 +276,73 @@ class HexCountingIds:
         n = self._counts.get(prefix, 0) + 1
         self._counts[prefix] = n
         return f"{prefix}-{n:016x}"
+
+
+# ----------------------------------------------------------------- model requests (version 2)
+
+# The handle's public calls that only read the session (nothing they do reaches its events): not recorded.
+READS = ("status", "record", "pending_prompts", "turn", "permission_rules", "explain_permission",
+         "has_permission_request")
+
+
+def message_record(message: Any) -> dict[str, Any]:
+    """One message of a model request as recorded and compared: what is sent (not its ``origin``); an image
+    by its type, size and SHA-256 (not its data)."""
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["toolCalls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls]
+    if message.tool_call_id is not None:
+        out["toolCallId"] = message.tool_call_id
+    if message.name is not None:
+        out["name"] = message.name
+    if message.images:
+        out["images"] = [{"mimeType": i.mime_type, "size": len(i.data),
+                          "sha256": hashlib.sha256(i.data.encode()).hexdigest()} for i in message.images]
+    return out
+
+
+def request_record(request: Any) -> dict[str, Any]:
+    """A model request as a replay compares it: ``messages``, ``tools`` (name, description, parameters) and the
+    parameters sent (``maxTokens``, ``model``, ``purpose``). The session's token estimate is not sent: left out."""
+    return {"messages": [message_record(m) for m in request.messages],
+            "tools": [{"name": t.name, "description": t.description, "parameters": t.parameters}
+                      for t in request.tools],
+            "maxTokens": request.max_tokens, "model": request.model, "purpose": request.purpose}
+
+
+class RequestEncoder:
+    """Writes each request of a recording against the one before it: ``keep`` (how many messages of the
+    previous request it starts with), ``messages`` (the rest), and ``tools`` only when they changed."""
+
+    def __init__(self) -> None:
+        self._messages: list[dict[str, Any]] = []
+        self._tools: list[dict[str, Any]] | None = None
+
+    def encode(self, request: Any) -> dict[str, Any]:
+        full = request_record(request)
+        messages, tools = full.pop("messages"), full.pop("tools")
+        keep = 0
+        for old, new in zip(self._messages, messages):
+            if old != new:
+                break
+            keep += 1
+        out: dict[str, Any] = {"keep": keep, "messages": messages[keep:], **full}
+        if tools != self._tools:
+            out["tools"] = tools
+        self._messages, self._tools = messages, tools
+        return out
+
+
+class RequestDecoder:
+    """The whole requests back from a recording's ``model`` entries, in their order."""
+
+    def __init__(self) -> None:
+        self._messages: list[dict[str, Any]] = []
+        self._tools: list[dict[str, Any]] = []
+
+    def decode(self, data: dict[str, Any]) -> dict[str, Any]:
+        messages = self._messages[:data.get("keep", 0)] + list(data.get("messages", []))
+        tools = data["tools"] if "tools" in data else self._tools
+        self._messages, self._tools = messages, tools
+        return {"messages": messages, "tools": tools,
+                **{k: data.get(k) for k in ("maxTokens", "model", "purpose")}}

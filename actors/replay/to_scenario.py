@@ -11,13 +11,16 @@ Pure: :func:`to_scenario` maps a :class:`~.recording.Recording` to scenario data
   permissions it asked for) instead of running; ``hooks`` — the runs of each hook command;
 - ``timeline`` — ``create_session`` with the recorded id, then the client's calls at their recorded
   times (prompts by label, a vote by the tool call its request asked about, a subscription as
-  ``attach``/``disconnect``);
+  ``attach``/``disconnect``, a rewind, a cwd change inside the recorded cwd, a restore as ``restart``
+  or, after the session was closed, ``load``); the others (a title, a checkpoint restore, a rule edit,
+  ...) are left out with a note;
 - ``expect`` — each prompt's recorded terminal state and the number of model calls; ``invariants``
   — the library's safety properties (and the guard's when it was on).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import attrs
@@ -161,6 +164,10 @@ def _hooks(recording: Recording) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def to_scenario(recording: Recording, name: str) -> tuple[dict[str, Any], list[str]]:
     """The scenario data, and notes on what could not be carried over."""
     notes: list[str] = []
@@ -171,7 +178,19 @@ def to_scenario(recording: Recording, name: str) -> tuple[dict[str, Any], list[s
     labels: dict[str, str] = {}  # recorded prompt id -> label
     timeline: list[dict[str, Any]] = [{"at": 0, "do": "create_session", "session_id": h.sessionId}]
     last = 0.0
-    for entry in recording.of_kind("action"):
+    previous_cwd = h.cwd  # a scenario's cwd step is relative to the session's cwd then
+    for entry in [e for e in recording.entries if e.kind in ("action", "restored")]:
+        if entry.kind == "restored":
+            closed = [e for e in events if e.n < entry.n and e.data["type"] == "session_closed"]
+            if not [e for e in recording.entries if e.n < entry.n]:
+                notes.append(f"step {entry.n}: the session was recorded from its restore on; the scenario starts it "
+                             f"new (its restored state is not carried over)")
+                continue
+            reason = (closed[-1].data.get("data") or {}).get("reason") if closed else None
+            timeline.append({"at": max(_t(entry.t), last),
+                             **({"do": "load"} if reason == "closed" else {"do": "restart"})})
+            last = max(_t(entry.t), last)
+            continue
         do, args, result = entry.data["do"], entry.data.get("args") or {}, entry.data.get("result")
         at = max(_t(entry.t), last)
         step: dict[str, Any]
@@ -205,6 +224,16 @@ def to_scenario(recording: Recording, name: str) -> tuple[dict[str, Any], list[s
             step = {"do": "attach", "client": f"c{args['client']}"}
         elif do == "detach":
             step = {"do": "disconnect", "client": f"c{args['client']}"}
+        elif do == "rewind" and isinstance(result, int):
+            step = {"do": "rewind", "turn": args["turn"]}
+        elif do == "cwd" and isinstance(result, str) and _inside(result, h.cwd):
+            relative = os.path.relpath(result, previous_cwd)
+            step = {"do": "cwd", "path": relative}
+            previous_cwd = result
+        elif do == "release_queue":
+            step = {"do": "release_queue"}
+        elif do == "load" and isinstance(result, int):
+            step = {"do": "load"}
         else:
             notes.append(f"step {entry.n}: {do} {args} is not carried over (no scenario action takes it)")
             continue

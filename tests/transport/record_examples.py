@@ -11,7 +11,11 @@ a client does, and keeps the session's recording:
   continuations, then a slow stream the client cancels;
 - ``subagent_parent.jsonl`` / ``subagent_child.jsonl`` — a session that starts a subagent run (the
   ``agent`` tool, ``session`` runner), and the run's child session; the run's end comes back to the
-  parent as a task notification that starts an automatic turn.
+  parent as a task notification that starts an automatic turn;
+- ``openai_rewind_restart.jsonl`` — a session's rewind with its files and the undo of it, a rewind of the
+  conversation, a title, a session permission rule added then removed and a cwd change, all over HTTP;
+  then the daemon is stopped and started again on the same state directory, the session is loaded
+  (restored) and answers once more: the recording goes on in the same file after a ``restored`` step.
 """
 
 from __future__ import annotations
@@ -106,6 +110,67 @@ async def _guard_vote_cancel(client: httpx.AsyncClient) -> None:
     await _wait(client, sid, _idle)
 
 
+REWIND_SCRIPT: list[Any] = [
+    [{"tool_call": {"id": "call_notes", "name": "write_file",
+                    "arguments": {"path": "NOTES.md", "content": "# Release notes\n"}}}],
+    [{"text": "The notes are written."}],
+    [{"tool_call": {"id": "call_changes", "name": "write_file",
+                    "arguments": {"path": "CHANGELOG.md", "content": "## 1.0\n"}}}],
+    [{"text": "The changelog is written."}],
+    [{"text": "Nothing else in docs/."}],
+    [{"text": "Back after the restart: the notes are still there."}],  # the restored session's turn
+]
+
+
+async def _rewind_restart(tmp: Path) -> list[Path]:
+    fake = FakeOpenAI(REWIND_SCRIPT)
+    record_dir = tmp / "recordings"
+    (tmp / "settings.json").write_text(json.dumps({"model": {"apiKey": "sk-example-not-a-key"}}))
+    workspace = tmp / "workspace"
+    (workspace / "docs").mkdir(parents=True)
+    args = ("--record", str(record_dir), "--settings", str(tmp / "settings.json"), "--model", "openai",
+            "--openai-model", "fake", "--workspace", str(workspace), "--sandbox", "off")
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(fake.serve)
+        async with daemon_process(*args, "--openai-base-url", url, state_dir=tmp / "state") as daemon:
+            headers = {"Authorization": f"Bearer {read_token_file(tmp / 'state')}"}
+            async with httpx.AsyncClient(base_url=daemon.url, headers=headers, trust_env=False,
+                                         timeout=30) as client:
+                sid = (await client.post("/session", json={"approvalMode": "yolo", "title": "Release prep"})
+                       ).json()["sessionId"]
+                for text in ("write the release notes", "write the changelog"):
+                    await client.post(f"/session/{sid}/prompt", json={"prompt": [{"type": "text", "text": text}]})
+                    await trio.sleep(0.3)
+                    await _wait(client, sid, _idle)
+                rewound = await client.post(f"/session/{sid}/rewind", json={"turn": 1, "files": True})
+                assert rewound.status_code == 200, rewound.text
+                assert not (workspace / "CHANGELOG.md").exists()
+                undone = await client.post(f"/session/{sid}/checkpoints/undo/{rewound.json()['undoId']}", json={})
+                assert undone.status_code == 200 and (workspace / "CHANGELOG.md").exists(), undone.text
+                assert (await client.post(f"/session/{sid}/rewind", json={"turn": 1})).status_code == 200
+                assert (await client.post(f"/session/{sid}/title", json={"title": "Release notes"})).status_code == 200
+                rule = {"effect": "deny", "rule": "Edit(./CHANGELOG.md)"}
+                assert (await client.post(f"/session/{sid}/permissions", json=rule)).status_code == 200
+                removed = await client.delete(f"/session/{sid}/permissions/deny", params={"rule": rule["rule"]})
+                assert removed.status_code == 200, removed.text
+                assert (await client.post(f"/session/{sid}/cwd", json={"cwd": "docs"})).status_code == 200
+                await client.post(f"/session/{sid}/prompt",
+                                  json={"prompt": [{"type": "text", "text": "anything else?"}]})
+                await trio.sleep(0.3)
+                await _wait(client, sid, _idle)
+        async with daemon_process(*args, "--openai-base-url", url, state_dir=tmp / "state") as daemon:
+            headers = {"Authorization": f"Bearer {read_token_file(tmp / 'state')}"}
+            async with httpx.AsyncClient(base_url=daemon.url, headers=headers, trust_env=False,
+                                         timeout=30) as client:
+                loaded = await client.post(f"/session/{sid}/load", json={})
+                assert loaded.status_code == 200, loaded.text
+                await client.post(f"/session/{sid}/prompt", json={"prompt": [{"type": "text", "text": "still there?"}]})
+                await trio.sleep(0.3)
+                await _wait(client, sid, _idle)
+        nursery.cancel_scope.cancel()
+    return sorted(record_dir.iterdir())
+
+
 async def _subagent(client: httpx.AsyncClient) -> None:
     sid = (await client.post("/session", json={"approvalMode": "yolo"})).json()["sessionId"]
     await client.post(f"/session/{sid}/prompt", json={"prompt": [{"type": "text", "text": "have a scout look"}]})
@@ -129,6 +194,9 @@ async def make(out: Path) -> list[Path]:
         parent, child = files[0], files[1]
         made.append(Path(shutil.copy(parent, out / "subagent_parent.jsonl")))
         made.append(Path(shutil.copy(child, out / "subagent_child.jsonl")))
+        (Path(tmp) / "c").mkdir()
+        (recorded,) = await _rewind_restart(Path(tmp) / "c")
+        made.append(Path(shutil.copy(recorded, out / "openai_rewind_restart.jsonl")))
     return made
 
 
