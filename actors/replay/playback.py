@@ -47,6 +47,7 @@ from datetime import datetime, timedelta
 from .. import Settings, checked, open_daemon, wire
 from ..checkpoints import CheckpointRefused
 from ..model import ContextWindowExceeded, Finish, ModelError, TextDelta, ThoughtDelta, ToolCall, Usage
+from ..model.overflow import ContextOverflow, EmptyResponse
 from ..permission_rules import RuleLists
 from ..runtime import default_tools
 from ..session.system_prompt import default_prompt, os_name
@@ -366,6 +367,12 @@ def _item(item: dict[str, Any]) -> Any:
 def _error(error: dict[str, Any]) -> Exception:
     if error.get("code") == "context_window_exceeded" and "context" in error:
         return ContextWindowExceeded(error["context"]["needed"], error["context"]["window"])
+    # The session reads more than the code off these two (the window a server showed, an empty stream).
+    if error.get("class") == "ContextOverflow":
+        return ContextOverflow(error.get("message", ""), committed=bool(error.get("committed")),
+                               limit=error.get("limit"), prompt_tokens=error.get("promptTokens"))
+    if error.get("class") == "EmptyResponse":
+        return EmptyResponse(error.get("message", ""))
     return ModelError(error["code"], error.get("message", ""), committed=bool(error.get("committed")),
                       retry_after=error.get("retryAfter"))
 

@@ -39,6 +39,7 @@ from .. import wire
 from ..model import ContextWindowExceeded, Finish, ModelError, TextDelta, ThoughtDelta, ToolCall, Usage
 from ..model import ScriptedModel
 from ..model.base import ModelProvider
+from ..model.overflow import ContextOverflow
 from ..runtime import default_tools
 from ..session.handle import SessionHandle
 from ..session.messages import NOT_REPLACING
@@ -90,8 +91,11 @@ def error_record(exc: BaseException, committed: bool) -> dict[str, Any]:
         return {"code": "context_window_exceeded", "message": str(exc), "committed": False,
                 "context": {"needed": exc.needed, "window": exc.window}}
     if isinstance(exc, ModelError):
-        return {"code": exc.code, "message": exc.message, "committed": exc.committed,
-                "retryAfter": exc.retry_after, "class": type(exc).__name__}
+        record = {"code": exc.code, "message": exc.message, "committed": exc.committed,
+                  "retryAfter": exc.retry_after, "class": type(exc).__name__}
+        if isinstance(exc, ContextOverflow):  # what the server showed of its window: the session learns it
+            record.update(limit=exc.limit, promptTokens=exc.prompt_tokens)
+        return record
     return {"code": "exception", "message": f"{type(exc).__name__}: {exc}", "committed": committed}
 
 
