@@ -11,7 +11,7 @@ route handler, after authentication:
                                                                           least-loaded live node (placement)
     POST /session/:id/prompt                owned by a live node          admits it: journalled in the inbox,
                                                                           202 with the owner's body, owner woken
-    GET  /session/:id/events                anywhere (here too)           streams it from Redis
+    GET  /session/:id/events                anywhere (here too)           streams what Redis holds
     any other /session/:id/...              owned by a live node          forwards it to the owner, answers as
                                                                           the owner did (503 owner_unreachable
                                                                           if it cannot reach it)
@@ -19,9 +19,11 @@ route handler, after authentication:
                                                                           then answers as its owner
     anything                                live here / unknown           the ordinary routes
 
-Every event stream of a cluster is read from Redis, on the owner too: what
-any client has seen is then in the session's durable stream, so the next
-owner continues its ids exactly where they stopped (no gap, no duplicate).
+Every event stream of a cluster carries only what Redis holds, on the owner
+too (there its node hands each batch over once Redis acknowledged it, rather
+than reading it back): what any client has seen is then in the session's
+durable stream, so the next owner continues its ids exactly where they
+stopped (no gap, no duplicate).
 
 A forwarded request carries ``X-Trellis-Forwarded``, and a node answers it
 itself: a request never goes round the cluster. Nodes share the bearer token
@@ -97,7 +99,7 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
             return None
         session_id, rest = match.group(1), match.group(2) or ""
         events = rest == "/events" and request.method in ("GET", "HEAD")
-        if any(h.session_id == session_id for h in daemon.sessions()):
+        if node.live_here(session_id):
             return await remote_events(session_id) if events else None
         owner = await node.owner(session_id)
         if owner is None:

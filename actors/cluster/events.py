@@ -18,8 +18,10 @@ Three pieces:
   are :class:`EventsUnavailable` naming what was being done.
 * :class:`EventPublisher`, one per node: a bus observer calls
   :meth:`~EventPublisher.publish_nowait` (never blocks); its run loop sends
-  whatever accumulated for a session in one append, retrying with a bounded
-  backoff while Redis is away. Its buffer is bounded: when full the oldest
+  whatever accumulated for a session in one append, the appends of every
+  session with events in one round trip (a pipeline; in a burst, one that
+  follows the last at once waits :data:`LINGER` for more), retrying with a
+  bounded backoff while Redis is away. Its buffer is bounded: when full the oldest
   events go, and readers see the gap in ids and resync. A stale owner's
   buffer is dropped and ``on_stale`` told once.
 * :class:`FanOutReader`, one per node: a single ``XREAD BLOCK`` over the
@@ -31,6 +33,13 @@ Three pieces:
   :class:`FollowOverflow` (after what it already has), never slowing the
   reader or the other follows. Positions advance only on delivery, so after
   an outage every stream resumes where it stopped: nothing lost, nothing twice.
+  Sessions this node owns (:meth:`~FanOutReader.own`) are not read back:
+  the publisher hands each append to the reader once Redis acknowledged it
+  (:meth:`~FanOutReader.appended`), so a follow still gets only what Redis
+  holds (a next owner continues after it), without an XREAD round trip and a
+  parse per batch. A follow gets such entries only while they continue its
+  position exactly; one that is behind (a gap, a follow from further back)
+  has the stream in the XREAD until it caught up.
 
 ``open``/``aclose`` (or ``async with``) must happen in one task, which outlives
 every use: coredis runs its connections in a task group opened there.
@@ -61,6 +70,8 @@ DEFAULT_BLOCK_MS = 1000
 WAKE_MAXLEN = 1000
 MAX_KEPT_WAKES = 1000
 MAX_BATCH = 512  # entries per append: the script runs inside Redis and holds it meanwhile
+MAX_ROUND = 4 * MAX_BATCH  # entries per round trip of the publisher (its appends to many sessions, pipelined)
+LINGER = 0.001  # seconds a round waits for more events when it follows the last one at once (a burst)
 READ_COUNT = 512  # entries per stream per XREAD
 BACKOFF_MIN, BACKOFF_MAX = 0.05, 2.0
 
@@ -225,6 +236,22 @@ class RedisEvents:
         await self._run(f"setting the owner of session {session_id}",
                         lambda: self._client.set(owner_key(session_id), token))
 
+    async def claim_many(self, tokens: dict[str, str]) -> dict[str, int]:
+        """:meth:`set_owner` and :meth:`last_id` of many sessions (session id -> token) in one round trip (a
+        pipeline); each session's last id."""
+        if not tokens:
+            return {}
+
+        async def run() -> dict[str, int]:
+            async with self._client.pipeline(transaction=False) as pipe:
+                sets = [pipe.set(owner_key(s), token) for s, token in tokens.items()]
+                tails = {s: pipe.xrevrange(events_key(s), count=1) for s in tokens}
+            for done in sets:
+                await done
+            return {s: _entry_id(got[0].identifier) if (got := await tail) else 0 for s, tail in tails.items()}
+
+        return await self._run(f"setting the owner of {len(tokens)} sessions", run)
+
     async def append(self, session_id: str, token: str, entries: Sequence[Entry]) -> int:
         """Add ``(id, type, data[, prompt_id])`` entries as ``id-0`` in one round trip; returns how many were new.
 
@@ -233,10 +260,7 @@ class RedisEvents:
         """
         if not entries:
             return 0
-        args: list[str | bytes | int] = [token, self.max_events]
-        for entry in entries:
-            prompt = entry[3] if len(entry) > 3 else None  # type: ignore[misc]
-            args += [entry[0], entry[1], entry[2], prompt or ""]
+        args = self._append_args(token, entries)
         keys = [events_key(session_id), owner_key(session_id)]
         try:
             added = await self._run(f"appending {len(entries)} events to session {session_id}",
@@ -244,6 +268,35 @@ class RedisEvents:
         except _Refused as refused:
             raise StaleOwner(session_id, token, refused.owner or None) from None
         return int(added)
+
+    async def append_many(self, batches: Sequence[tuple[str, str, Sequence[Entry]]]) -> list[int | StaleOwner]:
+        """:meth:`append` to several sessions (``(session_id, token, entries)`` each) in one round trip, a
+        pipeline; per batch, how many entries were new or the :class:`StaleOwner` that refused it."""
+        from coredis.exceptions import ResponseError
+
+        async def run() -> list[int | StaleOwner]:
+            async with self._client.pipeline(transaction=False, raise_on_error=False) as pipe:
+                calls = [self._script([events_key(s), owner_key(s)], self._append_args(token, entries), client=pipe)
+                         for s, token, entries in batches]
+            out: list[int | StaleOwner] = []
+            for (session_id, token, _), call in zip(batches, calls):
+                try:
+                    out.append(int(await call))
+                except ResponseError as exc:
+                    if not str(exc).startswith("STALE"):
+                        raise  # refused for another reason: EventsUnavailable, as a single append's
+                    out.append(StaleOwner(session_id, token, str(exc)[6:] or None))
+            return out
+
+        count = sum(len(entries) for _, _, entries in batches)
+        return await self._run(f"appending {count} events to {len(batches)} sessions", run)
+
+    def _append_args(self, token: str, entries: Sequence[Entry]) -> list[str | bytes | int]:
+        args: list[str | bytes | int] = [token, self.max_events]
+        for entry in entries:
+            prompt = entry[3] if len(entry) > 3 else None  # type: ignore[misc]
+            args += [entry[0], entry[1], entry[2], prompt or ""]
+        return args
 
     async def last_id(self, session_id: str) -> int:
         """The id of the stream's last entry; 0 when it is empty."""
@@ -299,11 +352,14 @@ class EventPublisher:
     """Sends each session's bus events to its stream, in batches, from one task per node."""
 
     def __init__(self, redis: RedisEvents, *, max_buffered: int = DEFAULT_MAX_BUFFERED,
-                 on_stale: Callable[[str], Any] | None = None, max_batch: int = MAX_BATCH) -> None:
+                 on_stale: Callable[[str], Any] | None = None, max_batch: int = MAX_BATCH,
+                 on_appended: Callable[[str, list[Entry]], Any] | None = None) -> None:
         self.redis = redis
         self.max_buffered = max_buffered
         self.max_batch = max_batch
         self.on_stale = on_stale  # called (synchronously) once per session and refused token
+        # Called (synchronously) with each batch Redis acknowledged, in order: FanOutReader.appended.
+        self.on_appended = on_appended
         self.dropped = 0  # events dropped from a full buffer (not those of a stale owner)
         # Per session, oldest first: (seq, token, entry). An event leaves its buffer only once
         # appended or given up on, so "flushed through seq" is "nothing buffered at or below it".
@@ -358,47 +414,78 @@ class EventPublisher:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         delay = BACKOFF_MIN
+        ended = -LINGER
         while True:
             await self._pending.wait()
+            if trio.current_time() - ended < LINGER and self.buffered < self.max_batch:
+                # Events come faster than round trips: a moment's wait makes a round of many, not of two
+                # or three (each round costs this process and Redis a command, whatever its size).
+                await trio.sleep(LINGER)
             self._pending = trio.Event()
-            for session_id in list(self._buffers):
-                try:
-                    await self._send(session_id)
-                except EventsUnavailable as exc:
-                    log.warning("%s; retrying in %.2f s (%d events buffered)", exc, delay, self.buffered)
-                    self._pending.set()  # the buffer is kept: try again after the pause
-                    await trio.sleep(delay)
-                    delay = min(delay * 2, BACKOFF_MAX)
-                    break
-                delay = BACKOFF_MIN
-
-    async def _send(self, session_id: str) -> None:
-        """One append of the session's oldest buffered events (of one token, at most ``max_batch``)."""
-        buffer = self._buffers.get(session_id)
-        if not buffer:
-            return
-        token = buffer[0][1]
-        if (session_id, token) not in self._stale:
-            batch = list(itertools.takewhile(lambda item: item[1] == token,
-                                             itertools.islice(buffer, self.max_batch)))
             try:
-                await self.redis.append(session_id, token, [entry for _, _, entry in batch])
-            except StaleOwner:
+                await self._send_round()
+                ended = trio.current_time()
+            except EventsUnavailable as exc:
+                log.warning("%s; retrying in %.2f s (%d events buffered)", exc, delay, self.buffered)
+                self._pending.set()  # the buffers are kept: try again after the pause
+                await trio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX)
+                continue
+            delay = BACKOFF_MIN
+
+    async def _send_round(self) -> None:
+        """One append per session with buffered events (its oldest, of one token, at most ``max_batch``), all
+        in one round trip: a node streaming many sessions pays one, not one a session in turn."""
+        batches: list[tuple[str, str, list[tuple[int, str, Entry]]]] = []
+        total = 0
+        for session_id, buffer in list(self._buffers.items()):
+            token = buffer[0][1]
+            if (session_id, token) in self._stale:
+                self._drop_token(session_id, token)
+                continue
+            if total >= MAX_ROUND:
+                self._pending.set()  # the rest in the next round
+                break
+            batch = list(itertools.takewhile(lambda item: item[1] == token, itertools.islice(buffer, self.max_batch)))
+            batches.append((session_id, token, batch))
+            total += len(batch)
+        if not batches:
+            return
+        results: list[int | StaleOwner]
+        if len(batches) == 1:  # the plain call: a pipeline costs more of this process's time
+            session_id, token, batch = batches[0]
+            try:
+                results = [await self.redis.append(session_id, token, [entry for _, _, entry in batch])]
+            except StaleOwner as stale:
+                results = [stale]
+        else:
+            results = await self.redis.append_many([(s, token, [entry for _, _, entry in batch])
+                                                    for s, token, batch in batches])
+        for (session_id, token, batch), result in zip(batches, results):
+            if isinstance(result, StaleOwner):
                 self._stale.add((session_id, token))
                 if self.on_stale is not None:
                     self.on_stale(session_id)
+                self._drop_token(session_id, token)
             else:
-                # The buffer may have lost its oldest events meanwhile (overflow): remove by seq.
-                last, buffer = batch[-1][0], self._buffers.get(session_id)
-                while buffer and buffer[0][0] <= last:
-                    buffer.popleft()
-                    self.buffered -= 1
-                if buffer:
-                    self._pending.set()  # more accumulated while the round trip was in flight
-                else:
-                    self._buffers.pop(session_id, None)
-                self._progress.unpark_all()
-                return
+                self._sent(session_id, batch)
+
+    def _sent(self, session_id: str, batch: list[tuple[int, str, Entry]]) -> None:
+        if self.on_appended is not None:
+            self.on_appended(session_id, [entry for _, _, entry in batch])
+        # The buffer may have lost its oldest events meanwhile (overflow): remove by seq.
+        last, buffer = batch[-1][0], self._buffers.get(session_id)
+        while buffer and buffer[0][0] <= last:
+            buffer.popleft()
+            self.buffered -= 1
+        if buffer:
+            self._pending.set()  # more accumulated while the round trip was in flight
+        else:
+            self._buffers.pop(session_id, None)
+        self._progress.unpark_all()
+
+    def _drop_token(self, session_id: str, token: str) -> None:
+        """Give up the session's buffered events of a refused token."""
         self._remove(session_id, lambda item: item[1] == token)
         if session_id in self._buffers:
             self._pending.set()  # events of a newer token
@@ -505,16 +592,68 @@ class FanOutReader:
         self._wakes = _Wakes()
         self._wake_cursor: str | None = None
         self._blocked: trio.CancelScope | None = None
+        self._reading: dict[str, str] = {}  # the streams of the read under way (or last done)
+        # Sessions this node appends to: the last id Redis acknowledged (or had when it was claimed).
+        self._owned: dict[str, int] = {}
 
     def subscribe(self, session_id: str, after: int, max_queued: int | None = None) -> Follow:
         """Follow the session's stream from ``after`` (entries above it, even those already there); one
         ``max_queued`` entries behind (default: the reader's) is ended."""
         follow = Follow(self, session_id, after, max_queued or self.max_queued)
-        follows = self._follows.setdefault(session_id, [])
-        follows.append(follow)
-        if len(follows) == 1 or after < min(f.position for f in follows[:-1]):
-            self._restart()  # a new stream, or one read from further back
+        self._follows.setdefault(session_id, []).append(follow)
+        self._restart_if_behind(session_id)  # a new stream, or one read from further back
         return follow
+
+    def own(self, session_id: str, last_id: int) -> None:
+        """This node appends the session's events from now on, after ``last_id``: its follows get them from
+        :meth:`appended`, and the stream is read only for a follow that is behind."""
+        self._owned[session_id] = max(last_id, self._owned.get(session_id, 0))
+        self._restart_if_behind(session_id)
+
+    def disown(self, session_id: str) -> None:
+        """This node no longer appends the session's events: its follows read the stream (another owner's next)."""
+        if self._owned.pop(session_id, None) is not None:
+            self._restart_if_behind(session_id)
+
+    def appended(self, session_id: str, entries: Sequence[Entry]) -> None:
+        """``(id, type, data[, prompt_id])`` entries Redis has acknowledged, in order (the publisher's call)."""
+        if not entries:
+            return
+        if session_id in self._owned:
+            self._owned[session_id] = max(self._owned[session_id], entries[-1][0])
+        follows = self._follows.get(session_id)
+        if not follows:
+            return
+        events = [StreamEvent(e[0], e[1], e[2], e[3] if len(e) > 3 else None) for e in entries]  # type: ignore[misc]
+        for follow in list(follows):
+            for event in events:
+                if event.id > follow.position + 1:
+                    break  # not what comes next for it (a gap, or it is behind): the XREAD brings it
+                if not follow._offer(event):
+                    self._unfollow(follow)
+                    break
+        self._restart_if_behind(session_id)
+
+    def _wanted(self, session_id: str) -> str | None:
+        """The session's cursor in the XREAD, or ``None`` when it need not be read (no follow, or every
+        follow of a session owned here has what Redis acknowledged)."""
+        follows = self._follows.get(session_id)
+        if not follows:
+            return None
+        position = min(f.position for f in follows)
+        owned = self._owned.get(session_id)
+        if owned is not None and position >= owned:
+            return None
+        return f"{position}-0"
+
+    def _restart_if_behind(self, session_id: str) -> None:
+        """Restart the read if it lacks the session's stream, or reads it from further on than needed."""
+        wanted = self._wanted(session_id)
+        if wanted is None:
+            return
+        reading = self._reading.get(events_key(session_id))
+        if reading is None or _entry_id(wanted.encode()) < _entry_id(reading.encode()):
+            self._restart()
 
     def wakes(self) -> _Wakes:
         """This node's wake messages (dicts) as an async iterator; for one consumer."""
@@ -526,7 +665,8 @@ class FanOutReader:
             follows.remove(follow)
             if not follows:
                 del self._follows[follow.session_id]
-                self._restart()
+                if events_key(follow.session_id) in self._reading:
+                    self._restart()
 
     def _restart(self) -> None:
         if self._blocked is not None:
@@ -535,8 +675,9 @@ class FanOutReader:
     def _streams(self) -> dict[str, str]:
         assert self._wake_cursor is not None
         streams = {wake_key(self.node_id): self._wake_cursor}
-        for session_id, follows in self._follows.items():
-            streams[events_key(session_id)] = f"{min(f.position for f in follows)}-0"
+        for session_id in self._follows:
+            if (cursor := self._wanted(session_id)) is not None:
+                streams[events_key(session_id)] = cursor
         return streams
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -553,6 +694,7 @@ class FanOutReader:
             # Nothing awaits between a delivery and building the next read, so a subscribe
             # either lands in this set of streams or cancels the read that lacks it.
             streams, got, failed = self._streams(), {}, None
+            self._reading = streams
             with trio.CancelScope() as scope:
                 self._blocked = scope
                 try:

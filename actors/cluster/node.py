@@ -22,9 +22,11 @@ current fencing epoch (:mod:`.leases`). The node:
    and its event ids continue from the last one in Redis, so a client that saw
    the last event reconnects with no gap and no duplicate.
 4. **mirrors events** of the sessions it owns to Redis (:class:`EventPublisher`,
-   fenced by the owner key), where every node's SSE route reads them (the
-   owner's too, so no client sees an event the next owner would not continue
-   after). A ``session_closed`` that only hands the session over is not mirrored.
+   fenced by the owner key), where every other node's SSE route reads them.
+   The owner's SSE streams get each batch once Redis acknowledged it, handed
+   over in process (:meth:`FanOutReader.appended`): no client sees an event
+   the next owner would not continue after. A ``session_closed`` that only
+   hands the session over is not mirrored.
 5. **takes prompts other nodes admitted** (the inbox) when woken through its
    Redis wake stream, and on every tick in case a wake was lost.
 6. **drains** on request (``SIGTERM``): no new sessions are placed here, running
@@ -42,7 +44,7 @@ import attrs
 import trio
 
 from .. import wire
-from ..daemon import NotStartedHere
+from ..daemon import NotStartedHere, UnknownSession
 from ..session.fifo import Admitted
 from ..session.images import accepts_images, prompt_images
 from ..session.prompt_records import PendingPrompt, admitted_record
@@ -68,6 +70,7 @@ class ObservedSession(Protocol):
 log = logging.getLogger("trellis.cluster")
 
 LEASE_LOST = "lease_lost"  # the close reason of a session another node took over
+RESTORE_BATCH = 32  # sessions a lease round takes over together: their lookups batched, their rows held in memory
 HANDOVER_REASONS = frozenset({"daemon_shutdown", LEASE_LOST})  # closes the next owner's stream goes on from
 
 
@@ -131,8 +134,9 @@ class ClusterNode:
         self.fence = fence
         self.leases = leases
         self.events = events
-        self.publisher = EventPublisher(events, on_stale=self._stale_events)
         self.reader = FanOutReader(events, config.node_id)
+        # What Redis acknowledged goes straight to this node's follows of its own sessions (no read back).
+        self.publisher = EventPublisher(events, on_stale=self._stale_events, on_appended=self.reader.appended)
         self.draining = False
         self.daemon: Daemon | None = None
         self._resume: dict[str, _Resume] = {}
@@ -183,10 +187,12 @@ class ClusterNode:
             # the reader retries on its own, and each lease round sweeps the inbox a lost wake would have named.
             nursery.start_soon(self.reader.run)
             nursery.start_soon(self._take_wakes)
+            reclaimed = []
             for session_id in sorted(stranded):
                 claimed = await trio.to_thread.run_sync(self.leases.claim, session_id)
                 if claimed is not None:
-                    await self._restore_claimed(attrs.evolve(claimed, released=False))  # that process died
+                    reclaimed.append(attrs.evolve(claimed, released=False))  # that process died
+            await self._restore_claimed(reclaimed)
             await self._tick()  # sessions orphaned while no node ran are taken before the first request
             nursery.start_soon(self._keep_leases)
             task_status.started()
@@ -223,10 +229,13 @@ class ClusterNode:
             self._ticked = trio.Event()
 
     async def _renew(self) -> None:
+        # Only leases held before the renewal's statement can be judged by its answer: one acquired or
+        # claimed while it ran (a request starting a session) may be missing from it and is not lost.
+        before = dict(self.fence.epochs)
         held = await trio.to_thread.run_sync(self.leases.renew)
         self._renewed_at = trio.current_time()
-        for session_id, epoch in list(self.fence.epochs.items()):
-            if held.get(session_id) != epoch:
+        for session_id, epoch in before.items():
+            if self.fence.epoch(session_id) == epoch and held.get(session_id) != epoch:
                 log.warning("node %s: lease of session %s lost (epoch %s; the database says %s)", self.node_id,
                             session_id, epoch, held.get(session_id))
                 self._lost_nowait(session_id)
@@ -247,32 +256,76 @@ class ClusterNode:
         if room <= 0:
             return
         claimed = await trio.to_thread.run_sync(self.leases.claim_orphans, room)
-        for c in claimed:
-            await self._restore_claimed(c)
+        await self._restore_claimed(claimed)
 
-    async def _restore_claimed(self, claimed: Claimed) -> None:
+    async def _restore_claimed(self, claimed: list[Claimed]) -> None:
+        """Restore the sessions a lease round claimed, :data:`RESTORE_BATCH` at a time: a batch's owner keys and
+        stream tails in one Redis round trip, its rows in one read of the database (:meth:`PostgresStore.prefetch`),
+        so a takeover of a thousand sessions is not some ten thousand round trips."""
+        for start in range(0, len(claimed), RESTORE_BATCH):
+            if start:
+                await self._renew_if_due()
+            # Those a request is taking over here already (it claimed them itself) are left to it.
+            batch = [c for c in claimed[start:start + RESTORE_BATCH] if c.session_id not in self._restoring]
+            ids = [c.session_id for c in batch]
+            done = {session_id: trio.Event() for session_id in ids}
+            self._restoring.update(done)
+            try:
+                waiting = await trio.to_thread.run_sync(self.store.prefetch, ids)
+                for c in batch:
+                    self.fence.hold(c.session_id, c.epoch)
+                tails = await self.events.claim_many({c.session_id: self.token(c.epoch) for c in batch})
+                for c in batch:
+                    self._note_resume(c.session_id, c.epoch, self.store.record_read(c.session_id) or {},
+                                      tails[c.session_id], DAEMON_RESTARTED if c.released else NODE_LOST)
+                for c in batch:
+                    try:
+                        await self._restore_one(c, c.session_id in waiting)
+                    finally:
+                        self._restored(c.session_id, done)  # a request waiting for it goes on now
+            finally:
+                self.store.drop_prefetched(ids)
+                for session_id in list(done):
+                    self._restored(session_id, done)
+
+    async def _renew_if_due(self) -> None:
+        # A takeover of many sessions can outlast a lease: renewed between its batches, the leases this node
+        # holds (those just claimed too) never run out while it restores.
+        if self._renewed_at is not None and trio.current_time() - self._renewed_at >= self.config.lease_seconds / 3:
+            await self._renew()
+
+    def _restored(self, session_id: str, done: dict[str, trio.Event]) -> None:
+        event = done.pop(session_id, None)
+        if event is not None:
+            del self._restoring[session_id]
+            event.set()
+
+    async def _restore_one(self, claimed: Claimed, inbox: bool) -> None:
+        """Start a session held (:meth:`_note_resume`) from its stored rows; ``inbox``: prompts wait there."""
         assert self.daemon is not None
         session_id = claimed.session_id
-        if session_id in self._restoring:
-            return  # a request is taking it over here already (and claimed it itself)
-        done = self._restoring[session_id] = trio.Event()
+        log.info("node %s: took over session %s at epoch %d from %s (%s)", self.node_id, session_id,
+                 claimed.epoch, claimed.previous_node, "handed over" if claimed.released else "lost")
+        self.daemon.runtime.telemetry.took_over()
         try:
-            await self._hold(session_id, claimed.epoch, DAEMON_RESTARTED if claimed.released else NODE_LOST)
-            log.info("node %s: took over session %s at epoch %d from %s (%s)", self.node_id, session_id,
-                     claimed.epoch, claimed.previous_node, "handed over" if claimed.released else "lost")
-            self.daemon.runtime.telemetry.took_over()
-            try:
-                await self.daemon.load_session(session_id)
-                await self.take_inbox(session_id)  # prompts admitted elsewhere while it had no owner
-            except Exception as exc:  # noqa: BLE001 - any failure: hand it back rather than hold it dead
-                log.error("node %s: session %s not restored (%s); released for another node", self.node_id,
-                          session_id, exc)
-                if self.fence.epoch(session_id) == claimed.epoch:
-                    self._forget(session_id)
-                    await trio.to_thread.run_sync(self.leases.release, session_id, claimed.epoch)
-        finally:
-            del self._restoring[session_id]
-            done.set()
+            await self.daemon.load_session(session_id)
+            if inbox:  # prompts admitted elsewhere while it had no owner (later ones: a wake, or the next sweep)
+                await self.take_inbox(session_id)
+        except Exception as exc:  # noqa: BLE001 - any failure: hand it back rather than hold it dead
+            log.error("node %s: session %s not restored (%s); released for another node", self.node_id,
+                      session_id, exc)
+            if self.fence.epoch(session_id) == claimed.epoch:
+                self._forget(session_id)
+                await trio.to_thread.run_sync(self.leases.release, session_id, claimed.epoch)
+
+    def live_here(self, session_id: str) -> bool:
+        """Whether the session runs on this node (a lookup, not a walk over every session)."""
+        assert self.daemon is not None
+        try:
+            self.daemon.get(session_id)
+        except UnknownSession:
+            return False
+        return True
 
     async def take_over(self, session_id: str) -> None:
         """Restore ``session_id`` here for a request (no live node owns it), or wait for the restore
@@ -280,7 +333,7 @@ class ClusterNode:
         assert self.daemon is not None
         while (pending := self._restoring.get(session_id)) is not None:
             await pending.wait()
-        if any(h.session_id == session_id for h in self.daemon.sessions()):
+        if self.live_here(session_id):
             return
         done = self._restoring[session_id] = trio.Event()
         try:
@@ -296,13 +349,18 @@ class ClusterNode:
         await self.events.set_owner(session_id, self.token(epoch))
         record = await trio.to_thread.run_sync(self.store.record_read, session_id) or {}
         last_id = await self.events.last_id(session_id)
+        self._note_resume(session_id, epoch, record, last_id, code)
+
+    def _note_resume(self, session_id: str, epoch: int, record: dict[str, Any], last_id: int, code: str) -> None:
         event_epoch = record.get("eventEpoch")
         self._resume[session_id] = _Resume(epoch, event_epoch if isinstance(event_epoch, str) else None,
                                            last_id, code)
+        self.reader.own(session_id, last_id)
 
     def _forget(self, session_id: str) -> None:
         self.fence.drop(session_id)
         self._resume.pop(session_id, None)
+        self.reader.disown(session_id)  # its follows here read the stream: the next owner writes it
 
     async def _sweep_inbox(self) -> None:
         assert self.daemon is not None
@@ -316,9 +374,9 @@ class ClusterNode:
     async def take_inbox(self, session_id: str) -> int:
         """Queue the prompts other nodes admitted for ``session_id``, if it is live here."""
         assert self.daemon is not None
-        handle = next((h for h in self.daemon.sessions() if h.session_id == session_id), None)
-        if handle is None or session_id not in self.fence.epochs:
+        if session_id not in self.fence.epochs or not self.live_here(session_id):
             return 0
+        handle = self.daemon.get(session_id)
         return await handle.take_inbox(partial(self.store.inbox_take, session_id))
 
     async def _take_wakes(self) -> None:

@@ -78,6 +78,13 @@ _HELD = ("EXISTS (SELECT 1 FROM trellis_leases WHERE session_id = %(s)s AND node
          "AND epoch = %(epoch)s FOR SHARE)")
 _ASYNC = "SET LOCAL synchronous_commit = off"
 _TABLES = ("trellis_session_records", "trellis_journal", "trellis_transcripts", "trellis_replays", "trellis_inbox")
+# What a restore reads of a session, by table (the first three also say whether it exists): see prefetch.
+_RESTORE_READS = {
+    "record": "SELECT session_id, 0, record FROM trellis_session_records WHERE session_id = ANY(%s)",
+    "journal": "SELECT session_id, seq, record FROM trellis_journal WHERE session_id = ANY(%s) ORDER BY seq",
+    "transcript": "SELECT session_id, seq, record FROM trellis_transcripts WHERE session_id = ANY(%s) ORDER BY seq",
+    "replay": "SELECT session_id, seq, segment FROM trellis_replays WHERE session_id = ANY(%s) ORDER BY seq",
+}
 
 
 class LeaseLost(StorageError):
@@ -138,6 +145,37 @@ class PostgresStore:
     def __init__(self, db: Database, fence: Fence) -> None:
         self.db = db
         self.fence = fence
+        # Rows read ahead for sessions being restored (prefetch): session -> table -> (seq, text) rows.
+        self._prefetched: dict[str, dict[str, list[tuple[int, str]]]] = {}
+
+    # ------------------------------------------------------------- reading ahead for a takeover
+
+    def prefetch(self, session_ids: list[str]) -> set[str]:
+        """Read what restoring ``session_ids`` reads (record, journal, transcript, compacted replay) in one
+        transaction of four statements, kept until :meth:`drop_prefetched`; which of them have prompts in the
+        inbox. A takeover of many sessions then costs a few round trips per batch, not some six a session.
+
+        Call it only for sessions this node holds the lease of: no other node can change their rows then
+        (writes are fenced), and any write through this store drops what was read ahead of its session.
+        """
+        ids = list(session_ids)
+
+        def read(conn: Any) -> tuple[dict[str, dict[str, list[tuple[int, str]]]], set[str]]:
+            got: dict[str, dict[str, list[tuple[int, str]]]] = {s: {kind: [] for kind in _RESTORE_READS} for s in ids}
+            for kind, sql in _RESTORE_READS.items():
+                for session_id, seq, text in conn.execute(sql, (ids,)).fetchall():
+                    got[session_id][kind].append((seq, text))
+            inbox = conn.execute("SELECT DISTINCT session_id FROM trellis_inbox WHERE session_id = ANY(%s)",
+                                 (ids,)).fetchall()
+            return got, {r[0] for r in inbox}
+
+        got, waiting = self._run(read, f"reading {len(ids)} sessions ahead of their restore")
+        self._prefetched.update(got)
+        return waiting
+
+    def drop_prefetched(self, session_ids: list[str]) -> None:
+        for session_id in session_ids:
+            self._prefetched.pop(session_id, None)
 
     def transcript(self, session_id: str) -> PostgresTranscript:
         return PostgresTranscript(self, session_id)
@@ -170,6 +208,7 @@ class PostgresStore:
         ``fn`` raises :class:`_NotHeld` when its check finds the lease gone: nothing is written, the fence's
         ``on_lost`` is called and :class:`LeaseLost` raised.
         """
+        self._prefetched.pop(session_id, None)  # what was read ahead may not be what is there after this
         epoch = self.fence.epoch(session_id)
         if epoch is not None:
             params = {"s": session_id, "node": self.fence.node_id, "epoch": epoch}
@@ -223,7 +262,10 @@ class PostgresStore:
 
         self._write(session_id, doing, replace)
 
-    def _documents(self, sql: str, session_id: str, doing: str) -> list[tuple[int, str]]:
+    def _documents(self, sql: str, session_id: str, doing: str, kind: str) -> list[tuple[int, str]]:
+        ahead = self._prefetched.get(session_id)
+        if ahead is not None:
+            return list(ahead[kind])
         return self._run(lambda conn: conn.execute(sql, (session_id,)).fetchall(), f"{doing} of session {session_id}")
 
     # ------------------------------------------------------------- journal
@@ -234,7 +276,7 @@ class PostgresStore:
 
     def journal_read(self, session_id: str) -> list[dict[str, Any]]:
         rows = self._documents("SELECT seq, record FROM trellis_journal WHERE session_id = %s ORDER BY seq",
-                               session_id, "reading the journal")
+                               session_id, "reading the journal", "journal")
         records = (_loads(text, f"the journal of session {session_id}, seq {seq}") for seq, text in rows)
         return [r for r in records if isinstance(r, dict)]
 
@@ -263,7 +305,7 @@ class PostgresStore:
 
     def replay_read(self, session_id: str) -> list[list[dict[str, Any]]] | None:
         rows = self._documents("SELECT seq, segment FROM trellis_replays WHERE session_id = %s ORDER BY seq",
-                               session_id, "reading the compacted replay")
+                               session_id, "reading the compacted replay", "replay")
         if not rows:
             return None
         segments = (_loads(text, f"the compacted replay of session {session_id}, seq {seq}") for seq, text in rows)
@@ -291,7 +333,7 @@ class PostgresStore:
 
     def record_read(self, session_id: str) -> dict[str, Any] | None:
         rows = self._documents("SELECT 0, record FROM trellis_session_records WHERE session_id = %s", session_id,
-                               "reading the session record")
+                               "reading the session record", "record")
         try:
             data = orjson.loads(rows[0][1]) if rows else None
         except orjson.JSONDecodeError:
@@ -308,6 +350,9 @@ class PostgresStore:
 
     def exists(self, session_id: str) -> bool:
         """Whether the session has a journal, record or transcript row (a replay alone does not count)."""
+        ahead = self._prefetched.get(session_id)
+        if ahead is not None:
+            return bool(ahead["record"] or ahead["journal"] or ahead["transcript"])
         sql = "SELECT " + " OR ".join(f"EXISTS (SELECT 1 FROM {t} WHERE session_id = %(s)s)" for t in _TABLES[:3])
         return bool(self._run(lambda conn: conn.execute(sql, {"s": session_id}).fetchone()[0],
                               f"looking up session {session_id}"))
@@ -362,9 +407,12 @@ class PostgresStore:
 
     def _transcript_rows(self, session_id: str) -> list[tuple[int, str]]:
         return self._documents("SELECT seq, record FROM trellis_transcripts WHERE session_id = %s ORDER BY seq",
-                               session_id, "reading the transcript")
+                               session_id, "reading the transcript", "transcript")
 
     def _transcript_exists(self, session_id: str) -> bool:
+        ahead = self._prefetched.get(session_id)
+        if ahead is not None:
+            return bool(ahead["transcript"])
         return bool(self._run(lambda conn: conn.execute(
             "SELECT EXISTS (SELECT 1 FROM trellis_transcripts WHERE session_id = %s)", (session_id,)).fetchone()[0],
             f"looking up the transcript of session {session_id}"))

@@ -18,6 +18,7 @@ from actors.cluster.events import (
     RedisEvents,
     StaleOwner,
     StreamEvent,
+    events_key,
 )
 from actors.events.bus import EventBus
 from actors.wire import Event
@@ -175,6 +176,58 @@ async def test_publisher_batches_a_bus_into_few_appends_in_order(redis_url: str)
     assert 3 <= r.appends < 20  # whatever accumulated goes together, at most max_batch a time
 
 
+async def test_the_appends_to_many_sessions_go_in_one_round_trip(redis_url: str) -> None:
+    sessions = [f"s{n}" for n in range(40)]
+    stale: list[str] = []
+    with trio.fail_after(10):
+        async with CountingEvents(redis_url) as r:
+            for s in sessions:
+                await r.set_owner(s, TOKEN)
+            await r.set_owner("s7", "node-b:2")  # one of them is another node's now
+            round_trips: list[int] = []
+            append_many = r.append_many
+
+            async def counting(batches: Any) -> Any:
+                round_trips.append(len(batches))
+                return await append_many(batches)
+
+            r.append_many = counting  # type: ignore[method-assign]
+            publisher = EventPublisher(r, on_stale=stale.append)
+            for n in range(1, 4):  # not running yet: everything accumulates
+                for s in sessions:
+                    publisher.publish_nowait(s, TOKEN, Event("t", {"n": n}, id=n))
+            async with _running(publisher):
+                await publisher.wait_flushed()
+            assert round_trips == [40] and r.appends == 0 and stale == ["s7"]
+            for s in sessions:
+                assert _ids(await r.read_after(s, 0)) == ([] if s == "s7" else [1, 2, 3])
+
+
+class SlowAppends:
+    """A stand-in for RedisEvents whose appends take a round trip of 0.5 ms (of a mock clock)."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    async def append(self, session_id: str, token: str, entries: list[Any]) -> int:
+        self.sizes.append(len(entries))
+        await trio.sleep(0.0005)
+        return len(entries)
+
+
+async def test_a_burst_faster_than_round_trips_goes_in_rounds_of_many(autojump_clock: Any) -> None:
+    redis = SlowAppends()
+    publisher = EventPublisher(redis)  # type: ignore[arg-type]
+    async with _running(publisher):
+        for n in range(1, 201):  # an event every 0.1 ms: five a round trip
+            publisher.publish_nowait(S, TOKEN, Event("t", {}, id=n))
+            await trio.sleep(0.0001)
+        await publisher.wait_flushed()
+    assert sum(redis.sizes) == 200
+    assert redis.sizes[0] == 1  # the first event of a burst goes at once
+    assert len(redis.sizes) <= 15  # the rest in rounds of some fifteen (1 ms's worth and a round trip's), not of five
+
+
 async def test_a_full_buffer_drops_the_oldest_events_and_counts_them(redis_url: str) -> None:
     with trio.fail_after(10):
         async with RedisEvents(redis_url) as r:
@@ -326,6 +379,74 @@ async def test_a_follow_from_a_cursor_gets_entries_appended_before_it(redis_url:
                 assert _ids(await _take(follow, 4)) == [3, 4, 5, 6]
                 await r.append(S, TOKEN, _entries(7, 7))
                 assert _ids(await _take(follow, 1)) == [7]
+
+
+# ----------------------------------------------------------------------------------------- sessions owned here
+
+
+async def test_an_owned_sessions_follows_get_each_acknowledged_append_without_reading_it_back(redis_url: str) -> None:
+    bus = EventBus()
+    with trio.fail_after(10):
+        async with CountingEvents(redis_url) as r:
+            await r.set_owner(S, TOKEN)
+            reader = FanOutReader(r, "node-a", block_ms=30_000)
+            publisher = EventPublisher(r, on_appended=reader.appended)
+            bus.observers.append(lambda event: publisher.publish_nowait(S, TOKEN, event))
+            reader.own(S, 0)
+            async with _running(publisher, reader):
+                one, two = reader.subscribe(S, 0), reader.subscribe(S, 0)
+                for n in range(300):
+                    bus.publish("turn_delta", {"n": n}, prompt_id="p-1")
+                    if n % 20 == 0:
+                        await trio.lowlevel.checkpoint()
+                got = await _take(one, 300)
+                assert _ids(got) == _ids(await _take(two, 300)) == list(range(1, 301))
+                assert [e.data for e in got] == [e.json() for e in bus.ring]  # the frame bytes, as stored
+                assert got[0].prompt_id == "p-1"
+                assert _ids(await r.read_after(S, 0)) == list(range(1, 301))  # what they saw is Redis' record
+            assert all(events_key(S) not in streams for streams in r.reads)
+
+
+async def test_a_follow_an_owned_session_does_not_continue_reads_the_stream_until_it_has_caught_up(
+        redis_url: str) -> None:
+    with trio.fail_after(10):
+        async with CountingEvents(redis_url) as r:
+            await r.set_owner(S, TOKEN)
+            await r.append(S, TOKEN, _entries(1, 5))
+            reader = FanOutReader(r, "node-a", block_ms=30_000)
+            reader.own(S, 5)
+            async with _running(reader):
+                behind = reader.subscribe(S, 2)  # from further back than what this node handed over
+                assert _ids(await _take(behind, 3)) == [3, 4, 5]
+                reader.appended(S, _entries(6, 6))  # as the publisher hands an append over
+                assert _ids(await _take(behind, 1)) == [6]
+                # Redis has 7 and 8, but only 8 is handed over (the publisher dropped nothing here: say a
+                # retry's lost reply): 8 does not continue 6, so the follow reads 7 and 8 from Redis, in order.
+                await r.append(S, TOKEN, _entries(7, 8))
+                reader.appended(S, _entries(8, 8))
+                assert _ids(await _take(behind, 2)) == [7, 8]
+                reader.appended(S, _entries(8, 8))  # nothing twice
+                await r.append(S, TOKEN, _entries(9, 9))
+                reader.appended(S, _entries(9, 9))
+                assert _ids(await _take(behind, 1)) == [9]
+                assert behind.receive_nowait() is None
+
+
+async def test_a_session_no_longer_owned_here_is_read_from_its_next_owners_stream(redis_url: str) -> None:
+    with trio.fail_after(10):
+        async with CountingEvents(redis_url) as r:
+            await r.set_owner(S, TOKEN)
+            reader = FanOutReader(r, "node-a", block_ms=30_000)
+            reader.own(S, 0)
+            async with _running(reader):
+                follow = reader.subscribe(S, 0)
+                await r.append(S, TOKEN, _entries(1, 2))
+                reader.appended(S, _entries(1, 2))
+                assert _ids(await _take(follow, 2)) == [1, 2]
+                await r.set_owner(S, "node-b:2")  # another node took it over and writes on
+                await r.append(S, "node-b:2", _entries(3, 4))
+                reader.disown(S)  # the lease round (or the refused append) says so
+                assert _ids(await _take(follow, 2)) == [3, 4]
 
 
 # ----------------------------------------------------------------------------------------- Redis away

@@ -56,7 +56,7 @@ async def test_a_lease_round_and_a_request_taking_one_session_over_together_rest
             claimed = await trio.to_thread.run_sync(node.leases.claim, "s-raced")  # the lease round's claim
             assert claimed is not None and claimed.epoch == 2
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(node._restore_claimed, claimed)  # the round restores it ...
+                nursery.start_soon(node._restore_claimed, [claimed])  # the round restores it ...
                 nursery.start_soon(node.take_over, "s-raced")  # ... while a request asks for it here
             handle = daemon.get("s-raced")
             turn = await handle.turn("p-run")
@@ -108,3 +108,104 @@ async def test_every_way_a_node_loses_a_lease_stops_the_session_and_says_so(tmp_
                     await trio.sleep(0.01)
     said = [r.getMessage() for r in caplog.records if "lease of session s-lost lost" in r.getMessage()]
     assert len(said) == 1 and f"epoch {epoch}" in said[0]
+
+
+async def test_a_session_held_while_a_renewal_runs_is_not_taken_for_lost(tmp_path, postgres_url, redis_url):
+    with trio.fail_after(30):
+        async with node_and_daemon(tmp_path, postgres_url, redis_url) as (node, daemon):
+            renew = node.leases.renew
+
+            def renew_while_a_request_starts_a_session() -> dict[str, int]:
+                held = renew()  # its statement has run: the session below is not in its answer
+                node.fence.hold("s-new", node.leases.acquire("s-new"))
+                return held
+
+            node.leases.renew = renew_while_a_request_starts_a_session
+            await node._renew()
+            assert node.fence.epoch("s-new") == 1  # still held: its lease was never renewed, nor lost
+            node.leases.renew = renew
+            await node._renew()  # the next round judges it, and finds it
+            assert node.fence.epoch("s-new") == 1
+
+
+async def test_the_owners_follows_get_its_events_from_the_publisher_continuing_the_stream(
+        tmp_path, postgres_url, redis_url, db):
+    from actors.cluster.events import events_key
+    from actors.cluster.follow import remote_subscription
+
+    seed_lost_session(db, "s-lost")
+    key = events_key("s-lost")
+    with trio.fail_after(30):
+        async with node_and_daemon(tmp_path, postgres_url, redis_url) as (node, daemon):
+            events = node.events
+            await events.set_owner("s-lost", "dead:1")  # what the dead owner had streamed: events 1 to 5
+            await events.append("s-lost", "dead:1", [(n, "t", b'{"n":%d}' % n) for n in range(1, 6)])
+            reads: list[set[str]] = []
+            read_block = events.read_block
+
+            async def recording(streams: dict[str, str], *args: Any, **kwargs: Any) -> Any:
+                reads.append(set(streams))
+                return await read_block(streams, *args, **kwargs)
+
+            events.read_block = recording
+            async with trio.open_nursery() as nursery:
+                await nursery.start(node.publisher.run)
+                await nursery.start(node.reader.run)
+                # A client on this node before it owns the session: from Redis, after its cursor 3.
+                _, before = await remote_subscription(node, "s-lost", 3, "e-1")
+                claimed = await trio.to_thread.run_sync(node.leases.claim, "s-lost")
+                await node._restore_claimed([claimed])
+                got = [await before.get()]
+                while got[-1].type != "turn_error":
+                    got.append(await before.get())
+                assert "state_resync_required" not in [e.type for e in got]
+                ids = [e.id for e in got if e.id is not None]
+                assert ids == list(range(4, 4 + len(ids))) and len(ids) > 2  # 4, 5 replayed, then this node's
+                assert orjson.loads(got[-1].json())["data"]["code"] == "node_lost"
+                # Owned here now: once the read under way at the takeover is done, the stream is not read back.
+                with trio.fail_after(5):
+                    while key in reads[-1]:
+                        await trio.sleep(0.01)
+                # A client resuming with its cursor here: Redis' record after it, then this node's live events.
+                _, again = await remote_subscription(node, "s-lost", ids[2], "e-1")
+                await daemon.get("s-lost").set_title("again")
+                resumed = [await again.get()]
+                while b'"again"' not in resumed[-1].json():
+                    resumed.append(await again.get())
+                resumed_ids = [e.id for e in resumed if e.id is not None]
+                assert resumed_ids == list(range(ids[2] + 1, ids[2] + 1 + len(resumed_ids)))
+                assert "state_resync_required" not in [e.type for e in resumed]
+                before.close(), again.close()
+                nursery.cancel_scope.cancel()
+
+
+async def test_a_takeover_of_many_sessions_renews_between_its_batches(tmp_path, postgres_url, redis_url, db,
+                                                                        monkeypatch):
+    import actors.cluster.node as node_module
+
+    monkeypatch.setattr(node_module, "RESTORE_BATCH", 1)
+    for n in range(3):
+        (seed_more_lost if n else seed_lost_session)(db, f"s-{n}")
+    with trio.fail_after(30):
+        async with node_and_daemon(tmp_path, postgres_url, redis_url) as (node, daemon):
+            claimed = await trio.to_thread.run_sync(node.leases.claim_orphans, 10)
+            assert len(claimed) == 3
+            renewals = []
+            renew = node.leases.renew
+            node.leases.renew = lambda: (renewals.append(1), renew())[1]
+            node._renewed_at = trio.current_time() - node.config.lease_seconds  # the round began a lease ago
+            await node._restore_claimed(claimed)
+            assert len(renewals) == 1  # before the second batch; the third came right after it
+            assert sorted(node.fence.epochs) == ["s-0", "s-1", "s-2"]
+            assert all(node.live_here(f"s-{n}") for n in range(3))
+
+
+def seed_more_lost(db, session_id: str) -> None:
+    """Another session of the dead node of :func:`seed_lost_session` (whose node row is there already)."""
+    def seed(conn) -> None:
+        conn.execute("INSERT INTO trellis_leases (session_id, node_id, epoch, expires_at)"
+                     " VALUES (%s, 'dead', 1, now() - interval '1 second')", (session_id,))
+        conn.execute("INSERT INTO trellis_session_records (session_id, record) VALUES (%s, %s)",
+                     (session_id, orjson.dumps({"sessionId": session_id, "eventEpoch": "e-1"}).decode()))
+
+    db.run(seed, "seeding")

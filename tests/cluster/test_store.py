@@ -473,3 +473,40 @@ def test_the_fence_holds_drops_and_answers() -> None:
     fence.drop("s")
     fence.drop("never")
     assert fence.epochs == {"t": 1}
+
+
+# ------------------------------------------------------------- reading ahead for a takeover
+
+
+def test_rows_read_ahead_are_what_each_read_would_return_until_a_write_or_the_drop(node: Node, db: Database) -> None:
+    store = node.store
+    for session in ("t", "empty"):
+        lease(db, session)
+        node.fence.hold(session, 1)
+    store.journal_append("s", {"op": "admitted", "promptId": "p1"})
+    store.journal_append("s", {"op": "started", "promptId": "p1"})
+    store.replay_append("s", [{"type": "x"}])
+    store.record_write("s", {"sessionId": "s", "cwd": "/a"})
+    store.transcript("s").append(hello(1))
+    store.transcript("t").append(hello(2))
+    store.inbox_admit("t", {"op": "admitted", "promptId": "p2"}, "b")
+
+    def reads() -> list[Any]:
+        return [[store.journal_read(x), store.replay_read(x), store.record_read(x), store.exists(x),
+                 store.transcript(x).exists, store.transcript(x).records()] for x in ("s", "t", "empty", "nobody")]
+
+    expected = reads()
+    statements = []
+    run = db.run
+    db.run = lambda fn, doing: (statements.append(doing), run(fn, doing))[1]  # type: ignore[method-assign]
+    try:
+        assert store.prefetch(["s", "t", "empty", "nobody"]) == {"t"}  # and which have an inbox
+        assert len(statements) == 1  # one transaction for the lot
+        assert reads() == expected and len(statements) == 1  # ... and none after it
+        store.journal_append("s", {"op": "finished", "promptId": "p1"})  # a write: read afresh from then on
+        assert store.journal_read("s")[-1] == {"op": "finished", "promptId": "p1"}
+        assert store.record_read("t") == expected[1][2] and len(statements) == 3  # "t" still read ahead
+        store.drop_prefetched(["s", "t", "empty", "nobody"])
+        assert store.record_read("t") == expected[1][2] and len(statements) == 4
+    finally:
+        db.run = run  # type: ignore[method-assign]
