@@ -255,6 +255,52 @@ class ActorRef(Generic[M]):
         self._send.close()
 
 
+class LazyActorRef(ActorRef[M]):
+    """The address of an actor that starts with the first message sent to it.
+
+    On the first ``tell`` or ``ask`` its mailbox is made (bounded, as any) and ``start(inbox)`` starts the task
+    that serves it: until then an actor that may never be needed (an idle session's prompt FIFO) costs neither
+    a task nor a channel. ``start`` raises :class:`ActorGone` when the actor can no longer start (its owner has
+    ended); so does every message after it.
+    """
+
+    __slots__ = ("_capacity", "_start")
+
+    def __init__(self, name: str, capacity: int, start: Callable[[trio.MemoryReceiveChannel[M]], None]) -> None:
+        self.name = name
+        self._send = None  # type: ignore[assignment]  # no mailbox yet
+        self._capacity = capacity
+        self._start: Callable[[trio.MemoryReceiveChannel[M]], None] | None = start
+
+    @property
+    def started(self) -> bool:
+        return self._send is not None
+
+    def _open(self) -> None:
+        if self._send is not None:
+            return
+        start, self._start = self._start, None  # one attempt: an actor that could not start never will
+        if start is None:
+            raise ActorGone(f"{self.name} has stopped")
+        send, inbox = trio.open_memory_channel[Any](self._capacity)
+        start(inbox)
+        self._send = send
+
+    async def tell(self, message: M) -> None:
+        self._open()
+        await super().tell(message)
+
+    def tell_nowait(self, message: M) -> None:
+        self._open()
+        super().tell_nowait(message)
+
+    def close(self) -> None:
+        if self._send is None:
+            self._start = None  # never started: it never will
+        else:
+            super().close()
+
+
 def open_mailbox(name: str, capacity: int) -> tuple[ActorRef[Any], trio.MemoryReceiveChannel[Any]]:
     """A bounded mailbox: the reference to hand out and the channel the actor reads."""
     send, receive = trio.open_memory_channel[Any](capacity)

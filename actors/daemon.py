@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -13,6 +14,7 @@ from typing import Any
 import trio
 
 from . import checked, wire
+from ._actor import ActorGone, Reply, reply_pair
 from .ids import IdSource
 from .model import ModelProvider, ScriptedModel
 from .permission_rules import RuleLists
@@ -53,12 +55,31 @@ class NotStartedHere(Exception):
     code = "not_started_here"
 
 
+class _Starting:
+    """The task status a session's task reports its start through (:meth:`Daemon._start_in_own_context`):
+    a one-shot reply (it lives as long as the session, so no Event), answered once started, closed if it
+    ends before."""
+
+    __slots__ = ("_reply",)
+
+    def __init__(self, reply: Reply[None]) -> None:
+        self._reply = reply
+
+    def started(self, value: Any = None) -> None:
+        self._reply.send(None)
+
+    def ended(self) -> None:
+        self._reply.close()  # a no-op once started
+
+
 class Daemon:
     """Owns sessions. Create it with :func:`open_daemon`."""
 
     def __init__(self, runtime: Runtime, nursery: trio.Nursery) -> None:
         self.runtime = runtime
         self._nursery = nursery
+        # The context sessions' tasks start in (see _start_in_own_context): open_daemon's, not a request's.
+        self._context = contextvars.copy_context()
         self._sessions: dict[str, SessionHandle] = {}
         self._starting: set[str] = set()
         self._closed_events: dict[str, trio.Event] = {}
@@ -254,7 +275,7 @@ class Daemon:
                 session.restore()
             await session.records.write()  # StorageError when the state directory refuses it
             closed = trio.Event()
-            await self._nursery.start(self._supervise, session, closed)
+            await self._start_in_own_context(session, closed)
             handle = self.make_handle(session)
             self._sessions[session_id] = handle
             self._closed_events[session_id] = closed
@@ -272,13 +293,32 @@ class Daemon:
         finally:
             self._starting.discard(session_id)
 
-    async def _supervise(self, session: Session, closed: trio.Event, *, task_status: trio.TaskStatus[None]) -> None:
+    async def _start_in_own_context(self, session: Session, closed: trio.Event) -> None:
+        """Start the session's task in the daemon's nursery and wait until it has started, as
+        ``nursery.start`` would, but in the daemon's context rather than the caller's.
+
+        A task copies the context of the task that spawns it, and every task a session starts copies its
+        own: spawned from an HTTP request, the session would keep that request's objects (its context
+        variables) as long as it lives, some 13 KiB a session. The wait is shielded: once spawned, the
+        session either starts (and the caller registers it, then sees its cancellation) or ends first.
+        """
+        reply, pending = reply_pair()
+        self._context.run(self._nursery.start_soon,
+                          partial(self._supervise, session, closed, task_status=_Starting(reply)))
+        with trio.CancelScope(shield=True):
+            try:
+                await pending.wait()
+            except ActorGone:
+                raise RuntimeError(f"session {session.session_id} ended before it started") from None
+
+    async def _supervise(self, session: Session, closed: trio.Event, *, task_status: _Starting) -> None:
         """Run one session; a crash is contained to it and reported as its closing event."""
         try:
             await session.run(task_status=task_status)
         except Exception:
             log.exception("session %s crashed", session.session_id)
         finally:
+            task_status.ended()  # the starter waits no longer, whether or not it started
             self._sessions.pop(session.session_id, None)
             self._closed_events.pop(session.session_id, None)
             if self.placement is not None:
@@ -463,7 +503,8 @@ async def open_daemon(
         state_dir=Path(state_dir) if state_dir is not None else None,
         workspace=os.path.abspath(workspace or os.getcwd()),
         clock_ms=clock_ms or wire.wall_clock_ms,
-        make_tools=tools or partial(default_tools, settings),  # the settings say whether web_fetch is offered
+        # The settings say whether web_fetch is offered; the built-ins are built once, each session copies them.
+        make_tools=tools or default_tools(settings).copy,
         now=now or local_now,
         hook_runner=hook_runner,
         sandbox=sandbox,

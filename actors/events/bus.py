@@ -180,6 +180,9 @@ class Subscription:
         self.close()
 
 
+_NO_EVENTS: deque[Event] = deque(maxlen=0)  # the ring of a bus that has published nothing yet (never appended to)
+
+
 class EventBus:
     """Per-session events with monotonic ids, an epoch, a ring and subscribers."""
 
@@ -196,7 +199,8 @@ class EventBus:
         if ring_size < 1:
             raise ValueError("ring_size must be at least 1")
         self.epoch = epoch or secrets.token_hex(16)
-        self.ring: deque[Event] = deque(maxlen=ring_size)
+        self._ring_size = ring_size
+        self._ring: deque[Event] | None = None  # made by the first event: an idle session's bus has none
         self.compactor = TurnCompactor(replay_bytes)
         self._next_id = 1
         self._seeded_through = 0  # ids up to this one were seeded from disk, never in the ring
@@ -213,6 +217,11 @@ class EventBus:
         self.on_turn_compacted: Callable[[list[Event]], Any] | None = None  # a turn folded: e.g. write it down
         self.observers: list[Callable[[Event], Any]] = []
         self.on_evicted: Callable[[str], Any] | None = None  # a subscriber was evicted, for this reason
+
+    @property
+    def ring(self) -> deque[Event]:
+        """The latest events, oldest first (read-only: :meth:`publish` appends)."""
+        return self._ring if self._ring is not None else _NO_EVENTS
 
     @property
     def last_event_id(self) -> int:
@@ -244,7 +253,9 @@ class EventBus:
         event = Event(type, data, prompt_id, self._next_id, self._clock_ms(), originator)
         event.json()  # encoded once, here: every byte cap and every subscriber uses it
         self._next_id += 1
-        self.ring.append(event)
+        if self._ring is None:
+            self._ring = deque(maxlen=self._ring_size)
+        self._ring.append(event)
         segment = self.compactor.ingest(event)
         if segment is not None and self.on_turn_compacted is not None:
             self.on_turn_compacted(segment)
@@ -361,7 +372,7 @@ class EventBus:
             return events
         earliest = self.earliest_available_id
         if start < earliest:  # the running turn began before the ring's oldest event
-            events.append(wire.history_truncated(earliest - start, len(self.ring), max_events=self.ring.maxlen,
+            events.append(wire.history_truncated(earliest - start, len(self.ring), max_events=self._ring_size,
                                                  scope="live_journal"))
         events.extend(self.events_after(max(start, earliest) - 1))
         return events

@@ -106,6 +106,9 @@ def _merge_tool_call(first: Event, update_event: Event) -> Event:
                  update_event.ts_ms)
 
 
+_NO_SEGMENTS: deque[tuple[list[Event], int]] = deque(maxlen=0)  # a compactor's that has folded nothing yet
+
+
 class TurnCompactor:
     """Folds each finished turn into a segment; keeps the newest segments within ``max_bytes``.
 
@@ -117,7 +120,7 @@ class TurnCompactor:
         if max_bytes < 1:
             raise ValueError("max_bytes must be at least 1")
         self.max_bytes = max_bytes
-        self.segments: deque[tuple[list[Event], int]] = deque()  # (events, bytes), oldest first
+        self._segments: deque[tuple[list[Event], int]] | None = None  # made by the first turn folded
         self.bytes = 0
         self.truncated_events = 0  # folded events dropped to stay within max_bytes
         self.truncated_turns = 0
@@ -126,6 +129,11 @@ class TurnCompactor:
         self._slot_bytes = 0
         self._tool_slots: dict[str, int] = {}  # toolCallId -> index in _slots
         self._latest_slots: dict[str, int] = {}  # sessionUpdate kind -> index in _slots
+
+    @property
+    def segments(self) -> deque[tuple[list[Event], int]]:
+        """The kept segments, ``(events, bytes)``, oldest first (read-only: :meth:`add_segment` adds)."""
+        return self._segments if self._segments is not None else _NO_SEGMENTS
 
     # -- gathering a turn
 
@@ -224,10 +232,12 @@ class TurnCompactor:
         while size > self.max_bytes and len(events) > 1:  # one turn alone over the limit: its start goes
             size -= len(events.pop(0).json())
             self.truncated_events += 1
-        self.segments.append((events, size))
+        if self._segments is None:
+            self._segments = deque()
+        self._segments.append((events, size))
         self.bytes += size
-        while self.bytes > self.max_bytes and len(self.segments) > 1:
-            dropped, dropped_size = self.segments.popleft()
+        while self.bytes > self.max_bytes and len(self._segments) > 1:
+            dropped, dropped_size = self._segments.popleft()
             self.bytes -= dropped_size
             self.truncated_events += len(dropped)
             self.truncated_turns += 1 if any(e.type in BOUNDARY_TYPES for e in dropped) else 0

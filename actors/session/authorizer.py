@@ -32,6 +32,11 @@ from .permissions import DEFAULT_OPTIONS, PermissionBroker
 from .tools import ToolContext
 
 
+_NO_RULES = RuleSet()
+_NO_RULE_LISTS = RuleLists()
+_NONE: frozenset[str] = frozenset()
+
+
 class Authorizer:
     """One session's permission decisions."""
 
@@ -39,15 +44,16 @@ class Authorizer:
                  nursery: Callable[[], trio.Nursery | None], rules: RuleSet | None = None,
                  session_rules: RuleLists | None = None, rules_changed: Callable[[], None] = lambda: None) -> None:
         self.mode = mode
-        self.settings_rules = rules or RuleSet()  # the settings file's
+        self.settings_rules = rules if rules is not None else _NO_RULES  # the settings file's
         # The session's own: given when it started, and every "always" answer; kept in its record.
-        self.session_rules = session_rules or RuleLists()
-        self.rules = self.settings_rules + RuleSet.of(self.session_rules)
+        self.session_rules = session_rules if session_rules is not None else _NO_RULE_LISTS
+        self.rules = self._in_force(self.session_rules)
         self._rules_changed = rules_changed
         self.broker = PermissionBroker(session_id, bus, ids)
-        # "Always" answers no rule can say (a command that cannot be read): held for the call's kind.
-        self.always_allowed: set[str] = set()
-        self.always_denied: set[str] = set()
+        # "Always" answers no rule can say (a command that cannot be read): held for the call's kind. Shared
+        # empty sets until the first such answer (replaced, not changed in place).
+        self.always_allowed: frozenset[str] = _NONE
+        self.always_denied: frozenset[str] = _NONE
         self._bus = bus
         self.grace_seconds = grace_seconds  # how long a question outlives every client
         self._nursery = nursery  # the session's, while it runs
@@ -114,14 +120,21 @@ class Authorizer:
 
     def _set_session_rules(self, lists: RuleLists) -> None:
         self.session_rules = lists
-        self.rules = self.settings_rules + RuleSet.of(lists)
+        self.rules = self._in_force(lists)
         self._rules_changed()
+
+    def _in_force(self, lists: RuleLists) -> RuleSet:
+        """The settings' rules and the session's own (the settings' alone, shared, while it has none)."""
+        return self.settings_rules + RuleSet.of(lists) if lists else self.settings_rules
 
     def _remember(self, context: ToolContext, raw_input: Any, kind: str, key: str, effect: str) -> None:
         """An "always" answer: a rule of the session's own, or, when no rule can say it, the call's kind."""
         texts = answer_rules(context.tool_name, raw_input, kind)
         if not texts:
-            (self.always_allowed if effect == "allow" else self.always_denied).add(key)
+            if effect == "allow":
+                self.always_allowed = self.always_allowed | {key}
+            else:
+                self.always_denied = self.always_denied | {key}
             return
         listed = getattr(self.session_rules, effect)
         added = tuple(t for t in texts if t not in listed)

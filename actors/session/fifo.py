@@ -58,6 +58,8 @@ __all__ = [
 
 log = logging.getLogger("trellis.fifo")
 
+MAILBOX_SIZE = 64
+
 T = TypeVar("T")
 
 
@@ -210,9 +212,13 @@ class PromptFifo:
         self._queue.usage = ledger
 
     async def run(self, *, task_status: trio.TaskStatus[ActorRef[FifoMessage]] = trio.TASK_STATUS_IGNORED) -> None:
-        ref, inbox = open_mailbox(f"fifo:{self.session_id}", 64)
+        ref, inbox = open_mailbox(f"fifo:{self.session_id}", MAILBOX_SIZE)
         self.ref = ref
         task_status.started(ref)
+        await self.serve(inbox)
+
+    async def serve(self, inbox: trio.MemoryReceiveChannel[FifoMessage]) -> None:
+        """Serve a mailbox made elsewhere (a session starts its FIFO with the first message: LazyActorRef)."""
         # Where the store syncs off the event loop, a message's records are synced after its handler (and the
         # messages that arrived meanwhile: an admission's sync takes the start it woke the session to ask for),
         # before its replies go (a 202 still waits for its admission to be durable); the loop runs on meanwhile.

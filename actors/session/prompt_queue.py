@@ -83,7 +83,7 @@ and counted ids (replays, tests) stay what they were.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -246,7 +246,9 @@ class PromptQueue:
         self.max_mid_turn = max_mid_turn
         self._new_id = new_id
         self.entries: list[PendingPrompt] = []  # changed in place only (the shell lends it out as it is)
-        self.mid_turn: deque[MidTurnItem] = deque()
+        # A list, not a deque: an empty deque holds a 64-slot block, in every idle session (at most
+        # max_mid_turn wait here).
+        self.mid_turn: list[MidTurnItem] = []
         self.turns: OrderedDict[str, TurnRecord] = OrderedDict()
         self.active = False
         self.usage = UsageLedger()  # the session's model calls, cumulative and journalled (status.usage)
@@ -441,9 +443,8 @@ class PromptQueue:
 
     def drain(self, watch_queued_prompt: bool) -> Step[DrainResult]:
         self._tick += 1
-        items = []
-        while self.mid_turn and len(items) < MAX_DRAIN_ITEMS:
-            items.append(self.mid_turn.popleft())
+        items = self.mid_turn[:MAX_DRAIN_ITEMS]
+        del self.mid_turn[:len(items)]
         effects: tuple[Effect, ...] = ()
         if items:
             effects = (Record({"op": "drained", "messageIds": [i.message_id for i in items]}),

@@ -40,7 +40,7 @@ class SessionServices:
         return self._authorizer.mode
 
     @property
-    def always_denied(self) -> set[str]:
+    def always_denied(self) -> frozenset[str]:
         return self._authorizer.always_denied
 
     def refused_by_rule(self, tool: str, arguments: Any, cwd: str) -> str | None:

@@ -8,7 +8,11 @@ session's nursery besides the FIFO and the background manager: the mailbox
 loop, which answers control messages one at a time (cancel, status, lifecycle
 events, permission votes), and the work loop, which runs one work item at a
 time — a foreground prompt from the FIFO, or an automatic turn — each inside a
-cancel scope the shell owns. What a cancel or an exit means is the work item's
+cancel scope the shell owns. The FIFO starts with its first message and the
+work loop with the first work (a prompt admitted, an automatic item posted, or
+at once for SessionStart hooks and restored prompts), both in the session's
+nursery and context: an idle session runs only its mailbox loop and the
+background manager. What a cancel or an exit means is the work item's
 state machine's to decide (:mod:`.work_item`); the shell applies it: whatever
 way a work item ends, it publishes its terminal event, settles it with the
 FIFO, and releases the automatic queue that waited for it.
@@ -16,6 +20,7 @@ FIFO, and releases the automatic queue that waited for it.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import os
@@ -27,7 +32,7 @@ from typing import Any
 import trio
 
 from .. import wire
-from .._actor import ActorGone, ActorRef, MailboxFull, Reply, open_mailbox, serve_mailbox
+from .._actor import ActorGone, ActorRef, LazyActorRef, MailboxFull, Reply, open_mailbox, serve_mailbox
 from ..background.automatic import AutomaticItem
 from ..background.manager import BackgroundManager
 from ..checkpoints import CheckpointRefused, Checkpoints
@@ -75,20 +80,32 @@ from .work_item import CancelOutcome, Phase, WorkItem
 
 log = logging.getLogger("trellis.session")
 
+_NOT_MADE = object()  # a session's checkpoint keeper before it is first needed
+
 
 class Wakeup:
     """A level-triggered wake-up: ``set`` any number of times, ``wait`` consumes it."""
 
+    __slots__ = ("_flag", "_lot")
+
     def __init__(self) -> None:
         self._flag = False
-        self._lot = trio.lowlevel.ParkingLot()
+        self._lot: trio.lowlevel.ParkingLot | None = None  # made by the first wait (an idle session has none)
 
     def set(self) -> None:
         self._flag = True
-        self._lot.unpark_all()
+        if self._lot is not None:
+            self._lot.unpark_all()
+
+    @property
+    def pending(self) -> bool:
+        """Set, and not yet consumed by a ``wait``."""
+        return self._flag
 
     async def wait(self) -> None:
         while not self._flag:
+            if self._lot is None:
+                self._lot = trio.lowlevel.ParkingLot()
             await self._lot.park()
         self._flag = False
 
@@ -96,12 +113,15 @@ class Wakeup:
 class Session:
     """The session actor. Start it with ``await nursery.start(session.run)``."""
 
-    # Set by the daemon's graceful shutdown ("daemon_shutdown") before it closes the session: no new
-    # work item starts (queued prompts stay queued), and ``session_closed`` gives this reason.
-    shutdown_reason: str | None = None
-    # How a restore ends the prompt that was running when its previous host stopped (:meth:`restore`):
-    # "daemon_restarted", or "node_lost" when another node of a cluster took the session over.
-    interrupted_code: str = "daemon_restarted"
+    # Slots: from 30 attributes on, an instance's values no longer fit CPython's shared-key layout and it gets
+    # a dict of its own, 1.3 KiB more in every session. "__dict__": white-box tests replace a method on one.
+    __slots__ = (
+        "runtime", "session_id", "cwd", "title", "created_at", "bus", "publisher", "conversation", "tools",
+        "authorizer", "work", "_scope", "_wake", "_nursery", "fifo", "fifo_ref", "mid_turn", "usage", "sandbox",
+        "_homes", "hooks", "background", "timers_to_restore", "chain", "services", "system_prompt", "context",
+        "records", "mcp", "ports", "ref", "_checkpoints", "shutdown_reason", "interrupted_code", "_context",
+        "_work_started", "__dict__",
+    )
 
     def __init__(self, runtime: Runtime, session_id: str, cwd: str, *, created_at: int | None = None,
                  history: list[ChatMessage] | None = None,
@@ -110,6 +130,20 @@ class Session:
                  title: str | None = None, permissions: RuleLists | None = None) -> None:
         self.runtime = runtime
         settings = runtime.settings
+
+        # One closure each for what several parts read (a closure costs some 150 bytes in every session).
+        def current_cwd() -> str:
+            return self.cwd
+
+        def current_nursery() -> trio.Nursery | None:
+            return self._nursery
+
+        # Set by the daemon's graceful shutdown ("daemon_shutdown") before it closes the session: no new
+        # work item starts (queued prompts stay queued), and ``session_closed`` gives this reason.
+        self.shutdown_reason: str | None = None
+        # How a restore ends the prompt that was running when its previous host stopped (:meth:`restore`):
+        # "daemon_restarted", or "node_lost" when another node of a cluster took the session over.
+        self.interrupted_code = "daemon_restarted"
         self.session_id = session_id
         self.cwd = cwd
         self.title = title  # what listings show; kept in the session record
@@ -119,24 +153,26 @@ class Session:
                             max_queued_bytes=settings.limits.subscriber_queue_bytes)
         store = runtime.store
         # A folded turn goes on disk.
-        self.bus.on_turn_compacted = ReplayWriter(store, session_id, self.bus, lambda: self._nursery).turn_folded
+        self.bus.on_turn_compacted = ReplayWriter(store, session_id, self.bus, current_nursery).turn_folded
         self.publisher = Publisher(session_id, self.bus, runtime.telemetry)
         self.conversation = Conversation(runtime.transcript(session_id), history or ())
         self.tools = runtime.make_tools()
         self.authorizer = Authorizer(session_id, self.bus, runtime.ids, mode=approval_mode or settings.approval_mode,
-                                     grace_seconds=settings.limits.client_grace_seconds, nursery=lambda: self._nursery,
+                                     grace_seconds=settings.limits.client_grace_seconds, nursery=current_nursery,
                                      rules=settings.permission_rules, session_rules=permissions,
                                      rules_changed=self._permission_rules_changed)
         self.work = WorkItem()
         self._scope: trio.CancelScope | None = None  # the running work item's
         self._wake = Wakeup()
+        self._work_started = False  # the work loop starts with the session's first work (_wake_work)
         self._nursery: trio.Nursery | None = None
+        self._context: contextvars.Context | None = None  # the session's own, where its later tasks start
         # One journal for the FIFO and the timers (@wakeups, cron jobs), appended in the order things happen.
         journal = JournalWriter(store, session_id) if store is not None else None
         self.fifo = f.PromptFifo(
             session_id, self.bus, runtime.ids,
             max_pending=settings.limits.max_pending_prompts, max_mid_turn=settings.limits.max_mid_turn_messages,
-            wake_session=self._wake.set, cancel_running=self._cancel_prompt, now_ms=runtime.clock_ms,
+            wake_session=self._wake_work, cancel_running=self._cancel_prompt, now_ms=runtime.clock_ms,
             queue_released=self._queue_released, handed_over=self.work.hand_over,
             journal=journal, admitted=self._prompt_admitted, telemetry=runtime.telemetry,
         )
@@ -158,7 +194,7 @@ class Session:
             self.sandbox = self.sandbox.with_home(os.path.join(self._homes, "commands"))
             servers_sandbox = servers_sandbox.with_home(os.path.join(self._homes, "servers"))
         self.hooks = SessionHooks(hooks_config, self.publisher, runner=runtime.hook_runner, sandbox=self.sandbox,
-                                  vouched=runtime.vouched_hook_files, cwd=lambda: self.cwd,
+                                  vouched=runtime.vouched_hook_files, cwd=current_cwd,
                                   mode=lambda: self.authorizer.mode,
                                   transcript_path=lambda: self.conversation.transcript.path)
         self.background = BackgroundManager(
@@ -172,7 +208,7 @@ class Session:
         self.background.related = self.chain.is_related
         self.services = SessionServices(self.authorizer, self.background, runtime, self.hooks, self.sandbox,
                                         self.publisher)
-        self.system_prompt = SystemPrompt(settings, prompt_overrides or PromptOverrides(), cwd=lambda: self.cwd,
+        self.system_prompt = SystemPrompt(settings, prompt_overrides or PromptOverrides(), cwd=current_cwd,
                                           today=runtime.today, tool_names=self.tools.names,
                                           sandboxed=runtime.sandbox.kind == "bwrap",
                                           plan_mode=lambda: self.authorizer.mode == "plan")
@@ -181,7 +217,7 @@ class Session:
                                      guard=self.chain.guard)
         self.records = RecordSaver(store, session_id, self.record)  # after a change, off the loop in the daemon
         # Its MCP servers (actors.mcp_client): the settings' and a client's, started with the session's actors.
-        self.mcp = McpServers(session_id, self.tools, cwd=lambda: self.cwd, sandbox=servers_sandbox,
+        self.mcp = McpServers(session_id, self.tools, cwd=current_cwd, sandbox=servers_sandbox,
                               publish=self.publisher.notice,
                               current_prompt=lambda: self.work.prompt_id if self.work.running else None)
         self.mcp.add(merge_servers(settings.mcp_server_configs, mcp_servers))
@@ -189,13 +225,34 @@ class Session:
             session_id=session_id, conversation=self.conversation, publisher=self.publisher,
             authorizer=self.authorizer, mid_turn=self.mid_turn, chain=self.chain, context=self.context,
             usage=self.usage, tools=self.tools, hooks=self.hooks, services=self.services, settings=settings,
-            cwd=lambda: self.cwd, save_record=self.records.save, before_change=self._before_change,
+            cwd=current_cwd, save_record=self.records.save, before_change=self._before_change,
         )
         self.ref: ActorRef[SessionMessage] | None = None
-        # Its cwd's files at each user turn (actors.checkpoints; None: no state directory, or turned off).
+        self._checkpoints: Checkpoints | None | object = _NOT_MADE  # see checkpoints
+
+    @property
+    def checkpoints(self) -> Checkpoints | None:
+        """Its cwd's files at each user turn (actors.checkpoints; None: no state directory, or turned off).
+
+        Made when first asked for (a user turn, a checkpoint call): an idle session never is.
+        """
+        keeper = self._checkpoints
+        if keeper is _NOT_MADE:
+            keeper = self._checkpoints = self._make_checkpoints()
+        return keeper  # type: ignore[return-value]
+
+    @checkpoints.setter
+    def checkpoints(self, keeper: Checkpoints | None) -> None:
+        self._checkpoints = keeper
+
+    def _make_checkpoints(self) -> Checkpoints | None:
+        runtime = self.runtime
         store = runtime.checkpoint_store
-        self.checkpoints = None if store is None else Checkpoints(
-            store, session_id, cwd=lambda: self.cwd, scope=lambda cwd: scope_for(cwd, runtime),
+        if store is None:
+            return None
+        settings = runtime.settings
+        return Checkpoints(
+            store, self.session_id, cwd=lambda: self.cwd, scope=lambda cwd: scope_for(cwd, runtime),
             notice=self.publisher.notice, clock_ms=runtime.clock_ms, new_id=lambda: f"ck-{secrets.token_hex(8)}",
             max_file_bytes=settings.checkpoint_max_file_bytes, max_session_bytes=settings.checkpoint_max_session_bytes)
 
@@ -208,13 +265,17 @@ class Session:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                self.fifo_ref = await nursery.start(self.fifo.run)
+                self._context = contextvars.copy_context()
+                # The FIFO starts with its first message, the work loop with the first work (a prompt admitted,
+                # an automatic item): an idle session runs neither (each costs a task, the FIFO a mailbox too).
+                self.fifo_ref = LazyActorRef(f"fifo:{self.session_id}", f.MAILBOX_SIZE, self._start_fifo)
                 await nursery.start(self.background.run)
                 if self.timers_to_restore:
                     await self.background.restore_timers(self.timers_to_restore)
                     self.timers_to_restore = []
                 self.mcp.start(nursery)
-                nursery.start_soon(self._work_loop, name=f"work:{self.session_id}")
+                if self._wake.pending or self.hooks.config.session_start or self.fifo.queue.entries:
+                    self._start_work_loop()  # work at once: SessionStart hooks, prompts restored from the journal
                 task_status.started(self)
                 await serve_mailbox(inbox, self._handle, self.records)  # a marked record: written after
                 nursery.cancel_scope.cancel()
@@ -355,6 +416,39 @@ class Session:
         finally:
             reply.close()  # the session closed mid-kill: the asker hears it at once (a no-op once answered)
 
+    # ------------------------------------------------------------- tasks started later
+
+    def _start_in_session(self, async_fn: Any, *args: Any, name: str | None = None) -> None:
+        """Start a task in the session's nursery and in the session's own context, whichever task asks.
+
+        A task keeps the context it was started in: started from a handle's caller (an HTTP request), it
+        would keep that request's objects as long as the session lives. :class:`ActorGone` once the
+        session's nursery has closed.
+        """
+        if self._nursery is None or self._context is None:
+            raise ActorGone(f"session {self.session_id} is not running")
+        try:
+            self._context.run(self._nursery.start_soon, async_fn, *args, name=name)
+        except RuntimeError:  # the nursery is closed to new tasks: the session has ended
+            raise ActorGone(f"session {self.session_id} has stopped") from None
+
+    def _start_fifo(self, inbox: trio.MemoryReceiveChannel[f.FifoMessage]) -> None:
+        self._start_in_session(self.fifo.serve, inbox)
+
+    def _start_work_loop(self) -> None:
+        if self._work_started:
+            return
+        try:
+            self._start_in_session(self._work_loop, name=f"work:{self.session_id}")
+        except ActorGone:
+            return  # not running yet (run starts it when work is due), or ended: no work starts then
+        self._work_started = True
+
+    def _wake_work(self) -> None:
+        """Wake the work loop, starting it on the session's first work."""
+        self._wake.set()
+        self._start_work_loop()
+
     # ------------------------------------------------------------- work
 
     async def _work_loop(self) -> None:
@@ -385,7 +479,7 @@ class Session:
     def _wake_if_idle(self) -> None:
         # Automatic items posted during foreground work wait for its exit (see work_item).
         if not self.work.running:
-            self._wake.set()
+            self._wake_work()
 
     @asynccontextmanager
     async def work_item(self, prompt_id: str, kind: str) -> AsyncIterator[trio.CancelScope]:

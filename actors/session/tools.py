@@ -88,13 +88,27 @@ class Tool(Protocol):
 class ToolRegistry:
     """Tools by name. Registering a second tool under a taken name is refused."""
 
+    __slots__ = ("_tools", "_checks", "_specs", "_names", "_shared")
+
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self._checks: dict[str, tuple[Tool, ArgumentCheck]] = {}  # a built-in's, built as it is registered
         self._specs: dict[str, ToolSpec] = {}  # kept, so each request offers the same specs (their memo holds)
         self._names: tuple[str, ...] | None = None  # kept until a tool is registered or replaced
+        self._shared = False  # the tables above are another registry's too (see copy)
         for tool in tools or []:
             self.register(tool)
+
+    def copy(self) -> ToolRegistry:
+        """A registry of the same tools that shares this one's tables until either registers or replaces one.
+
+        A daemon's sessions start from one set of built-in tools (stateless objects): built once and copied,
+        an idle session does not carry its own tables and argument checks (some 3 KiB each).
+        """
+        other = ToolRegistry()
+        other._tools, other._checks, other._specs = self._tools, self._checks, self._specs
+        other._shared = self._shared = True
+        return other
 
     def register(self, tool: Tool) -> None:
         if tool.name in self._tools:
@@ -103,6 +117,9 @@ class ToolRegistry:
 
     def replace(self, tool: Tool) -> None:
         """Put ``tool`` under its name, replacing what was there (a discovered tool may shadow)."""
+        if self._shared:  # this registry's change is its own
+            self._tools, self._checks, self._specs = dict(self._tools), dict(self._checks), dict(self._specs)
+            self._shared = False
         self._tools[tool.name] = tool
         self._checks.pop(tool.name, None)
         if tool.builtin:
