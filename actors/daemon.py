@@ -19,7 +19,7 @@ from .ids import IdSource
 from .model import ModelProvider, ScriptedModel
 from .permission_rules import RuleLists
 from .process.sandbox import clear_homes, log_sandbox, resolve_sandbox
-from .runtime import InvalidCwd, Runtime, default_tools, local_now
+from .runtime import InvalidCwd, MachineDescription, Runtime, default_tools, local_now
 from .session.handle import SessionHandle
 from .session.session import Session
 from .session.system_prompt import PromptOverrides
@@ -460,6 +460,7 @@ async def open_daemon(
     hook_runner: Any = None,
     store: Any = None,
     sync_in_thread: bool = False,
+    described_machine: MachineDescription | None = None,
 ) -> AsyncIterator[Daemon]:
     """Run a daemon for the body of the ``async with``; its sessions end with it.
 
@@ -477,6 +478,8 @@ async def open_daemon(
         sync_in_thread: let the default store sync in a worker thread, off the event loop (a busy disk held
             single fsyncs for up to 1.27 s; see ``LocalStore.sync_in_thread``).
             The daemon's command does; under virtual time a thread would let the clock jump while it runs.
+        described_machine: what the system prompt says of the machine instead of this one's (a replay
+            gives the recorded machine's).
 
     Model-run commands run in the sandbox ``settings.sandbox`` asks for (see
     :mod:`actors.process.sandbox`); a required one that cannot run here raises
@@ -508,6 +511,7 @@ async def open_daemon(
         now=now or local_now,
         hook_runner=hook_runner,
         sandbox=sandbox,
+        described_machine=described_machine,
         store=store if store is not None else
         LocalStore(state_dir, fsync=settings.journal_fsync, sync_in_thread=sync_in_thread)
         if state_dir is not None else None,

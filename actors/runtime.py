@@ -61,6 +61,16 @@ def local_today() -> str:
     return today
 
 
+@attrs.frozen
+class MachineDescription:
+    """What the system prompt says of the machine in place of this one's: a replay gives the recorded
+    machine's, so its model requests, and the token estimates that count them, are the recorded ones."""
+
+    os: str
+    sandboxed: bool  # whether it says commands run in a sandbox
+    path: Callable[[str], str] = str  # a working directory as the prompt names it
+
+
 @attrs.frozen(kw_only=True)
 class Runtime:
     settings: Settings
@@ -83,6 +93,8 @@ class Runtime:
     checkpoint_store: Any = None
     # How model-run commands (shells, monitors, command subagents) are started.
     sandbox: Sandbox = NO_SANDBOX
+    # What the system prompt says of the machine; None: this machine's own.
+    described_machine: MachineDescription | None = None
     # What the unsandboxed hooks' files were when the user vouched for them, by cwd (session.hooks.HookFiles):
     # the daemon's, so a later session in a cwd inherits it rather than vouching for what is on disk now.
     vouched_hook_files: dict[str, Any] = attrs.field(factory=dict)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import math
 import tempfile
 from collections import deque
@@ -49,7 +50,7 @@ from ..checkpoints import CheckpointRefused
 from ..model import ContextWindowExceeded, Finish, ModelError, TextDelta, ThoughtDelta, ToolCall, Usage
 from ..model.overflow import ContextOverflow, EmptyResponse
 from ..permission_rules import RuleLists
-from ..runtime import default_tools
+from ..runtime import MachineDescription, default_tools
 from ..session.system_prompt import default_prompt, os_name
 from ..session.tools import ToolRegistry, ToolResult
 from ..settings import Limits
@@ -120,11 +121,16 @@ class Playback:
         self.rec_paths = tuple(sorted(paths_rec, key=lambda p: len(p[0]), reverse=True))
         self.rep_paths: tuple[tuple[str, str], ...] = tuple(
             sorted(((rep, name) for _, rep, name in self.places), key=lambda p: len(p[0]), reverse=True))
-        # What the system prompt says of the machine (the OS's name, whether commands run in a sandbox) is not
-        # the session's doing: it is not compared in model requests.
+        # What the system prompt says of the machine (the OS's name, whether commands run in a sandbox): the
+        # replay says what the recorded machine said (the header has it from version 2 on), so requests and the
+        # token estimates that count them are the recorded ones. A version 1 file does not say: those parts
+        # are left out of the comparison.
+        self.machine = None if h.os is None else MachineDescription(h.os, h.sandbox == "bwrap", self.recorded_path)
         sandbox = _sandbox_sentence()
-        self.rec_env = tuple(p for p in ((h.os or "", "$OS"), (sandbox, "")) if p[0])
-        self.rep_env = tuple(p for p in ((os_name(), "$OS"), (sandbox, "")) if p[0])
+        self.rec_env = () if self.machine else tuple(p for p in ((h.os or "", "$OS"), (sandbox, "")) if p[0])
+        self.rep_env = tuple(sorted(((rec, name) for rec, _, name in self.places), key=lambda p: len(p[0]),
+                                    reverse=True)) if self.machine else \
+            tuple(p for p in ((os_name(), "$OS"), (sandbox, "")) if p[0])  # the prompt names recorded paths
         self.requests = RequestDecoder()
         self.checkpoint_call: Entry | None = None  # the recorded checkpoint restore being replayed
         self.undo_histories: dict[str, list[dict[str, Any]]] = {}  # an undo id -> the conversation it restores
@@ -145,6 +151,14 @@ class Playback:
         self.model_calls = 0
         self.tool_calls = 0
         self.scope: trio.CancelScope | None = None
+
+
+    def recorded_path(self, path: str) -> str:
+        """A directory of the replay as the recorded session named it (the system prompt says it)."""
+        for recorded, replayed, _ in self.places:
+            if path == replayed or path.startswith(replayed + os.sep):
+                return recorded + path[len(replayed):]
+        return path
 
     def differ(self, step: int, what: str, expected: Any, got: Any) -> None:
         if self.difference is None:
@@ -648,7 +662,8 @@ async def _drive(pb: Playback, workspace: Path, state_dir: Path) -> None:
                     _install(pb, state_dir, restored)
                 async with open_daemon(settings, model=PlaybackModel(pb), ids=ids,  # type: ignore[arg-type]
                                        clock_ms=virtual_clock_ms, now=now, state_dir=state_dir,
-                                       workspace=str(workspace), tools=tools, hook_runner=hook_runner) as daemon:
+                                       workspace=str(workspace), tools=tools, hook_runner=hook_runner,
+                                       described_machine=pb.machine) as daemon:
                     daemon.session_observers.append(observe)
                     sid = recording.header.sessionId
                     if restored is None:

@@ -208,9 +208,13 @@ class Session:
         self.background.related = self.chain.is_related
         self.services = SessionServices(self.authorizer, self.background, runtime, self.hooks, self.sandbox,
                                         self.publisher)
-        self.system_prompt = SystemPrompt(settings, prompt_overrides or PromptOverrides(), cwd=current_cwd,
+        described = runtime.described_machine
+        self.system_prompt = SystemPrompt(settings, prompt_overrides or PromptOverrides(),
+                                          cwd=current_cwd if described is None else
+                                          lambda: described.path(current_cwd()),
                                           today=runtime.today, tool_names=self.tools.names,
-                                          sandboxed=runtime.sandbox.kind == "bwrap",
+                                          machine=(None, runtime.sandbox.kind == "bwrap") if described is None
+                                          else (described.os, described.sandboxed),
                                           plan_mode=lambda: self.authorizer.mode == "plan")
         self.context = ContextKeeper(session_id, self.conversation, runtime.provider, model_name=model_name,
                                      system_prompt=self.system_prompt, tools=self.tools, usage=self.usage,

@@ -154,14 +154,14 @@ class SystemPrompt:
     """One session's system prompt: its own layers, rendered for each request from what it depends on."""
 
     def __init__(self, settings: Any, overrides: PromptOverrides, *, cwd: Callable[[], str],
-                 today: Callable[[], str], tool_names: Callable[[], tuple[str, ...]], sandboxed: bool,
-                 plan_mode: Callable[[], bool]) -> None:
+                 today: Callable[[], str], tool_names: Callable[[], tuple[str, ...]],
+                 machine: tuple[str | None, bool], plan_mode: Callable[[], bool]) -> None:
         self.settings = settings
         self.overrides = overrides
         self._cwd = cwd
         self._today = today
         self._tool_names = tool_names
-        self._sandboxed = sandboxed
+        self._os, self._sandboxed = machine  # an OS name of None: this machine's
         self._plan_mode = plan_mode
         self._kept: ChatMessage | None = None  # the last system message sent
 
@@ -170,7 +170,7 @@ class SystemPrompt:
         settings, overrides = self.settings, self.overrides
         base = overrides.system_prompt if overrides.system_prompt is not None else settings.system_prompt
         if base is None:
-            base = _default_prompt(self._cwd(), os_name(), self._today(), self._tool_names(), self._sandboxed,
+            base = _default_prompt(self._cwd(), self._os or os_name(), self._today(), self._tool_names(), self._sandboxed,
                                    self._plan_mode())
         return _compose(base, settings.append_system_prompt, overrides.append_system_prompt)
 

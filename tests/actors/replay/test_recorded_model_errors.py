@@ -24,9 +24,7 @@ async def _record(tmp: Path, script: list, prompts: list[str], nursery) -> Path:
     fake = FakeOpenAI(script)
     url = await nursery.start(fake.serve)
     model = OpenAIModel(OpenAIConfig(base_url=url))  # no window configured: only the server's answer says it
-    # A system prompt of its own: the default one names the cwd, the OS and the sandbox, which differ on
-    # replay, and this case reports token estimates, which count them.
-    settings = Settings(system_prompt="You are terse.")
+    settings = Settings()  # the default system prompt: the replay's must say what the recorded one said
     recorder = Recorder(tmp / "recordings")
     with trio.fail_after(30):
         async with open_daemon(settings, state_dir=tmp / "state", workspace=str(tmp),
