@@ -60,6 +60,11 @@ class Conversation:
         message, not a guard's continuation, a mid-turn message, a hook's or a summary note."""
         return [i for i, m in enumerate(self._history) if _starts_a_turn(m)]
 
+    def turn_texts(self) -> list[str]:
+        """The user message of each turn, as a rewind counts them."""
+        history = self._history
+        return [history[i].content for i in self.user_turn_starts()]
+
     def turn_message_since(self, index: int) -> str | None:
         """The text of the first user turn's message at or after ``index`` (a turn that began there added it),
         or None; reads only what came since."""

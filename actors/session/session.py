@@ -25,7 +25,7 @@ import logging
 import math
 import os
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -524,14 +524,15 @@ class Session:
         checkpoint = self.checkpoints is not None and user_text is not None and commands.parse(user_text) is None
         mark = len(self.conversation.history)  # the turn's messages come after it
         if checkpoint:
-            await self.checkpoints.turn_started(prompt_id, self._turn_texts)
+            await self.checkpoints.turn_started(prompt_id, self.conversation.turn_texts)
         stop_reason, error = await self._run_turn(state, "prompt", user_text, "prompt")
         ended = "error" if error else ("cancelled" if stop_reason == "cancelled" else "completed")
         await self._tell_fifo(f.Settle(prompt_id, ended, stop_reason=stop_reason,
                                        error=self._error_message(error) if error else None))
         if checkpoint:  # the tree as the turn left it (the next work item waits for it)
-            await self.checkpoints.turn_ended(prompt_id, lambda: self.conversation.turn_message_since(mark),
-                                              self._turn_texts, processes_live=self.background.processes_live)
+            conversation = self.conversation
+            await self.checkpoints.turn_ended(prompt_id, lambda: conversation.turn_message_since(mark),
+                                              conversation.turn_texts, processes_live=self.background.processes_live)
         if stop_reason == "end_turn":
             await suggest_followups(self.ports, prompt_id, queued_count=self._queued_count,
                                     work_item=self.work_item)
@@ -692,9 +693,8 @@ class Session:
         if self.checkpoints is not None:
             await self.checkpoints.before_change()
 
-    def _turn_texts(self) -> list[str]:
-        history = self.conversation.history
-        return [history[i].content for i in self.conversation.user_turn_starts()]
+    def _conversation_port(self) -> _ConversationPort:
+        return _ConversationPort(self.conversation, lambda: self.work.running, self._invalidate)
 
     def _checkpoint_call(self, call: CheckpointCall) -> None:
         """Run a checkpoint operation in a task of the session's (it walks and writes files off the loop); the
@@ -713,13 +713,13 @@ class Session:
     async def _checkpoint_task(self, keeper: Checkpoints, call: CheckpointCall) -> None:
         try:
             if call.op == "list":
-                result: Any = await keeper.listing(self._turn_texts())
+                result: Any = await keeper.listing(self.conversation.turn_texts())
             elif call.op == "diff":
-                result = await keeper.diff(call.turn or 0, self._turn_texts())
+                result = await keeper.diff(call.turn or 0, self.conversation.turn_texts())
             elif call.op == "rewind":
-                result = await keeper.rewind(call.turn or 0, call.force, _ConversationPort(self))
+                result = await keeper.rewind(call.turn or 0, call.force, self._conversation_port())
             else:
-                result = await keeper.undo(call.undo_id or "", call.force, _ConversationPort(self))
+                result = await keeper.undo(call.undo_id or "", call.force, self._conversation_port())
         except CheckpointRefused as exc:
             result = exc
         except Exception as exc:  # a bad store (StorageError, a mangled log) must not take the session down
@@ -793,31 +793,30 @@ class Session:
 
 
 class _ConversationPort:
-    """What a checkpoint restore does to the session (actors.checkpoints.ConversationPort), on the loop."""
+    """What a checkpoint restore does to the session's conversation (actors.checkpoints.ConversationPort), on
+    the loop: ``changed`` is the session's own reaction to a conversation replaced under it."""
 
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
-    def busy(self) -> bool:
-        return self._session.work.running
+    def __init__(self, conversation: Any, busy: Callable[[], bool], changed: Callable[[], None]) -> None:
+        self._conversation = conversation
+        self.busy = busy
+        self._changed = changed
 
     def turn_texts(self) -> list[str]:
-        return self._session._turn_texts()
+        return self._conversation.turn_texts()
 
     def dump(self) -> list[dict[str, Any]]:
-        return [message_to_dict(m) for m in self._session.conversation.history]
+        return [message_to_dict(m) for m in self._conversation.history]
 
     def rewind(self, turn: int) -> int | str:
-        kept = self._session.conversation.rewind(turn)
+        kept = self._conversation.rewind(turn)
         if isinstance(kept, int):
-            self._session._invalidate()
+            self._changed()
         return kept
 
     def replace(self, messages: list[dict[str, Any]]) -> int:
-        session = self._session
-        session.conversation.replace([message_from_dict(d, "a checkpoint's undo entry") for d in messages])
-        session._invalidate()
-        return len(session.conversation)
+        self._conversation.replace([message_from_dict(d, "a checkpoint's undo entry") for d in messages])
+        self._changed()
+        return len(self._conversation)
 
 
 __all__ = ["Session"]
