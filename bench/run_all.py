@@ -34,7 +34,7 @@ from _common import Figure, client_pinned, layout_note, print_figures, unpin_cli
 
 BENCHMARKS = ("admission", "sse_http", "long_conversation", "turn_cpu", "turn_instructions", "stream", "idle_sessions",
               "openai_client", "turn_end", "journal", "background_shells", "replay", "sandbox", "acp", "cluster",
-              "peer_qwen")
+              "scale", "peer_qwen")
 
 
 README = Path(__file__).resolve().parent / "README.md"
