@@ -41,6 +41,8 @@ class Limits:
         256, "Frames an event stream may have queued before it is evicted (default of ?maxQueued=).")
     subscriber_queue_bytes: PositiveInt = checked.field(
         2 * 1024 * 1024, "Bytes an event stream may have queued before it is evicted.")
+    max_subscribers: PositiveInt = checked.field(
+        128, "Event streams open at once on one session; one more is answered 503 too_many_subscribers.")
     replay_bytes: PositiveInt = checked.field(
         4 * 1024 * 1024, "Bytes of the compacted replay of earlier turns kept per session.")
     mailbox_size: int = checked.field(64, internal=True)  # not a setting of the file

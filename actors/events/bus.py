@@ -37,7 +37,7 @@ from .compaction import TurnCompactor
 DEFAULT_RING_SIZE = 8000
 DEFAULT_MAX_QUEUED = 256
 DEFAULT_MAX_QUEUED_BYTES = 2 * 1024 * 1024  # as qwen serve
-MAX_SUBSCRIBERS = 64
+MAX_SUBSCRIBERS = 128  # limits.maxSubscribers: a team watching one session, each bounded in bytes
 
 
 class TooManySubscribers(Exception):

@@ -150,7 +150,8 @@ class Session:
         self.created_at = created_at if created_at is not None else runtime.clock_ms()
         self.bus = EventBus(settings.limits.event_ring_size, clock_ms=runtime.clock_ms,
                             replay_bytes=settings.limits.replay_bytes,
-                            max_queued_bytes=settings.limits.subscriber_queue_bytes)
+                            max_queued_bytes=settings.limits.subscriber_queue_bytes,
+                            max_subscribers=settings.limits.max_subscribers)
         store = runtime.store
         # A folded turn goes on disk.
         self.bus.on_turn_compacted = ReplayWriter(store, session_id, self.bus, current_nursery).turn_folded

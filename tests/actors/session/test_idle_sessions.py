@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextvars
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
-from actors import CountingIds, load_script, open_daemon
+from actors import CountingIds, Settings, TooManySubscribers, load_script, open_daemon
 from actors._actor import ActorGone
 from actors.session.tools import ToolRegistry
+from actors.settings import Limits
 
 REQUEST = contextvars.ContextVar[Any]("a_callers_context_variable")
 
@@ -153,3 +155,15 @@ def test_a_copied_tool_registry_shares_until_either_side_changes() -> None:
     base.register(Tool("c"))
     assert base.names() == ("a", "c") and two.names() == ("a",) and one.names() == ("a", "b")
     assert [s.name for s in two.specs()] == ["a"] and [s.name for s in one.specs()] == ["a", "b"]
+
+
+async def test_limits_max_subscribers_bounds_a_sessions_event_streams() -> None:
+    with trio.fail_after(10):
+        async with open_daemon(Settings(limits=Limits(max_subscribers=2))) as daemon:
+            handle, _ = await daemon.create_session()
+            first, second = handle.subscribe(), handle.subscribe()
+            with pytest.raises(TooManySubscribers):
+                handle.subscribe()
+            first.close()
+            handle.subscribe().close()  # a closed stream's place is free again
+            second.close()
