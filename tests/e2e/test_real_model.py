@@ -10,10 +10,15 @@ Optional: ``TRELLIS_REAL_MODEL_NAME`` (default ``local``), ``TRELLIS_REAL_TEXT_T
 tool calls through as text), ``TRELLIS_REAL_MODEL_KEY`` (an API key, if the server wants one),
 ``TRELLIS_REAL_CONTEXT_WINDOW`` (the ``model.contextWindow`` setting),
 ``TRELLIS_REAL_MODEL_TIMEOUT`` (seconds per turn, default 600: CPU servers are slow) and
-``TRELLIS_REAL_OVERFLOW_CHARS`` (the size of the prompt meant to overflow, default 400,000).
+``TRELLIS_REAL_OVERFLOW_CHARS`` (the size of the prompt meant to overflow, default 400,000) and
+``TRELLIS_REAL_RECORDINGS`` (a directory: each test's recordings are copied there, to be kept as
+examples in ``scenarios/recordings/``).
 
-Each test runs its own ``python -m transport --model openai`` with the Todo Stop Guard on and
-``yolo`` approvals, and prints what the model did (``-s`` shows it), so a run can be quoted.
+Each test runs its own ``python -m transport --model openai --record DIR`` with the Todo Stop Guard
+on and ``yolo`` approvals, and prints what the model did (``-s`` shows it), so a run can be quoted.
+Once the daemon has stopped, every session it recorded is replayed offline with
+``python -m actors.replay --recording FILE`` (no network, virtual time), which must exit 0: the
+replayed session published exactly the events the real one did.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -53,10 +60,29 @@ async def real_daemon(tmp_path: Any) -> AsyncIterator[Any]:
            "OPENAI_API_KEY": os.environ.get("TRELLIS_REAL_MODEL_KEY", "unused")}
     workspace = tmp_path / "work"
     workspace.mkdir()
+    recordings = tmp_path / "recordings"
     async with daemon_process("--model", "openai", "--settings", str(settings), "--workspace", str(workspace),
-                              state_dir=tmp_path / "state", env=env) as daemon:
+                              "--record", str(recordings), state_dir=tmp_path / "state", env=env) as daemon:
         async with daemon.client(daemon.token()) as client:
             yield client
+    await replays_identically(recordings)
+
+
+async def replays_identically(recordings: Any) -> None:
+    """Every recording the daemon wrote replays offline to the same events (the CLI exits 0)."""
+    files = sorted(recordings.glob("*.jsonl"))
+    assert files, f"the daemon wrote no recording in {recordings}"
+    keep = os.environ.get("TRELLIS_REAL_RECORDINGS")
+    for path in files:
+        with trio.fail_after(300):
+            done = await trio.run_process([sys.executable, "-m", "actors.replay", "--recording", str(path)],
+                                          capture_stdout=True, capture_stderr=True, check=False)
+        out = (done.stdout + done.stderr).decode(errors="replace")
+        print(f"[{NAME}] replay of {path.name}: exit {done.returncode}: {out.strip()[-300:]}")
+        assert done.returncode == 0, out
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            shutil.copy(path, os.path.join(keep, f"real_{NAME}_{path.name}"))
 
 
 async def new_session(client: Any) -> str:
