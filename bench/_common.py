@@ -27,7 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -602,3 +602,50 @@ def stall_figures(bench: str, daemon_stderr: str, floor_stderr: str = "", floor_
     name = "longest event-loop step" + (f" (in {'…' + where[-35:] if len(where) > 36 else where})" if where else "")
     return [Figure(bench, name, ours, longest_step_ms(floor_stderr), "ms",
                    floor_name=floor_name if floor_stderr else "", target=STALL_MS, target_is_absolute=True)]
+
+
+# ----------------------------------------------------------------- helper processes driven over stdin
+
+async def stdin_commands() -> AsyncIterator[dict[str, Any]]:
+    """The commands a benchmark's helper process is sent, a JSON object a line, until its stdin closes."""
+    import trio
+
+    stdin = trio.lowlevel.FdStream(os.dup(0))
+    buffer = b""
+    while data := await stdin.receive_some(1 << 20):
+        buffer += data
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            yield json.loads(line)
+
+
+class CommandChild:
+    """A helper process on the load CPUs, sent one JSON command a line and answering one JSON line each."""
+
+    def __init__(self, argv: list[str], name: str) -> None:
+        self.name = name
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT),
+                                     preexec_fn=load_child)  # noqa: PLW1509 - no threads here
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def command(self, op: str, **fields: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"{self.name} died during {op!r} (its error is above)")
+        return json.loads(line)
+
+    def stop(self, wait: float = 5) -> None:
+        """Close its stdin (it ends when it next reads), then kill it if it has not ended within ``wait``."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

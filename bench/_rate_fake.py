@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,7 +38,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, load_child  # noqa: E402
+from _common import CommandChild, stdin_commands  # noqa: E402
 
 _ENVELOPE = b'data: {"id":"chatcmpl-rate","object":"chat.completion.chunk","created":0,"model":"fake","choices":'
 _HEAD = _ENVELOPE + b'[{"index":0,"delta":{"content":"@'  # the stamp goes here, then _TAIL
@@ -140,31 +138,21 @@ async def _serve(fake: RateFake) -> None:
         port = listeners[0].socket.getsockname()[1]
         nursery.start_soon(trio.serve_listeners, fake.connection, listeners)
         print(f"listening on http://127.0.0.1:{port}/v1", flush=True)
-        stdin = trio.lowlevel.FdStream(os.dup(0))
-        buffer = b""
-        while True:
-            data = await stdin.receive_some(65536)
-            if not data:
-                nursery.cancel_scope.cancel()
-                return
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                command = json.loads(line)
-                if command["op"] == "reset":
-                    fake.reset()
-                elif command["op"] == "set":
-                    fake.tokens, fake.rate = int(command["tokens"]), float(command["rate"])
-                print(json.dumps(fake.stats()), flush=True)
+        async for command in stdin_commands():
+            if command["op"] == "reset":
+                fake.reset()
+            elif command["op"] == "set":
+                fake.tokens, fake.rate = int(command["tokens"]), float(command["rate"])
+            print(json.dumps(fake.stats()), flush=True)
+        nursery.cancel_scope.cancel()  # stdin closed: the benchmark is done with it
 
 
-class RateFakeProcess:
+class RateFakeProcess(CommandChild):
     """The benchmark's end of it: a subprocess on the load CPUs, driven over its stdin."""
 
     def __init__(self, tokens: int, rate: float) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--tokens", str(tokens),
-                                      "--rate", f"{rate:g}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, cwd=str(ROOT), preexec_fn=load_child)
+        super().__init__([sys.executable, str(Path(__file__).resolve()), "--tokens", str(tokens),
+                          "--rate", f"{rate:g}"], "the rate fake")
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.startswith("listening on "):
@@ -172,24 +160,8 @@ class RateFakeProcess:
             raise SystemExit(f"rate fake did not start: {line!r}")
         self.url = line.split()[-1]
 
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def command(self, op: str, **fields: Any) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
-
-    def stop(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+    def stop(self, wait: float = 10) -> None:
+        super().stop(wait)
 
     def __enter__(self) -> RateFakeProcess:
         return self

@@ -47,6 +47,10 @@ from typing import Any
 
 import trio
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import stdin_commands  # noqa: E402
+
 STAMP = re.compile(rb"@(\d{16,20})@")
 TURN = b"event: turn_complete"
 FAILED = (b"event: turn_error", b"event: client_evicted")
@@ -288,43 +292,35 @@ class Client:
 async def main() -> None:
     async with trio.open_nursery() as nursery:
         client = Client(nursery)
-        stdin = trio.lowlevel.FdStream(os.dup(0))
-        buffer = b""
-        while True:
-            data = await stdin.receive_some(1 << 20)
-            if not data:
-                await client.close()
-                nursery.cancel_scope.cancel()
-                return
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                c = json.loads(line)
-                op = c["op"]
-                if op == "open":
-                    out = await client.open(c["host"], c["port"], c["paths"], c.get("headers", {}))
-                elif op == "mark":
-                    client.mark()
-                    out = {"marked": True}
-                elif op == "collect":
-                    out = await client.collect(int(c.get("turns", 1)), float(c.get("timeout", 120)),
-                                               int(c.get("split_ns", 0)))
-                elif op == "direct":
-                    out = await client.direct(c["host"], c["port"], c["path"], int(c["n"]), c["body"].encode())
-                elif op == "turns":
-                    out = {"turns": [s.turns for s in client.streams], "ended": [s.ended for s in client.streams],
-                           "short": [s.path for s in client.streams if s.turns < s.goal][:3]}
-                elif op == "close":
-                    out = {"streams": len(await client.close())}
-                elif op == "reopen":
-                    host, port, headers = client.where
-                    closed = await client.close()
-                    out = await client.open(host, port, [s.path for s in closed], headers, closed)
-                    out["streams"] = len(closed)
-                else:
-                    raise SystemExit(f"unknown op {op!r}")
-                sys.stdout.write(json.dumps(out) + "\n")
-                sys.stdout.flush()
+        async for c in stdin_commands():
+            op = c["op"]
+            if op == "open":
+                out = await client.open(c["host"], c["port"], c["paths"], c.get("headers", {}))
+            elif op == "mark":
+                client.mark()
+                out = {"marked": True}
+            elif op == "collect":
+                out = await client.collect(int(c.get("turns", 1)), float(c.get("timeout", 120)),
+                                           int(c.get("split_ns", 0)))
+            elif op == "direct":
+                out = await client.direct(c["host"], c["port"], c["path"], int(c["n"]), c["body"].encode())
+            elif op == "turns":
+                out = {"turns": [s.turns for s in client.streams], "ended": [s.ended for s in client.streams],
+                       "short": [s.path for s in client.streams if s.turns < s.goal][:3]}
+            elif op == "close":
+                out = {"streams": len(await client.close())}
+            elif op == "reopen":
+                host, port, headers = client.where
+                closed = await client.close()
+                out = await client.open(host, port, [s.path for s in closed], headers, closed)
+                out["streams"] = len(closed)
+            else:
+                raise SystemExit(f"unknown op {op!r}")
+            sys.stdout.write(json.dumps(out) + "\n")
+            sys.stdout.flush()
+
+        await client.close()  # stdin closed: the benchmark is done with it
+        nursery.cancel_scope.cancel()
 
 
 if __name__ == "__main__":

@@ -72,7 +72,6 @@ import random
 import resource
 import secrets
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -86,7 +85,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (ROOT, Daemon, Figure, cpu_ns, emit, interleave, load_child, longest_step_ms,  # noqa: E402
+from _common import (ROOT, CommandChild, Daemon, Figure, cpu_ns, emit, interleave, longest_step_ms,  # noqa: E402
                      median, rss_kib, stall_args)
 from _rate_fake import RateFakeProcess  # noqa: E402
 
@@ -131,38 +130,16 @@ def script_file(stack: ExitStack, responses: list[Any]) -> str:
     return f.name
 
 
-class ScaleClient:
+class ScaleClient(CommandChild):
     """``bench/_scale_client.py`` in a subprocess on the load CPUs, driven over its stdin."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_scale_client.py")], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, cwd=str(ROOT), preexec_fn=load_child)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def command(self, op: str, **fields: Any) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise SystemExit(f"the scale client died during {op!r} (its error is above)")
-        return json.loads(line)
+        super().__init__([sys.executable, str(ROOT / "bench" / "_scale_client.py")], "the scale client")
 
     def open(self, daemon: Any, paths: list[str]) -> dict[str, Any]:
         parts = urlsplit(daemon.url)
         return self.command("open", host=parts.hostname, port=parts.port, paths=paths, headers=daemon.headers)
 
-    def stop(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(5)  # it reads its stdin between commands: one still waiting is killed
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def create_sessions(client: httpx.Client, n: int) -> list[str]:
