@@ -256,7 +256,13 @@ class EventBus:
         if self._ring is None:
             self._ring = deque(maxlen=self._ring_size)
         self._ring.append(event)
+        turn_start = self.compactor.turn_start_id
         segment = self.compactor.ingest(event)
+        if segment is not None and turn_start is not None:
+            for kept in reversed(self._ring):  # the turn just folded: its events keep their frames only
+                if kept.id < turn_start:  # type: ignore[operator]
+                    break
+                kept.release_data()
         if segment is not None and self.on_turn_compacted is not None:
             self.on_turn_compacted(segment)
         for observe in self.observers:

@@ -33,7 +33,7 @@ class Event:
     subscriber.
     """
 
-    __slots__ = ("id", "type", "data", "prompt_id", "ts_ms", "originator", "_json")
+    __slots__ = ("id", "type", "_data", "prompt_id", "ts_ms", "originator", "_json")
 
     def __init__(
         self,
@@ -46,13 +46,28 @@ class Event:
     ) -> None:
         self.id = id
         self.type = type
-        self.data = data
+        self._data: dict[str, Any] | None = data
         self.prompt_id = prompt_id
         self.ts_ms = ts_ms
         # The client id (X-Qwen-Client-Id) that admitted the prompt, on its echo: qwen's Web Shell drops the
         # echo of its own prompt by it (it showed the prompt already), as it does with qwen serve's.
         self.originator = originator
         self._json: bytes | None = None
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The event's data; read back from its encoded frame once :meth:`release_data` dropped it."""
+        data = self._data
+        if data is None:
+            return orjson.loads(self._json)["data"]  # type: ignore[arg-type]
+        return data
+
+    def release_data(self) -> None:
+        """Keep only the encoded frame (a ring's finished turn: read again only by replays). A dict or two
+        per kept event were most of what CPython's cyclic collector walks on each full pass, a pause of
+        the event loop that grows with every session's ring."""
+        if self._json is not None:
+            self._data = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
