@@ -45,6 +45,11 @@ from .server import InsecureBind, check_bind, is_loopback, serve
 from .signals import SHUTDOWN_SIGNALS, Shutdown
 
 GC_YOUNG_THRESHOLD = 10_000  # allocations between young collections (CPython's default: 700)
+# A full collection may follow every middle one (CPython's default waits for 10), still only once what
+# reached the old generation since the last is a quarter of it. A deleted session is cyclic garbage that only
+# a full collection frees: with the young threshold raised and the default here, the first came after about
+# 1,000 session lifetimes (35 MiB of garbage; bench_scale.py's soak grew 1.40x in its compressed day).
+GC_OLD_THRESHOLD = 1
 
 
 class UsageError(Exception):
@@ -332,9 +337,10 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
                     # What start-up made lives as long as the daemon: out of the collector's way, a full
                     # collection walks only what sessions made (a 30-40 ms loop stall becomes under 10 ms);
                     # and young collections come every 10,000 allocations, not 700, so fewer short-lived
-                    # objects (a turn's events, requests) are promoted to be walked again later.
+                    # objects (a turn's events, requests) are promoted to be walked again later; full ones as
+                    # soon as CPython's quarter rule allows (GC_OLD_THRESHOLD).
                     gc.freeze()
-                    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+                    gc.set_threshold(GC_YOUNG_THRESHOLD, gc.get_threshold()[1], GC_OLD_THRESHOLD)
                     nursery.start_soon(shutdown.watch, signals, nursery)
 
     try:  # traces: only when the standard OTEL_* variables ask for them (the otel extra)
