@@ -461,6 +461,7 @@ async def open_daemon(
     store: Any = None,
     sync_in_thread: bool = False,
     described_machine: MachineDescription | None = None,
+    make_checkpoints: Any = None,
 ) -> AsyncIterator[Daemon]:
     """Run a daemon for the body of the ``async with``; its sessions end with it.
 
@@ -480,6 +481,8 @@ async def open_daemon(
             The daemon's command does; under virtual time a thread would let the clock jump while it runs.
         described_machine: what the system prompt says of the machine instead of this one's (a replay
             gives the recorded machine's).
+        make_checkpoints: a session's checkpoint keeper by its id, instead of one on the state directory's
+            store (a replay's answers the recorded restores).
 
     Model-run commands run in the sandbox ``settings.sandbox`` asks for (see
     :mod:`actors.process.sandbox`); a required one that cannot run here raises
@@ -512,6 +515,7 @@ async def open_daemon(
         hook_runner=hook_runner,
         sandbox=sandbox,
         described_machine=described_machine,
+        make_checkpoints=make_checkpoints,
         store=store if store is not None else
         LocalStore(state_dir, fsync=settings.journal_fsync, sync_in_thread=sync_in_thread)
         if state_dir is not None else None,

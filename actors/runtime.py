@@ -91,6 +91,9 @@ class Runtime:
     store: SessionStore | None = None
     # Where sessions keep their checkpoints (actors.checkpoints.Store; None: no checkpoints).
     checkpoint_store: Any = None
+    # A session's checkpoint keeper by its id, in place of one on checkpoint_store (a replay answers the
+    # recorded restores); None: the real one.
+    make_checkpoints: Callable[[str], Any] | None = None
     # How model-run commands (shells, monitors, command subagents) are started.
     sandbox: Sandbox = NO_SANDBOX
     # What the system prompt says of the machine; None: this machine's own.

@@ -631,12 +631,13 @@ async def _drive(pb: Playback, workspace: Path, state_dir: Path) -> None:
 
     checkpoints = any(e.data.get("do") == "checkpoints" for e in recording.of_kind("action"))
 
+    def replayed_checkpoints(session_id: str) -> PlaybackCheckpoints | None:
+        return PlaybackCheckpoints(pb) if session_id == recording.header.sessionId else None
+
     def observe(session: Any) -> None:
         if session.session_id == recording.header.sessionId:
             pb.rep_paths = (*pb.rep_paths, (session.bus.epoch, "$EPOCH"))
             session.bus.observers.append(pb.on_event)
-            if checkpoints:
-                session.checkpoints = PlaybackCheckpoints(pb)
 
     # The daemons the session ran in: a ``restored`` step starts the next one.
     lives: list[tuple[Entry | None, list[Entry]]] = [(None, [])]
@@ -663,7 +664,8 @@ async def _drive(pb: Playback, workspace: Path, state_dir: Path) -> None:
                 async with open_daemon(settings, model=PlaybackModel(pb), ids=ids,  # type: ignore[arg-type]
                                        clock_ms=virtual_clock_ms, now=now, state_dir=state_dir,
                                        workspace=str(workspace), tools=tools, hook_runner=hook_runner,
-                                       described_machine=pb.machine) as daemon:
+                                       described_machine=pb.machine,
+                                       make_checkpoints=replayed_checkpoints if checkpoints else None) as daemon:
                     daemon.session_observers.append(observe)
                     sid = recording.header.sessionId
                     if restored is None:

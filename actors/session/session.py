@@ -246,12 +246,10 @@ class Session:
             keeper = self._checkpoints = self._make_checkpoints()
         return keeper  # type: ignore[return-value]
 
-    @checkpoints.setter
-    def checkpoints(self, keeper: Checkpoints | None) -> None:
-        self._checkpoints = keeper
-
     def _make_checkpoints(self) -> Checkpoints | None:
         runtime = self.runtime
+        if runtime.make_checkpoints is not None:
+            return runtime.make_checkpoints(self.session_id)
         store = runtime.checkpoint_store
         if store is None:
             return None
