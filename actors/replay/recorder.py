@@ -478,36 +478,26 @@ class RecordingHandle(SessionHandle):
         return self._rec.now(), self._rec.events
 
     async def prompt(self, body: wire.PromptBody | str, *, client_id: str | None = None) -> Any:
-        t = self._now()
         if isinstance(body, str):
             body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=body)])
-        answer = await super().prompt(body, client_id=client_id)
-        self._note("prompt", {"body": wire.converter.unstructure(body), "clientId": client_id}, answer, t)
-        return answer
+        prompt = super().prompt
+        return await self._call("prompt", {"body": wire.converter.unstructure(body), "clientId": client_id},
+                                lambda: prompt(body, client_id=client_id))
 
     async def abort_prompt(self, prompt_id: str) -> bool:
-        t = self._now()
-        answer = await super().abort_prompt(prompt_id)
-        self._note("abort", {"promptId": prompt_id}, answer, t)
-        return answer
+        return await self._call("abort", {"promptId": prompt_id},
+                                lambda: super(RecordingHandle, self).abort_prompt(prompt_id))
 
     async def post_mid_turn_message(self, text: str, message_id: str | None = None) -> dict[str, Any]:
-        t = self._now()
-        answer = await super().post_mid_turn_message(text, message_id)
-        self._note("mid_turn", {"text": text, "messageId": message_id}, answer, t)
-        return answer
+        return await self._call("mid_turn", {"text": text, "messageId": message_id},
+                                lambda: super(RecordingHandle, self).post_mid_turn_message(text, message_id))
 
     async def cancel(self) -> bool:
-        t = self._now()
-        answer = await super().cancel()
-        self._note("cancel", {}, answer, t)
-        return answer
+        return await self._call("cancel", {}, super().cancel)
 
     async def kill_task(self, task_id: str) -> bool:
-        t = self._now()
-        answer = await super().kill_task(task_id)
-        self._note("kill_task", {"taskId": task_id}, answer, t)
-        return answer
+        return await self._call("kill_task", {"taskId": task_id},
+                                lambda: super(RecordingHandle, self).kill_task(task_id))
 
     async def vote(self, request_id: str, outcome: str, option_id: str | None = None) -> bool:
         t = self._now()
@@ -521,16 +511,11 @@ class RecordingHandle(SessionHandle):
         return answer
 
     async def set_approval_mode(self, mode: str) -> str:
-        t = self._now()
-        answer = await super().set_approval_mode(mode)
-        self._note("approval_mode", {"mode": mode}, answer, t)
-        return answer
+        return await self._call("approval_mode", {"mode": mode},
+                                lambda: super(RecordingHandle, self).set_approval_mode(mode))
 
     async def set_model(self, model: str) -> str:
-        t = self._now()
-        answer = await super().set_model(model)
-        self._note("model", {"model": model}, answer, t)
-        return answer
+        return await self._call("model", {"model": model}, lambda: super(RecordingHandle, self).set_model(model))
 
     async def _call(self, do: str, args: dict[str, Any], call: Callable[[], Any],
                     shown: Callable[[Any], Any] = lambda answer: answer) -> Any:

@@ -327,3 +327,29 @@ def test_a_session_recorded_from_its_restore_on_replays_from_the_restored_state(
     result = replay_recording(path)
     assert result.ok, result.difference.describe()  # type: ignore[union-attr]
     assert result.model_calls == 2
+
+
+async def _refused_calls(tmp: Path) -> Path:
+    settings = Settings()
+    recorder = Recorder(tmp / "recordings")
+    async with open_daemon(settings, state_dir=tmp / "state", workspace=str(tmp),
+                           **recorder.edges(settings, ScriptedModel())) as daemon:
+        recorder.attach(daemon)
+        handle, _ = await daemon.create_session()
+        with pytest.raises(ValueError):
+            await handle.set_approval_mode("bogus")
+        with pytest.raises(ValueError):
+            await handle.set_model("  ")
+        assert await handle.set_approval_mode("plan") == "plan"
+    [path] = sorted((tmp / "recordings").glob("*.jsonl"))
+    return path
+
+
+def test_a_refused_call_is_recorded_with_its_failure_and_replays_identically(tmp_path: Path) -> None:
+    path = trio.run(_refused_calls, tmp_path)
+    actions = [(e.data["do"], e.data["result"]) for e in read_recording(path).of_kind("action")]
+    assert [do for do, _ in actions] == ["approval_mode", "model", "approval_mode"]
+    assert actions[0][1]["error"]["type"] == "ValueError" and "bogus" in actions[0][1]["error"]["message"]
+    assert actions[2][1] == "plan"
+    result = replay_recording(path)
+    assert result.ok, result.difference.describe()  # type: ignore[union-attr]
