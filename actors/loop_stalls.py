@@ -54,6 +54,7 @@ threshold late.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -166,6 +167,11 @@ class StallWatch(trio.abc.Instrument):
         self._delay_at_wait = 0.0
         self._logged_at = float("-inf")
         self._unlogged = 0
+        self._gc_started: float | None = None  # the running collection's start
+        self._gc_in_step = 0.0  # seconds the current step (or wait) spent in garbage collection
+        self._gc_generation = -1  # the oldest generation collected in it (-1: none)
+        self.longest_gc_ms = 0.0  # of the longest step, the part spent in garbage collection
+        self.longest_gc_generation = -1
         self.armed = armed
 
     def arm(self) -> None:
@@ -177,7 +183,18 @@ class StallWatch(trio.abc.Instrument):
         """Whether steps are measured less their run-queue delay (false: held is wall time)."""
         return self._measures_run_delay
 
+    def _on_collection(self, phase: str, info: dict[str, int]) -> None:
+        """A ``gc.callbacks`` entry: adds each collection's time to the step it ran in (a full collection of
+        many tracked objects is a common cause of a long step, and otherwise looks like the task's own work)."""
+        if phase == "start":
+            self._gc_started = self._clock()
+        elif self._gc_started is not None:
+            self._gc_in_step += self._clock() - self._gc_started
+            self._gc_generation = max(self._gc_generation, info.get("generation", -1))
+            self._gc_started = None
+
     def before_run(self) -> None:
+        gc.callbacks.append(self._on_collection)
         if self._run_delay is None or self._own_run_delay is not None:  # (re)opened by each run's thread
             self._own_run_delay = RunDelay()
             self._run_delay = self._own_run_delay
@@ -185,12 +202,15 @@ class StallWatch(trio.abc.Instrument):
             self._measures_run_delay = self._own_run_delay.available
 
     def after_run(self) -> None:
+        if self._on_collection in gc.callbacks:
+            gc.callbacks.remove(self._on_collection)
         if self._own_run_delay is not None:
             self._own_run_delay.close()
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         if not self.armed:
             return  # start-up: nothing to read
+        self._gc_in_step, self._gc_generation = 0.0, -1
         self._delay_at_start = self._run_delay() if self._run_delay is not None else 0.0
         if self._slices is not None:
             self._slices_at_start = self._slices()
@@ -218,6 +238,7 @@ class StallWatch(trio.abc.Instrument):
         if not self.armed:
             return
         self._delay_at_wait = self._run_delay() if self._run_delay is not None else 0.0
+        self._gc_in_step, self._gc_generation = 0.0, -1
         self._wait_started = self._clock()
 
     def after_io_wait(self, timeout: float) -> None:
@@ -237,12 +258,16 @@ class StallWatch(trio.abc.Instrument):
 
     def _held(self, now: float, held: float, wall: float, name: str) -> None:
         """Keep ``held`` seconds (of ``wall``) by ``name`` if the longest; count and log it if a stall."""
+        in_gc = min(self._gc_in_step, wall) * 1000
         if held * 1000 > self.longest_ms:
             self.longest_ms, self.longest_task, self.longest_wall_ms = held * 1000, name, wall * 1000
+            self.longest_gc_ms, self.longest_gc_generation = in_gc, self._gc_generation
         if held > self.threshold:
             self.stalls += 1
             if now - self._logged_at >= LOG_EVERY_SECONDS:
                 more = f" ({self._unlogged} more not logged)" if self._unlogged else ""
+                more = (f" ({in_gc:.1f} ms of it collecting garbage, generation {self._gc_generation})"
+                        if in_gc else "") + more
                 if name == OUTSIDE_A_STEP:
                     log.warning("event loop stalled %.1f ms outside a task step: the loop thread was held "
                                 "(GIL held by another thread?)%s", held * 1000, more)
@@ -256,6 +281,9 @@ class StallWatch(trio.abc.Instrument):
         """One line for the end of a run."""
         how = (f"{self.longest_wall_ms:.2f} ms wall; longest wall step {self.longest_any_wall_ms:.2f} ms"
                if self.measures_run_delay else "run-queue delay unknown: wall time")
+        if self.longest_gc_ms:
+            how += (f"; {self.longest_gc_ms:.2f} ms of it collecting garbage, generation "
+                    f"{self.longest_gc_generation}")
         return (f"event loop: longest step {self.longest_ms:.2f} ms in task {self.longest_task or '-'} ({how}); "
                 f"{self.stalls} step(s) over {self.threshold * 1000:g} ms")
 

@@ -4,6 +4,7 @@ came back late."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import re
@@ -173,6 +174,40 @@ def test_a_step_that_computes_is_held_for_its_computing_on_the_real_clocks():
 
     trio.run(main, instruments=[watch])
     assert watch.longest_ms >= 5.0 and watch.stalls >= 1
+
+
+def test_the_time_a_step_spent_collecting_garbage_is_said_with_its_generation(caplog):
+    """A full collection runs inside whichever step allocated last; the report says how much of the longest
+    step it was, so a collector pause is not taken for the task's own work."""
+    clock = SteppedClock()
+    watch = StallWatch(20, clock=clock, run_delay=lambda: 0.0)
+
+    def collection_of_40_ms(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            clock.now += 0.040
+
+    async def collector() -> None:
+        await trio.lowlevel.checkpoint()  # a step without a collection
+        gc.callbacks.insert(0, collection_of_40_ms)  # before the watch's own, which reads the clock at "stop"
+        try:
+            clock.now += 0.005
+            gc.collect(2)
+        finally:
+            gc.callbacks.remove(collection_of_40_ms)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(collector, name="collector")
+
+    with caplog.at_level(logging.WARNING, logger="trellis.loop"):
+        trio.run(main, instruments=[watch])
+    assert watch.longest_ms == pytest.approx(45.0)
+    assert (watch.longest_gc_ms, watch.longest_gc_generation) == (pytest.approx(40.0), 2)
+    assert "45.00 ms wall; longest wall step 45.00 ms; 40.00 ms of it collecting garbage, generation 2" in \
+        watch.report()
+    assert [r.getMessage() for r in caplog.records] == [
+        "event loop stalled 45.0 ms in task collector (40.0 ms of it collecting garbage, generation 2)"]
+    assert watch._on_collection not in gc.callbacks  # removed when the run ends
 
 
 def test_without_schedstat_held_is_wall_time(tmp_path):
