@@ -84,6 +84,7 @@ class Daemon:
         self._starting: set[str] = set()
         self._closed_events: dict[str, trio.Event] = {}
         self.closed = trio.Event()
+        self.sessions_closed = 0  # since the daemon opened (the serve command's garbage-collection policy)
         # Called with each new session before it publishes anything (replays record traces this way).
         self.session_observers: list[Any] = []
         # Makes each new session's handle (a recorder's writes the client's calls: actors.replay.recorder).
@@ -321,6 +322,7 @@ class Daemon:
             task_status.ended()  # the starter waits no longer, whether or not it started
             self._sessions.pop(session.session_id, None)
             self._closed_events.pop(session.session_id, None)
+            self.sessions_closed += 1
             if self.placement is not None:
                 self.placement.session_ended(session)
             closed.set()

@@ -16,7 +16,6 @@ What the flags, the environment and the settings cannot run with together is a
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import socket
 from collections.abc import Mapping
@@ -41,15 +40,10 @@ from .auth import TokenFileError, token_path
 from .daemon_lock import HeldStateDir, StateDirInUse, hold_state_dir
 from .logs import add_secret, configure, say
 from .process_image import Secrets, SecretsError, read_secrets
+from .gc_policy import FreezeSurvivors
 from .server import InsecureBind, check_bind, is_loopback, serve
 from .signals import SHUTDOWN_SIGNALS, Shutdown
 
-GC_YOUNG_THRESHOLD = 10_000  # allocations between young collections (CPython's default: 700)
-# A full collection may follow every middle one (CPython's default waits for 10), still only once what
-# reached the old generation since the last is a quarter of it. A deleted session is cyclic garbage that only
-# a full collection frees: with the young threshold raised and the default here, the first came after about
-# 1,000 session lifetimes (35 MiB of garbage; bench_scale.py's soak grew 1.40x in its compressed day).
-GC_OLD_THRESHOLD = 1
 
 
 class UsageError(Exception):
@@ -334,13 +328,11 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
                     print(f"listening on {url}", flush=True)
                     if watch is not None:
                         watch.arm()  # start-up (the app's routes compiled in one step) is not a stall
-                    # What start-up made lives as long as the daemon: out of the collector's way, a full
-                    # collection walks only what sessions made (a 30-40 ms loop stall becomes under 10 ms);
-                    # and young collections come every 10,000 allocations, not 700, so fewer short-lived
-                    # objects (a turn's events, requests) are promoted to be walked again later; full ones as
-                    # soon as CPython's quarter rule allows (GC_OLD_THRESHOLD).
-                    gc.freeze()
-                    gc.set_threshold(GC_YOUNG_THRESHOLD, gc.get_threshold()[1], GC_OLD_THRESHOLD)
+                    # What start-up made, and then what each full collection finds alive, is frozen: a
+                    # full collection walks only what became old since the last (see gc_policy).
+                    collector = FreezeSurvivors(lambda: daemon.session_count, lambda: daemon.sessions_closed)
+                    collector.install()
+                    stack.callback(collector.uninstall)
                     nursery.start_soon(shutdown.watch, signals, nursery)
 
     try:  # traces: only when the standard OTEL_* variables ask for them (the otel extra)

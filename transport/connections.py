@@ -192,7 +192,13 @@ async def serve_connection(app: object, config: Config, context: WorkerContext, 
     timer = IdleTimer()
     server = TCPServer(app, config, context, state, ClientSide(stream, timer))  # type: ignore[arg-type]
     server.idle_task = timer  # type: ignore[assignment]
-    await server.run()
+    try:
+        await server.run()
+    finally:
+        # The server and its protocol refer to each other (the protocol sends through a bound method of the
+        # server): without the cycle, a connection that outlived a frozen full collection is freed when it
+        # ends, by reference counting (transport.gc_policy), not kept until the next thaw.
+        server.protocol = None  # type: ignore[assignment]
 
 
 async def serve(

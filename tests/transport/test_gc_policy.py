@@ -1,0 +1,198 @@
+"""The serve command's garbage-collection policy (transport.gc_policy): a full collection's survivors are
+frozen, and thawed for one full collection once as many sessions have closed as are open. What it relies on
+is checked on a served daemon: what is alive in the middle of a turn, a subscription or a session does not
+become cyclic garbage when they end (freezing it would otherwise keep it until a thaw)."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import orjson
+import pytest
+import trio
+
+from actors.model.base import ChatRequest, TextDelta
+from tests.e2e.raw_http import RawConnection
+from tests.transport.served import served_app
+from transport.gc_policy import (MIDDLE_THRESHOLD, OLD_THRESHOLD, THAW_AFTER_CLOSED, YOUNG_THRESHOLD,
+                                 FreezeSurvivors, thaw_due)
+
+
+@pytest.mark.parametrize(("closed", "open_", "due"), [
+    (0, 0, False), (THAW_AFTER_CLOSED - 1, 0, False), (THAW_AFTER_CLOSED, 0, True),
+    (THAW_AFTER_CLOSED, 1000, False), (999, 1000, False), (1000, 1000, True), (5000, 1000, True),
+])
+def test_a_thaw_is_due_once_as_many_sessions_closed_as_are_open_and_at_least_the_minimum(closed, open_, due):
+    assert thaw_due(closed, open_) is due
+
+
+class Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+@contextmanager
+def installed(policy: FreezeSurvivors) -> Iterator[FreezeSurvivors]:
+    before = gc.get_threshold()
+    gc.collect()
+    policy.install()
+    try:
+        yield policy
+    finally:
+        policy.uninstall()
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_survivors_of_a_full_collection_are_frozen_and_a_thaw_walks_them_once():
+    counts = {"open": 1, "closed": 0}
+    with installed(FreezeSurvivors(lambda: counts["open"], lambda: counts["closed"], minimum=2)) as policy:
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)
+        at_start = gc.get_freeze_count()
+        assert at_start > 0  # what start-up made
+        kept = [Cycle() for _ in range(100)]
+        gc.collect()
+        assert gc.get_freeze_count() >= at_start + 100  # survivors frozen
+        del kept[50:]  # 50 frozen cycles become garbage: a full collection no longer sees them
+        assert gc.collect() == 0
+        counts["closed"] = 1  # fewer than the minimum (2)
+        gc.collect()
+        assert not policy.thawing and policy.thaws == 0
+        counts["closed"] = 2
+        assert gc.collect() == 0  # this collection's end begins the thaw...
+        assert policy.thawing and policy.thaws == 1 and gc.get_freeze_count() == 0
+        assert gc.collect() >= 50  # ...the next walks everything, frees the cycles, and freezes again
+        assert not policy.thawing and gc.get_freeze_count() > 0
+        gc.collect()
+        assert policy.thaws == 1  # the next thaw needs as many sessions closed again
+
+
+class HeldModel:
+    """Streams one chunk, waits for the test to let it go on, then another (a turn held in its middle)."""
+
+    name = "held"
+
+    def __init__(self) -> None:
+        self.streaming = trio.Event()
+        self.go_on = trio.Event()
+
+    @asynccontextmanager
+    async def stream(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[Any]]:
+        async def play() -> AsyncIterator[Any]:
+            yield TextDelta("one ")
+            self.streaming.set()
+            await self.go_on.wait()
+            yield TextDelta("two")
+
+        yield play()
+
+
+async def read_until(conn: RawConnection, marker: bytes) -> None:
+    seen = b""
+    while marker not in seen:
+        data = await conn.stream.receive_some(65536)
+        assert data, f"the stream ended before {marker!r}"
+        seen = seen[-len(marker):] + data
+
+
+def garbage_among_frozen() -> Counter[str]:
+    """Collect what is garbage without the frozen objects, then thaw them and count, by type, the cyclic
+    garbage that only they held (what a frozen daemon would keep until its next thaw)."""
+    gc.collect()
+    gc.unfreeze()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        found = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    return found
+
+
+async def run_held_turn(served: Any, model: HeldModel, *, delete: bool,
+                        frozen_mid_turn: Callable[[str], None]) -> None:
+    """A session with a subscriber and a turn, ``frozen_mid_turn(session_id)`` called while the turn streams;
+    then the turn ends, the subscriber goes and (``delete``) the session is closed."""
+    auth = [(b"Authorization", b"Bearer " + served.token.encode()), (b"Content-Type", b"application/json")]
+    control = await RawConnection.open(served.url)
+    created = await control.request(b"POST", b"/session", auth, b"{}")
+    assert created.status == 200, created.body
+    sid = created.json()["sessionId"]  # type: ignore[index]
+    events = await RawConnection.open(served.url)
+    head = await events.request(b"GET", f"/session/{sid}/events".encode(), auth, head_only=True)
+    assert head.status == 200
+    prompt = orjson.dumps({"prompt": [{"type": "text", "text": "hello"}]})
+    assert (await control.request(b"POST", f"/session/{sid}/prompt".encode(), auth, prompt)).status == 202
+    with trio.fail_after(10):
+        await model.streaming.wait()
+    frozen_mid_turn(sid)
+    model.go_on.set()
+    with trio.fail_after(10):
+        await read_until(events, b"turn_complete")
+    await events.aclose()
+    if delete:
+        assert (await control.request(b"DELETE", f"/session/{sid}".encode(), auth)).status in (200, 204)
+    await control.aclose()
+    with trio.fail_after(10):
+        while served.daemon.session_count if delete else False:
+            await trio.sleep(0.01)
+    for _ in range(20):  # the daemon's side of both connections ends
+        await trio.sleep(0.01)
+
+
+@pytest.fixture
+def own_collection() -> Iterator[None]:
+    """Collections only where the test asks (a young one mid-test would free what it means to count)."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.enable()
+
+
+async def test_a_turn_and_its_subscription_leave_no_cyclic_garbage_among_what_was_frozen(own_collection):
+    """Frozen mid-turn, as a full collection under the policy would leave them, the turn's objects and both
+    HTTP connections' (hypercorn's server and protocol refer to each other until the connection ends) are
+    freed by reference counting once they end."""
+    model = HeldModel()
+
+    def freeze(session_id: str) -> None:
+        gc.collect()
+        gc.freeze()
+
+    async with served_app(model=model) as served:
+        try:
+            await run_held_turn(served, model, delete=False, frozen_mid_turn=freeze)
+        finally:
+            found = garbage_among_frozen()
+    assert not found, f"cyclic garbage left by a turn and a subscription: {found.most_common(20)}"
+
+
+async def test_a_closed_session_kept_by_a_freeze_is_freed_by_the_thaw_its_closing_brings(own_collection):
+    """A closed session is cyclic garbage (its parts hold bound methods and closures of the session): frozen,
+    it is freed only by a thaw, which the policy begins once sessions closed reach sessions open."""
+    model = HeldModel()
+    held: list[weakref.ref[Any]] = []
+    async with served_app(model=model) as served:
+        policy = FreezeSurvivors(lambda: served.daemon.session_count, lambda: served.daemon.sessions_closed,
+                                 minimum=1)
+
+        def freeze(session_id: str) -> None:
+            held.append(weakref.ref(served.daemon.get(session_id)))
+            gc.collect()  # the policy's: its survivors, the session among them, frozen
+
+        with installed(policy):
+            await run_held_turn(served, model, delete=True, frozen_mid_turn=freeze)
+            assert served.daemon.sessions_closed == 1
+            gc.collect()  # ends with a thaw begun: one session closed, none open
+            assert policy.thawing
+            gc.collect()  # walks everything
+            assert policy.thaws == 1 and not policy.thawing
+            assert held[0]() is None, "the closed session outlived the thaw"
