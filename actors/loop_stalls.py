@@ -44,12 +44,19 @@ Steps are counted from :meth:`StallWatch.arm` on (the daemon arms it when it
 listens): start-up before it — imports done, but the HTTP app's routes
 compiled, about 30 ms in one step — is before any client can be waiting.
 
-Per step this costs two ``perf_counter`` calls, a ``thread_time`` and one
-``pread`` of the schedstat file; a second ``pread`` and ``thread_time`` only
-for a step longer than the threshold or than the longest so far. Per I/O wait
-(one a pass of the loop, between its steps) it costs two ``perf_counter``
-calls and a ``pread``; a second ``pread`` only for a wait that ended over the
-threshold late.
+The thread's readings (its schedstat, its CPU time) are taken once a batch
+of steps, when the loop's I/O wait ends, not once a step: a step costs two
+``perf_counter`` calls (a reading is system calls and a parse, and a daemon
+streaming to many subscribers runs tens of thousands of steps a second). Only a step over
+the threshold, or longer than the longest so far, is read again at its end,
+and measured against the batch's start: of the run-queue delay since, at
+most the time that passed before the step began is put down to the steps
+before it, and if the thread never left its CPU since, the step held at most
+the CPU time used since. Both bounds err toward reporting a hold, never
+toward hiding one; they are exact for a batch's first step, and whenever the
+thread was not kept waiting earlier in the batch. Per I/O wait it costs two
+``perf_counter`` calls and two ``pread`` calls (one before, for a wait that
+comes back late; one after, the batch's readings).
 """
 
 from __future__ import annotations
@@ -160,9 +167,10 @@ class StallWatch(trio.abc.Instrument):
         self._measures_run_delay = run_delay is not None and not (isinstance(run_delay, RunDelay)
                                                                   and not run_delay.available)
         self._started: float | None = None  # the current step's start (None: not timed)
-        self._delay_at_start = 0.0
-        self._slices_at_start = -1
-        self._cpu_at_start = 0.0
+        self._batch_started = 0.0  # the current batch's start (the last I/O wait's end) and readings then
+        self._delay_at_batch = 0.0
+        self._slices_at_batch = -1
+        self._cpu_at_batch = 0.0
         self._wait_started: float | None = None  # the current I/O wait's start (None: not timed)
         self._delay_at_wait = 0.0
         self._logged_at = float("-inf")
@@ -211,10 +219,6 @@ class StallWatch(trio.abc.Instrument):
         if not self.armed:
             return  # start-up: nothing to read
         self._gc_in_step, self._gc_generation = 0.0, -1
-        self._delay_at_start = self._run_delay() if self._run_delay is not None else 0.0
-        if self._slices is not None:
-            self._slices_at_start = self._slices()
-            self._cpu_at_start = self._on_cpu()
         self._started = self._clock()
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
@@ -227,11 +231,16 @@ class StallWatch(trio.abc.Instrument):
             self.longest_any_wall_ms = wall * 1000
         if wall <= self.threshold and wall * 1000 <= self.longest_ms:
             return  # held no longer than its wall time: neither a stall nor the longest
-        delayed = self._run_delay() - self._delay_at_start if self._run_delay is not None else 0.0
-        held = max(0.0, wall - max(0.0, delayed))
-        if self._slices is not None and self._slices() == self._slices_at_start >= 0:
-            # Ran through on its CPU: what it held is what it used (the host's steal is not in it).
-            held = min(held, max(0.0, self._on_cpu() - self._cpu_at_start))
+        # Read against the batch's start (the last I/O wait's end), not the step's, so that a step costs two
+        # clock reads: of the delay since then, at most the time before this step can be the earlier steps'.
+        before = max(0.0, started - self._batch_started)
+        delayed = 0.0
+        if self._run_delay is not None:
+            delayed = max(0.0, self._run_delay() - self._delay_at_batch - before)
+        held = max(0.0, wall - delayed)
+        if self._slices is not None and self._slices() == self._slices_at_batch >= 0:
+            # Ran through on its CPU since the batch began: what it held is at most what was used since.
+            held = min(held, max(0.0, self._on_cpu() - self._cpu_at_batch))
         self._held(now, held, wall, task.name)
 
     def before_io_wait(self, timeout: float) -> None:
@@ -248,8 +257,15 @@ class StallWatch(trio.abc.Instrument):
         self._wait_started = None
         now = self._clock()
         late = now - started - timeout  # the loop thread could not come back: the GIL, or a stopped process
-        if late <= self.threshold:
-            return
+        if late > self.threshold:
+            self._held_in_wait(now, late)
+        self._batch_started = self._clock()  # the readings the batch's steps are measured against
+        self._delay_at_batch = self._run_delay() if self._run_delay is not None else 0.0
+        if self._slices is not None:
+            self._slices_at_batch = self._slices()
+            self._cpu_at_batch = self._on_cpu()
+
+    def _held_in_wait(self, now: float, late: float) -> None:
         delayed = self._run_delay() - self._delay_at_wait if self._run_delay is not None else 0.0
         held = max(0.0, late - max(0.0, delayed))
         if late * 1000 > self.longest_any_wall_ms:

@@ -105,6 +105,35 @@ def test_time_spent_waiting_for_a_cpu_is_not_held(caplog):
                               "step 30.00 ms); 0 step(s) over 20 ms")
 
 
+class TwoInABatch(StallWatch):
+    """Tasks named delayed-* step for 30 ms all spent waiting for a CPU, busy-* for 30 ms of work."""
+
+    def __init__(self) -> None:
+        self.fake = SteppedClock()
+        self.run_delay = 0.0
+        super().__init__(20, clock=self.fake, run_delay=lambda: self.run_delay)
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name.startswith(("delayed", "busy")):
+            self.fake.now += 0.030
+            self.run_delay += 0.030 if task.name.startswith("delayed") else 0.0
+        super().after_task_step(task)
+
+
+def test_a_step_is_not_excused_by_the_cpu_wait_of_an_earlier_step_in_its_batch():
+    """Readings are taken once a batch (at the I/O wait's end), not once a step: of the delay since, at most
+    the time before a step is put down to the steps before it, so a step's hold is never under-reported."""
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:  # both first steps run in the same batch, in either order
+            nursery.start_soon(trio.lowlevel.checkpoint, name="delayed-one")
+            nursery.start_soon(trio.lowlevel.checkpoint, name="busy-one")
+
+    for _ in range(12):  # Trio picks the order at random: both orders, all but surely
+        watch = TwoInABatch()
+        trio.run(main, instruments=[watch])
+        assert (watch.longest_task, watch.longest_ms) == ("busy-one", pytest.approx(30.0))
+
+
 def test_a_step_that_never_left_its_cpu_held_only_the_cpu_time_it_used():
     # 30 ms of wall time, 2 ms of it on the CPU, the thread never descheduled: the host took the rest (steal).
     watch = Watched(SteppedClock(), threshold_ms=20, on_cpu=0.002)
