@@ -330,9 +330,9 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
                         watch.arm()  # start-up (the app's routes compiled in one step) is not a stall
                     # What start-up made, and then what each full collection finds alive, is frozen: a
                     # full collection walks only what became old since the last (see gc_policy).
-                    collector = FreezeSurvivors(lambda: daemon.session_count, lambda: daemon.sessions_closed)
-                    collector.install()
-                    stack.callback(collector.uninstall)
+                    collector.append(FreezeSurvivors(lambda: daemon.session_count, lambda: daemon.sessions_closed))
+                    collector[0].install()  # taken out once the run is over, the daemon closed
+                    daemon.runtime.telemetry.watch(collector=collector[0])  # GET /metrics: trellis_gc_thaws_total
                     nursery.start_soon(shutdown.watch, signals, nursery)
 
     try:  # traces: only when the standard OTEL_* variables ask for them (the otel extra)
@@ -344,6 +344,7 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
         say(traced)
     include_content(config.settings.telemetry_include_content)
     watch = StallWatch(args.report_loop_stalls, armed=False) if args.report_loop_stalls is not None else None
+    collector: list[FreezeSurvivors] = []  # the garbage-collection policy, once the daemon listens
     try:
         # Held before the daemon opens (it restores sessions and clears sandbox homes there) until it is gone.
         with hold_state_dir(config.state_dir) as held:
@@ -371,6 +372,8 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
         say(f"cannot serve on {args.hostname}:{args.port}: {getattr(first, 'strerror', None) or first}", "error")
         return 1
     finally:
+        for policy in collector:
+            policy.uninstall()
         shutdown.finished()
         if watch is not None:
             say(watch.report())

@@ -77,6 +77,10 @@ class _Live(Collector):
                                      "over the --report-loop-stalls threshold (0 when not watched).")
         stalls.add_metric([], t.stall_watch.stalls if t.stall_watch is not None else 0)
         yield stalls
+        thaws = CounterMetricFamily("trellis_gc_thaws", "Full garbage collections that walked every object, "
+                                    "begun as sessions closed (transport.gc_policy; 0 when not installed).")
+        thaws.add_metric([], t.collector.thaws if t.collector is not None else 0)
+        yield thaws
         spawns = CounterMetricFamily("trellis_sandbox_spawns", "Model-run commands, sandboxed hooks and stdio MCP servers started, by outcome "
                                      "(started, failed); the process's, whichever daemon runs them.",
                                      labels=["sandboxed", "outcome"])
@@ -168,6 +172,7 @@ class Telemetry:
             self.turns.labels(stop)  # shown at 0 before the first turn
         self.sessions: Callable[[], list[Any]] = list
         self.stall_watch: Any = None
+        self.collector: Any = None
         self.leases: Callable[[], int] | None = None
         self._mcp_servers: set[str] = set()
         self._children: dict[tuple[Any, ...], Any] = {}  # labelled children, looked up once (labels() is slow)
@@ -185,15 +190,18 @@ class Telemetry:
     # ------------------------------------------------------------- what is read at a scrape
 
     def watch(self, *, sessions: Callable[[], list[Any]] | None = None, stall_watch: Any = None,
-              leases: Callable[[], int] | None = None) -> None:
+              leases: Callable[[], int] | None = None, collector: Any = None) -> None:
         """Read these at each scrape: ``sessions`` (the live sessions' handles: ``summary()``, ``subscriber_count``),
-        the event-loop ``stall_watch`` (:class:`actors.loop_stalls.StallWatch`), the cluster's ``leases`` held."""
+        the event-loop ``stall_watch`` (:class:`actors.loop_stalls.StallWatch`), the cluster's ``leases`` held,
+        the garbage-collection policy (``collector``: its ``thaws``)."""
         if sessions is not None:
             self.sessions = sessions
         if stall_watch is not None:
             self.stall_watch = stall_watch
         if leases is not None:
             self.leases = leases
+        if collector is not None:
+            self.collector = collector
 
     def exposition(self) -> bytes:
         """The Prometheus text format of everything (``GET /metrics``)."""

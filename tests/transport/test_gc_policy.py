@@ -13,10 +13,12 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 import pytest
 import trio
 
 from actors.model.base import ChatRequest, TextDelta
+from tests.conftest import daemon_process
 from tests.e2e.raw_http import RawConnection
 from tests.transport.served import served_app
 from transport.gc_policy import (MIDDLE_THRESHOLD, OLD_THRESHOLD, THAW_AFTER_CLOSED, YOUNG_THRESHOLD,
@@ -115,9 +117,9 @@ def garbage_among_frozen() -> Counter[str]:
 
 
 async def run_held_turn(served: Any, model: HeldModel, *, delete: bool,
-                        frozen_mid_turn: Callable[[str], None]) -> None:
+                        frozen_mid_turn: Callable[[str], None], cancel: bool = False) -> None:
     """A session with a subscriber and a turn, ``frozen_mid_turn(session_id)`` called while the turn streams;
-    then the turn ends, the subscriber goes and (``delete``) the session is closed."""
+    then the turn ends (``cancel``: is cancelled), the subscriber goes and (``delete``) the session is closed."""
     auth = [(b"Authorization", b"Bearer " + served.token.encode()), (b"Content-Type", b"application/json")]
     control = await RawConnection.open(served.url)
     created = await control.request(b"POST", b"/session", auth, b"{}")
@@ -131,9 +133,12 @@ async def run_held_turn(served: Any, model: HeldModel, *, delete: bool,
     with trio.fail_after(10):
         await model.streaming.wait()
     frozen_mid_turn(sid)
-    model.go_on.set()
+    if cancel:
+        assert (await control.request(b"POST", f"/session/{sid}/cancel".encode(), auth)).status in (200, 202, 204)
+    else:
+        model.go_on.set()
     with trio.fail_after(10):
-        await read_until(events, b"turn_complete")
+        await read_until(events, b"turn_complete")  # stopReason "cancelled" when cancelled
     await events.aclose()
     if delete:
         assert (await control.request(b"DELETE", f"/session/{sid}".encode(), auth)).status in (200, 204)
@@ -157,10 +162,11 @@ def own_collection() -> Iterator[None]:
         gc.enable()
 
 
-async def test_a_turn_and_its_subscription_leave_no_cyclic_garbage_among_what_was_frozen(own_collection):
-    """Frozen mid-turn, as a full collection under the policy would leave them, the turn's objects and both
-    HTTP connections' (hypercorn's server and protocol refer to each other until the connection ends) are
-    freed by reference counting once they end."""
+@pytest.mark.parametrize("cancel", [False, True], ids=["finished", "cancelled"])
+async def test_a_turn_and_its_subscription_leave_no_cyclic_garbage_among_what_was_frozen(own_collection, cancel):
+    """Frozen mid-turn, as a full collection under the policy would leave them, the turn's objects (finished,
+    or cancelled: its Cancelled and traceback) and both HTTP connections' (hypercorn's server and protocol
+    refer to each other until the connection ends) are freed by reference counting once they end."""
     model = HeldModel()
 
     def freeze(session_id: str) -> None:
@@ -169,7 +175,7 @@ async def test_a_turn_and_its_subscription_leave_no_cyclic_garbage_among_what_wa
 
     async with served_app(model=model) as served:
         try:
-            await run_held_turn(served, model, delete=False, frozen_mid_turn=freeze)
+            await run_held_turn(served, model, delete=False, frozen_mid_turn=freeze, cancel=cancel)
         finally:
             found = garbage_among_frozen()
     assert not found, f"cyclic garbage left by a turn and a subscription: {found.most_common(20)}"
@@ -196,3 +202,23 @@ async def test_a_closed_session_kept_by_a_freeze_is_freed_by_the_thaw_its_closin
             gc.collect()  # walks everything
             assert policy.thaws == 1 and not policy.thawing
             assert held[0]() is None, "the closed session outlived the thaw"
+
+
+async def test_the_served_daemon_freezes_and_thaws_once_sessions_close(tmp_path):
+    """``trellis serve`` installs the policy: with sessions created and deleted, a thaw comes once the minimum
+    number has closed, and ``GET /metrics`` counts it."""
+
+    def thaws(text: str) -> float:
+        return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                    if s.name == "trellis_gc_thaws_total")
+
+    with trio.fail_after(120):
+        async with daemon_process("--model", "scripted", state_dir=tmp_path) as daemon:
+            async with daemon.client(daemon.token()) as client:
+                assert thaws((await client.get("/metrics")).text) == 0
+                closed = 0
+                while thaws((await client.get("/metrics")).text) == 0:
+                    sid = (await client.post("/session", json={})).json()["sessionId"]
+                    assert (await client.delete(f"/session/{sid}")).status_code in (200, 204)
+                    closed += 1
+                assert closed >= THAW_AFTER_CLOSED
