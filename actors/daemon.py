@@ -187,32 +187,27 @@ class Daemon:
         await handle.load()
         return handle
 
-    def stored_sessions(self) -> list[dict[str, Any]]:
-        """Every session: the live ones and those restorable from the state directory (``GET /session``)."""
+    async def list_sessions(self) -> list[dict[str, Any]]:
+        """Every session, newest first: the live ones and those restorable from the store (``GET /session``).
+
+        The stored ones are read in a worker thread: each is a record and a journal to read (two files, or
+        two database round trips in cluster mode), and a state directory of thousands would otherwise hold
+        the event loop for all of them.
+        """
+        out = {h.session_id: {"sessionId": h.session_id, "live": True, "restorable": False, **h.summary()}
+               for h in self.sessions()}
         store = self.runtime.store
-        out: dict[str, dict[str, Any]] = {}
-        for handle in self.sessions():
-            out[handle.session_id] = {"sessionId": handle.session_id, "live": True, "restorable": False,
-                                      **handle.summary()}
-        for session_id in store.session_ids() if store is not None else ():
-            if session_id in out or not is_safe_session_id(session_id):
-                continue
-            record = store.record_read(session_id) or {}
-            try:
-                pending = replay(store.journal_read(session_id))
-            except OSError:  # unreadable: listed, with nothing pending it could promise
-                pending = replay([])
-            out[session_id] = {
-                "sessionId": session_id, "live": False, "restorable": True, "state": "stored",
-                "cwd": record.get("cwd"), "title": record.get("title"),
-                "createdAt": record.get("createdAt"), "updatedAt": record.get("updatedAt"),
-                # As a live session counts them (Session.work_counts): what a restore would run, and
-                # qwen's pendingCount adds the prompts it ends as interrupted.
-                "queuedCount": len(pending.queued),
-                "pendingCount": len(pending.queued) + len(pending.interrupted),
-                "midTurnQueued": len(pending.mid_turn),
-            }
+        if store is not None:
+            stored = await trio.to_thread.run_sync(partial(stored_summaries, store, frozenset(out)))
+            out = stored | out  # a session restored meanwhile is listed live
         return sorted(out.values(), key=lambda s: (s.get("updatedAt") or 0), reverse=True)
+
+    async def stored_cwds(self) -> set[str]:
+        """The working directories of the stored session records, read in a worker thread."""
+        store = self.runtime.store
+        if store is None:
+            return set()
+        return await trio.to_thread.run_sync(partial(stored_cwds, store))
 
     async def fork_session(self, source_id: str, session_id: str | None = None) -> SessionHandle:
         """A new session with a copy of ``source_id``'s conversation; neither keeps guard trust."""
@@ -446,6 +441,40 @@ class Daemon:
         self._nursery.cancel_scope.cancel()
         if self._host_scope is not None:
             self._host_scope.cancel()
+
+
+def stored_summaries(store: Any, skip: frozenset[str] = frozenset()) -> dict[str, dict[str, Any]]:
+    """What ``GET /session`` lists of each session in ``store`` but not in ``skip`` (blocking: the reads)."""
+    out: dict[str, dict[str, Any]] = {}
+    for session_id in store.session_ids():
+        if session_id in skip or not is_safe_session_id(session_id):
+            continue
+        record = store.record_read(session_id) or {}
+        try:
+            pending = replay(store.journal_read(session_id))
+        except OSError:  # unreadable: listed, with nothing pending it could promise
+            pending = replay([])
+        out[session_id] = {
+            "sessionId": session_id, "live": False, "restorable": True, "state": "stored",
+            "cwd": record.get("cwd"), "title": record.get("title"),
+            "createdAt": record.get("createdAt"), "updatedAt": record.get("updatedAt"),
+            # As a live session counts them (Session.work_counts): what a restore would run, and
+            # qwen's pendingCount adds the prompts it ends as interrupted.
+            "queuedCount": len(pending.queued),
+            "pendingCount": len(pending.queued) + len(pending.interrupted),
+            "midTurnQueued": len(pending.mid_turn),
+        }
+    return out
+
+
+def stored_cwds(store: Any) -> set[str]:
+    """The ``cwd`` of every stored session record (blocking: the reads)."""
+    cwds = set()
+    for session_id in store.session_ids():
+        cwd = (store.record_read(session_id) or {}).get("cwd")
+        if isinstance(cwd, str):
+            cwds.add(cwd)
+    return cwds
 
 
 @asynccontextmanager

@@ -258,13 +258,13 @@ def create_app(
                 "eventRingSize": limits.event_ring_size,
                 "maxBodyBytes": MAX_BODY,
             },
-            **capability_fields(daemon),
+            **(await capability_fields(daemon)),
         })
 
     @app.get("/session")
     async def list_sessions() -> Response:
         """Live sessions and those restorable from the state directory (``live``/``restorable``)."""
-        return json_response({"sessions": daemon.stored_sessions()})
+        return json_response({"sessions": await daemon.list_sessions()})
 
     @contextmanager
     def _recording(record: bool | None) -> Iterator[None]:

@@ -137,7 +137,7 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
 
     async def list_sessions() -> Response:
         # The ordinary list, with the sessions other live nodes run marked live there ("node").
-        sessions = daemon.stored_sessions()
+        sessions = await daemon.list_sessions()
         here = {h.session_id for h in daemon.sessions()}
         owners = await node.owners([s["sessionId"] for s in sessions])
         for entry in sessions:

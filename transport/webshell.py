@@ -84,25 +84,25 @@ def model_name(daemon: Daemon) -> str:
     return getattr(getattr(provider, "config", None), "model", None) or provider.name
 
 
-def workspace_cwds(daemon: Daemon) -> list[str]:
+def primary_workspace(daemon: Daemon) -> str:
+    """The workspace: the directory new sessions work in unless they name another."""
+    return os.path.realpath(daemon.runtime.workspace)
+
+
+async def workspace_cwds(daemon: Daemon) -> list[str]:
     """The workspace first, then every other directory a live or stored session works in.
 
     Read from the live sessions and the stored session records only (not their journals, as
-    ``Daemon.stored_sessions`` does): ``GET /capabilities`` asks for this.
+    ``Daemon.list_sessions`` does), in a worker thread: ``GET /capabilities`` asks for this.
     """
-    primary = os.path.realpath(daemon.runtime.workspace)
-    cwds = {h.cwd for h in daemon.sessions()}
-    store = daemon.runtime.store
-    for session_id in store.session_ids() if store is not None else ():
-        cwd = (store.record_read(session_id) or {}).get("cwd")
-        if isinstance(cwd, str):
-            cwds.add(cwd)
+    primary = primary_workspace(daemon)
+    cwds = {h.cwd for h in daemon.sessions()} | await daemon.stored_cwds()
     return [primary, *sorted(cwds - {primary})]
 
 
-def capability_fields(daemon: Daemon) -> dict[str, Any]:
+async def capability_fields(daemon: Daemon) -> dict[str, Any]:
     """The fields qwen's SDK requires of ``GET /capabilities`` beside Trellis's own."""
-    cwds = workspace_cwds(daemon)
+    cwds = await workspace_cwds(daemon)
     return {
         "v": 1,
         "protocolVersions": {"current": "v1", "supported": ["v1"]},
@@ -247,7 +247,7 @@ async def status_report(daemon: Daemon, detail: str, started: float, *, auth: bo
     return {
         "v": 1, "detail": detail, "generatedAt": iso(time.time() * 1000), "status": "ok", "issues": [],
         "daemon": {"pid": os.getpid(), "uptimeMs": int((time.time() - started) * 1000), "mode": "trellis",
-                   "qwenCodeVersion": None, "workspaceCwd": workspace_cwds(daemon)[0]},
+                   "qwenCodeVersion": None, "workspaceCwd": primary_workspace(daemon)},
         "security": {"tokenConfigured": auth, "requireAuth": auth, "loopbackBind": loopback,
                      "allowOriginConfigured": origins, "allowOriginMode": "specific" if origins else "none",
                      "sessionShellCommandEnabled": False},
@@ -304,11 +304,11 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
     app.url_map.converters["anypath"] = AnyPath
     started = time.time()
 
-    def workspace(selector: str) -> str:
+    async def workspace(selector: str) -> str:
         """The directory a ``:workspace`` URL part names: a workspace id or an absolute path."""
         if selector.startswith("/"):
             return os.path.realpath(selector)
-        for cwd in workspace_cwds(daemon):
+        for cwd in await workspace_cwds(daemon):
             if workspace_id(cwd) == selector:
                 return cwd
         raise HttpError(404, "no workspace with that id: use an id from GET /capabilities or an absolute path",
@@ -347,7 +347,7 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
 
     @app.get("/workspace/providers")
     async def providers() -> Response:
-        cwd = workspace_cwds(daemon)[0]
+        cwd = primary_workspace(daemon)
         kind, name = daemon.runtime.provider.name, model_name(daemon)
         window = getattr(daemon.runtime.provider, "context_window", None)
         model: dict[str, Any] = {"modelId": name, "baseModelId": name, "name": name, "isCurrent": True,
@@ -375,13 +375,13 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
     @app.get("/workspace/git")
     @app.get("/workspaces/<anypath:selector>/git", merge_slashes=False)
     async def git(selector: str | None = None) -> Response:
-        cwd = absolute("cwd") or (workspace(selector) if selector is not None else workspace_cwds(daemon)[0])
+        cwd = absolute("cwd") or (await workspace(selector) if selector is not None else primary_workspace(daemon))
         return json_response({"v": 2, "workspaceCwd": cwd, "branch": git_branch(cwd)})
 
     @app.get("/workspace/<anypath:selector>/sessions", merge_slashes=False)
     @app.get("/workspaces/<anypath:selector>/sessions", merge_slashes=False)
     async def sessions(selector: str) -> Response:
-        cwd = workspace(selector)
+        cwd = await workspace(selector)
         size, start = page_size(), page_start()
         archive = request.args.get("archiveState", "active")
         if archive not in ARCHIVE_STATES:
@@ -389,7 +389,7 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
                             "query.archiveState")
         source = request.args.get("sourceType", "default")
         group = request.args.get("group", "all")
-        matching = [s for s in daemon.stored_sessions() if s.get("cwd") == cwd]
+        matching = [s for s in await daemon.list_sessions() if s.get("cwd") == cwd]
         if archive == "archived" or source != "default" or group not in ("all", "ungrouped"):
             matching = []  # nothing is archived, every session is of the default source, there are no groups or pins
         page = matching[start:start + size]

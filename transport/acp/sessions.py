@@ -1,7 +1,7 @@
 """ACP ``session/list``, ``session/resume`` and ``session/fork``, and the slash commands a session offers.
 
 ``session/list`` lists the daemon's sessions, live and restorable from the
-state directory (:meth:`Daemon.stored_sessions`), newest first, optionally only
+state directory (:meth:`Daemon.list_sessions`), newest first, optionally only
 those of one ``cwd``; pages hold :data:`PAGE_SIZE` and the cursor is an offset.
 ``session/resume`` binds a session to the connection *without* replaying its
 history (unlike ``session/load``): a live session is attached, one on disk is
@@ -76,7 +76,7 @@ async def list_sessions(conn: AcpConnection, request: Request) -> dict[str, Any]
     params = p.require_object(request.params)
     cwd = p.string(params, "cwd", required=False)
     start = _cursor(params)
-    found = [s for s in conn.daemon.stored_sessions() if cwd is None or s.get("cwd") == cwd]
+    found = [s for s in await conn.daemon.list_sessions() if cwd is None or s.get("cwd") == cwd]
     page = found[start:start + PAGE_SIZE]
     sessions = []
     for s in page:
