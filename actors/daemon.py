@@ -55,6 +55,9 @@ class NotStartedHere(Exception):
     code = "not_started_here"
 
 
+LISTING_STEP = 500  # live sessions summed up for GET /session between two checkpoints
+
+
 class _Starting:
     """The task status a session's task reports its start through (:meth:`Daemon._start_in_own_context`):
     a one-shot reply (it lives as long as the session, so no Event), answered once started, closed if it
@@ -192,10 +195,13 @@ class Daemon:
 
         The stored ones are read in a worker thread: each is a record and a journal to read (two files, or
         two database round trips in cluster mode), and a state directory of thousands would otherwise hold
-        the event loop for all of them.
+        the event loop for all of them. The live ones are summed up :data:`LISTING_STEP` to a loop step.
         """
-        out = {h.session_id: {"sessionId": h.session_id, "live": True, "restorable": False, **h.summary()}
-               for h in self.sessions()}
+        out: dict[str, dict[str, Any]] = {}
+        for i, h in enumerate(self.sessions()):
+            if i and i % LISTING_STEP == 0:
+                await trio.lowlevel.checkpoint()  # thousands of summaries are not one step of the loop
+            out[h.session_id] = {"sessionId": h.session_id, "live": True, "restorable": False, **h.summary()}
         store = self.runtime.store
         if store is not None:
             stored = await trio.to_thread.run_sync(partial(stored_summaries, store, frozenset(out)))

@@ -50,3 +50,35 @@ async def test_stored_sessions_are_read_while_the_event_loop_runs_on(tmp_path):
     assert by_id[stored]["live"] is False and by_id[stored]["restorable"] is True
     assert by_id[stored]["state"] == "stored" and by_id[stored]["cwd"] == str(work)
     assert by_id[live]["live"] is True and set(by_id) == {stored, live}
+
+
+class StepsOf(trio.abc.Instrument):
+    """Counts the steps of the tasks with one name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps += task.name == self.name
+
+
+async def test_live_sessions_are_summed_up_a_bounded_number_to_a_loop_step(tmp_path, monkeypatch):
+    monkeypatch.setattr("actors.daemon.LISTING_STEP", 2)
+    async with open_daemon(model=ScriptedModel()) as daemon:
+        for _ in range(7):
+            await daemon.create_session(str(tmp_path))
+        listed: list[dict[str, Any]] = []
+
+        async def listing() -> None:
+            listed.extend(await daemon.list_sessions())
+
+        steps = StepsOf("listing")
+        trio.lowlevel.add_instrument(steps)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(listing, name="listing")
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+    assert len(listed) == 7 and all(s["live"] for s in listed)
+    assert steps.steps >= 4  # 7 summaries, 2 to a step: a checkpoint after the 2nd, 4th and 6th
