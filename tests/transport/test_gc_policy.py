@@ -17,7 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 import pytest
 import trio
 
-from actors.model.base import ChatRequest, TextDelta
+from actors import Settings
+from actors.model.base import ChatRequest, TextDelta, ToolCall
 from tests.conftest import daemon_process
 from tests.e2e.raw_http import RawConnection
 from tests.transport.served import served_app
@@ -179,6 +180,63 @@ async def test_a_turn_and_its_subscription_leave_no_cyclic_garbage_among_what_wa
         finally:
             found = garbage_among_frozen()
     assert not found, f"cyclic garbage left by a turn and a subscription: {found.most_common(20)}"
+
+
+class ShellThenText:
+    """Asks for one shell command, then answers in text."""
+
+    name = "shell-then-text"
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self.calls = 0
+
+    @asynccontextmanager
+    async def stream(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[Any]]:
+        self.calls += 1
+        first = self.calls == 1
+
+        async def play() -> AsyncIterator[Any]:
+            if first:
+                yield ToolCall("call_1", "shell", {"command": self.command})
+            else:
+                yield TextDelta("done")
+
+        yield play()
+
+
+async def test_a_shell_command_frozen_while_it_runs_leaves_no_cyclic_garbage(own_collection, tmp_path):
+    """The sandboxed process, its pipes and the tool call's objects, alive at a freeze, are freed by
+    reference counting once the command and its turn end."""
+    started, go_on = tmp_path / "started", tmp_path / "go-on"
+    model = ShellThenText(f"touch {started}; while [ ! -e {go_on} ]; do sleep 0.02; done; echo finished")
+    auth = [(b"Authorization", b""), (b"Content-Type", b"application/json")]
+    async with served_app(model=model, settings=Settings(approval_mode="yolo")) as served:
+        auth[0] = (b"Authorization", b"Bearer " + served.token.encode())
+        control = await RawConnection.open(served.url)
+        body = orjson.dumps({"cwd": str(tmp_path)})
+        sid = (await control.request(b"POST", b"/session", auth, body)).json()["sessionId"]  # type: ignore[index]
+        events = await RawConnection.open(served.url)
+        assert (await events.request(b"GET", f"/session/{sid}/events".encode(), auth, head_only=True)).status == 200
+        prompt = orjson.dumps({"prompt": [{"type": "text", "text": "run it"}]})
+        assert (await control.request(b"POST", f"/session/{sid}/prompt".encode(), auth, prompt)).status == 202
+        try:
+            with trio.fail_after(20):
+                while not started.exists():
+                    await trio.sleep(0.01)
+            gc.collect()
+            gc.freeze()  # the command running
+            go_on.touch()
+            with trio.fail_after(20):
+                await read_until(events, b"turn_complete")
+            await events.aclose()
+            await control.aclose()
+            for _ in range(20):
+                await trio.sleep(0.01)
+        finally:
+            found = garbage_among_frozen()
+    assert model.calls == 2
+    assert not found, f"cyclic garbage left by a shell command: {found.most_common(20)}"
 
 
 async def test_a_closed_session_kept_by_a_freeze_is_freed_by_the_thaw_its_closing_brings(own_collection):
