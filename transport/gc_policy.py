@@ -1,20 +1,19 @@
 """The daemon's garbage-collection policy: what survives a full collection is frozen, and all of it is thawed
 for one full collection once as many sessions have closed since the last thaw as are open.
 
-CPython 3.11's full collection walks every tracked object the process has, in one step of the event loop: on
-this project's reference machine about 0.7 µs an object, some 400 objects an open session (its tasks'
-coroutines, its ring's events, its subscribers' connections), so 350 ms at 1,000 sessions and a second at
-10,000, and it comes back each time a quarter as many objects again have reached the old generation. Frozen
-objects (``gc.freeze``) are out of its walk, and still freed by reference counting when the last reference
-goes; so each full collection walks only what has become old since the one before, and freezes what it found
-alive. What freezing loses is cyclic garbage among frozen objects: a structure that lived past a full
-collection and then became unreachable as a cycle stays until the next thaw. Turns, streams and
-subscriptions leave no such cycles (``tests/transport/test_gc_policy.py`` checks a daemon's), but a closed
-session's objects can (bound-method callbacks among its parts); so a *thaw* (``gc.unfreeze``: the next full
-collection walks everything, then freezes again) comes once the sessions closed since the last thaw are as
-many as the open ones (and at least :data:`THAW_AFTER_CLOSED`). Its pause is as long as the whole heap's
-walk, but its work is paid for by the closed sessions: at most one thaw per open session closed, and what
-can wait for it is bounded by the sessions that closed.
+CPython 3.11's full collection walks every tracked object the process has, in one step of the event loop, and
+an open session keeps hundreds (its tasks' coroutines, its ring's events, its subscribers' connections): with
+thousands of sessions a pass stops every stream for a good part of a second (``bench/README.md``, "Scale").
+Frozen objects (``gc.freeze``) are out of its walk, and still freed by reference counting when their last
+reference goes; so each full collection walks only what has become old since the one before, and freezes
+what it found alive. What freezing loses is cyclic garbage among frozen objects: a structure that lived past a
+full collection and then became unreachable as a cycle stays until the next thaw. A turn (finished or
+cancelled), its shell commands, its event stream and its HTTP connections leave no such cycles
+(``tests/transport/test_gc_policy.py`` checks a served daemon's), but a closed session does (bound methods
+and closures among its parts); so a *thaw* (``gc.unfreeze``: the next full collection walks everything, then
+freezes again) comes once the sessions closed since the last thaw are as many as the open ones (and at least
+:data:`THAW_AFTER_CLOSED`). Its pause is the whole heap's walk, as every full pass was before, but it comes
+only as sessions close: its work is paid for by them, and what waits for it is at most what they left.
 
 The states, on each full collection's end (``gc.callbacks`` ``stop``, generation 2):
 
@@ -26,11 +25,10 @@ The states, on each full collection's end (``gc.callbacks`` ``stop``, generation
     thawing  (this collection walked everything)         gc.freeze    frozen
     ======== =========================================== ============ =========
 
-The thresholds: CPython's own for the young and middle generations (a middle collection walks some 7,000
-objects; larger ones, tried at 10,000 allocations a young collection, made middle and full passes of 30-80 ms
-with 1,000 sessions streaming and saved no CPU a turn), and a full collection after every middle one once
-CPython's quarter rule allows: with survivors frozen, the old generation holds only what became old since
-the last, so a full pass is short, and a session closed before its objects grew old is freed by the next.
+The thresholds: CPython's own for the young and middle generations (larger young ones make larger middle and
+full passes, and with survivors frozen save no work a turn), and a full collection after every middle one
+once CPython's quarter rule allows: the old generation holds only what became old since the last, so a full
+pass is short, and a session closed before its objects were frozen is freed by the next.
 """
 
 from __future__ import annotations
