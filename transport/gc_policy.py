@@ -8,12 +8,13 @@ Frozen objects (``gc.freeze``) are out of its walk, and still freed by reference
 reference goes; so each full collection walks only what has become old since the one before, and freezes
 what it found alive. What freezing loses is cyclic garbage among frozen objects: a structure that lived past a
 full collection and then became unreachable as a cycle stays until the next thaw. A turn (finished or
-cancelled), its shell commands, its event stream and its HTTP connections leave no such cycles
-(``tests/transport/test_gc_policy.py`` checks a served daemon's), but a closed session does (bound methods
-and closures among its parts); so a *thaw* (``gc.unfreeze``: the next full collection walks everything, then
-freezes again) comes once the sessions closed since the last thaw are as many as the open ones (and at least
-:data:`THAW_AFTER_CLOSED`). Its pause is the whole heap's walk, as every full pass was before, but it comes
-only as sessions close: its work is paid for by them, and what waits for it is at most what they left.
+cancelled), its shell commands, its event stream, its HTTP connections and a closed session leave no such
+cycles (a session's parts call back into it weakly, ``actors.weak``; ``tests/transport/test_gc_policy.py``
+checks a served daemon's). What no test covers may, so a *thaw* (``gc.unfreeze``: the next full collection
+walks everything, then freezes again) comes once the sessions closed since the last thaw are as many as the
+open ones (and at least :data:`THAW_AFTER_CLOSED`). Its pause is the whole heap's walk, as every full pass
+was before, but it comes only as sessions close: its work is paid for by them, and what can wait for it is
+at most what they left.
 
 The states, on each full collection's end (``gc.callbacks`` ``stop``, generation 2):
 
@@ -28,7 +29,7 @@ The states, on each full collection's end (``gc.callbacks`` ``stop``, generation
 The thresholds: CPython's own for the young and middle generations (larger young ones make larger middle and
 full passes, and with survivors frozen save no work a turn), and a full collection after every middle one
 once CPython's quarter rule allows: the old generation holds only what became old since the last, so a full
-pass is short, and a session closed before its objects were frozen is freed by the next.
+pass is short.
 """
 
 from __future__ import annotations

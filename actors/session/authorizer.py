@@ -27,6 +27,7 @@ import attrs
 from ..permission_rules import EFFECTS, RuleLists, RuleSet, Verdict, answer_rules, decide, parse_rule
 from ..settings import APPROVAL_MODES
 from ..telemetry import span
+from ..weak import weakly
 from .outcomes import PermissionCancelled
 from .permissions import DEFAULT_OPTIONS, PermissionBroker
 from .tools import ToolContext
@@ -57,7 +58,7 @@ class Authorizer:
         self._bus = bus
         self.grace_seconds = grace_seconds  # how long a question outlives every client
         self._nursery = nursery  # the session's, while it runs
-        bus.on_last_unsubscribe = self.clients_left
+        bus.on_last_unsubscribe = weakly(self.clients_left)  # the bus is the authorizer's: no cycle
 
     def set_mode(self, mode: str) -> bool:
         """``False`` for a mode that does not exist (the handle checks; a bad message must change nothing)."""

@@ -122,6 +122,12 @@ class ContextKeeper:
 
     # ------------------------------------------------------------- the window and what a request needs
 
+    def release(self) -> None:
+        """The session has ended: the records its requests left on their first message go (they refer to that
+        message through the requests' tuples, so they would otherwise wait for the cyclic collector)."""
+        self.system_prompt.release()
+        self.conversation.release()
+
     @property
     def configured(self) -> int | None:
         return getattr(self.provider, "context_window", None)

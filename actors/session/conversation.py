@@ -40,6 +40,12 @@ class Conversation:
         self._history = History(messages)
         self.transcript.rewrite(self._history)
 
+    def release(self) -> None:
+        """Let go of what requests recorded on the first message (the requests' first message when there is
+        no system prompt): those records hold tuples that hold the message, a cycle."""
+        if self._history:
+            self._history[0].memo.clear()
+
     def reload(self) -> list[ChatMessage]:
         """Take the conversation back from the transcript on disk; its messages."""
         messages = self.transcript.messages()

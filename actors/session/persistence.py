@@ -155,7 +155,7 @@ class ReplayWriter:
     def __init__(self, store: Any, session_id: str, bus: EventBus, nursery: Callable[[], trio.Nursery | None]) -> None:
         self._store = store
         self._session_id = session_id
-        self._bus = bus
+        self._compactor = bus.compactor  # not the bus, which holds this writer's turn_folded: no cycle
         self._nursery = nursery  # the session's, while it runs
         self._waiting: list[list[dict[str, Any]]] | None = None  # folded during a rewrite (None: none under way)
 
@@ -168,7 +168,7 @@ class ReplayWriter:
             return
         try:
             size = store.replay_append(self._session_id, [e.to_dict() for e in segment])
-            if size <= 2 * self._bus.compactor.max_bytes:
+            if size <= 2 * self._compactor.max_bytes:
                 return
             nursery = self._nursery() if store.sync_in_thread else None
             if nursery is not None:
@@ -183,7 +183,7 @@ class ReplayWriter:
             log.error("session %s: compacted replay not written: %s", self._session_id, exc)
 
     def _kept(self) -> list[list[dict[str, Any]]]:
-        return [[e.to_dict() for e in s] for s in self._bus.compactor.kept()]
+        return [[e.to_dict() for e in s] for s in self._compactor.kept()]
 
     async def _rewrite_off_loop(self) -> None:
         store = self._store

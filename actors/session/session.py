@@ -25,6 +25,7 @@ import logging
 import math
 import os
 import secrets
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -47,6 +48,7 @@ from ..runtime import Runtime
 from ..storage import replay
 from ..storage.writer import JournalWriter
 from ..tools.paths import scope_for
+from ..weak import weakly
 from . import commands
 from . import fifo as f
 from . import turn_log
@@ -120,7 +122,7 @@ class Session:
         "authorizer", "work", "_scope", "_wake", "_nursery", "fifo", "fifo_ref", "mid_turn", "usage", "sandbox",
         "_homes", "hooks", "background", "timers_to_restore", "chain", "services", "system_prompt", "context",
         "records", "mcp", "ports", "ref", "_checkpoints", "shutdown_reason", "interrupted_code", "_context",
-        "_work_started", "__dict__",
+        "_work_started", "_current_cwd", "__dict__", "__weakref__",
     )
 
     def __init__(self, runtime: Runtime, session_id: str, cwd: str, *, created_at: int | None = None,
@@ -132,11 +134,19 @@ class Session:
         settings = runtime.settings
 
         # One closure each for what several parts read (a closure costs some 150 bytes in every session).
+        # What the parts are given refers to the session weakly (actors.weak): a closed session is then freed
+        # by reference counting, not left as a cycle for the collector.
+        me = weakref.ref(self)
+
         def current_cwd() -> str:
-            return self.cwd
+            session = me()
+            return session.cwd if session is not None else cwd
 
         def current_nursery() -> trio.Nursery | None:
-            return self._nursery
+            session = me()
+            return session._nursery if session is not None else None
+
+        self._current_cwd = current_cwd
 
         # Set by the daemon's graceful shutdown ("daemon_shutdown") before it closes the session: no new
         # work item starts (queued prompts stay queued), and ``session_closed`` gives this reason.
@@ -156,13 +166,14 @@ class Session:
         # A folded turn goes on disk.
         self.bus.on_turn_compacted = ReplayWriter(store, session_id, self.bus, current_nursery).turn_folded
         self.publisher = Publisher(session_id, self.bus, runtime.telemetry)
-        self.conversation = Conversation(runtime.transcript(session_id), history or ())
+        self.conversation = conversation = Conversation(runtime.transcript(session_id), history or ())
         self.tools = runtime.make_tools()
         self.authorizer = Authorizer(session_id, self.bus, runtime.ids, mode=approval_mode or settings.approval_mode,
                                      grace_seconds=settings.limits.client_grace_seconds, nursery=current_nursery,
                                      rules=settings.permission_rules, session_rules=permissions,
-                                     rules_changed=self._permission_rules_changed)
-        self.work = WorkItem()
+                                     rules_changed=weakly(self._permission_rules_changed))
+        authorizer = self.authorizer
+        self.work = work = WorkItem()
         self._scope: trio.CancelScope | None = None  # the running work item's
         self._wake = Wakeup()
         self._work_started = False  # the work loop starts with the session's first work (_wake_work)
@@ -173,12 +184,12 @@ class Session:
         self.fifo = f.PromptFifo(
             session_id, self.bus, runtime.ids,
             max_pending=settings.limits.max_pending_prompts, max_mid_turn=settings.limits.max_mid_turn_messages,
-            wake_session=self._wake_work, cancel_running=self._cancel_prompt, now_ms=runtime.clock_ms,
-            queue_released=self._queue_released, handed_over=self.work.hand_over,
-            journal=journal, admitted=self._prompt_admitted, telemetry=runtime.telemetry,
+            wake_session=weakly(self._wake_work), cancel_running=weakly(self._cancel_prompt), now_ms=runtime.clock_ms,
+            queue_released=weakly(self._queue_released, False), handed_over=self.work.hand_over,
+            journal=journal, admitted=weakly(self._prompt_admitted), telemetry=runtime.telemetry,
         )
         self.fifo_ref: ActorRef[f.FifoMessage] | None = None
-        self.mid_turn = MidTurnInput(lambda: self.fifo_ref, self._tell_fifo)
+        self.mid_turn = MidTurnInput(lambda: getattr(me(), "fifo_ref", None), weakly(self._tell_fifo))
         self.usage = UsageMeter(self.fifo, self.publisher.update, runtime.clock_ms, runtime.telemetry)
         # Its commands see the files its unsandboxed hooks run read-only (a hook runs them as the user), and
         # have a home of their own; its stdio MCP servers another, which no command can write (a command
@@ -196,17 +207,17 @@ class Session:
             servers_sandbox = servers_sandbox.with_home(os.path.join(self._homes, "servers"))
         self.hooks = SessionHooks(hooks_config, self.publisher, runner=runtime.hook_runner, sandbox=self.sandbox,
                                   vouched=runtime.vouched_hook_files, cwd=current_cwd,
-                                  mode=lambda: self.authorizer.mode,
-                                  transcript_path=lambda: self.conversation.transcript.path)
+                                  mode=lambda: authorizer.mode,
+                                  transcript_path=lambda: conversation.transcript.path)
         self.background = BackgroundManager(
-            session_id, runtime.ids, publish=self.bus.publish, wake=self._wake_if_idle, now=runtime.now,
+            session_id, runtime.ids, publish=self.bus.publish, wake=weakly(self._wake_if_idle), now=runtime.now,
             sandbox=self.sandbox,
             journal=journal.append_then_sync if journal is not None else None,
         )
         self.fifo.snapshot_extra = self.background.timer_records  # a compacted journal keeps the timers
         self.timers_to_restore: list[dict[str, Any]] = []  # set by restore(), started by run()
         self.chain = WorkChain(TodoStopGuard(enabled=settings.guard_enabled), self.background)
-        self.background.related = self.chain.is_related
+        self.background.related = weakly(self.chain.is_related)
         self.services = SessionServices(self.authorizer, self.background, runtime, self.hooks, self.sandbox,
                                         self.publisher)
         described = runtime.described_machine
@@ -216,21 +227,21 @@ class Session:
                                           today=runtime.today, tool_names=self.tools.names,
                                           machine=(None, runtime.sandbox.kind == "bwrap") if described is None
                                           else (described.os, described.sandboxed),
-                                          plan_mode=lambda: self.authorizer.mode == "plan")
+                                          plan_mode=lambda: authorizer.mode == "plan")
         self.context = ContextKeeper(session_id, self.conversation, runtime.provider, model_name=model_name,
                                      system_prompt=self.system_prompt, tools=self.tools, usage=self.usage,
                                      guard=self.chain.guard)
-        self.records = RecordSaver(store, session_id, self.record)  # after a change, off the loop in the daemon
+        self.records = RecordSaver(store, session_id, weakly(self.record))  # after a change, off the loop in the daemon
         # Its MCP servers (actors.mcp_client): the settings' and a client's, started with the session's actors.
         self.mcp = McpServers(session_id, self.tools, cwd=current_cwd, sandbox=servers_sandbox,
                               publish=self.publisher.notice,
-                              current_prompt=lambda: self.work.prompt_id if self.work.running else None)
+                              current_prompt=lambda: work.prompt_id if work.running else None)
         self.mcp.add(merge_servers(settings.mcp_server_configs, mcp_servers))
         self.ports = TurnPorts(
             session_id=session_id, conversation=self.conversation, publisher=self.publisher,
             authorizer=self.authorizer, mid_turn=self.mid_turn, chain=self.chain, context=self.context,
             usage=self.usage, tools=self.tools, hooks=self.hooks, services=self.services, settings=settings,
-            cwd=current_cwd, save_record=self.records.save, before_change=self._before_change,
+            cwd=current_cwd, save_record=self.records.save, before_change=weakly(self._before_change),
         )
         self.ref: ActorRef[SessionMessage] | None = None
         self._checkpoints: Checkpoints | None | object = _NOT_MADE  # see checkpoints
@@ -255,7 +266,7 @@ class Session:
             return None
         settings = runtime.settings
         return Checkpoints(
-            store, self.session_id, cwd=lambda: self.cwd, scope=lambda cwd: scope_for(cwd, runtime),
+            store, self.session_id, cwd=self._current_cwd, scope=lambda cwd: scope_for(cwd, runtime),
             notice=self.publisher.notice, clock_ms=runtime.clock_ms, new_id=lambda: f"ck-{secrets.token_hex(8)}",
             max_file_bytes=settings.checkpoint_max_file_bytes, max_session_bytes=settings.checkpoint_max_session_bytes)
 
@@ -271,7 +282,7 @@ class Session:
                 self._context = contextvars.copy_context()
                 # The FIFO starts with its first message, the work loop with the first work (a prompt admitted,
                 # an automatic item): an idle session runs neither (each costs a task, the FIFO a mailbox too).
-                self.fifo_ref = LazyActorRef(f"fifo:{self.session_id}", f.MAILBOX_SIZE, self._start_fifo)
+                self.fifo_ref = LazyActorRef(f"fifo:{self.session_id}", f.MAILBOX_SIZE, weakly(self._start_fifo))
                 await nursery.start(self.background.run)
                 if self.timers_to_restore:
                     await self.background.restore_timers(self.timers_to_restore)
@@ -299,6 +310,7 @@ class Session:
                 self.runtime.store.close(self.session_id)
             if self._homes is not None:  # the homes last as long as this actor
                 remove_home(self._homes)
+            self.context.release()
 
     def restore(self) -> None:
         """Take the conversation from the transcript and the FIFO from the journal (after a restart).

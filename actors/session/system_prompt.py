@@ -181,8 +181,15 @@ class SystemPrompt:
             return None
         kept = self._kept
         if kept is None or kept.content != text:  # the same message while its text holds: its memo is reused
+            self.release()
             kept = self._kept = ChatMessage("system", text, origin=ORIGIN)
         return kept
+
+    def release(self) -> None:
+        """Let go of what the requests built from the kept message recorded on it: those records hold the
+        requests' message tuples, which hold the message (a cycle; see :mod:`actors.model.prefix`)."""
+        if self._kept is not None:
+            self._kept.memo.clear()
 
     def before(self, messages: Iterable[ChatMessage], pending: Iterable[ChatMessage] = ()
                ) -> tuple[ChatMessage, ...]:

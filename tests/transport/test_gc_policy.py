@@ -239,27 +239,25 @@ async def test_a_shell_command_frozen_while_it_runs_leaves_no_cyclic_garbage(own
     assert not found, f"cyclic garbage left by a shell command: {found.most_common(20)}"
 
 
-async def test_a_closed_session_kept_by_a_freeze_is_freed_by_the_thaw_its_closing_brings(own_collection):
-    """A closed session is cyclic garbage (its parts hold bound methods and closures of the session): frozen,
-    it is freed only by a thaw, which the policy begins once sessions closed reach sessions open."""
+async def test_a_closed_session_frozen_mid_turn_is_freed_by_reference_counting(own_collection):
+    """Its parts call back into it weakly (actors.weak), and its requests' records on their first message are
+    let go when it ends: nothing of a closed session waits for a thaw."""
     model = HeldModel()
     held: list[weakref.ref[Any]] = []
     async with served_app(model=model) as served:
-        policy = FreezeSurvivors(lambda: served.daemon.session_count, lambda: served.daemon.sessions_closed,
-                                 minimum=1)
 
         def freeze(session_id: str) -> None:
             held.append(weakref.ref(served.daemon.get(session_id)))
-            gc.collect()  # the policy's: its survivors, the session among them, frozen
+            gc.collect()
+            gc.freeze()
 
-        with installed(policy):
+        try:
             await run_held_turn(served, model, delete=True, frozen_mid_turn=freeze)
             assert served.daemon.sessions_closed == 1
-            gc.collect()  # ends with a thaw begun: one session closed, none open
-            assert policy.thawing
-            gc.collect()  # walks everything
-            assert policy.thaws == 1 and not policy.thawing
-            assert held[0]() is None, "the closed session outlived the thaw"
+            assert held[0]() is None, "the closed session is still referred to"
+        finally:
+            found = garbage_among_frozen()
+    assert not found, f"cyclic garbage left by a closed session: {found.most_common(20)}"
 
 
 async def test_the_served_daemon_freezes_and_thaws_once_sessions_close(tmp_path):

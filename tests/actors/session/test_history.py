@@ -45,10 +45,13 @@ async def test_each_request_is_vouched_to_extend_the_last_until_the_history_is_r
             await run_prompt(handle, "second")
             await run_prompt(handle, "/clear")
             await run_prompt(handle, "third")
-    first, second, third = (call.messages for call in model.calls[:3])
-    assert [m.role for m in first] == ["system", "user"]
-    assert [m.role for m in second] == ["system", "user", "assistant", "user"]
-    # The whole first request is vouched for: its system message and the history it was built from.
-    assert vouched(first, second) == 2 and shared_prefix(first, second) == 2
-    # The cleared history is a new one: nothing vouched, and only the system message is shared.
-    assert vouched(second, third) == 0 and shared_prefix(second, third) == 1
+            # Read while the session lives: its end lets go of the build records (they make a cycle).
+            first, second, third = (call.messages for call in model.calls[:3])
+            assert [m.role for m in first] == ["system", "user"]
+            assert [m.role for m in second] == ["system", "user", "assistant", "user"]
+            # The whole first request is vouched for: its system message and the history it was built from.
+            assert vouched(first, second) == 2 and shared_prefix(first, second) == 2
+            # The cleared history is a new one: nothing vouched, and only the system message is shared.
+            assert vouched(second, third) == 0 and shared_prefix(second, third) == 1
+    assert vouched(first, second) == 0  # the session ended: its records went with it
+    assert shared_prefix(first, second) == 2  # the same answer, compared item by item
