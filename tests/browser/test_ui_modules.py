@@ -150,3 +150,45 @@ def test_an_edits_diff_shows_its_changed_lines(modules):
         ];
     }""")
     assert shown == ["Edited a.py.\n--- /w/a.py (from line 2)\n- two\n+ 2", "--- /w/new.md (new file)\n+ # Notes"]
+
+
+def test_a_snapshot_asked_for_before_frames_that_came_meanwhile_does_not_drop_them(modules):
+    """The queue and the permission requests are asked of the daemon after a replay; frames that arrive before
+    the answers are applied again on top of them (the answers were made before those frames)."""
+    shown = modules.evaluate("""async () => {
+        const { PendingPrompts, Permissions } = await import('/ui/panels.js');
+        const list = document.createElement('ul');
+        document.createElement('section').append(list);  // a list shows its panel's "empty" note
+        const pending = new PendingPrompts(list, () => 's');
+        pending.feed({ type: 'pending_prompt_added', promptId: 'p1', data: { text: 'one' } });
+        pending.asking();
+        pending.feed({ type: 'pending_prompt_added', promptId: 'p2', data: { text: 'two' } });
+        pending.feed({ type: 'pending_prompt_started', promptId: 'p1', data: {} });
+        pending.snapshot([{ promptId: 'p1', state: 'queued', text: 'one' }]);  // made before both frames
+        const permissions = new Permissions(document.createElement('div'), () => 's');
+        permissions.asking();
+        permissions.feed({ type: 'permission_request', data: { requestId: 'r1', options: [] } });
+        permissions.snapshot([]);  // made before the request
+        permissions.feed({ type: 'permission_request', data: { requestId: 'r2', options: [] } });
+        permissions.snapshot(['r1']);  // not asked again: r2, unknown to it, goes
+        return { pending: [...pending.items.keys()], permissions: [...permissions.items.keys()],
+                 asking: [pending.since, permissions.since] };
+    }""")
+    assert shown == {"pending": ["p2"], "permissions": ["r1"], "asking": [None, None]}
+
+
+def test_a_status_made_before_a_frame_moved_the_turn_on_does_not_move_it_back(modules):
+    states = modules.evaluate("""async () => {
+        const { Work } = await import('/ui/panels.js');
+        const out = [];
+        const work = new Work(() => out.push(work.running));
+        work.asking();
+        work.feed({ type: 'pending_prompt_started', promptId: 'p1', data: {} });
+        work.snapshot({ state: 'idle' });  // made before p1 started: not believed
+        work.asking();
+        work.snapshot({ state: 'running', currentPromptId: 'p1' });  // nothing since: agrees
+        work.asking();
+        work.snapshot({ state: 'idle' });  // nothing since: believed (p1 ended while the page was away)
+        return out;
+    }""")
+    assert states == ["p1", None]

@@ -473,6 +473,11 @@ async function usageChanged() {
 // Align the panels with the daemon's own view (after a replay: what it could not tell).
 async function refreshStatus(all = false) {
   const sessionId = state.sessionId;
+  if (all) { // the answers are older than the frames that arrive meanwhile: those are the newer word
+    work.asking();
+    pending.asking();
+    permissions.asking();
+  }
   try {
     const status = await api("GET", path("session", sessionId, "status"));
     if (sessionId !== state.sessionId) return;
@@ -496,6 +501,11 @@ async function refreshStatus(all = false) {
       if (sessionId === state.sessionId && record && record.state === "running") turn.since(record.startedAt);
     }
   } catch (error) {
+    if (all) {
+      work.notAsking();
+      pending.notAsking();
+      permissions.notAsking();
+    }
     failed(error);
   }
 }

@@ -53,6 +53,17 @@ export class Work {
   reset() {
     this.running = null;
     this.ended = new RecentSet();
+    this.asked = false; // the daemon is being asked for its status
+    this.movedSinceAsked = false; // and a frame changed what runs since: the answer is older than it
+  }
+
+  asking() {
+    this.asked = true;
+    this.movedSinceAsked = false;
+  }
+
+  notAsking() {
+    this.asked = false;
   }
 
   feed(frame) {
@@ -65,10 +76,16 @@ export class Work {
     } else if (frame.type === "pending_prompt_started" || (frame.type === "session_update" && id)) {
       if (id && !this.ended.has(id)) this.running = id;
     }
-    if (before !== this.running) this.changed();
+    if (before !== this.running) {
+      if (this.asked) this.movedSinceAsked = true;
+      this.changed();
+    }
   }
 
   snapshot(status) {
+    const stale = this.asked && this.movedSinceAsked;
+    this.asked = false;
+    if (stale) return; // made before frames that moved the turn on: they are the newer word
     const running = status.state === "running" ? status.currentPromptId || "work" : null;
     if (running !== this.running) {
       this.running = running;
@@ -87,12 +104,24 @@ export class PendingPrompts {
   reset() {
     this.items = new Map(); // promptId -> text, in FIFO order
     this.gone = new RecentSet();
+    this.since = null; // frames fed since the daemon was asked for a snapshot (null: not asked)
     this.render();
+  }
+
+  // The daemon is being asked for the queue: the frames that arrive before its answer are applied again on
+  // top of it (the answer was made before them, and would otherwise drop a prompt queued meanwhile).
+  asking() {
+    this.since = [];
+  }
+
+  notAsking() { // the question failed: nothing to apply the frames to
+    this.since = null;
   }
 
   feed(frame) {
     const id = frame.promptId || frame.data?.promptId;
     if (!id) return;
+    this.since?.push(frame);
     if (frame.type === "pending_prompt_added" && !this.gone.has(id)) this.items.set(id, String(frame.data?.text ?? ""));
     else if (["pending_prompt_started", "pending_prompt_completed", "turn_complete", "turn_error"].includes(frame.type)) {
       this.gone.add(id);
@@ -102,7 +131,10 @@ export class PendingPrompts {
   }
 
   snapshot(pending) {
+    const since = this.since || [];
+    this.since = null;
     this.items = new Map(pending.filter((p) => p.state === "queued").map((p) => [p.promptId, String(p.text ?? "")]));
+    for (const frame of since) this.feed(frame);
     this.render();
   }
 
@@ -204,11 +236,21 @@ export class Permissions {
 
   reset() {
     this.items = new Map(); // requestId -> the permission_request data
+    this.since = null; // frames fed since the daemon was asked for a snapshot (as PendingPrompts)
     this.render();
+  }
+
+  asking() {
+    this.since = [];
+  }
+
+  notAsking() { // the question failed: nothing to apply the frames to
+    this.since = null;
   }
 
   feed(frame) {
     const d = frame.data || {};
+    if (frame.type === "permission_request" || frame.type === "permission_resolved") this.since?.push(frame);
     if (frame.type === "permission_request" && typeof d.requestId === "string") this.items.set(d.requestId, d);
     else if (frame.type === "permission_resolved") this.items.delete(d.requestId);
     else return;
@@ -216,8 +258,11 @@ export class Permissions {
   }
 
   snapshot(pendingIds) {
+    const since = this.since || [];
+    this.since = null;
     const live = new Set(pendingIds || []);
     for (const id of [...this.items.keys()]) if (!live.has(id)) this.items.delete(id);
+    for (const frame of since) this.feed(frame);
     this.render();
   }
 
