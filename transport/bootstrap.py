@@ -38,9 +38,9 @@ from actors.model import ModelProvider, ScriptedModel
 
 from .auth import TokenFileError, token_path
 from .daemon_lock import HeldStateDir, StateDirInUse, hold_state_dir
+from .gc_policy import FreezeSurvivors
 from .logs import add_secret, configure, say
 from .process_image import Secrets, SecretsError, read_secrets
-from .gc_policy import FreezeSurvivors
 from .server import InsecureBind, check_bind, is_loopback, serve
 from .signals import SHUTDOWN_SIGNALS, Shutdown
 
