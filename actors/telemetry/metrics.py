@@ -78,7 +78,8 @@ class _Live(Collector):
         stalls.add_metric([], t.stall_watch.stalls if t.stall_watch is not None else 0)
         yield stalls
         thaws = CounterMetricFamily("trellis_gc_thaws", "Full garbage collections that walked every object, "
-                                    "begun as sessions closed (the serve command's garbage-collection policy; 0 when embedded).")
+                                    "begun as sessions closed (the serve command's garbage-collection "
+                                    "policy; 0 when embedded).")
         thaws.add_metric([], t.collector.thaws if t.collector is not None else 0)
         yield thaws
         spawns = CounterMetricFamily("trellis_sandbox_spawns", "Model-run commands, sandboxed hooks and stdio MCP servers started, by outcome "
