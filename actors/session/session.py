@@ -696,7 +696,12 @@ class Session:
         kept = self.conversation.rewind(turn)
         if isinstance(kept, int):
             self._invalidate()
+            self._rewound(turn, kept, None)
         return kept
+
+    def _rewound(self, turn: int, kept: int, undo_id: str | None) -> None:
+        # Every client shows the conversation: each of them (and a later replay) must drop the turns too.
+        self.publisher.event("conversation_rewound", wire.conversation_rewound(self.session_id, turn, kept, undo_id))
 
     # ------------------------------------------------------------- checkpoints
 
@@ -739,6 +744,12 @@ class Session:
         except BaseException:
             call.reply.close()  # the session is closing: the asker hears ActorGone
             raise
+        else:
+            if call.op == "rewind":
+                self._rewound(call.turn or 0, result["historyLength"], result.get("undoId"))
+            elif call.op == "undo":
+                self.publisher.event("rewind_undone", wire.rewind_undone(
+                    self.session_id, call.undo_id or "", result["historyLength"], result["undoId"]))
         call.reply.send(result)
 
     # ------------------------------------------------------------- what it says of itself

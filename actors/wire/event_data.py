@@ -239,6 +239,27 @@ class FollowupSuggestion:
 
 
 @attrs.frozen(kw_only=True)
+class ConversationRewound:
+    """User turn ``turn`` (from 0, as a rewind counts them) and everything after it left the conversation;
+    ``undoId`` when the files went back with it."""
+
+    sessionId: str
+    turn: int
+    historyLength: int
+    undoId: str | None
+
+
+@attrs.frozen(kw_only=True)
+class RewindUndone:
+    """The undo ``undoId`` put the conversation and the files back as they were; ``newUndoId`` undoes it."""
+
+    sessionId: str
+    undoId: str
+    historyLength: int
+    newUndoId: str
+
+
+@attrs.frozen(kw_only=True)
 class SessionClosed:
     sessionId: str
     reason: Literal["closed", "daemon_shutdown", "crashed"]
@@ -312,6 +333,8 @@ EVENT_DATA: dict[str, type] = {
     "background_task": BackgroundTask,
     "hook_result": HookResult,
     "followup_suggestion": FollowupSuggestion,
+    "conversation_rewound": ConversationRewound,
+    "rewind_undone": RewindUndone,
     "session_closed": SessionClosed,
     "state_resync_required": StateResyncRequired,
     "replay_complete": ReplayComplete,

@@ -326,6 +326,17 @@ def session_info_update(title: str | None, updated_at_ms: int) -> dict[str, Any]
     return {"sessionUpdate": "session_info_update", "title": title, "updatedAt": iso_time(updated_at_ms)}
 
 
+def conversation_rewound(session_id: str, turn: int, history_length: int, undo_id: str | None) -> dict[str, Any]:
+    """User turn ``turn`` (from 0, as a rewind counts them) and everything after it left the conversation;
+    ``undoId`` when the files went back too (the undo that reverses both)."""
+    return {"sessionId": session_id, "turn": turn, "historyLength": history_length, "undoId": undo_id}
+
+
+def rewind_undone(session_id: str, undo_id: str, history_length: int, new_undo_id: str) -> dict[str, Any]:
+    """The undo ``undoId`` put the conversation and the files back; ``newUndoId`` undoes this undo."""
+    return {"sessionId": session_id, "undoId": undo_id, "historyLength": history_length, "newUndoId": new_undo_id}
+
+
 def session_closed(session_id: str, reason: str) -> dict[str, Any]:
     return {"sessionId": session_id, "reason": reason}
 

@@ -181,3 +181,41 @@ def test_the_checkpoints_panel_lists_the_turns_files_and_shows_a_diff_as_text(pa
     log.locator(".user-turn").nth(1).get_by_role("button", name="Rewind here").click()
     page.get_by_role("dialog", name="Rewind to this turn?").get_by_role("button", name="Rewind", exact=True).click()
     expect(items).to_have_count(1)
+
+
+def test_a_rewind_and_its_undo_reach_another_page_and_a_page_opened_later(page, browser, daemons, tmp_path):
+    d, sid, work = three_turns(daemons, tmp_path)
+    other_context = browser.new_context(viewport={"width": 1280, "height": 860})
+    try:
+        other = other_context.new_page()
+        watching = open_session(other, d, sid)  # another client: it did not ask for the rewind
+        log = open_session(page, d, sid)
+        log.locator(".user-turn").nth(1).get_by_role("button", name="Rewind here").click()
+        page.get_by_role("dialog", name="Rewind to this turn?").get_by_role("button", name="Rewind",
+                                                                            exact=True).click()
+        expect(log.locator(".user-turn.rewound")).to_have_count(2)
+        expect(log.locator(".rewind-cut")).to_have_count(1)  # its answer and its event cut once
+
+        expect(watching.locator(".user-turn.rewound")).to_have_count(2)
+        expect(watching.locator(".user-turn").nth(0)).not_to_have_class(re.compile(r"\brewound\b"))
+        expect(watching.locator(".rewind-cut")).to_contain_text("conversation rewound to the start of turn 1")
+
+        later_context = browser.new_context(viewport={"width": 1280, "height": 860})
+        try:
+            later = later_context.new_page()  # replays the ring: the turns, then their rewind
+            token = (d.state / "token").read_text().strip()
+            later.goto(f"{d.url}/#token={token}&session={sid}")
+            late_log = later.get_by_role("log", name="Conversation")
+            expect(late_log.locator(".user-turn.rewound")).to_have_count(2)
+        finally:
+            later_context.close()
+
+        page.get_by_role("status", name="Rewind").get_by_role("button", name="Undo").click()
+        expect(watching.locator(".user-turn.rewound")).to_have_count(0)
+        expect(watching.locator(".rewind-cut").last).to_contain_text("rewind undone")
+        expect(log.locator(".user-turn.rewound")).to_have_count(0)
+        expect(log.locator(".rewind-cut")).to_have_count(2)  # the cut, and its undo: once each
+        with d.client() as client:
+            assert users(client, sid) == ["first turn", "second turn", "third turn"]
+    finally:
+        other_context.close()

@@ -49,6 +49,41 @@ def test_a_rewind_is_a_note_of_the_cut_with_what_happened_to_the_files():
     assert "    x.txt" in refused and "`/rewind 0 files force` overrides" in refused[-1]
 
 
+def rewound_event(turn: int, kept: int, undo_id: str | None) -> dict:
+    return {"type": "conversation_rewound", "data": {"sessionId": "s", "turn": turn, "historyLength": kept,
+                                                     "undoId": undo_id}}
+
+
+def headlines(lines) -> list[str]:
+    return [line.plain for line in lines if line.plain.startswith(("✂ ──", "⎌ ──"))]
+
+
+def test_a_rewind_heard_by_answer_and_event_is_told_once_in_either_order():
+    view = View()
+    answer = {"historyLength": 2, "restored": ["a"], "undoId": "ck-1"}
+    assert len(headlines(view.rewound_lines("rewind", 1, answer))) == 1
+    assert view.feed(rewound_event(1, 2, "ck-1")) == []  # the answer told it
+    assert len(headlines(view.feed(rewound_event(1, 2, "ck-1")))) == 1  # the same cut again: another rewind
+    view = View()
+    assert len(headlines(view.feed(rewound_event(1, 2, None)))) == 1
+    shown = view.rewound_lines("rewind", 1, {"historyLength": 2})
+    assert headlines(shown) == [] and "files left as they are" in shown[-1].plain  # the event told the cut
+
+
+def test_another_clients_rewind_and_undo_are_told_by_their_events():
+    view = View()
+    cut = headlines(view.feed(rewound_event(3, 6, None)))
+    assert cut == ["✂ ── conversation rewound: turn 3 and everything after it were dropped (6 message(s) kept); "
+                   "what is shown above it is no longer in the session ──"]
+    undone = {"type": "rewind_undone", "data": {"sessionId": "s", "undoId": "ck-1", "historyLength": 9,
+                                                "newUndoId": "ck-2"}}
+    assert headlines(view.feed(undone)) == [
+        "⎌ ── undone: the conversation is back as it was before that rewind (9 message(s)) ──"]
+    mine = View()
+    assert len(headlines(mine.rewound_lines("undo", None, {"historyLength": 9, "undoId": "ck-2"}))) == 1
+    assert mine.feed(undone) == []
+
+
 def test_a_diff_is_bounded_and_its_escapes_are_shown_not_obeyed():
     diff = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-\x1b[31mred\n+plain\n" + "".join(f"+{i}\n" for i in range(500))
     lines = diff_lines(diff, 80, limit=10)

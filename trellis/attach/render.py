@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -353,6 +354,11 @@ class View:
         self.reconnecting = False
         self.tokens = 0  # total tokens of the calls whose usage the daemon published
         self.prompt_texts: dict[str, str] = {}  # promptId -> its user message, as the stream showed it (/checkpoints)
+        # A rewind or undo made from here is heard twice, by its answer and by its event, in either order:
+        # the first prints the cut's headline, the second finds its key here. (turn, kept, undoId) for a
+        # rewind, the new undoId for an undo; a few, since an event that is someone else's never meets its answer.
+        self.cuts_heard: deque[tuple[str, Any]] = deque(maxlen=16)
+        self.cuts_answered: deque[tuple[str, Any]] = deque(maxlen=16)
 
     # ------------------------------------------------------------------ state from outside the stream
 
@@ -610,17 +616,16 @@ class View:
         return out
 
     def rewound_lines(self, what: str, turn: int | None, answer: dict[str, Any]) -> list[Text]:
-        """After a rewind (``what`` is ``rewind``) or an undo: a note that the conversation was cut (or put
-        back), and what happened to the files."""
+        """After a rewind (``what`` is ``rewind``) or an undo made from here: a note that the conversation was
+        cut (or put back), unless its event said so already, and what happened to the files."""
         out = self.close_partial()
         kept = answer.get("historyLength")
-        if what == "rewind":
-            out.append(Line(f"✂ ── conversation rewound: turn {turn} and everything after it were dropped "
-                            f"({kept} message(s) kept); what is shown above it is no longer in the session ──",
-                            style="bold " + S_WARN))
+        key = ("rewind", (turn, kept, answer.get("undoId"))) if what == "rewind" else ("undo", answer.get("undoId"))
+        if key in self.cuts_heard:
+            self.cuts_heard.remove(key)
         else:
-            out.append(Line("⎌ ── undone: the conversation is back as it was before that rewind "
-                            f"({kept} message(s)) ──", style="bold " + S_WARN))
+            self.cuts_answered.append(key)
+            out.append(self._cut_headline(what, turn, kept))
         if "undoId" not in answer:
             out.append(Line("  (files left as they are: /rewind N files restores them too)", style=S_NOTE))
             return out
@@ -639,6 +644,23 @@ class View:
             out.append(Line(f"  left alone: {s.get('path')} ({s.get('reason')})", style=S_WARN))
         out.append(Line(f"  /undo puts it back ({answer.get('undoId')})", style=S_NOTE))
         return out
+
+    @staticmethod
+    def _cut_headline(what: str, turn: Any, kept: Any) -> Text:
+        if what == "rewind":
+            return Line(f"✂ ── conversation rewound: turn {turn} and everything after it were dropped "
+                        f"({kept} message(s) kept); what is shown above it is no longer in the session ──",
+                        style="bold " + S_WARN)
+        return Line(f"⎌ ── undone: the conversation is back as it was before that rewind ({kept} message(s)) ──",
+                    style="bold " + S_WARN)
+
+    def _cut_heard(self, what: str, key: tuple[str, Any], turn: Any, kept: Any) -> list[Text]:
+        """A rewind's or an undo's event: its headline, unless this client's answer printed it already."""
+        if key in self.cuts_answered:
+            self.cuts_answered.remove(key)
+            return []
+        self.cuts_heard.append(key)
+        return [*self.close_partial(), self._cut_headline(what, turn, kept)]
 
     def outside_lines(self, paths: list[str], retry: str) -> list[Text]:
         """A rewind or undo refused: files changed outside the session since its last checkpoint."""
@@ -1144,6 +1166,13 @@ class View:
 
     def _on_client_evicted(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
         return self.note("(this client fell behind the stream; catching up)", S_WARN)
+
+    def _on_conversation_rewound(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        turn, kept = data.get("turn"), data.get("historyLength")
+        return self._cut_heard("rewind", ("rewind", (turn, kept, data.get("undoId"))), turn, kept)
+
+    def _on_rewind_undone(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
+        return self._cut_heard("undo", ("undo", data.get("newUndoId")), None, data.get("historyLength"))
 
     def _on_session_closed(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
         self._end(None)

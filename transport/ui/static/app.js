@@ -639,10 +639,11 @@ async function doRewind(force) {
   if (files) body.files = true;
   if (force) body.force = true;
   $("rewind-error").textContent = "";
+  // The conversation is cut by the rewind's event, on this page as on every other client's.
+  conversation.rewindHint = { turn: rewind.turn, entry: rewind.entry };
   try {
     const answer = await api("POST", path("session", state.sessionId, "rewind"), body);
     $("rewind-dialog").close();
-    conversation.rewound(rewind.entry, rewind.turn, answer.undoId);
     conversation.jump();
     checkpoints.refresh();
     const skipped = count(answer.skipped) ? `, ${count(answer.skipped)} left alone` : "";
@@ -650,6 +651,7 @@ async function doRewind(force) {
       ? `Files: ${count(answer.restored)} restored, ${count(answer.deleted)} deleted${skipped}.`
       : "The files were left as they are."), answer.undoId);
   } catch (error) {
+    conversation.rewindHint = null;
     if (failed(error)) {
       $("rewind-dialog").close();
     } else if (error instanceof ApiError && error.code === "files_changed_outside") {
@@ -698,7 +700,6 @@ async function undoRewind(force) {
   rewind.busy = true;
   try {
     const answer = await api("POST", path("session", state.sessionId, "checkpoints", "undo", undoId), force ? { force: true } : {});
-    conversation.undone(undoId, answer.undoId);
     checkpoints.refresh();
     showBanner(`Undone: the conversation and the files are back as they were before the rewind (${count(answer.restored)} restored, ${count(answer.deleted)} deleted).`, null);
   } catch (error) {

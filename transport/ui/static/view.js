@@ -49,7 +49,8 @@ export class Conversation {
     this.options = new Map(); // permission requestId -> its options, to name the one voted for
     this.waiting = new RecentSet(); // prompts that were queued and have not started: their end is no turn
     this.turnCount = 0; // user turns shown (not rewound): the next one's number as a rewind counts them
-    this.cuts = new Map(); // undoId -> {nodes, turnCount}: what a rewind from this page dimmed, for its undo
+    this.cuts = new Map(); // undoId -> {nodes, turnCount}: what a rewind dimmed, for its undo
+    this.rewindHint = null; // {turn, entry}: the rewind this page asked for, until its event comes
   }
 
   // ------------------------------------------------------------ rewinds
@@ -79,7 +80,20 @@ export class Conversation {
     return line;
   }
 
-  // The undo of a rewind made from this page: what it dimmed is back.
+  // A rewind's event, this page's or another client's: user turn ``turn`` (as the daemon counts them) and
+  // everything after it left the conversation. The page that asked for it names the entry it meant
+  // (``rewindHint``): after a compaction the daemon's count and the page's differ.
+  rewoundTo(turn, undoId) {
+    const hint = this.rewindHint;
+    if (hint?.turn === turn) this.rewindHint = null;
+    const entry = hint?.turn === turn && hint.entry.isConnected ? hint.entry
+      : [...this.log.querySelectorAll(".user-turn:not(.rewound)")].find((e) => Number(e.dataset.turn) === turn);
+    if (entry && !entry.classList.contains("rewound")) return this.rewound(entry, turn, undoId);
+    this.turnCount = turn; // a turn this page never showed (before its replay window): nothing to dim
+    return this.line(`✂ conversation rewound to the start of turn ${turn}`, "warn rewind-cut");
+  }
+
+  // The undo of a rewind (its event): what the rewind dimmed is back.
   undone(undoId, newUndoId) {
     const cut = this.cuts.get(undoId);
     this.cuts.delete(undoId);
@@ -395,6 +409,12 @@ const HANDLERS = {
   },
   client_evicted() {
     this.line("(this page fell behind the stream; catching up)", "warn");
+  },
+  conversation_rewound(data) {
+    if (Number.isInteger(data.turn)) this.rewoundTo(data.turn, typeof data.undoId === "string" ? data.undoId : null);
+  },
+  rewind_undone(data) {
+    this.undone(String(data.undoId), data.newUndoId);
   },
   session_closed(data) {
     if (data.reason === "daemon_shutdown") this.line("the daemon stopped; reconnecting when it is back", "warn");
