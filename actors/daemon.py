@@ -26,7 +26,7 @@ from .session.system_prompt import PromptOverrides
 from .session.tools import ToolRegistry
 from .session.transcript import is_safe_session_id
 from .settings import Settings
-from .storage import LocalStore, StorageError, replay
+from .storage import LocalStore, StorageError, journals_of, records_of, replay
 from .subagents.registry import SubagentRegistry
 
 log = logging.getLogger("trellis.daemon")
@@ -193,9 +193,9 @@ class Daemon:
     async def list_sessions(self) -> list[dict[str, Any]]:
         """Every session, newest first: the live ones and those restorable from the store (``GET /session``).
 
-        The stored ones are read in a worker thread: each is a record and a journal to read (two files, or
-        two database round trips in cluster mode), and a state directory of thousands would otherwise hold
-        the event loop for all of them. The live ones are summed up :data:`LISTING_STEP` to a loop step.
+        The stored ones are read in a worker thread: each is a record and a journal to read (two files; in
+        cluster mode a few round trips for each :data:`STORED_READ_BATCH` of them), and a state directory of
+        thousands would otherwise hold the event loop for all of them. The live ones are summed up :data:`LISTING_STEP` to a loop step.
         """
         out: dict[str, dict[str, Any]] = {}
         for i, h in enumerate(self.sessions()):
@@ -449,37 +449,45 @@ class Daemon:
             self._host_scope.cancel()
 
 
+# Stored sessions read at once by a listing: one read of their records and one of their journals (in cluster
+# mode a round trip each, not two a session), and no more of their journals in memory together than this.
+STORED_READ_BATCH = 500
+
+
+def _batches(session_ids: list[str]) -> list[list[str]]:
+    return [session_ids[i:i + STORED_READ_BATCH] for i in range(0, len(session_ids), STORED_READ_BATCH)]
+
+
 def stored_summaries(store: Any, skip: frozenset[str] = frozenset()) -> dict[str, dict[str, Any]]:
     """What ``GET /session`` lists of each session in ``store`` but not in ``skip`` (blocking: the reads)."""
     out: dict[str, dict[str, Any]] = {}
-    for session_id in store.session_ids():
-        if session_id in skip or not is_safe_session_id(session_id):
-            continue
-        record = store.record_read(session_id) or {}
-        try:
-            pending = replay(store.journal_read(session_id))
-        except OSError:  # unreadable: listed, with nothing pending it could promise
-            pending = replay([])
-        out[session_id] = {
-            "sessionId": session_id, "live": False, "restorable": True, "state": "stored",
-            "cwd": record.get("cwd"), "title": record.get("title"),
-            "createdAt": record.get("createdAt"), "updatedAt": record.get("updatedAt"),
-            # As a live session counts them (Session.work_counts): what a restore would run, and
-            # qwen's pendingCount adds the prompts it ends as interrupted.
-            "queuedCount": len(pending.queued),
-            "pendingCount": len(pending.queued) + len(pending.interrupted),
-            "midTurnQueued": len(pending.mid_turn),
-        }
+    listed = [s for s in store.session_ids() if s not in skip and is_safe_session_id(s)]
+    for batch in _batches(listed):
+        records, journals = records_of(store, batch), journals_of(store, batch)
+        for session_id in batch:
+            record = records.get(session_id) or {}
+            pending = replay(journals.get(session_id) or [])  # None: unreadable, so nothing pending it could promise
+            out[session_id] = {
+                "sessionId": session_id, "live": False, "restorable": True, "state": "stored",
+                "cwd": record.get("cwd"), "title": record.get("title"),
+                "createdAt": record.get("createdAt"), "updatedAt": record.get("updatedAt"),
+                # As a live session counts them (Session.work_counts): what a restore would run, and
+                # qwen's pendingCount adds the prompts it ends as interrupted.
+                "queuedCount": len(pending.queued),
+                "pendingCount": len(pending.queued) + len(pending.interrupted),
+                "midTurnQueued": len(pending.mid_turn),
+            }
     return out
 
 
 def stored_cwds(store: Any) -> set[str]:
     """The ``cwd`` of every stored session record (blocking: the reads)."""
     cwds = set()
-    for session_id in store.session_ids():
-        cwd = (store.record_read(session_id) or {}).get("cwd")
-        if isinstance(cwd, str):
-            cwds.add(cwd)
+    for batch in _batches(store.session_ids()):
+        for record in records_of(store, batch).values():
+            cwd = (record or {}).get("cwd")
+            if isinstance(cwd, str):
+                cwds.add(cwd)
     return cwds
 
 

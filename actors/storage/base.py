@@ -16,6 +16,12 @@ Per session, four things:
 directory; a shared database can implement :class:`SessionStore` later. A
 write that fails raises :class:`StorageError` and must leave nothing half
 done that a reader would take for a record.
+
+A store may also read many sessions at once (:class:`ManySessionReads`): a
+listing of thousands of stored sessions then costs a few database round trips,
+not two a session. :func:`records_of` and :func:`journals_of` use those reads
+where the store has them, and read one session at a time where it has not
+(files: there is nothing to save by batching).
 """
 
 from __future__ import annotations
@@ -123,3 +129,37 @@ class SessionStore(Protocol):
     def journal_compaction(self, session_id: str) -> JournalCompaction | None:
         """A journal rewrite whose fsyncs run in worker threads, or ``None``: :meth:`journal_rewrite` then
         rewrites it on the loop."""
+
+
+class ManySessionReads(Protocol):
+    """What a store may add to :class:`SessionStore`: its reads of many sessions at once (a listing's)."""
+
+    def records_read(self, session_ids: list[str]) -> dict[str, dict[str, Any] | None]:
+        """:meth:`SessionStore.record_read` of each of ``session_ids``."""
+
+    def journals_read(self, session_ids: list[str]) -> dict[str, list[dict[str, Any]] | None]:
+        """:meth:`SessionStore.journal_read` of each of ``session_ids``; ``None`` for a journal that one would
+        raise :class:`OSError` for (a row or line that is not JSON). A failure of the store itself raises."""
+
+
+def records_of(store: SessionStore, session_ids: list[str]) -> dict[str, dict[str, Any] | None]:
+    """The session record of each of ``session_ids`` (``None`` for none): in one read if the store can."""
+    many = getattr(store, "records_read", None)  # optional: see ManySessionReads
+    if many is not None:
+        return many(session_ids)
+    return {session_id: store.record_read(session_id) for session_id in session_ids}
+
+
+def journals_of(store: SessionStore, session_ids: list[str]) -> dict[str, list[dict[str, Any]] | None]:
+    """The journal records of each of ``session_ids``, ``None`` for one that cannot be read: in one read if the
+    store can."""
+    many = getattr(store, "journals_read", None)  # optional: see ManySessionReads
+    if many is not None:
+        return many(session_ids)
+    out: dict[str, list[dict[str, Any]] | None] = {}
+    for session_id in session_ids:
+        try:
+            out[session_id] = store.journal_read(session_id)
+        except OSError:
+            out[session_id] = None
+    return out

@@ -9,6 +9,7 @@ from typing import Any
 import trio
 
 from actors import ScriptedModel, open_daemon
+from actors.daemon import stored_cwds, stored_summaries
 from actors.storage import LocalStore
 
 
@@ -82,3 +83,56 @@ async def test_live_sessions_are_summed_up_a_bounded_number_to_a_loop_step(tmp_p
             trio.lowlevel.remove_instrument(steps)
     assert len(listed) == 7 and all(s["live"] for s in listed)
     assert steps.steps >= 4  # 7 summaries, 2 to a step: a checkpoint after the 2nd, 4th and 6th
+
+
+def stored(tmp_path: Any, count: int) -> LocalStore:
+    """``count`` stored sessions: a record each, and prompts queued in some journals."""
+    store = LocalStore(tmp_path, fsync="never")
+    for i in range(count):
+        store.record_write(f"s{i}", {"sessionId": f"s{i}", "cwd": f"/work/{i}", "updatedAt": i})
+        for n in range(i % 3):
+            store.journal_append(f"s{i}", {"op": "admitted", "promptId": f"p{n}"})
+    return store
+
+
+class ReadsManyAtOnce(LocalStore):
+    """A store with the batched reads (actors.storage.ManySessionReads), recording which sessions each was for."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batches: list[tuple[str, list[str]]] = []
+
+    def records_read(self, session_ids: list[str]) -> dict[str, dict[str, Any] | None]:
+        self.batches.append(("records", list(session_ids)))
+        return {s: self.record_read(s) for s in session_ids}
+
+    def journals_read(self, session_ids: list[str]) -> dict[str, list[dict[str, Any]] | None]:
+        self.batches.append(("journals", list(session_ids)))
+        return {s: self.journal_read(s) for s in session_ids}
+
+    def record_read(self, session_id: str) -> dict[str, Any] | None:
+        if not self.batches:
+            raise AssertionError("a session read by itself")
+        return super().record_read(session_id)
+
+
+def test_a_store_that_reads_many_sessions_at_once_is_asked_once_a_batch(tmp_path, monkeypatch):
+    monkeypatch.setattr("actors.daemon.STORED_READ_BATCH", 2)
+    expected = stored_summaries(stored(tmp_path, 5), frozenset({"s1"}))  # read one session at a time
+    store = ReadsManyAtOnce(tmp_path, fsync="never")
+    assert stored_summaries(store, frozenset({"s1"})) == expected
+    assert [s["queuedCount"] for s in expected.values()] == [0, 2, 0, 1]
+    assert store.batches == [("records", ["s0", "s2"]), ("journals", ["s0", "s2"]),
+                             ("records", ["s3", "s4"]), ("journals", ["s3", "s4"])]
+    store.batches.clear()
+    assert stored_cwds(store) == {f"/work/{i}" for i in range(5)}
+    assert store.batches == [("records", ["s0", "s1"]), ("records", ["s2", "s3"]), ("records", ["s4"])]
+
+
+def test_a_session_whose_journal_cannot_be_read_is_listed_with_nothing_pending(tmp_path):
+    store = stored(tmp_path, 3)
+    journal = store.directory / "s2.journal.jsonl"
+    journal.write_bytes(b"{torn\n" + journal.read_bytes())  # not the last line: an error, not a crash's tear
+    listed = stored_summaries(store)
+    assert listed["s2"]["cwd"] == "/work/2" and listed["s2"]["pendingCount"] == 0
+    assert listed["s1"]["queuedCount"] == 1 and set(listed) == {"s0", "s1", "s2"}
