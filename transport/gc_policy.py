@@ -16,15 +16,20 @@ open ones (and at least :data:`THAW_AFTER_CLOSED`). Its pause is the whole heap'
 was before, but it comes only as sessions close: its work is paid for by them, and what can wait for it is
 at most what they left.
 
-The states, on each full collection's end (``gc.callbacks`` ``stop``, generation 2):
+The states, on the end of each middle (generation 1) or full (generation 2) collection (``gc.callbacks``
+``stop``). A thaw may begin after a middle one: with sessions freed by reference counting little survives
+into the old generation, full collections come seldom, and a thaw due should not wait for one.
 
-    ======== =========================================== ============ =========
-    state    condition                                   does         next
-    ======== =========================================== ============ =========
-    frozen   closed since thaw >= max(open, minimum)     gc.unfreeze  thawing
-    frozen   otherwise                                   gc.freeze    frozen
-    thawing  (this collection walked everything)         gc.freeze    frozen
-    ======== =========================================== ============ =========
+    ======== ========== =========================================== ============ =========
+    state    collection condition                                   does         next
+    ======== ========== =========================================== ============ =========
+    frozen   middle     closed since thaw >= max(open, minimum)     gc.unfreeze  thawing
+    frozen   middle     otherwise                                   (nothing)    frozen
+    frozen   full       closed since thaw >= max(open, minimum)     gc.unfreeze  thawing
+    frozen   full       otherwise                                   gc.freeze    frozen
+    thawing  middle                                                 (nothing)    thawing
+    thawing  full       (this collection walked everything)         gc.freeze    frozen
+    ======== ========== =========================================== ============ =========
 
 The thresholds: CPython's own for the young and middle generations (larger young ones make larger middle and
 full passes, and with survivors frozen save no work a turn), and a full collection after every middle one
@@ -91,7 +96,8 @@ class FreezeSurvivors:
         gc.unfreeze()
 
     def _after_collection(self, phase: str, info: dict[str, Any]) -> None:
-        if phase != "stop" or info.get("generation") != 2:
+        generation = info.get("generation")
+        if phase != "stop" or generation not in (1, 2):
             return
         if not self._thawing:
             closed = self._closed()
@@ -101,8 +107,9 @@ class FreezeSurvivors:
                 self.thaws += 1
                 gc.unfreeze()  # into the old generation: the next full collection walks it all
                 return
-        self._thawing = False
-        gc.freeze()  # a full collection has just emptied the younger generations: only its survivors
+        if generation == 2:
+            self._thawing = False
+            gc.freeze()  # a full collection has just emptied the younger generations: only its survivors
 
 
 __all__ = ["FreezeSurvivors", "MIDDLE_THRESHOLD", "OLD_THRESHOLD", "THAW_AFTER_CLOSED", "YOUNG_THRESHOLD",

@@ -51,6 +51,22 @@ def installed(policy: FreezeSurvivors) -> Iterator[FreezeSurvivors]:
         assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
 
+def test_a_thaw_due_begins_after_a_middle_collection_and_a_full_one_ends_it():
+    counts = {"open": 0, "closed": 0}
+    with installed(FreezeSurvivors(lambda: counts["open"], lambda: counts["closed"], minimum=2)) as policy:
+        kept = [Cycle() for _ in range(10)]
+        gc.collect(1)
+        assert not policy.thawing and gc.get_freeze_count() > 0  # a middle collection freezes nothing
+        counts["closed"] = 2
+        gc.collect(1)  # full collections come seldom: the thaw does not wait for one
+        assert policy.thawing and policy.thaws == 1 and gc.get_freeze_count() == 0
+        gc.collect(1)
+        assert policy.thawing and gc.get_freeze_count() == 0  # still thawed until a full collection
+        gc.collect()
+        assert not policy.thawing and policy.thaws == 1 and gc.get_freeze_count() > 0
+        del kept
+
+
 def test_survivors_of_a_full_collection_are_frozen_and_a_thaw_walks_them_once():
     counts = {"open": 1, "closed": 0}
     with installed(FreezeSurvivors(lambda: counts["open"], lambda: counts["closed"], minimum=2)) as policy:
