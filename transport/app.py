@@ -60,8 +60,8 @@ MAX_BODY = 10 * 1024 * 1024
 PROTOCOL_VERSION = 1
 FEATURES = [
     "non_blocking_prompt",
-    "session_mid_turn_message_mutation",
-    "session_mid_turn_message_query",
+    # Not session_mid_turn_message_query/_mutation: their routes (list, remove a queued mid-turn message)
+    # are qwen's and not served here; qwen's Web Shell then sends mid-turn messages without an id.
     "mid_turn_messages",
     "pending_prompts",
     "event_replay",

@@ -22,6 +22,7 @@ import subprocess
 import tarfile
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -214,3 +215,29 @@ def test_the_approval_mode_picker_and_the_daemon_status_panel_speak_for_trellis(
     page.get_by_role("button", name="Daemon Status").click()
     expect(page.get_by_text("trellis", exact=True)).to_be_visible()  # its Mode row
     expect(page.get_by_text("first-responder", exact=True)).to_be_visible()
+
+
+def test_text_typed_while_a_turn_runs_goes_in_mid_turn_and_no_unserved_route_is_asked(page, daemons, shell_origin):
+    d = start(daemons, shell_origin, [[{"text": "working on it"}, {"sleep": 60}, {"text": "never shown"}],
+                                      [{"text": "bye then"}]])
+    missing: list[str] = []
+    page.on("response", lambda r: missing.append(f"{r.request.method} {r.url}") if r.status == 404 else None)
+    open_shell(page, shell_origin, d)
+    send(page, "work slowly")
+    expect(page.get_by_text("working on it")).to_be_visible(timeout=WAIT)
+    sid = only_session(d)
+    send(page, "and then say bye")  # the turn is running: a mid-turn message
+    with d.client() as client:
+        deadline = time.monotonic() + WAIT / 1000
+        while client.get(f"/session/{sid}/status").json()["midTurnQueued"] != 1:
+            assert time.monotonic() < deadline, "the mid-turn message was not queued"
+            time.sleep(0.05)
+        # No tool boundary takes it: cancelled, the turn leaves it to run as a prompt of its own.
+        assert client.post(f"/session/{sid}/cancel").status_code in (200, 202, 204)
+    expect(page.get_by_text("bye then", exact=True)).to_be_visible(timeout=WAIT)
+    with d.client() as client:
+        users = [r["message"]["content"] for r in client.get(f"/session/{sid}/transcript").json()["entries"]
+                 if r["message"]["role"] == "user"]
+    assert any("and then say bye" in u for u in users), users
+    # The capabilities name no feature whose routes Trellis does not serve (mid-turn-messages were polled).
+    assert not [m for m in missing if "mid-turn-messages" in m], missing
