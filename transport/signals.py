@@ -1,4 +1,4 @@
-"""SIGTERM and SIGINT: the daemon stops gracefully within a bound, then (or at a second signal) by force.
+"""SIGTERM, SIGINT and SIGHUP: the daemon stops gracefully within a bound, then (or at a second signal) by force.
 
 What the HTTP surface refuses meanwhile is :mod:`.shutdown`'s.
 """
@@ -18,7 +18,9 @@ from actors.process.killer import kill_process_groups
 
 from .logs import say
 
-SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# SIGHUP: the terminal a daemon (or an editor's agent) was started from closed; its default would end the
+# process at once, leaving running turns without their end and daemon.json behind.
+SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 FORCED_EXIT_SECONDS = 3.0  # after a forced shutdown, how long Trio may unwind before the process exits anyway
 SERVER_CLOSE_SECONDS = 3.0  # once every session closed, how long the HTTP server may take to close
 

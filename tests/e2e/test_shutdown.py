@@ -369,13 +369,17 @@ async def test_a_shutdown_past_its_bound_is_forced_with_exit_1(tmp_path):
         kill_leftovers(word)
 
 
-async def test_an_idle_daemon_stops_at_once(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+async def test_an_idle_daemon_stops_at_once(tmp_path, signum):
     async with daemon(tmp_path, []) as (running, client):
         await open_session(client)
-        running.process.send_signal(signal.SIGTERM)
+        running.process.send_signal(signum)  # SIGHUP: the terminal it was started from closed
         code, took = await exit_code(running, 10)
+        await drain_stderr(running)
     assert code == 0 and took < 3
-    assert running.stderr.decode().rstrip().endswith("stopped")
+    err = running.stderr.decode()
+    assert f"shutting down ({signal.Signals(signum).name})" in err and err.rstrip().endswith("stopped")
+    assert not (tmp_path / "state" / "daemon.json").exists()
 
 
 # ----------------------------------------------------------------- in process
