@@ -101,9 +101,15 @@ def _split(exc: BaseException) -> tuple[BaseException | None, BaseException | No
     return (exc, None) if isinstance(exc, Exception) else (None, exc)
 
 
+# What npm (under npx) adds to a failure that says nothing of it: update notices, and where its debug log went
+# (a file in the session's sandbox home, gone with the session).
+_NOISE = re.compile(r"^npm (notice|warn exec)\b|A complete log of this run can be found in", re.IGNORECASE)
+
+
 def last_lines(text: str, lines: int = STDERR_LINES, chars: int = STDERR_CHARS) -> str:
-    """The last ``lines`` non-blank lines of ``text`` (a server's stderr), at most ``chars`` characters of them."""
-    kept = [line.rstrip() for line in text.splitlines() if line.strip()][-lines:]
+    """The last ``lines`` non-blank lines of ``text`` (a server's stderr) that are not npm's noise, at most
+    ``chars`` characters of them."""
+    kept = [line.rstrip() for line in text.splitlines() if line.strip() and not _NOISE.search(line)][-lines:]
     out = "\n".join(kept)
     return out if len(out) <= chars else "…" + out[-chars:]
 

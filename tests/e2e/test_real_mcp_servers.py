@@ -437,6 +437,7 @@ async def test_a_server_that_cannot_start_is_a_notice_with_its_command_and_stder
                             "(stderr so far: waiting for a licence key).")
     assert missing.startswith("MCP server 'missing' did not start: exited with code 1 (stderr: ")
     assert "E404" in missing and "404 Not Found" in missing  # npm's own words (npm 10 and 11)
+    assert "complete log" not in missing and "npm notice" not in missing  # not npm's boilerplate
     assert f"Its command{boxed}: npx -y {MISSING}." in missing
     assert all(t.endswith("The session goes on without its tools.") for t in texts)
     texts_of_model = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
