@@ -133,8 +133,8 @@ class SessionBinding:
 
     async def _handle(self, event: Event) -> None:
         if event.type == "session_update":
-            await self.conn.peer.notify("session/update", event.data, session_id=self.session_id,
-                                        event_id=event.id)
+            await self.conn.peer.notify("session/update", mapping.session_update(event.data),
+                                        session_id=self.session_id, event_id=event.id)
         elif event.type == "permission_request":
             await self._ask_permission(event.data)
         elif event.type == "permission_resolved":

@@ -37,7 +37,7 @@ from actors.wire import excerpt, jsonrpc
 
 from .. import sse
 from ..errors import HttpError, json_response
-from . import bridge
+from . import bridge, mapping
 from .binding import SessionBinding
 from .connection import AcpConnection
 from .jsonrpc import Invalid, Request, read
@@ -187,8 +187,9 @@ class HttpConnection:
         try:
             # The replay is queued whole when subscribing, so it is read here without waiting.
             while (event := subscription.get_nowait()) is not None:
-                if event.type == "session_update":  # the ring is raw: exactly what the live stream sent
-                    frames.append(Frame(jsonrpc.notification("session/update", event.data), event.id))
+                if event.type == "session_update":  # what the live stream sent
+                    frames.append(Frame(jsonrpc.notification("session/update", mapping.session_update(event.data)),
+                                        event.id))
                 elif event.type == "state_resync_required":
                     frames.append(Frame(jsonrpc.notification(STATE_RESYNC, {"sessionId": session_id, **event.data})))
                 elif event.type == "replay_complete":

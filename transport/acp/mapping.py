@@ -71,3 +71,18 @@ def permission_options(options: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def reject_option(options: list[dict[str, Any]]) -> str | None:
     """The session's own option that rejects once (what a ``reject_always`` votes)."""
     return next((o["optionId"] for o in options if o.get("kind") == "reject_once"), None)
+
+
+def session_update(data: dict[str, Any]) -> dict[str, Any]:
+    """A ``session_update`` event's data as ``session/update`` params. A daemon's discrete message (a notice, a
+    guard line: ``_meta.qwenDiscreteMessage``) is set apart by blank lines: ACP clients join an agent
+    message's chunks into one text, where it ran into the model's next sentence."""
+    update = data.get("update")
+    if not (isinstance(update, dict) and update.get("sessionUpdate") == "agent_message_chunk"
+            and isinstance(update.get("_meta"), dict) and update["_meta"].get("qwenDiscreteMessage") is True):
+        return data
+    content = update.get("content")
+    if not (isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str)):
+        return data
+    text = content["text"].strip("\n")
+    return {**data, "update": {**update, "content": {**content, "text": f"\n\n{text}\n\n"}}}

@@ -158,3 +158,18 @@ async def test_session_new_takes_permission_rules_in_meta_and_refuses_a_bad_one_
         refusals = [m["params"]["update"] for m in client.sent
                     if m.get("method") == "session/update" and m["params"]["update"].get("status") == "failed"]
         assert [r["_meta"] for r in refusals] == [{"rule": "Bash(rm:*)"}]
+
+
+async def test_a_daemon_notice_is_a_paragraph_of_its_own_in_the_agent_message(tmp_path) -> None:
+    async with acp_client([{"text": "Hello from the model."}]) as (daemon, client):
+        result = await client.result("session/new", {"cwd": str(tmp_path), "mcpServers": [
+            {"name": "fs", "command": str(tmp_path / "no-such-mcp-server"), "args": [], "env": []}]})
+        sid = result["sessionId"]
+        answer = await client.result("session/prompt", {"sessionId": sid, "prompt": text("hi")})
+        assert answer["stopReason"] == "end_turn"
+        chunks = [u for u in client.updates() if u["sessionUpdate"] == "agent_message_chunk"]
+        # A client joins the chunks into one text: the notice must not run into the model's first sentence.
+        joined = "".join(c["content"]["text"] for c in chunks)
+        notice = next(c for c in chunks if (c.get("_meta") or {}).get("source") == "daemon")["content"]["text"]
+        assert notice.startswith("\n\nMCP server 'fs' did not start") and notice.endswith("tools.\n\n")
+        assert "tools.\n\nHello from the model." in joined
