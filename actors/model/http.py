@@ -203,8 +203,14 @@ class _Connection:
                 pass
 
 
+MAX_DECODED = 128 * 2**20  # bytes one read may decompress to: deflate alone stays under 70 MiB a 64 KiB read
+
+
 class _Decoder:
-    """``Content-Encoding`` gzip / deflate, innermost last, as httpx decodes them."""
+    """``Content-Encoding`` gzip / deflate, innermost last, as httpx decodes them.
+
+    What one read decompresses to is bounded (:data:`MAX_DECODED`): codings applied twice multiply their
+    ratios, so a few kilobytes could otherwise become gigabytes in one call."""
 
     def __init__(self, codings: list[str]) -> None:
         self._steps = [zlib.decompressobj(zlib.MAX_WBITS | 16) if c == "gzip" else _Deflate()
@@ -213,7 +219,10 @@ class _Decoder:
     def decode(self, data: bytes, end: bool) -> bytes:
         try:
             for step in self._steps:
-                data = step.decompress(data)
+                data = step.decompress(data, MAX_DECODED)
+                if step.unconsumed_tail:
+                    raise httpx.DecodingError(f"one read of the body decompresses to more than {MAX_DECODED:,} "
+                                              "bytes")
                 if end:
                     data += step.flush()
         except zlib.error as exc:
@@ -228,15 +237,19 @@ class _Deflate:
         self._first = True
         self._inner = zlib.decompressobj()
 
-    def decompress(self, data: bytes) -> bytes:
+    def decompress(self, data: bytes, max_length: int = 0) -> bytes:
         first, self._first = self._first, False
         try:
-            return self._inner.decompress(data)
+            return self._inner.decompress(data, max_length)
         except zlib.error:
             if not first:
                 raise
             self._inner = zlib.decompressobj(-zlib.MAX_WBITS)
-            return self._inner.decompress(data)
+            return self._inner.decompress(data, max_length)
+
+    @property
+    def unconsumed_tail(self) -> bytes:
+        return self._inner.unconsumed_tail
 
     def flush(self) -> bytes:
         return self._inner.flush()

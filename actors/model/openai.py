@@ -35,7 +35,13 @@ non-2xx statuses below 500, ``server_error`` (5xx), ``context_overflow`` (a
 :class:`~.overflow.ContextOverflow`: the server's answer that the request is longer than its
 context, in OpenAI's, vLLM's or llama-server's words). After it (``committed=True``):
 ``timeout``, ``stream_interrupted``, ``malformed_stream`` (:class:`~.overflow.EmptyResponse` when
-no chunk came at all), ``server_error``, ``context_overflow`` (an ``error`` first chunk saying so).
+no chunk came at all), ``server_error``, ``context_overflow`` (an ``error`` first chunk saying so),
+``response_too_large``.
+
+One response is bounded (``docs/reference/limits.md``): at most :data:`MAX_RESPONSE_CHARS` characters
+of text, thought and tool-call arguments together, :data:`MAX_RESPONSE_TOOL_CALLS` tool calls, and SSE
+lines of eight bytes a character of that; past any of them the stream is closed and the call ends with
+``response_too_large`` naming the bound.
 """
 
 from __future__ import annotations
@@ -69,11 +75,11 @@ from .base import (
     Usage,
 )
 from ..wire.events import kept_json
-from .tool_calls import ToolCallAccumulator
+from .tool_calls import ToolCallAccumulator, encode_json
 from .encoded import messages_json, messages_json_between
 from .estimate import estimate_request
 from .http import Response, Target, Transport, prepare
-from .sse import Body, Proxied as _Proxied, data_payloads as _data_payloads
+from .sse import Body, LineTooLong, Proxied as _Proxied, data_payloads as _data_payloads
 from .overflow import EmptyResponse, overflow_from_chunk, overflow_from_response
 from .text_tools import STYLES as TEXT_TOOL_STYLES
 from .text_tools import TextToolCalls
@@ -85,6 +91,10 @@ log = logging.getLogger(__name__)
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 MAX_BACKOFF = 30.0
+# One response's text, thought and tool-call arguments together, in characters (about a million tokens, far past
+# any model's answer): a server looping without end, or a hostile one, must not fill the daemon's memory.
+MAX_RESPONSE_CHARS = 4 * 2**20
+MAX_RESPONSE_TOOL_CALLS = 128  # calls in one response (loop protection ends a turn at 64 by default)
 CONVERSATION_MEMO = "openai_conversation"  # the message memo key of the kept messages array (actors.model.encoded)
 TextToolStyle = Literal[TEXT_TOOL_STYLES]  # type: ignore[valid-type]
 
@@ -107,6 +117,8 @@ class OpenAIConfig:
     # Whether the model reads images: prompts' image blocks are then sent as image_url parts (data URLs);
     # off, such prompts are refused at admission. Many OpenAI-compatible servers serve text-only models.
     supports_images: bool = False
+    # Not a setting: the bound on one response (MAX_RESPONSE_CHARS), smaller in tests.
+    max_response_chars: int = MAX_RESPONSE_CHARS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> OpenAIConfig:
@@ -175,7 +187,14 @@ class ModelSettings:
 
 
 def _arguments_json(arguments: Any) -> str:
-    return arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return orjson.dumps(arguments).decode()
+    except orjson.JSONEncodeError:
+        # Deeper than orjson writes (a call kept from elsewhere: a provider bounds its own, see .tool_calls):
+        # one such call in the history must not fail every later request of the session.
+        return encode_json(arguments)
 
 
 def _encode_message(m: ChatMessage) -> bytes:
@@ -468,13 +487,21 @@ class OpenAIModel:
         # Ids unique across a turn's streams: the turn loop refuses a repeated call id.
         return TextToolCalls(style, [t.name for t in request.tools], lambda: f"call_text_{secrets.token_hex(6)}")
 
+    def _too_large(self, what: str) -> ModelError:
+        return self._error("response_too_large", f"the model's response ran past {what}, the most one response "
+                           "may hold, so it was ended there", committed=True)
+
     async def _items(self, response: Body, text_calls: TextToolCalls | None = None) -> AsyncIterator[StreamItem]:
         calls = ToolCallAccumulator()
         usage: Usage | None = None
         finish: str | None = None
         chunks = 0
         said = False  # any content (text, thought, tool call) yet
-        lines = _data_payloads(response)
+        budget = self.config.max_response_chars
+        kept = 0  # characters of text, thought and tool-call arguments, against the budget
+        over_budget = f"{budget:,} characters of text, thought and tool-call arguments"
+        # A line may carry a whole answer, escaped (\uXXXX is 6 bytes a character).
+        lines = _data_payloads(response, max(64 * 1024, 8 * budget))
         try:
             async for payload in lines:
                 if payload == b"[DONE]":
@@ -508,15 +535,24 @@ class OpenAIModel:
                 for choice in chunk.get("choices") or ():
                     delta = choice.get("delta") or {}
                     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    text = delta.get("content")
+                    # Counted before anything of the chunk is passed on: past the budget nothing more is kept.
+                    kept += (len(reasoning) if isinstance(reasoning, str) else 0) + (
+                        len(text) if isinstance(text, str) else 0)
+                    if kept > budget:
+                        raise self._too_large(over_budget)
                     if reasoning and isinstance(reasoning, str):
                         yield ThoughtDelta(reasoning)
-                    text = delta.get("content")
                     if text and text_calls is not None and isinstance(text, str):
                         text = text_calls.feed(text)  # what may be a call is held back until decided
                     if text:
                         yield TextDelta(text)
                     for fragment in delta.get("tool_calls") or ():
-                        calls.add(fragment)
+                        kept += calls.add(fragment)
+                        if kept > budget:
+                            raise self._too_large(over_budget)
+                        if len(calls.slots) > MAX_RESPONSE_TOOL_CALLS:
+                            raise self._too_large(f"{MAX_RESPONSE_TOOL_CALLS} tool calls")
                     said = said or bool(reasoning or delta.get("content") or delta.get("tool_calls"))
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
@@ -533,6 +569,8 @@ class OpenAIModel:
         except httpx.HTTPError as exc:
             raise self._error("stream_interrupted", f"the stream was cut: {type(exc).__name__}: {exc}",
                               committed=True) from None
+        except LineTooLong as exc:
+            raise self._too_large(f"{exc.limit:,} bytes in one stream line") from None
         accumulated = calls.calls()
         if text_calls is not None:
             rest = text_calls.finish()

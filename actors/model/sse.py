@@ -14,24 +14,50 @@ from typing import Protocol
 import httpx
 
 
-async def data_payloads(response: Body) -> AsyncIterator[bytes]:
+MAX_LINE_BYTES = 32 * 2**20  # an SSE line (one chunk) no server needs longer: a whole answer, escaped
+
+
+class LineTooLong(ValueError):
+    """An SSE line ran past the bound :func:`data_payloads` was given before it ended."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"an event-stream line ran past {limit:,} bytes without ending")
+        self.limit = limit
+
+
+async def data_payloads(response: Body, max_line: int = MAX_LINE_BYTES) -> AsyncIterator[bytes]:
     """The payload of each SSE ``data:`` line, split from the body's bytes (LF, CR LF or CR).
 
     Blank lines, comments and the ``event:``/``id:``/``retry:`` fields are skipped.
     ``response.receive()`` hands over every byte that has arrived at once (``b""`` at
     the end), so a burst of events is split in one pass; a chat-completions payload
-    is JSON, so a CR can only be a line end.
+    is JSON, so a CR can only be a line end. A line still unended past ``max_line``
+    bytes raises :class:`LineTooLong`: a server that never ends one must not fill
+    the memory. The pieces of a long line are joined once it ends, not at each read.
     """
-    rest = b""
+    pieces: list[bytes] = []  # the line not ended yet, as it arrived
+    held = 0
     receive = response.receive
     while data := await receive():
-        if rest:
-            data = rest + data
+        if pieces:
+            if b"\n" not in data and b"\r" not in data:
+                pieces.append(data)
+                held += len(data)
+                if held > max_line:
+                    raise LineTooLong(max_line)
+                continue
+            data = b"".join((*pieces, data))
+            pieces, held = [], 0
         lines = data.splitlines()
-        rest = b"" if data.endswith((b"\n", b"\r")) else lines.pop()
+        if not data.endswith((b"\n", b"\r")):
+            rest = lines.pop()
+            pieces, held = [rest], len(rest)
+            if held > max_line:
+                raise LineTooLong(max_line)
         for line in lines:
             if line.startswith(b"data:"):
                 yield line[5:].strip()
+    rest = b"".join(pieces)
     if rest.startswith(b"data:"):
         yield rest[5:].strip()
 

@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from .base import ToolCall
+from .tool_calls import kept_arguments
 
 STYLES = ("off", "hermes", "json")
 
@@ -48,8 +49,9 @@ _OPEN = "open"
 _NOT_A_CALL = "text"
 
 
-def parse_call(text: str, tools: Iterable[str]) -> tuple[str, dict[str, Any]] | None:
-    """``(name, arguments)`` when ``text`` is one JSON tool-call object naming one of ``tools``, else ``None``."""
+def parse_call(text: str, tools: Iterable[str]) -> tuple[str, Any] | None:
+    """``(name, arguments)`` when ``text`` is one JSON tool-call object naming one of ``tools``, else ``None``;
+    arguments nesting too deep come as their JSON text (:func:`~.tool_calls.kept_arguments`)."""
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -67,7 +69,7 @@ def parse_call(text: str, tools: Iterable[str]) -> tuple[str, dict[str, Any]] | 
             return None
     if not isinstance(arguments, dict):
         return None
-    return value["name"], arguments
+    return value["name"], kept_arguments(arguments)
 
 
 def json_object_end(text: str, start: int) -> int | None:

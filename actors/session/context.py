@@ -2,8 +2,14 @@
 
 **The window** is the configured one (``model.contextWindow``) or, smaller or
 alone, the one the server showed: the context size an overflow answer named,
-the prompt plus answer of an answer the context cut short, or — from an
-overflow answer without numbers — three quarters of the request it refused.
+or — from an overflow answer without numbers — three quarters of the request it
+refused. With no window configured, an answer cut short (``finish_reason:
+"length"`` before any answer limit) shows one too: its prompt plus answer — but
+never less than the most any earlier call of the session held (prompt plus
+answer as the server counted them), since that evidently fit. A configured
+window is never replaced by such a guess: a cut far inside it is the server's
+own answer limit (LM Studio's, a gateway's, ``llama-server -n``), which says
+nothing of the context.
 A request *needs* its calibrated estimate (:mod:`actors.model.estimate`: the
 system prompt, the tool schemas, every message) plus the answer budget
 (``model.maxTokens``).
@@ -28,7 +34,11 @@ out once more; a second overflow is a ``context_overflow`` refusal. A
 continuation that is never compacted (a Todo Stop Guard stream, or a Stop
 hook's after its first block) is not retried: the turn ends ``max_tokens``.
 
-A ``finish_reason: "length"`` answer ends the turn ``max_tokens`` too. Each
+A ``finish_reason: "length"`` answer ends the turn ``max_tokens`` too, its
+``tokenLimit`` cause ``context_window`` when the context evidently filled (the
+prompt and answer reach :data:`NEAR_FULL` of the window, or the window was
+learnt from them), else ``max_tokens``: the server's own answer limit, which
+``model.maxTokens`` overrides where the server allows it. Each
 ``max_tokens`` end carries a ``tokenLimit`` object on ``turn_complete``
 (:func:`actors.wire.token_limit`) and says the same in a notice to the client.
 """
@@ -112,6 +122,7 @@ class ContextKeeper:
         self.guard = guard
         self.calibration = Calibration()
         self.learned: int | None = None  # the window the server showed
+        self.held = 0  # the most one call's prompt plus answer came to, as the server counted: that much fit
 
     def primary_request(self, messages: Iterable[ChatMessage], pending: Iterable[ChatMessage] = ()
                         ) -> ChatRequest:
@@ -164,6 +175,7 @@ class ContextKeeper:
         self.model_name = name
         self.calibration.reset()
         self.learned = None
+        self.held = 0
 
     # ------------------------------------------------------------- each call
 
@@ -175,6 +187,7 @@ class ContextKeeper:
         """A primary call's usage: the server's count of the prompt calibrates the estimate."""
         if usage is not None and usage.prompt_tokens > 0:
             self.calibration.observe(request, usage.prompt_tokens)
+            self.held = max(self.held, usage.prompt_tokens + usage.completion_tokens)
 
     def answer_cut(self, request: ChatRequest, usage: Usage | None, text: str, reason: str) -> dict[str, Any]:
         """The ``tokenLimit`` of an answer that ended with ``finish_reason`` ``reason``."""
@@ -182,15 +195,31 @@ class ContextKeeper:
         if budget and (usage is None or usage.completion_tokens >= budget):
             return wire.token_limit("max_tokens", answer_cut=True, finish_reason=reason, limit=budget, message=(
                 f"The answer was cut off at the answer limit of {budget:,} tokens (model.maxTokens)."))
-        # No answer limit reached: the server's context filled up, so prompt plus answer is its size.
+        # No answer limit of ours reached: the context filled up, or the server has an answer limit of its own.
         if usage is not None and usage.prompt_tokens:
-            size = usage.prompt_tokens + usage.completion_tokens
+            size, answer = usage.prompt_tokens + usage.completion_tokens, usage.completion_tokens
         else:
-            size = self.calibration.estimate(request) + text_tokens(text)
-        self._learn_window(size)
-        return wire.token_limit("context_window", answer_cut=True, finish_reason=reason, limit=self.window(),
-                                message=f"The answer was cut off: the model's context (about {size:,} tokens) "
-                                        "filled up.")
+            answer = text_tokens(text)
+            size = self.calibration.estimate(request) + answer
+        if self.configured is None and size >= self.held:
+            # Nothing configured: prompt plus answer is the best guess at the context there is.
+            self._learn_window(size)
+            return wire.token_limit("context_window", answer_cut=True, finish_reason=reason, limit=self.window(),
+                                    message=f"The answer was cut off: the model's context (about {size:,} tokens) "
+                                            "filled up.")
+        window = self.window()
+        if window is not None and size >= NEAR_FULL * window:
+            return wire.token_limit("context_window", answer_cut=True, finish_reason=reason, limit=window,
+                                    message=f"The answer was cut off: the model's context window of {window:,} "
+                                            f"tokens filled up (about {size:,} tokens).")
+        # Far inside the window, or below what an earlier call held: not the context.
+        counted = usage is not None and usage.completion_tokens > 0
+        room = f", inside the context window of {window:,} tokens" if window is not None else ""
+        return wire.token_limit("max_tokens", answer_cut=True, finish_reason=reason,
+                                limit=answer if counted else None, message=(
+                                    f"The server cut the answer off at {'' if counted else 'about '}{answer:,} "
+                                    f"tokens{room}: an answer limit of its own. model.maxTokens asks for longer "
+                                    "answers, where the server allows them."))
 
     # ------------------------------------------------------------- overflow
 

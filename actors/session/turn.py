@@ -22,6 +22,7 @@ from ..model import (
 )
 from ..model.estimate import estimate_long_texts
 from ..model.overflow import ContextOverflow
+from ..model.tool_calls import arguments_problem
 from ..telemetry import ModelCall, current_ids, include_content, span, turn_ids
 from .context import CUT_REASONS, keep_unsent, pending_messages
 from . import commands
@@ -307,6 +308,9 @@ class Turn:
         self.seen_call_ids.add(call.id)
         tool = ports.tools.get(call.name)
         arguments = call.arguments
+        problem = arguments_problem(arguments)  # too deep to parse, encode or check safely
+        if problem is not None:
+            return self._publish_failure(call, problem)
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}

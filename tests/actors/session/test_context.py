@@ -86,6 +86,63 @@ async def test_a_length_finish_at_the_answer_limit_says_so_and_runs_none_of_its_
                                                                      ("user", "again", ())]
 
 
+async def test_a_cut_far_inside_a_configured_window_is_the_servers_answer_limit_not_a_smaller_window(
+        autojump_clock):
+    # A server with an answer limit of its own (LM Studio, a gateway, llama-server -n) cuts at 256 tokens.
+    model = model_of([text("An essay"), {"usage": {"prompt_tokens": 3500, "completion_tokens": 256}},
+                      {"finish": "length"}], says("short"), says("long"))
+    with trio.fail_after(60):
+        async with guard_session(model, YOLO) as session:
+            model.context_window = 32768
+            run = await run_prompt(session, "write a long essay")
+            status = await session.status()
+            short = await run_prompt(session, "and now a short question")
+            long = await run_prompt(session, prose(4000))  # more than the 3,756 tokens the cut answer held
+    assert run.stop_reason == "max_tokens"
+    assert run.end.data["tokenLimit"] == {
+        "cause": "max_tokens", "answerCut": True, "finishReason": "length", "limit": 256,
+        "message": "The server cut the answer off at 256 tokens, inside the context window of 32,768 tokens: an "
+                   "answer limit of its own. model.maxTokens asks for longer answers, where the server allows them."}
+    assert (status["context"]["window"], status["context"]["windowSource"]) == (32768, "configured")
+    assert (short.stop_reason, long.stop_reason) == ("end_turn", "end_turn")
+    assert "TAIL-MARK" in primary_calls(model)[-1].messages[-1].content  # sent whole: nothing compacted or cut
+
+
+async def test_a_cut_near_a_configured_window_says_the_context_filled_and_keeps_the_window(autojump_clock):
+    model = model_of(says("hello"))
+    with trio.fail_after(60):
+        async with guard_session(model, YOLO) as session:
+            await run_prompt(session, "hi")
+            window = await base_tokens(session) + 3000
+            model.context_window = window
+            model.extend([[text("Once"), {"usage": {"prompt_tokens": window - 500, "completion_tokens": 400}},
+                           {"finish": "length"}]])
+            run = await run_prompt(session, "tell a long story")
+            status = await session.status()
+    limit = run.end.data["tokenLimit"]
+    assert (limit["cause"], limit["limit"]) == ("context_window", window)
+    assert limit["message"] == (f"The answer was cut off: the model's context window of {window:,} tokens filled "
+                                f"up (about {window - 100:,} tokens).")
+    assert (status["context"]["window"], status["context"]["windowSource"]) == (window, "configured")
+
+
+async def test_without_a_window_a_cut_below_what_an_earlier_call_held_learns_nothing(autojump_clock):
+    model = model_of([text("a long answer"), {"usage": {"prompt_tokens": 5000, "completion_tokens": 800}}],
+                     [text("cut"), {"usage": {"prompt_tokens": 3500, "completion_tokens": 256}}, {"finish": "length"}],
+                     says("ok"))
+    with trio.fail_after(60):
+        async with guard_session(model, YOLO) as session:
+            await run_prompt(session, "first")
+            run = await run_prompt(session, "second")
+            status = await session.status()
+    # 5,800 tokens evidently fit once, so a cut at 3,756 is not the context's end.
+    assert run.end.data["tokenLimit"] == {
+        "cause": "max_tokens", "answerCut": True, "finishReason": "length", "limit": 256,
+        "message": "The server cut the answer off at 256 tokens: an answer limit of its own. model.maxTokens asks "
+                   "for longer answers, where the server allows them."}
+    assert (status["context"]["window"], status["context"]["windowSource"]) == (None, None)
+
+
 # ----------------------------------------------------------------- input that cannot fit
 
 
