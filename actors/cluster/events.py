@@ -50,7 +50,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, Self
 
@@ -132,11 +132,52 @@ def _entry_id(raw: bytes) -> int:
     return int(raw.partition(b"-")[0])
 
 
+def _id_order(identifier: str) -> tuple[int, int]:
+    ms, _, seq = identifier.partition("-")
+    return int(ms), int(seq or 0)
+
+
 def _stream_event(entry: Any) -> StreamEvent:
+    """The entry as written by the append script; ``ValueError`` for anything else (see :class:`_Malformed`)."""
+    ms, _, seq = entry.identifier.partition(b"-")
     fields = entry.field_values
-    prompt = fields.get(b"p")
-    return StreamEvent(_entry_id(entry.identifier), fields[b"t"].decode(), bytes(fields[b"d"]),
-                       prompt.decode() if prompt is not None else None)
+    kind, data, prompt = fields.get(b"t"), fields.get(b"d"), fields.get(b"p")
+    if seq != b"0" or not ms.isdigit() or not isinstance(kind, bytes) or not isinstance(data, bytes):
+        raise ValueError("not an entry the append script writes (id N-0, fields t and d)")
+    # The data goes out as an SSE frame as it is: it must be one JSON object (orjson writes no raw newline),
+    # and the type and prompt id single printable lines, or a frame could be split or made up.
+    if not _one_line(kind) or (prompt is not None and not _one_line(prompt)):
+        raise ValueError("type or prompt id is not one printable line")
+    try:
+        if not isinstance(orjson.loads(data), dict):
+            raise ValueError("data is not a JSON object")
+    except orjson.JSONDecodeError:
+        raise ValueError("data is not JSON") from None
+    return StreamEvent(int(ms), kind.decode(), bytes(data), prompt.decode() if prompt is not None else None)
+
+
+def _one_line(raw: Any) -> bool:
+    return isinstance(raw, bytes) and raw.isascii() and raw.decode().isprintable()
+
+
+class _Malformed:
+    """Entries of session streams that are not what the append script writes (another writer of the Redis,
+    a bug): skipped, never handed to a client nor failing its read; counted, the first logged."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def parse(self, session_id: str, entries: Iterable[Any]) -> list[StreamEvent]:
+        out = []
+        for entry in entries:
+            try:
+                out.append(_stream_event(entry))
+            except (ValueError, AttributeError, TypeError) as exc:
+                self.count += 1
+                if self.count == 1:
+                    log.warning("session %s: skipped a malformed entry %r of its Redis stream (%s); later ones "
+                                "are only counted", session_id, getattr(entry, "identifier", "?"), exc)
+        return out
 
 
 # KEYS: stream, owner. ARGV: token, maxlen, then (id, type, data, prompt or "") per entry.
@@ -175,6 +216,7 @@ class RedisEvents:
         self.max_events = max_events
         self.timeout = timeout  # per command (a blocking read: its block time plus this)
         self._url = url
+        self.malformed = _Malformed()  # entries skipped on reading (.count)
         self._client: Any = None
         self._script: Any = None
         self._stack: AsyncExitStack | None = None
@@ -314,7 +356,7 @@ class RedisEvents:
         """The entries with ids above ``cursor``, in order (at most ``count``)."""
         got = await self._run(f"reading session {session_id} after {cursor}",
                               lambda: self._client.xrange(events_key(session_id), f"({cursor}-0", "+", count))
-        return [_stream_event(e) for e in got]
+        return self.malformed.parse(session_id, got)
 
     async def delete(self, session_id: str) -> None:
         """Remove the session's stream and owner key."""
@@ -595,11 +637,14 @@ class FanOutReader:
         self._reading: dict[str, str] = {}  # the streams of the read under way (or last done)
         # Sessions this node appends to: the last id Redis acknowledged (or had when it was claimed).
         self._owned: dict[str, int] = {}
+        # A session stream whose last entry read was malformed (skipped): the read goes on after it.
+        self._skipped: dict[str, str] = {}
 
     def subscribe(self, session_id: str, after: int, max_queued: int | None = None) -> Follow:
         """Follow the session's stream from ``after`` (entries above it, even those already there); one
         ``max_queued`` entries behind (default: the reader's) is ended."""
         follow = Follow(self, session_id, after, max_queued or self.max_queued)
+        self._skipped.pop(session_id, None)  # this follow may need what lies before it (skipped again if so)
         self._follows.setdefault(session_id, []).append(follow)
         self._restart_if_behind(session_id)  # a new stream, or one read from further back
         return follow
@@ -644,7 +689,13 @@ class FanOutReader:
         owned = self._owned.get(session_id)
         if owned is not None and position >= owned:
             return None
+        skipped = self._skipped.get(session_id)
+        if skipped is not None and _id_order(skipped) > (position, 0):
+            return skipped
         return f"{position}-0"
+
+    def _skip_to(self, session_id: str, identifier: bytes) -> None:
+        self._skipped[session_id] = identifier.decode()
 
     def _restart_if_behind(self, session_id: str) -> None:
         """Restart the read if it lacks the session's stream, or reads it from further on than needed."""
@@ -665,6 +716,7 @@ class FanOutReader:
             follows.remove(follow)
             if not follows:
                 del self._follows[follow.session_id]
+                self._skipped.pop(follow.session_id, None)
                 if events_key(follow.session_id) in self._reading:
                     self._restart()
 
@@ -718,15 +770,22 @@ class FanOutReader:
                 for entry in entries:
                     self._wake_cursor = entry.identifier.decode()
                     try:
-                        self._wakes._put(orjson.loads(entry.field_values[b"m"]))
-                    except (KeyError, orjson.JSONDecodeError):
+                        message = orjson.loads(entry.field_values[b"m"])
+                        if not isinstance(message, dict):
+                            raise ValueError("not an object")
+                        self._wakes._put(message)
+                    except (KeyError, ValueError):  # orjson.JSONDecodeError is a ValueError
                         log.warning("node %s: ignored a malformed wake message %s", self.node_id, self._wake_cursor)
                 continue
             session_id = key.removeprefix("trellis:events:")
             follows = self._follows.get(session_id)
             if not follows:
                 continue  # unfollowed while the read was in flight
-            events = [_stream_event(e) for e in entries]
+            events = self.redis.malformed.parse(session_id, entries)
+            if entries and entries[-1].identifier != b"%d-0" % (events[-1].id if events else -1):
+                # A skipped entry last: the shared cursor must still move past it, or the read returns it
+                # again at once. The follows' positions stay, so a later real event still follows on.
+                self._skip_to(session_id, entries[-1].identifier)
             for follow in list(follows):
                 if not all(follow._offer(e) for e in events):
                     self._unfollow(follow)

@@ -9,6 +9,7 @@ import trio
 
 from .database import Database
 from .events import RedisEvents
+from .exposure import refuse_unauthenticated
 from .leases import Leases
 from .node import ClusterConfig, ClusterNode
 from .store import Fence, PostgresStore
@@ -22,6 +23,8 @@ async def open_cluster(config: ClusterConfig) -> AsyncIterator[ClusterNode]:
     starts a session) and run it with :meth:`ClusterNode.run` once the daemon
     serves. ``DatabaseUnavailable`` / ``EventsUnavailable`` (``OSError``\\ s)
     when PostgreSQL or Redis cannot be reached; the message names which.
+    :class:`~.exposure.UnauthenticatedBackend` (an ``OSError`` too) when either
+    answers a connection without credentials (see :mod:`.exposure`).
     """
     db = await trio.to_thread.run_sync(Database, config.store_url)
     try:
@@ -30,6 +33,8 @@ async def open_cluster(config: ClusterConfig) -> AsyncIterator[ClusterNode]:
         leases = Leases(db, config.node_id, config.advertise_url or "", lease_seconds=config.lease_seconds,
                         max_sessions=config.max_sessions)
         async with RedisEvents(config.events_url) as events:
+            # After our own connections worked, so "cannot connect" is never mistaken for "protected".
+            await refuse_unauthenticated(config.store_url, config.events_url)
             yield ClusterNode(config, PostgresStore(db, fence), fence, leases, events)
     finally:
         await trio.to_thread.run_sync(db.close)

@@ -106,6 +106,7 @@ import attrs
 from .. import checked
 from ..checked import Invalid, shown
 from .home_secrets import HOME_SECRETS, homes, secret_paths
+from .limits import ProcessLimit, release, resolve_process_limit
 
 SANDBOX_SETTINGS = ("auto", "bwrap", "off")
 
@@ -313,6 +314,9 @@ class Sandbox:
     # Directories the settings make writable for commands as well (sandbox.writable), e.g. a shared cache.
     writable: tuple[str, ...] = ()
     network: bool = True  # False: commands get a network namespace of their own, with only its loopback
+    # How many processes a session's commands may have at once (actors/process/limits.py): a fork bomb in
+    # one command must not take every pid of the host.
+    processes: ProcessLimit = ProcessLimit(reason="not resolved")
 
     def with_home(self, home: str) -> Sandbox:
         """This sandbox, its commands' HOME being ``home`` (writable, bound at its own path)."""
@@ -397,7 +401,7 @@ class Sandbox:
         # daemon's own homes (make_home) come here: nothing protected lies inside one.
         if self.home is not None and os.path.isdir(self.home):
             args += ["--bind", self.home, self.home]
-        return [*args, "--chdir", cwd, "--", *argv]
+        return [*self.processes.prefix(self.home), *args, "--chdir", cwd, "--", *argv]
 
     def hidden_paths(self) -> list[str]:
         """What a command started now does not see: the daemon's own paths and the credentials that exist now."""
@@ -825,13 +829,17 @@ def resolve_sandbox(setting: str | SandboxSetting,
             raise SandboxUnavailable(f"sandbox \"bwrap\" is required but unavailable: {problem}")
         return Sandbox("off", reason=problem, env=env)
     assert executable is not None
+    try:
+        processes = resolve_process_limit()
+    except ValueError as exc:
+        raise SandboxUnavailable(str(exc)) from None
     no_userns = probe_user_namespace(executable) or ""
     real = tuple(dict.fromkeys(os.path.realpath(p) for p in hidden))
     writable, network = (setting.writable, setting.network == "on") if isinstance(setting, SandboxSetting) \
         else ((), True)
     return Sandbox("bwrap", executable=executable, hidden=real, env=env, user_namespace=not no_userns,
                    no_user_namespace=no_userns, writable=tuple(os.path.realpath(p) for p in writable),
-                   network=network)
+                   network=network, processes=processes)
 
 
 def make_home(state_dir: str | os.PathLike[str] | None, name: str) -> str:
@@ -867,6 +875,7 @@ def remove_home(path: str) -> None:
     jump meanwhile), and a home made again at the same path is never touched by that thread. What the
     daemon's exit cut short is deleted at the next start (:func:`clear_homes`).
     """
+    release(path)  # the session's process group (a pids cgroup), with its home
     try:
         os.rmdir(path)
     except FileNotFoundError:
@@ -949,6 +958,11 @@ def log_sandbox(sandbox: Sandbox) -> None:
         if not sandbox.user_namespace:
             log.warning("the sandbox has no user namespace of its own (%s): commands run with every "
                         "capability dropped, as the daemon's user", sandbox.no_user_namespace)
+        if sandbox.processes.how == "none" and sandbox.processes.count:
+            log.warning("sandboxed commands have %s: one command can start processes until the host has no "
+                        "pid left (docs/isolation.md)", sandbox.processes.describe())
+        else:
+            log.info("sandboxed commands: %s", sandbox.processes.describe())
     else:
         log.warning("no sandbox (%s): commands the model runs have your rights and can read your files",
                     sandbox.reason)

@@ -1,7 +1,10 @@
 """Real PostgreSQL and Redis servers for the cluster tests, from Debian's packages, on loopback ports.
 
 Each is started in a fresh directory of its own and stopped at the end of the
-test session. PostgreSQL refuses to run as root, so where the tests run as
+test session. Both require a password, as a node insists
+(``actors/cluster/exposure.py``): the URLs carry it. PostgreSQL's role
+``open`` alone logs in without one, and ``Redis(password=None)`` takes none,
+for the tests of that refusal. PostgreSQL refuses to run as root, so where the tests run as
 root its data directory belongs to the ``postgres`` user and its programs run
 as that user. :func:`skip_reason` says why a server cannot be started here.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 import glob
 import os
 import pwd
+import secrets
 import shutil
 import socket
 import subprocess
@@ -82,14 +86,26 @@ class Postgres:
             user = pwd.getpwnam("postgres")
             os.chown(self.root, user.pw_uid, user.pw_gid)
             self._as = ["runuser", "-u", "postgres", "--"]
-        self._run([str(bindir / "initdb"), "-D", str(self.data), "-U", "trellis", "--auth=trust",
-                   "-E", "UTF8", "--no-sync"])
+        self.password = secrets.token_hex(12)
+        pwfile = self.root / "pwfile"
+        pwfile.write_text(self.password + "\n")
+        if self._as:
+            os.chown(pwfile, user.pw_uid, user.pw_gid)
+        self._run([str(bindir / "initdb"), "-D", str(self.data), "-U", "trellis", "--auth=scram-sha-256",
+                   f"--pwfile={pwfile}", "-E", "UTF8", "--no-sync"])
+        pwfile.unlink()
+        # Role "open" logs in without a password (trust), for the tests of a node's refusal of that.
+        hba = self.data / "pg_hba.conf"
+        hba.write_text("host all open 127.0.0.1/32 trust\n" + hba.read_text())
         options = (f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.root} "
                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
         self._run([str(bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", options, "-w",
                    "start"])
         _wait_port(self.port, "PostgreSQL", self.log)
-        self.url = f"postgresql://trellis@127.0.0.1:{self.port}/postgres"
+        self.url = f"postgresql://trellis:{self.password}@127.0.0.1:{self.port}/postgres"
+        import psycopg
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute("CREATE ROLE open LOGIN SUPERUSER")
 
     def _run(self, argv: list[str]) -> None:
         done = subprocess.run(self._as + argv, capture_output=True, text=True, cwd=self.root)
@@ -102,7 +118,11 @@ class Postgres:
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{name}"')
-        return f"postgresql://trellis@127.0.0.1:{self.port}/{name}"
+        return f"postgresql://trellis:{self.password}@127.0.0.1:{self.port}/{name}"
+
+    def open_url(self, database: str) -> str:
+        """``database`` as the role that needs no password (trust)."""
+        return f"postgresql://open@127.0.0.1:{self.port}/{database}"
 
     def stop(self) -> None:
         try:
@@ -111,31 +131,41 @@ class Postgres:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-class Redis:
-    """A throwaway Redis server without persistence; :attr:`url`."""
+def _resp(*words: str) -> bytes:
+    return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w.encode()) for w in words)
 
-    def __init__(self) -> None:
+
+class Redis:
+    """A throwaway Redis server without persistence; :attr:`url`. It requires :attr:`password` unless that is
+    ``None``."""
+
+    def __init__(self, password: str | None = "") -> None:
         self.root = Path(tempfile.mkdtemp(prefix="trellis-redis-"))
         self.port = _free_port()
         self.log = self.root / "redis.log"
+        self.password = secrets.token_hex(12) if password == "" else password
+        config = self.root / "redis.conf"  # the password in a file, not on a command line
+        config.write_text(f"requirepass {self.password}\n" if self.password else "")
         self._process = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no", "--databases", "256",
-             "--dir", str(self.root), "--logfile", str(self.log)],
+            ["redis-server", str(config), "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+             "--appendonly", "no", "--databases", "256", "--dir", str(self.root), "--logfile", str(self.log)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_port(self.port, "Redis", self.log)
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._userinfo = f":{self.password}@" if self.password else ""
+        self.url = f"redis://{self._userinfo}127.0.0.1:{self.port}/0"
 
     def database(self, number: int) -> str:
         """The URL of logical database ``number`` (0 to 255), emptied first."""
-        command = b"*2\r\n$6\r\nSELECT\r\n$%d\r\n%d\r\n*1\r\n$7\r\nFLUSHDB\r\n" % (len(str(number)), number)
+        commands = [_resp("AUTH", self.password)] if self.password else []
+        commands += [_resp("SELECT", str(number)), _resp("FLUSHDB")]
         with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
-            s.sendall(command)
+            s.sendall(b"".join(commands))
             reply = b""
-            while reply.count(b"\r\n") < 2:
+            while reply.count(b"\r\n") < len(commands):
                 reply += s.recv(4096)
-        if reply != b"+OK\r\n+OK\r\n":
-            raise RuntimeError(f"Redis refused SELECT {number} / FLUSHDB: {reply!r}")
-        return f"redis://127.0.0.1:{self.port}/{number}"
+        if reply != b"+OK\r\n" * len(commands):
+            raise RuntimeError(f"Redis refused AUTH / SELECT {number} / FLUSHDB: {reply!r}")
+        return f"redis://{self._userinfo}127.0.0.1:{self.port}/{number}"
 
     def stop(self) -> None:
         self._process.kill()

@@ -499,7 +499,8 @@ class Proxy:
 
 def _via(proxy: Proxy, redis_url: str) -> str:
     db = redis_url.rsplit("/", 1)[1]
-    return f"redis://127.0.0.1:{proxy.port}/{db}"
+    userinfo = redis_url.partition("://")[2].rpartition("@")[0]
+    return f"redis://{userinfo + '@' if userinfo else ''}127.0.0.1:{proxy.port}/{db}"
 
 
 def _port(redis_url: str) -> int:

@@ -1,0 +1,221 @@
+"""How many processes a session's sandboxed commands may have at once (a fork bomb must not take the host's pids).
+
+Two mechanisms, chosen once at daemon start (:func:`resolve_process_limit`):
+
+- **a pids cgroup** where the daemon can make one: every session (every
+  sandbox home, :meth:`~actors.process.sandbox.Sandbox.with_home`) gets a group
+  ``<the daemon's pids cgroup>/trellis-<daemon pid>/<home digest>`` whose
+  ``pids.max`` is the limit; each command joins it before ``bwrap`` starts (a
+  two-word ``/bin/sh`` wrapper writes its own pid to ``cgroup.procs``, then
+  ``exec``\\ s bwrap), so everything the command forks is counted, threads
+  included. It binds root too. cgroup v1 with the ``pids`` controller, or
+  cgroup v2 where the daemon's cgroup can give its children ``pids`` (the root
+  of a container's cgroup namespace);
+- **RLIMIT_NPROC** otherwise, for a daemon that is not root (``prlimit`` sets it
+  on bwrap): the kernel counts every process of the daemon's user, the
+  commands have no capability to override it. A root daemon has no such bound
+  (the kernel never applies RLIMIT_NPROC to root): without a pids cgroup its
+  commands have no process limit, and the start log says so.
+
+The limit is :data:`MAX_PROCESSES_ENV` in the daemon's environment (default
+:data:`DEFAULT_MAX_PROCESSES`; ``0``: no limit).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+from collections.abc import Mapping
+
+import attrs
+
+log = logging.getLogger("trellis.sandbox")
+
+MAX_PROCESSES_ENV = "TRELLIS_SANDBOX_MAX_PROCESSES"
+DEFAULT_MAX_PROCESSES = 1024
+_PREFIX = "trellis-"
+# The wrapper: join the group, then become bwrap (no fork, nothing of the command's runs before it joined).
+_JOIN = 'echo $$ > "$0" && exec "$@"'
+
+
+def max_processes(environ: Mapping[str, str] | None = None) -> int:
+    """The configured limit; ``ValueError`` naming :data:`MAX_PROCESSES_ENV` for a value that is not a count."""
+    raw = (os.environ if environ is None else environ).get(MAX_PROCESSES_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_PROCESSES
+    if not raw.isdigit() or int(raw) > 4_194_304:
+        raise ValueError(f"${MAX_PROCESSES_ENV}: {raw!r} is not a number of processes (0 to 4194304; 0: no limit)")
+    count = int(raw)
+    if 0 < count < 8:
+        raise ValueError(f"${MAX_PROCESSES_ENV}: {count} is too few for bwrap and a shell (at least 8; 0: no limit)")
+    return count
+
+
+@attrs.frozen
+class ProcessLimit:
+    """``how``: ``"cgroup"``, ``"rlimit"`` or ``"none"`` (``reason`` says why)."""
+
+    count: int = 0
+    how: str = "none"
+    base: str | None = None  # cgroup: this daemon's directory, a group per home below it
+    prlimit: str | None = None  # rlimit: the prlimit executable
+    reason: str = ""
+
+    def describe(self) -> str:
+        if self.how == "none":
+            return f"no process limit ({self.reason})"
+        return f"at most {self.count} processes per session ({'pids cgroup' if self.how == 'cgroup' else 'RLIMIT_NPROC'})"
+
+    def prefix(self, home: str | None) -> list[str]:
+        """What goes before bwrap's argv so that the command runs under the limit (a session's group: ``home``)."""
+        if self.how == "rlimit":
+            assert self.prlimit is not None
+            return [self.prlimit, f"--nproc={self.count}:{self.count}", "--"]
+        if self.how == "cgroup":
+            return ["/bin/sh", "-c", _JOIN, os.path.join(self._group(home), "cgroup.procs")]
+        return []
+
+    def _group(self, home: str | None) -> str:
+        assert self.base is not None
+        key = hashlib.sha256((home or "").encode()).hexdigest()[:16]
+        group = os.path.join(self.base, key)
+        if group not in _GROUPS.values() or not os.path.isdir(group):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(group)
+            with open(os.path.join(group, "pids.max"), "w") as f:
+                f.write(str(self.count))
+            if home is not None:
+                _GROUPS[home] = group
+        return group
+
+
+_GROUPS: dict[str, str] = {}  # a sandbox home -> its session's group (removed with the home)
+
+
+def release(path: str) -> None:
+    """The homes at or under ``path`` are being removed: remove their groups (when empty; a group still
+    holding a dying process is left to the sweep at the next start)."""
+    path = os.path.realpath(path)
+    for home, group in list(_GROUPS.items()):
+        if home == path or home.startswith(path.rstrip("/") + "/"):
+            del _GROUPS[home]
+            with contextlib.suppress(OSError):
+                os.rmdir(group)
+
+
+def _mounts() -> list[tuple[str, str, str, set[str]]]:
+    """(mount root, mount point, fstype, super options) of the cgroup file systems."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            dash = fields.index("-")
+            fstype, options = fields[dash + 1], set(fields[dash + 3].split(","))
+            if fstype in ("cgroup", "cgroup2"):
+                found.append((fields[3], fields[4].replace("\\040", " "), fstype, options))
+    return found
+
+
+def _own_pids_cgroup() -> tuple[str, int] | None:
+    """The directory of this process's cgroup in a hierarchy with the pids controller, and its version."""
+    mounts = _mounts()
+    with open("/proc/self/cgroup") as f:
+        lines = [line.rstrip("\n").split(":", 2) for line in f]
+    for _, controllers, path in lines:
+        if "pids" in controllers.split(","):
+            for root, point, fstype, options in mounts:
+                if fstype == "cgroup" and "pids" in options and (path + "/").startswith(root.rstrip("/") + "/"):
+                    return os.path.join(point, path[len(root.rstrip("/")):].lstrip("/")), 1
+    for hierarchy, controllers, path in lines:
+        if hierarchy == "0" and controllers == "":
+            for root, point, fstype, _ in mounts:
+                if fstype == "cgroup2" and (path + "/").startswith(root.rstrip("/") + "/"):
+                    return os.path.join(point, path[len(root.rstrip("/")):].lstrip("/")), 2
+    return None
+
+
+def _sweep(parent: str) -> None:
+    """Remove the groups of daemons that are gone (killed before they could), where they are empty."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        pid = name.removeprefix(_PREFIX)
+        if not name.startswith(_PREFIX) or not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+            continue
+        _remove_base(os.path.join(parent, name))
+
+
+def _cgroup_base() -> tuple[str | None, str]:
+    """This daemon's directory for its groups, made now, or ``None`` and why not."""
+    try:
+        found = _own_pids_cgroup()
+    except (OSError, ValueError) as exc:
+        return None, f"the cgroups could not be read: {exc}"
+    if found is None:
+        return None, "no cgroup hierarchy with the pids controller"
+    parent, version = found
+    _sweep(parent)
+    base = os.path.join(parent, f"{_PREFIX}{os.getpid()}")
+    try:
+        os.makedirs(base, exist_ok=True)
+    except OSError as exc:
+        return None, f"cannot make a cgroup in {parent}: {exc.strerror}"
+    if version == 2 and not _v2_pids_for_children(parent, base):
+        with contextlib.suppress(OSError):
+            os.rmdir(base)
+        return None, (f"the cgroup v2 group {parent} does not give its children the pids controller "
+                      "(run the daemon where it can: the root of a container's cgroup namespace)")
+    atexit.register(_remove_base, base)  # a killed daemon's is swept at the next start
+    return base, ""
+
+
+def _remove_base(base: str) -> None:
+    with contextlib.suppress(OSError):
+        for child in os.listdir(base):
+            if os.path.isdir(os.path.join(base, child)):
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.join(base, child))
+        os.rmdir(base)
+
+
+def _v2_pids_for_children(parent: str, base: str) -> bool:
+    def has_pids(group: str) -> bool:
+        with open(os.path.join(group, "cgroup.controllers")) as f:
+            return "pids" in f.read().split()
+
+    try:
+        if not has_pids(base):
+            with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
+                f.write("+pids")  # only where the parent holds no process itself (or is the root)
+            with open(os.path.join(base, "cgroup.subtree_control"), "w") as f:
+                f.write("+pids")
+        elif "pids" not in open(os.path.join(base, "cgroup.subtree_control")).read().split():
+            with open(os.path.join(base, "cgroup.subtree_control"), "w") as f:
+                f.write("+pids")
+        return has_pids(base)
+    except OSError:
+        return False
+
+
+def resolve_process_limit(environ: Mapping[str, str] | None = None) -> ProcessLimit:
+    """The limit sandboxed commands run under here; ``ValueError`` for an unusable :data:`MAX_PROCESSES_ENV`."""
+    count = max_processes(environ)
+    if count == 0:
+        return ProcessLimit(reason=f"{MAX_PROCESSES_ENV}=0")
+    base, why = _cgroup_base()
+    if base is not None:
+        return ProcessLimit(count, "cgroup", base=base)
+    if os.geteuid() != 0:
+        prlimit = shutil.which("prlimit")
+        if prlimit is not None:
+            return ProcessLimit(count, "rlimit", prlimit=prlimit)
+        why += "; prlimit (util-linux) is not installed for RLIMIT_NPROC"
+    else:
+        why += "; the daemon runs as root, which RLIMIT_NPROC does not bind"
+    return ProcessLimit(count, reason=why)
