@@ -429,6 +429,34 @@ def _matches(rule: Rule, subject: str, settings_dir: str, cwd: str, home: str, f
     return False
 
 
+def anchored(text: str, cwd: str, settings_dir: str | None = None) -> str:
+    """``text`` with a path pattern that starts from the cwd (``path``, ``./path``; ``/path`` too when
+    ``settings_dir`` is ``None``, as for a session's own rule) rewritten to start from the filesystem root at
+    ``cwd``, so that it means in a session with another cwd what it meant here (a child session the ``agent``
+    tool starts elsewhere). Every other rule comes back as it is. :class:`RuleError` when the result is too long."""
+    rule = parse_rule(text)
+    spec = rule.spec
+    if rule.kind != "path" or spec is None or spec.startswith(("//", "~/", "!")):
+        return text
+    if spec.startswith("/"):
+        if settings_dir is not None:
+            return text  # from the settings file's directory, whatever the cwd
+        rest, fixed = spec[1:], True
+    elif spec.startswith("./"):
+        rest, fixed = spec[2:], True
+    else:  # gitignore: a pattern without an inner slash matches at any depth below its base
+        rest, fixed = spec, "/" in spec.rstrip("/")
+    root = _GLOB_CHARS.sub(r"\\\g<0>", cwd.rstrip("/"))  # the cwd's own name holds no pattern
+    match = _RULE.fullmatch(text.strip())
+    assert match is not None  # parse_rule read it
+    out = f"{match.group(1)}(/{root}/{rest if fixed else '**/' + rest})"
+    parse_rule(out)
+    return out
+
+
+_GLOB_CHARS = re.compile(r"[\\*?\[\]]")
+
+
 def path_matches(pattern: str, path: str, *, settings_dir: str, cwd: str, home: str) -> bool:
     """Whether the absolute ``path`` matches a path rule's ``pattern`` (gitignore syntax, based as the module
     says)."""
@@ -451,4 +479,4 @@ def path_matches(pattern: str, path: str, *, settings_dir: str, cwd: str, home: 
 
 
 __all__ = ["COMMAND_TOOLS", "EDIT_TOOLS", "EFFECTS", "MAX_RULES", "Rule", "RuleError", "RuleLists", "RuleSet", "RuleText", "TOOLS",
-           "Verdict", "answer_rules", "decide", "parse_rule", "path_matches", "rule_lists"]
+           "Verdict", "anchored", "answer_rules", "decide", "parse_rule", "path_matches", "rule_lists"]

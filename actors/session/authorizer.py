@@ -5,8 +5,9 @@ The session's permission rules (:mod:`actors.permission_rules`) and approval mod
 that applies them. The turn asks :meth:`Authorizer.verdict` before a call runs: a deny rule refuses it
 without asking, an ask rule makes it ask in every mode, an allow rule lets it run unasked (as a PreToolUse
 hook's ``allow`` does; ``plan`` still refuses execution). Without a rule the mode decides:
-``default`` asks the client, ``auto-edit`` and ``yolo`` allow, ``plan`` refuses
-execution. A PreToolUse hook's ``allow`` skips the question, its ``ask`` forces
+``default`` asks the client, ``auto-edit`` allows file edits and web fetches (qwen-code's ``autoEdit``:
+its edit and info confirmations) and asks for the rest (commands, MCP tools, starting a subagent),
+``yolo`` allows, ``plan`` refuses execution. A PreToolUse hook's ``allow`` skips the question, its ``ask`` forces
 it; a user's "always reject" outranks both. Pending questions are the
 :class:`~.permissions.PermissionBroker`'s; when every client has left, they
 are cancelled after ``limits.client_grace_seconds`` unless one comes back (a
@@ -15,6 +16,7 @@ client that left approves nothing).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +26,8 @@ from ..events import EventBus
 from ..ids import IdSource
 import attrs
 
-from ..permission_rules import EFFECTS, RuleLists, RuleSet, Verdict, answer_rules, decide, parse_rule
+from ..permission_rules import (EDIT_TOOLS, EFFECTS, RuleError, RuleLists, RuleSet, Verdict, anchored,
+                                answer_rules, decide, parse_rule)
 from ..settings import APPROVAL_MODES
 from ..telemetry import span
 from ..weak import weakly
@@ -36,6 +39,15 @@ from .tools import ToolContext
 _NO_RULES = RuleSet()
 _NO_RULE_LISTS = RuleLists()
 _NONE: frozenset[str] = frozenset()
+
+# What ``auto-edit`` runs without asking, by the kind a tool asks with (and, for ``explain``, the tools): file
+# edits, and web fetches, which qwen-code's auto-edit also lets through. Commands, MCP tools and subagent
+# starts ask, as in ``default``.
+AUTO_EDIT_KINDS = frozenset({"edit", "fetch"})
+AUTO_EDIT_TOOLS = frozenset({*EDIT_TOOLS, "web_fetch"})
+# An "always" answer held for a call's kind (no rule could say it), as the rules that say the same to a child
+# session: kind execute is every command and a subagent's start, as the agent tool asks for it.
+_KIND_RULES = {"execute": ("Bash", "agent"), "edit": ("Edit",), "fetch": ("WebFetch",)}
 
 
 class Authorizer:
@@ -90,8 +102,38 @@ class Authorizer:
             return out | {"outcome": verdict.effect, "decidedBy": "rule"}
         if not asks:
             return out | {"outcome": "allow", "decidedBy": "tool", "reason": f"{tool} does not ask"}
-        outcome = "allow" if self.mode in ("auto-edit", "yolo") else "ask"
+        unasked = self.mode == "yolo" or (self.mode == "auto-edit" and tool in AUTO_EDIT_TOOLS)
+        outcome = "allow" if unasked else "ask"
         return out | {"outcome": outcome, "decidedBy": "mode"}
+
+    def for_child(self, cwd: str, child_cwd: str) -> RuleLists:
+        """The rules a child session this one starts (the ``agent`` tool's) takes as its own, so that it is never
+        more permissive than this session: the session's own rules, its "always" answers held for a kind, and,
+        for a child in another cwd, the settings' rules that start from the cwd. Every path pattern that starts
+        from the cwd is anchored at ``cwd``, this session's, as this session reads it (deny and ask rules at its
+        real path too). A :class:`RuleError` when one cannot be carried (the child must then not start)."""
+        real = os.path.realpath(cwd)
+        out: dict[str, list[str]] = {effect: [] for effect in EFFECTS}
+        for effect in EFFECTS:
+            texts = [(text, None) for text in getattr(self.session_rules, effect)]
+            if os.path.realpath(child_cwd) != real:  # the child reads the settings' own from its cwd
+                texts += [(rule.text, rule.base) for rule in getattr(self.settings_rules, effect)
+                          if rule.kind == "path" and rule.spec is not None and not rule.spec.startswith(("/", "~/"))]
+            bases = (cwd,) if effect == "allow" or real == cwd else (cwd, real)
+            out[effect] += [anchored(text, base, settings_dir) for text, settings_dir in texts for base in bases]
+        for effect, kinds in (("deny", self.always_denied), ("allow", self.always_allowed)):
+            for kind in sorted(kinds):
+                rules = _KIND_RULES.get(kind)
+                if rules is None:
+                    try:
+                        rules = (parse_rule(kind).text,)  # an MCP tool's own name
+                    except RuleError:
+                        if effect == "allow":
+                            continue  # the child asks where this session would not: stricter, never laxer
+                        raise RuleError(f"the user's \"always reject\" of {kind!r} calls cannot be carried "
+                                        "into a child session") from None
+                out[effect] += rules
+        return RuleLists(**{effect: tuple(dict.fromkeys(texts)) for effect, texts in out.items()})
 
     def listed_rules(self) -> dict[str, dict[str, list[str]]]:
         """The rules in force: the settings file's and the session's own."""
@@ -161,7 +203,8 @@ class Authorizer:
         if always_ask is None:
             if context.permission == "allow":  # a PreToolUse hook allowed it
                 return None
-            if context.permission != "ask" and (mode in ("auto-edit", "yolo") or rule in self.always_allowed):
+            unasked = mode == "yolo" or (mode == "auto-edit" and kind in AUTO_EDIT_KINDS)
+            if context.permission != "ask" and (unasked or rule in self.always_allowed):
                 return None
         tool_call = {"toolCallId": context.tool_call_id, "status": "pending", "title": title, "kind": kind,
                      "rawInput": raw_input, **(details or {})}
@@ -210,4 +253,4 @@ class Authorizer:
             self.broker.cancel_all()  # a client that left approves nothing
 
 
-__all__ = ["Authorizer"]
+__all__ = ["AUTO_EDIT_KINDS", "AUTO_EDIT_TOOLS", "Authorizer"]

@@ -158,20 +158,33 @@ def _named_paths(command: str, cwd: str, depth: int = 0) -> list[str]:
 def _named(command: str, cwd: str, depth: int = 0) -> list[tuple[str, bool]]:
     """``(path, strict)`` for each path a hook command may run. ``strict``: watched even while it does not
     exist (it names a path: ``./check.sh``, ``lint.py``); a bare word (``rm`` in ``grep -q rm``) is
-    watched only if it was a file when the session vouched for it."""
+    watched only if it was a file when the session vouched for it. A file the command only writes (the
+    target of ``>``, ``>>``, ``&>``, a ``tee``'s) is not one it runs, and not watched: the hook changes it
+    each time it runs (``echo stop >> stops.log``), which would stop it; the same file also named elsewhere
+    in the command is watched. The target of ``<`` is (``sh < check.sh``)."""
     try:
         words = shlex.split(command)
     except ValueError:
         words = command.split()
-    words = [w for w in words if not _ASSIGNMENT.match(w)]
+    words = [_PROJECT_DIR.sub(lambda _: cwd, w) for w in words if not _ASSIGNMENT.match(w)]
+    roles = _redirections(words)
+
+    def where(word: str) -> str:
+        return os.path.normpath(os.path.join(cwd, os.path.expanduser(word)))
+
+    run = {where(w) for w, role in roles if role != "out"}
     real_cwd = os.path.realpath(cwd)
     out: list[tuple[str, bool]] = []
-    for n, word in enumerate(words):
-        word = _PROJECT_DIR.sub(lambda _: cwd, word)
+    for n, (word, role) in enumerate(roles):
+        if role == "out" and where(word) not in run:
+            continue  # only written by the hook
+        if role == "in":
+            out.append((where(word), True))
+            continue
         if depth < 2 and any(c.isspace() for c in word):
             out += _named(word, cwd, depth + 1)
             continue
-        if n > 0 and words[n - 1] == "-m" and _MODULE.fullmatch(word):
+        if n > 0 and roles[n - 1][0] == "-m" and _MODULE.fullmatch(word):
             parts = word.split(".")
             module = os.path.join(cwd, *parts)
             out += [(module + ".py", True), (os.path.join(module, "__init__.py"), True)]
@@ -199,6 +212,50 @@ def _named(command: str, cwd: str, depth: int = 0) -> list[tuple[str, bool]]:
     return out
 
 
+def _redirections(words: list[str]) -> list[tuple[str, str | None]]:
+    """The words of a command, the redirection operators taken out, each with its role: ``"out"``, a file
+    written (``> f``, ``2>>f``, ``&> f``, a ``tee``'s files); ``"in"``, a file read (``< f``); ``None``, any
+    other word. A here-document's delimiter, a here-string and a descriptor (``2>&1``) are left out. Read
+    from words as :func:`shlex.split` gives them (quotes gone): a quoted ``'>'`` reads as a redirection too,
+    so the word after it is not watched unless the command names it elsewhere."""
+    out: list[tuple[str, str | None]] = []
+    pending: str | None = None  # the next word is an operator's target, with this role
+    teeing = False
+    for n, word in enumerate(words):
+        if pending is not None:
+            if pending != "skip":
+                out.append((word, pending))
+            pending = None
+            continue
+        redirection = _REDIRECTION.fullmatch(word)
+        if redirection is not None:
+            operator, target = redirection.group(2), redirection.group(3)
+            role = _REDIRECTION_ROLES[operator]
+            if operator == ">&" and (target.isdigit() or target == "-"):
+                role = "skip"  # >&2: a descriptor, not a file
+            if target:
+                if role != "skip":
+                    out.append((target, role))
+            else:
+                pending = role
+            continue
+        if word in _SEPARATORS:
+            teeing = False
+        elif os.path.basename(word) == "tee" and (n == 0 or words[n - 1] in _SEPARATORS):
+            teeing = True
+        elif teeing and not word.startswith("-"):
+            out.append((word, "out"))
+            continue
+        out.append((word, None))
+    return out
+
+
+_REDIRECTION = re.compile(r"(\d*)(&>>|&>|>>|>\||>&|<<<|<<-?|<>|<&|>|<)(.*)", re.DOTALL)
+_REDIRECTION_ROLES = {"&>>": "out", "&>": "out", ">>": "out", ">|": "out", ">&": "out", ">": "out",
+                      "<": "in", "<>": "in", "<<<": "skip", "<<": "skip", "<<-": "skip", "<&": "skip"}
+_SEPARATORS = frozenset({"|", "||", "&&", ";", "&", "|&"})
+
+
 def _inside(path: str, root: str) -> bool:
     root = os.path.realpath(root)
     return path == root or path.startswith(root.rstrip("/") + "/")
@@ -217,8 +274,9 @@ class HookFiles:
     (:meth:`vouch`). Before an unsandboxed hook runs, :meth:`why_refused` compares: a file that
     appeared, vanished, was replaced or now resolves elsewhere since (a command the model ran, a
     subagent, a sandboxed hook) means the hook does not run; a refused PreToolUse hook denies the call
-    and a refused Stop hook blocks the stop (a guard the model switched off fails closed); any other
-    is reported as a failed hook.
+    (a guard the model switched off fails closed); any other, a Stop hook's included, is reported as a
+    failed hook. What it vouches for is what the hooks run: the files their commands name, not those
+    they only write (:func:`_named`).
     """
 
     def __init__(self, hooks: HooksConfig, cwd: str) -> None:
@@ -332,9 +390,13 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
 
     ``runner`` starts one command (default: a real subprocess with its timeout; a ``sandbox: true``
     hook in ``sandbox``). ``files``: an unsandboxed hook whose files changed since the session vouched for
-    them is not run (:class:`HookFiles`), and with ``refused_blocks`` (PreToolUse, Stop) that blocks. With
-    ``plain_context`` (UserPromptSubmit, SessionStart) stdout that is not JSON is context.
+    them is not run (:class:`HookFiles`), and with ``refused_blocks`` (PreToolUse) that blocks: the call is
+    refused. Never for Stop, whatever the caller says: a Stop block re-prompts the model, which cannot vouch
+    for a file, so the turn would only loop to the block cap at the model's cost; the refusal is a failure,
+    reported as the others are. With ``plain_context`` (UserPromptSubmit, SessionStart) stdout that is not JSON
+    is context.
     """
+    refused_blocks = refused_blocks and payload.get("hook_event_name") != "Stop"
     start = runner or functools.partial(run_hook_command, sandbox=sandbox)
     blocks: list[str] = []
     messages: list[str] = []
@@ -355,7 +417,7 @@ async def run_hooks(groups: tuple[HookGroup, ...], payload: dict[str, Any], cwd:
                 outcome: tuple[int, str, str] | str = (
                     f"not run: {refused} (by a command, a subagent or a sandboxed hook?), and hooks run outside "
                     f"the sandbox; check it, then set the session's cwd again to vouch for it")
-                if refused_blocks:  # a guard the model switched off fails closed
+                if refused_blocks:  # a guard of tool calls the model switched off fails closed
                     blocks.append(f"a hook did not run: {refused}; the user must check it")
             else:
                 outcome = await start(hook, data, cwd)

@@ -25,6 +25,7 @@ from .. import wire
 from .._actor import ActorGone
 from ..process import Sandbox
 from ..checked import CheckError
+from ..permission_rules import RuleLists
 from ..settings import SettingsError
 from ..settings_file import Runner, subagents_settings
 from .client import call_signal_tool
@@ -122,7 +123,8 @@ class SubagentRegistry:
     async def start(self, arguments: dict[str, Any], *, cwd: str | None = None,
                     on_end: Callable[[SubagentRun], None] | None = None,
                     approve_report: Callable[[Path], Awaitable[str | None]] | None = None,
-                    parent_mode: str | None = None, sandbox: Sandbox | None = None) -> SubagentRun:
+                    parent_mode: str | None = None, sandbox: Sandbox | None = None,
+                    permissions: RuleLists | None = None) -> SubagentRun:
         """Validate ``arguments`` (the ``start`` tool's), spawn the run, return it once it is running.
 
         ``cwd`` is the default working directory (the calling session's); ``on_end`` is called once
@@ -130,7 +132,9 @@ class SubagentRegistry:
         names (``None`` once allowed, else why not); ``parent_mode`` is the approval mode of the session
         that starts the run (its ``agent`` tool): a child session never runs in a more permissive one.
         ``sandbox``: that session's, so a command runner sees what it protects (its hooks' files)
-        read-only, as the session's own commands do. Raises :class:`StartError` when nothing was spawned.
+        read-only, as the session's own commands do. ``permissions``: the rules a child session takes as its own
+        (that session's, :meth:`~actors.session.authorizer.Authorizer.for_child`), so it is never laxer than the
+        session that started it. Raises :class:`StartError` when nothing was spawned.
         """
         spec = self._spec(arguments, cwd)
         if self.base_url is None:
@@ -139,7 +143,7 @@ class SubagentRegistry:
             raise StartError(f"a run named {spec.name!r} is underway")
         if sum(not r.ended.is_set() for r in self._runs.values()) + len(self._starting) >= MAX_LIVE_RUNS:
             raise StartError(f"at most {MAX_LIVE_RUNS} live subagent runs")
-        runner = self._runner(spec.runner, parent_mode, sandbox)
+        runner = self._runner(spec.runner, parent_mode, sandbox, permissions)
         run = SubagentRun(spec, clock_ms=self.daemon.runtime.clock_ms, grace=self.config.signal_grace_seconds)
         run.cleanup = self._cleanup
         run.refuse_report = functools.partial(self._refuse_named_report, spec.cwd)
@@ -224,10 +228,11 @@ class SubagentRegistry:
             return str(exc)
         return check_named_report(Path(real), cwd)
 
-    def _runner(self, kind: str, parent_mode: str | None = None, sandbox: Sandbox | None = None) -> Any:
+    def _runner(self, kind: str, parent_mode: str | None = None, sandbox: Sandbox | None = None,
+                permissions: RuleLists | None = None) -> Any:
         if kind == "session":
             return SessionRunner(self.daemon, self.config.session_model, self.config.session_approval_mode,
-                                 signal_client=self.signal_client, parent_mode=parent_mode)
+                                 signal_client=self.signal_client, parent_mode=parent_mode, permissions=permissions)
         template = self.config.command_template
         if not template:
             raise StartError("no command runner is configured (settings key subagents.runners.command.template)")

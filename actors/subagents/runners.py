@@ -27,6 +27,7 @@ import attrs
 import trio
 
 from ..background.shell import OutputBuffer, ShellProcess
+from ..permission_rules import RuleLists
 from ..process import NO_SANDBOX, Sandbox
 from ..process.sandbox import EnvAdditions, env_additions, make_home, remove_home
 from ..session.fifo import Admitted
@@ -49,7 +50,8 @@ class RunnerError(Exception):
 # ----------------------------------------------------------------- session
 
 
-# Approval modes from the strictest: ``plan`` refuses, ``default`` asks, ``auto-edit`` and ``yolo`` do not.
+# Approval modes from the strictest: ``plan`` refuses, ``default`` asks, ``auto-edit`` asks but for file edits
+# and web fetches, ``yolo`` does not.
 STRICTNESS = ("plan", "default", "auto-edit", "yolo")
 
 
@@ -66,7 +68,8 @@ class SessionRunner:
     name = "session"
 
     def __init__(self, daemon: Any, model: str | None = None, approval_mode: str | None = None, *,
-                 signal_client: Any = None, parent_mode: str | None = None) -> None:
+                 signal_client: Any = None, parent_mode: str | None = None,
+                 permissions: RuleLists | None = None) -> None:
         self._daemon = daemon
         self._signal_client = signal_client  # None: over HTTP (``call_signal_tool``)
         self._model = model
@@ -77,13 +80,18 @@ class SessionRunner:
         # takes the stricter of it and its own, so a session in ``plan`` or ``default`` cannot get
         # through a child what it may not do itself (None: no parent session, e.g. the MCP ``start``).
         self._parent_mode = parent_mode
+        # That session's rules, which the child takes as its own (its deny and ask rules bind the child, and
+        # what the user allowed there is allowed here): a mode alone would let the child run what the parent
+        # was refused by a rule or an "always reject".
+        self._permissions = permissions or None
 
     @asynccontextmanager
     async def open(self, run: SubagentRun) -> AsyncIterator[SessionTurns]:
         # The child's system prompt is the daemon's, with the run's brief on top of it: every request of
         # the run carries the brief, also after compaction has summarised the first turn away.
         handle, _ = await self._daemon.create_session(
-            run.spec.cwd, append_system_prompt=texts.subagent_system_prompt(run.spec.brief, run.spec.goal))
+            run.spec.cwd, append_system_prompt=texts.subagent_system_prompt(run.spec.brief, run.spec.goal),
+            permissions=self._permissions)
         try:
             assert run.config_path is not None
             await handle.add_tools(*signal_client_tools(run.config_path, call=self._signal_client))

@@ -4,10 +4,11 @@
 arrives in the calling session as a terminal notification, and while it is
 live it is part of the Todo Stop Guard's background baseline like a shell.
 Starting one is asked for as a shell command is (kind ``execute``: ``plan``
-refuses, ``default`` asks, ``auto-edit`` and ``yolo`` do not), in one request
+refuses, ``default`` and ``auto-edit`` ask, ``yolo`` does not), in one request
 that also covers the ``report_file`` when one is given; and a child session
 never runs in a more permissive approval mode than the calling session had
-when it started the run (:func:`.runners.stricter`).
+when it started the run (:func:`.runners.stricter`), nor with fewer of its
+permission rules (:meth:`~actors.session.authorizer.Authorizer.for_child`).
 
 The child session's own tools, ``goal_reached`` and ``need_help``, are
 :mod:`.signal_tools`.
@@ -96,6 +97,14 @@ ITEM_STATES = {"no_goal": "completed", "goal_reached": "completed", "need_help":
                "stopped": "killed", "error": "failed"}
 
 
+def child_permissions(services: Any, cwd: str, child_cwd: str) -> Any:
+    """The rules of the session lending ``services`` that a child session in ``child_cwd`` takes (``None``: no
+    session's, as a test's bare services)."""
+    # SessionServices keeps its Authorizer to itself; the rules it holds are what the child must take.
+    authorizer = getattr(services, "_authorizer", None)
+    return authorizer.for_child(cwd, child_cwd) if authorizer is not None else None
+
+
 class AgentTool:
     """Start a subagent run as background work of kind ``agent``."""
 
@@ -159,8 +168,13 @@ class AgentTool:
                                           raw_input=arguments, details=details)
         if denied is not None:
             return ToolResult.failure(f"{denied}; no run was started")
-        # The calling session's mode now, as it starts the run: its child session never gets a laxer one.
+        # The calling session's mode and rules now, as it starts the run: its child session never gets a laxer
+        # mode, and takes its rules (the settings' and its own, its "always" answers) as its own.
         parent_mode = getattr(services, "approval_mode", None)
+        try:
+            permissions = child_permissions(services, context.cwd, spec.cwd) if spec.runner == "session" else None
+        except ValueError as exc:  # RuleError: a rule the child could not be given; it must not start without it
+            return ToolResult.failure(f"{exc}; no run was started")
         manager = services.background
         try:
             item = manager.track("agent", f"{name}: {brief}"[:200])
@@ -173,7 +187,8 @@ class AgentTool:
 
         try:
             run = await registry.start(arguments, cwd=context.cwd, on_end=on_end, approve_report=approve_report,
-                                       parent_mode=parent_mode, sandbox=getattr(services, "sandbox", None))
+                                       parent_mode=parent_mode, sandbox=getattr(services, "sandbox", None),
+                                       permissions=permissions)
         except StartError as exc:
             manager.finish(item.task_id, state="failed", text=str(exc), notify=False)
             return ToolResult.failure(str(exc))

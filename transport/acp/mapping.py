@@ -16,7 +16,7 @@ REFUSAL_CODES = frozenset({"refusal", "content_filter"})
 
 MODES = {
     "default": ("Default", "Ask before running commands"),
-    "auto-edit": ("Auto edit", "Run tools without asking"),
+    "auto-edit": ("Auto edit", "Edit files without asking; ask before running commands"),
     "yolo": ("YOLO", "Run everything without asking"),
     "plan": ("Plan", "Plan only: tools that change anything are refused"),
 }

@@ -100,3 +100,45 @@ async def test_a_refused_guard_fails_closed_and_any_other_hook_fails_open(tmp_pa
     assert ran == []
     assert closed.blocked and "guard.sh" in closed.block_reasons[0] and closed.failures
     assert not opened.blocked and "not run" in opened.failures[0]
+
+
+def test_a_file_the_hook_only_writes_is_not_watched_and_one_it_reads_or_runs_is(tmp_path):
+    """``echo stop >> stops.log``: the hook changes its own log each time it runs, which stopped it for good."""
+    log = tmp_path / "logs" / "stops.log"
+    hooks = config(f"echo stop >> {log}", "./run.sh 2>&1 | tee -a tee.log", "sh < ./check.sh > out.txt",
+                   "./gen.sh > made.sh && sh made.sh", "python3 -c 'print(1)' &>all.log 2>/dev/null")
+    append, teed, fed, generated, quiet = hooks.stop[0].commands
+    (tmp_path / "check.sh").write_text("exit 0\n")
+    files = HookFiles(hooks, str(tmp_path))
+    log.parent.mkdir()
+    log.write_text("stop\n")
+    for name in ("tee.log", "out.txt", "all.log"):
+        (tmp_path / name).write_text("written by the hook\n")
+    assert files.why_refused(append) is None and files.why_refused(teed) is None
+    assert files.why_refused(quiet) is None and files.why_refused(fed) is None
+    (tmp_path / "made.sh").write_text("id\n")  # written by the hook, but run by it too
+    assert "made.sh changed" in files.why_refused(generated)
+    (tmp_path / "check.sh").write_text("cat token\n")  # what `sh <` runs
+    assert "check.sh changed" in files.why_refused(fed)
+    protected = hook_files(hooks, str(tmp_path))
+    assert str(tmp_path / "check.sh") in protected and str(tmp_path / "made.sh") in protected
+    assert not {str(log), str(tmp_path / "tee.log"), str(tmp_path / "out.txt")} & set(protected)
+
+
+async def test_a_refused_stop_hook_fails_open_and_a_refused_pre_tool_use_hook_still_blocks(tmp_path):
+    """A Stop block re-prompts the model, which cannot vouch for a file: the turn would loop to the cap."""
+    from actors.session.hooks import run_hooks
+
+    hooks = config("./guard.sh")
+    files = HookFiles(hooks, str(tmp_path))
+    (tmp_path / "guard.sh").write_text("exit 0\n")
+
+    async def runner(hook, stdin, cwd):
+        raise AssertionError("a refused hook ran")
+
+    stop = await run_hooks(hooks.stop, {"hook_event_name": "Stop"}, str(tmp_path), runner=runner, files=files,
+                           refused_blocks=True)
+    pre = await run_hooks(hooks.stop, {"hook_event_name": "PreToolUse"}, str(tmp_path), runner=runner,
+                          files=files, refused_blocks=True)
+    assert not stop.blocked and "not run" in stop.failures[0] and "guard.sh changed" in stop.failures[0]
+    assert pre.blocked and pre.failures

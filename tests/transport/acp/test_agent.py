@@ -116,6 +116,9 @@ async def test_new_session_starts_client_mcp_servers_and_reports_modes(tmp_path)
             await server.settled.wait()
         assert server.state == "failed" and "no such file or command" in (server.error or "")
         assert result["modes"]["currentModeId"] == "default"
+        # auto-edit is qwen-code's: edits run unasked, commands still ask (it is not yolo under another name)
+        described = {m["id"]: m["description"] for m in result["modes"]["availableModes"]}
+        assert described["auto-edit"] == "Edit files without asking; ask before running commands"
         sid = result["sessionId"]
         assert await client.result("session/set_mode", {"sessionId": sid, "modeId": "plan"}) == {}
         assert (await daemon.get(sid).status())["approvalMode"] == "plan"
