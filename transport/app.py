@@ -344,8 +344,9 @@ def create_app(
         except ValueError as exc:
             raise HttpError(400, str(exc), "unknown_option", "$.outcome.optionId") from None
         if not accepted:
-            raise HttpError(404, f"no pending permission request {request_id!r}", "permission_not_found",
-                            "url.requestId")
+            ended = await handle.permission_ended(request_id)
+            raise HttpError(404, f"no pending permission request {request_id!r}"
+                            + (f": {ended}" if ended else ""), "permission_not_found", "url.requestId")
         return answer(answers.VoteAccepted(accepted=True, requestId=request_id))
 
     @app.post("/session/<session_id>/permission/<request_id>")

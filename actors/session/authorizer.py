@@ -250,7 +250,8 @@ class Authorizer:
     async def cancel_after_grace(self) -> None:
         await trio.sleep(self.grace_seconds)
         if self._bus.subscriber_count == 0:
-            self.broker.cancel_all()  # a client that left approves nothing
+            # A client that left approves nothing.
+            self.broker.cancel_all("it was cancelled: no client was connected for limits.clientGraceSeconds")
 
 
 __all__ = ["AUTO_EDIT_KINDS", "AUTO_EDIT_TOOLS", "Authorizer"]

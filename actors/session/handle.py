@@ -17,8 +17,8 @@ from .images import accepts_images, prompt_images
 from .transcript import TranscriptError
 from .messages import (
     NOT_REPLACING, AddMcpServers, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
-    CheckpointCall, PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionRecord, SetApprovalMode, SetModel, SetTitle,
-    Snapshot, TurnOffGuard, Vote, PermissionRules, EditPermissionRule, ExplainPermission,
+    CheckpointCall, PendingPermissions, PermissionEnded, ReleaseQueuedPromptWait, Rewind, SessionRecord, SetApprovalMode,
+    SetModel, SetTitle, Snapshot, TurnOffGuard, Vote, PermissionRules, EditPermissionRule, ExplainPermission,
 )
 from ..permission_rules import EFFECTS, parse_rule
 
@@ -233,6 +233,10 @@ class SessionHandle:
 
     async def has_permission_request(self, request_id: str) -> bool:
         return request_id in await self._ref.ask(PendingPermissions, ASK_TIMEOUT)
+
+    async def permission_ended(self, request_id: str) -> str | None:
+        """How a permission request that is no longer pending ended (``None``: unknown to the session)."""
+        return await self._ref.ask(lambda r: PermissionEnded(request_id, r), ASK_TIMEOUT)
 
     async def vote(self, request_id: str, outcome: str, option_id: str | None = None) -> bool:
         """Answer a permission request; ``False`` when it is unknown or already resolved (first vote wins).

@@ -156,6 +156,14 @@ class PendingPermissions:
 
 
 @attrs.frozen
+class PermissionEnded:
+    """How a permission request that is no longer pending ended, if the session remembers it."""
+
+    request_id: str
+    reply: Reply[str | None]
+
+
+@attrs.frozen
 class PermissionRules:
     """The permission rules in force: the settings file's and the session's own."""
 
@@ -199,5 +207,5 @@ NOT_REPLACING = object()  # a lend that replaces whatever is there
 
 SessionMessage = (Cancel | GetStatus | Load | SetApprovalMode | SetModel | ChangeCwd | Rewind | Snapshot | Vote
                   | ReleaseQueuedPromptWait | KillTask | AddTools | AddMcpServers | TurnOffGuard | LendDrainSource
-                  | LendClientServices | SessionRecord | PendingPermissions | SetTitle | PermissionRules
+                  | LendClientServices | SessionRecord | PendingPermissions | PermissionEnded | SetTitle | PermissionRules
                   | EditPermissionRule | ExplainPermission | CheckpointCall)

@@ -8,6 +8,7 @@ two resolve it as *cancelled*: a disconnected client never implies approval.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Literal
 
 import attrs
@@ -69,14 +70,22 @@ class _Pending:
     decision: Decision = CANCELLED
 
 
+ENDED_KEPT = 64  # resolved requests remembered, so a late vote is told how its request ended
+
+
 class PermissionBroker:
-    """The pending permission requests of one session."""
+    """The pending permission requests of one session, and how the last few resolved ones ended."""
 
     def __init__(self, session_id: str, bus: EventBus, ids: IdSource) -> None:
         self._session_id = session_id
         self._bus = bus
         self._ids = ids
         self._pending: dict[str, _Pending] = {}
+        self._ended: OrderedDict[str, str] = OrderedDict()
+
+    def ended(self, request_id: str) -> str | None:
+        """How request ``request_id`` ended, when it is one of the last :data:`ENDED_KEPT` resolved."""
+        return self._ended.get(request_id)
 
     @property
     def pending_ids(self) -> list[str]:
@@ -93,7 +102,7 @@ class PermissionBroker:
             await pending.done.wait()
         finally:
             if request_id in self._pending:  # cancelled while waiting: resolve it as cancelled
-                self._resolve(request_id, CANCELLED)
+                self._resolve(request_id, CANCELLED, "it was cancelled: the work that asked it ended")
         return pending.decision
 
     def vote(self, request_id: str, outcome: str, option_id: str | None = None) -> bool:
@@ -102,7 +111,7 @@ class PermissionBroker:
         if pending is None:
             return False
         if outcome == "cancelled":
-            self._resolve(request_id, CANCELLED)
+            self._resolve(request_id, CANCELLED, "it was cancelled by a vote")
             return True
         option = next((o for o in pending.options if o.option_id == option_id), None)
         if option is None:
@@ -111,16 +120,21 @@ class PermissionBroker:
         self._resolve(request_id, Decision("selected", option))
         return True
 
-    def cancel_all(self) -> int:
-        """Resolve every pending request as cancelled (the client went away, the session closes)."""
+    def cancel_all(self, why: str = "it was cancelled: the session closed") -> int:
+        """Resolve every pending request as cancelled (the client went away, the session closes); ``why`` is
+        what a late vote for one of them is told."""
         ids = list(self._pending)
         for request_id in ids:
-            self._resolve(request_id, CANCELLED)
+            self._resolve(request_id, CANCELLED, why)
         return len(ids)
 
-    def _resolve(self, request_id: str, decision: Decision) -> None:
+    def _resolve(self, request_id: str, decision: Decision, why: str | None = None) -> None:
         pending = self._pending.pop(request_id)
         pending.decision = decision
         pending.done.set()
+        option = decision.option
+        self._ended[request_id] = why or (f"it was answered ({option.option_id})" if option else "it was cancelled")
+        while len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
         self._bus.publish("permission_resolved",
                           wire.permission_resolved(self._session_id, request_id, decision.to_wire()))

@@ -62,8 +62,8 @@ from .hooks import hook_files
 from .images import prompt_images
 from .messages import (
     NOT_REPLACING, AddMcpServers, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
-    PendingPermissions, ReleaseQueuedPromptWait, Rewind, SessionMessage, SessionRecord, SetApprovalMode, SetModel,
-    SetTitle, Snapshot, TurnOffGuard, Vote, PermissionRules, EditPermissionRule, ExplainPermission, CheckpointCall,
+    PendingPermissions, PermissionEnded, ReleaseQueuedPromptWait, Rewind, SessionMessage, SessionRecord, SetApprovalMode,
+    SetModel, SetTitle, Snapshot, TurnOffGuard, Vote, PermissionRules, EditPermissionRule, ExplainPermission, CheckpointCall,
 )
 from .outcomes import only_cancelled
 from .permissions import UnknownOption
@@ -374,6 +374,8 @@ class Session:
                 reply.send(self.record())
             case PendingPermissions(reply):
                 reply.send(self.authorizer.broker.pending_ids)
+            case PermissionEnded(request_id, reply):
+                reply.send(self.authorizer.broker.ended(request_id))
             case PermissionRules(reply):
                 reply.send(self.authorizer.listed_rules())
             case EditPermissionRule(effect, rule, add, reply):
