@@ -60,8 +60,8 @@ MAX_BODY = 10 * 1024 * 1024
 PROTOCOL_VERSION = 1
 FEATURES = [
     "non_blocking_prompt",
-    # Not session_mid_turn_message_query/_mutation: their routes (list, remove a queued mid-turn message)
-    # are qwen's and not served here; qwen's Web Shell then sends mid-turn messages without an id.
+    "session_mid_turn_message_mutation",  # DELETE /session/:id/mid-turn-messages/:messageId
+    "session_mid_turn_message_query",  # GET /session/:id/mid-turn-messages
     "mid_turn_messages",
     "pending_prompts",
     "event_replay",
@@ -330,6 +330,14 @@ def create_app(
         if not b.message.strip():
             raise HttpError(400, "message must not be empty", "empty_message", "$.message")
         return json_response(await handle.post_mid_turn_message(b.message, b.messageId))
+
+    @app.get("/session/<session_id>/mid-turn-messages")
+    async def mid_turn_messages(session_id: str) -> Response:
+        return json_response(await session(session_id).mid_turn_messages())
+
+    @app.delete("/session/<session_id>/mid-turn-messages/<message_id>")
+    async def remove_mid_turn_message(session_id: str, message_id: str) -> Response:
+        return answer(answers.Removed(removed=await session(session_id).remove_mid_turn_message(message_id)))
 
     @app.post("/session/<session_id>/cancel")
     async def cancel(session_id: str) -> Response:

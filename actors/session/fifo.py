@@ -130,6 +130,19 @@ class PostMidTurn:
 
 
 @attrs.frozen
+class RemoveMidTurn:
+    """Take back a mid-turn message no turn has taken yet; the reply says whether it was still waiting."""
+
+    message_id: str
+    reply: Reply[bool]
+
+
+@attrs.frozen
+class ListMidTurn:
+    reply: Reply[dict[str, Any]]
+
+
+@attrs.frozen
 class RestoreMidTurn:
     """Mid-turn messages a late drain answer brought back after their turn ended."""
 
@@ -158,8 +171,8 @@ class Statistics:
     reply: Reply[dict[str, Any]]
 
 
-FifoMessage = (Admit | TakeInbox | Abort | TakeNext | Settle | SetActive | PostMidTurn | Drain | RestoreMidTurn | ListPending
-               | GetTurn | Statistics)
+FifoMessage = (Admit | TakeInbox | Abort | TakeNext | Settle | SetActive | PostMidTurn | RemoveMidTurn | ListMidTurn
+               | Drain | RestoreMidTurn | ListPending | GetTurn | Statistics)
 
 
 class PromptFifo:
@@ -252,6 +265,10 @@ class PromptFifo:
                 self._apply(queue.set_active(active, self._now_ms()))
             case PostMidTurn(text, message_id, reply):
                 reply.send(self._post_mid_turn(text, message_id))
+            case RemoveMidTurn(message_id, reply):
+                reply.send(self._remove_mid_turn(message_id))
+            case ListMidTurn(reply):
+                reply.send(queue.mid_turn_listing())
             case Drain(watch, reply):
                 reply.send(self._drain(watch))
             case RestoreMidTurn(messages):
@@ -329,6 +346,16 @@ class PromptFifo:
             return self._durable_then_commit(planned)
         except OSError:
             return {"accepted": False, "reason": "storage_unavailable"}
+
+    def _remove_mid_turn(self, message_id: str) -> bool:
+        planned = self._queue.remove_mid_turn(message_id)
+        if isinstance(planned, Step):  # not waiting (unknown, or taken already)
+            return self._apply(planned)
+        try:  # fail closed: a removal the journal lost would put the message in a turn after a restart
+            return self._durable_then_commit(planned)
+        except OSError as exc:
+            log.error("session %s: mid-turn message %s not removed: %s", self.session_id, message_id, exc)
+            return False
 
     def _drain(self, watch_queued_prompt: bool) -> DrainResult:
         return self._apply(self._queue.drain(watch_queued_prompt))

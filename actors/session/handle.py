@@ -116,6 +116,15 @@ class SessionHandle:
     async def pending_prompts(self) -> list[dict[str, Any]]:
         return await self._fifo.ask(f.ListPending, ASK_TIMEOUT)
 
+    async def mid_turn_messages(self) -> dict[str, Any]:
+        """The mid-turn messages waiting for a tool boundary, and the ids of the last ones taken into a turn
+        (``settledMessageIds``) or run as a prompt of their own (``promotedMessageIds``)."""
+        return await self._fifo.ask(f.ListMidTurn, ASK_TIMEOUT)
+
+    async def remove_mid_turn_message(self, message_id: str) -> bool:
+        """Take back a mid-turn message no turn has taken yet; ``False`` when it is not waiting."""
+        return await self._fifo.ask(lambda r: f.RemoveMidTurn(message_id, r), ASK_TIMEOUT)
+
     async def turn(self, prompt_id: str) -> dict[str, Any] | None:
         """The record of one prompt's turn (``"current"`` for the running one)."""
         return await self._fifo.ask(lambda r: f.GetTurn(prompt_id, r), ASK_TIMEOUT)

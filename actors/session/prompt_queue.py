@@ -56,12 +56,15 @@ set_active(active, now)        -                            active; going idle: 
 post_mid_turn(text, id) ▲      mid_turn (before)            idle: refused ``session_idle``; ``max_mid_turn`` waiting:
                                                             refused ``queue_full``; else appended (the client's id, or
                                                             a fresh ``msg`` id)
+remove_mid_turn(id) ▲          drained (before)             waiting: removed, answer True; else (unknown, or taken
+                                                            already): answer False
 restore_mid_turn(texts, now)   mid_turn each (after)        appended under fresh ids (a late drain's answer brought
                                                             them back); idle: promote
-drain(watch)                   drained (after)              the oldest :data:`MAX_DRAIN_ITEMS` waiting taken;
-                                                            ``mid_turn_message_injected``; answer :class:`DrainResult`
-(promote)                      promoted (after)             all waiting input -> one queued prompt at the head;
-                                                            ``pending_prompt_added``; Wake
+drain(watch)                   drained (after)              the oldest :data:`MAX_DRAIN_ITEMS` waiting taken (their ids
+                                                            settled); ``mid_turn_message_injected``; answer
+                                                            :class:`DrainResult`
+(promote)                      promoted (after)             all waiting input -> one queued prompt at the head (their
+                                                            ids promoted); ``pending_prompt_added``; Wake
 restore(replayed, now, code)   ended each interrupted       turns, usage, queued prompts and waiting input taken from
                                (after)                      the journal; the interrupted end ``error`` with ``code``;
                                                             promote
@@ -74,7 +77,10 @@ record_usage(id, src, usage)   usage (after, not durable)   the session's ledger
 Queries (no change): :meth:`~PromptQueue.snapshot` (the journal compacted to
 what a restart needs), :meth:`~PromptQueue.statistics`,
 :attr:`~PromptQueue.has_queued_prompt`, :meth:`~PromptQueue.pending`,
-:meth:`~PromptQueue.turn`.
+:meth:`~PromptQueue.turn`, :meth:`~PromptQueue.mid_turn_listing` (the waiting
+input, and the ids of the last :data:`MID_TURN_IDS_KEPT` taken into a turn —
+*settled* — or run as a prompt of their own — *promoted*: how a client that
+sent one learns where it went).
 
 Fresh ids come from ``new_id(prefix)`` (the session's ``IdSource.new``), asked
 only when a transition creates something, so a refused admission draws none
@@ -99,6 +105,7 @@ if TYPE_CHECKING:
 
 MAX_DRAIN_ITEMS = 10
 TURN_RECORDS_KEPT = 256
+MID_TURN_IDS_KEPT = 200  # settled and promoted mid-turn message ids, each (qwen serve keeps as many)
 
 T = TypeVar("T")
 
@@ -216,7 +223,12 @@ class MidTurnPost:
     item: MidTurnItem
 
 
-Change = Admission | Start | Removal | MidTurnPost
+@attrs.frozen
+class MidTurnRemoval:
+    message_id: str
+
+
+Change = Admission | Start | Removal | MidTurnPost | MidTurnRemoval
 
 
 @attrs.frozen
@@ -249,6 +261,8 @@ class PromptQueue:
         # A list, not a deque: an empty deque holds a 64-slot block, in every idle session (at most
         # max_mid_turn wait here).
         self.mid_turn: list[MidTurnItem] = []
+        self.settled_ids: list[str] = []  # the last MID_TURN_IDS_KEPT taken into a turn (lists, as above)
+        self.promoted_ids: list[str] = []  # the last MID_TURN_IDS_KEPT run as a prompt of their own
         self.turns: OrderedDict[str, TurnRecord] = OrderedDict()
         self.active = False
         self.usage = UsageLedger()  # the session's model calls, cumulative and journalled (status.usage)
@@ -273,6 +287,11 @@ class PromptQueue:
 
     def pending(self) -> list[dict[str, Any]]:
         return [e.to_wire() for e in self.entries]
+
+    def mid_turn_listing(self) -> dict[str, Any]:
+        """The waiting mid-turn input, and where the last ones went (``GET /session/:id/mid-turn-messages``)."""
+        return {"messages": [i.to_wire() for i in self.mid_turn], "settledMessageIds": list(self.settled_ids),
+                "promotedMessageIds": list(self.promoted_ids)}
 
     def turn(self, prompt_id: str) -> dict[str, Any] | None:
         """The turn record of ``prompt_id`` (``"current"``: the running prompt's), wire form."""
@@ -343,6 +362,13 @@ class PromptQueue:
         item = MidTurnItem(message_id or self._new_id("msg"), text)
         return self._propose({"op": "mid_turn", "messageId": item.message_id, "text": text}, MidTurnPost(item))
 
+    def remove_mid_turn(self, message_id: str) -> Step[bool] | Proposal[bool]:
+        self._tick += 1
+        if not any(i.message_id == message_id for i in self.mid_turn):
+            return Step(False)
+        # Fail closed: a removal the journal lost would put the message in a turn after a restart.
+        return self._propose({"op": "drained", "messageIds": [message_id]}, MidTurnRemoval(message_id))
+
     def commit(self, proposal: Proposal[T]) -> Step[Any]:
         """Make the change of ``proposal``, whose record the journal now holds."""
         if proposal.ticket != self._tick:
@@ -377,6 +403,9 @@ class PromptQueue:
             case MidTurnPost(item):
                 self.mid_turn.append(item)
                 return Step({"accepted": True, "messageId": item.message_id})
+            case MidTurnRemoval(message_id):
+                self.mid_turn = [i for i in self.mid_turn if i.message_id != message_id]
+                return Step(True)
         raise TypeError(f"not a change: {proposal.change!r}")
 
     # ------------------------------------------------------------- transitions
@@ -445,6 +474,7 @@ class PromptQueue:
         self._tick += 1
         items = self.mid_turn[:MAX_DRAIN_ITEMS]
         del self.mid_turn[:len(items)]
+        _keep_last(self.settled_ids, [i.message_id for i in items])
         effects: tuple[Effect, ...] = ()
         if items:
             effects = (Record({"op": "drained", "messageIds": [i.message_id for i in items]}),
@@ -528,6 +558,7 @@ class PromptQueue:
             return ()
         items = list(self.mid_turn)
         self.mid_turn.clear()
+        _keep_last(self.promoted_ids, [i.message_id for i in items])
         text = "\n".join(i.text for i in items)
         body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=text)])
         entry = PendingPrompt(self._new_id("prompt"), body, text, now, waited=True)
@@ -560,3 +591,8 @@ class PromptQueue:
             for key, value in changes.items():
                 if value is not None:
                     setattr(record, key, value)
+
+
+def _keep_last(ids: list[str], more: list[str]) -> None:
+    ids += more
+    del ids[:-MID_TURN_IDS_KEPT]

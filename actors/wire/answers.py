@@ -288,6 +288,23 @@ class MidTurnAnswer:
 
 
 @attrs.frozen(kw_only=True)
+class MidTurnMessage:
+    messageId: str
+    displayText: str
+    content: list[dict[str, Any]]
+
+
+@attrs.frozen(kw_only=True)
+class MidTurnMessages:
+    """The mid-turn messages waiting for a tool boundary, and the ids of the last 200 taken into a turn
+    (``settledMessageIds``) or run as a prompt of their own (``promotedMessageIds``)."""
+
+    messages: list[MidTurnMessage]
+    settledMessageIds: list[str]
+    promotedMessageIds: list[str]
+
+
+@attrs.frozen(kw_only=True)
 class TaskKilled:
     killed: bool
     taskId: str

@@ -18,7 +18,7 @@ from transport.openapi import openapi_document
 PROTOCOL = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 # Routes that are not part of the REST API: the browser UI's files, and a subagent's signal URL (its own token).
 NOT_REST = ("/", "/ui/", "/signal/mcp")
-PARAM_NAMES = {"session_id": "sessionId", "prompt_id": "promptId", "request_id": "requestId",
+PARAM_NAMES = {"session_id": "sessionId", "prompt_id": "promptId", "request_id": "requestId", "message_id": "messageId",
                "task_id": "taskId", "selector": "workspace"}
 
 

@@ -23,6 +23,7 @@ from actors.model.base import Usage
 from actors.session import prompt_queue
 from actors.session.prompt_queue import (
     MAX_DRAIN_ITEMS,
+    MID_TURN_IDS_KEPT,
     TURN_RECORDS_KEPT,
     CancelRunning,
     PromptAdmitted,
@@ -284,6 +285,39 @@ def test_a_drain_takes_at_most_ten_the_oldest_first(waiting: int, watch: bool) -
     assert taken == [f"id-{i}" for i in range(waiting)]
 
 
+def test_a_waiting_mid_turn_message_is_taken_back_once_the_journal_has_it() -> None:
+    q = queue()
+    q.set_active(True, 100)
+    commit(q, q.post_mid_turn("keep", "a"))
+    commit(q, q.post_mid_turn("drop", "b"))
+    planned = q.remove_mid_turn("b")
+    assert isinstance(planned, Proposal) and planned.record == {"op": "drained", "messageIds": ["b"]}
+    assert [i.message_id for i in q.mid_turn] == ["a", "b"]  # nothing changed before the journal took it
+    assert q.commit(planned) == Step(True)
+    assert [i.message_id for i in q.mid_turn] == ["a"]
+    assert q.remove_mid_turn("b") == Step(False)  # gone already
+    assert q.remove_mid_turn("nope") == Step(False)
+    assert q.mid_turn_listing() == {"messages": [{"messageId": "a", "displayText": "keep",
+                                                  "content": [{"type": "text", "text": "keep"}]}],
+                                    "settledMessageIds": [], "promotedMessageIds": []}
+
+
+def test_the_listing_says_where_taken_messages_went_for_the_last_few() -> None:
+    q = queue(max_mid_turn=MID_TURN_IDS_KEPT + 5)
+    q.set_active(True, 100)
+    for i in range(MID_TURN_IDS_KEPT + 5):
+        commit(q, q.post_mid_turn(f"m{i}", f"in-turn-{i}"))
+    while q.drain(False).answer.items:
+        pass
+    commit(q, q.post_mid_turn("late", "promoted-1"))
+    q.set_active(False, 200)  # the work ended with it waiting: it runs as a prompt of its own
+    listed = q.mid_turn_listing()
+    assert listed["messages"] == []
+    assert listed["settledMessageIds"] == [f"in-turn-{i}" for i in range(5, MID_TURN_IDS_KEPT + 5)]
+    assert listed["promotedMessageIds"] == ["promoted-1"]
+    assert q.remove_mid_turn("promoted-1") == Step(False)  # it is a prompt now: abort that instead
+
+
 def test_a_late_drains_messages_come_back_under_fresh_ids_and_run_next_when_idle() -> None:
     q = queue()
     step = q.restore_mid_turn(("late",), 100)
@@ -379,6 +413,6 @@ def test_the_snapshot_ends_with_the_sessions_usage_after_the_extra_records() -> 
 
 def test_the_module_documents_every_transition() -> None:
     doc = prompt_queue.__doc__ or ""
-    for name in ("admit", "take_inbox", "abort", "take", "settle", "set_active", "post_mid_turn",
+    for name in ("admit", "take_inbox", "abort", "take", "settle", "set_active", "post_mid_turn", "remove_mid_turn",
                  "restore_mid_turn", "drain", "restore", "abandon_queued", "settle_on_close", "record_usage"):
         assert f"\n{name}(" in doc, name
