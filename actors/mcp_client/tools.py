@@ -9,8 +9,8 @@ too; a tool whose name is still taken is left out, with a log warning.
 
 Parameters are the server's ``inputSchema`` (without ``$schema``; an
 object schema, as MCP requires). Calls go through the session's permission
-flow like ``shell``: asked in the ``default`` approval mode, run in
-``auto-edit`` and ``yolo``, refused in ``plan``. Annotations such as
+flow like ``shell``: asked in the ``default`` and ``auto-edit`` approval
+modes, run in ``yolo``, refused in ``plan``. Annotations such as
 ``readOnlyHint`` are the server's own claims (the spec: never base a
 decision on those of an untrusted server), so they change nothing; only
 ``trust: true`` in the settings skips the question (not in ``plan``). The

@@ -43,6 +43,10 @@ class SessionServices:
     def always_denied(self) -> frozenset[str]:
         return self._authorizer.always_denied
 
+    def child_permissions(self, cwd: str, child_cwd: str) -> Any:
+        """The rules a child session this one starts in ``child_cwd`` takes (:meth:`Authorizer.for_child`)."""
+        return self._authorizer.for_child(cwd, child_cwd)
+
     def refused_by_rule(self, tool: str, arguments: Any, cwd: str) -> str | None:
         """Why a deny rule refuses calling ``tool`` so (for a call a tool makes on another's behalf), or None."""
         verdict = self._authorizer.verdict(tool, arguments, cwd)

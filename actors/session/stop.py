@@ -79,7 +79,8 @@ async def stop_hooks(ports: TurnPorts, turn: TurnState) -> tuple[str | None, Dra
                                "overriding and ending the turn.", turn.prompt_id)
         raise StopHookCapReached()
     try:
-        outcome = await ports.hooks.run("Stop", groups, turn.prompt_id, refused_blocks=True,
+        # A Stop hook refused for trust fails open (hooks.run_hooks): refused_blocks is PreToolUse's.
+        outcome = await ports.hooks.run("Stop", groups, turn.prompt_id,
                                         stop_hook_active=turn.hook_blocks > 0,
                                         last_assistant_message=turn.last_text)
     except BaseException:

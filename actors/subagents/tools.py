@@ -100,9 +100,8 @@ ITEM_STATES = {"no_goal": "completed", "goal_reached": "completed", "need_help":
 def child_permissions(services: Any, cwd: str, child_cwd: str) -> Any:
     """The rules of the session lending ``services`` that a child session in ``child_cwd`` takes (``None``: no
     session's, as a test's bare services)."""
-    # SessionServices keeps its Authorizer to itself; the rules it holds are what the child must take.
-    authorizer = getattr(services, "_authorizer", None)
-    return authorizer.for_child(cwd, child_cwd) if authorizer is not None else None
+    take = getattr(services, "child_permissions", None)
+    return take(cwd, child_cwd) if take is not None else None
 
 
 class AgentTool:
