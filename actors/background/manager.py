@@ -29,7 +29,7 @@ from .registry import BackgroundItem, BackgroundRegistry, Baseline
 log = logging.getLogger("trellis.background")
 
 NOTIFICATION_TEXT_LIMIT = 8000
-OUTPUT_EVENT_LIMIT = 1024  # characters of output per background_task event
+OUTPUT_EVENT_LIMIT = 1024  # characters, and UTF-8 bytes, of output per background_task event (the ring keeps 8000)
 MAX_LIVE_TASKS = 256
 
 
@@ -66,6 +66,7 @@ class BackgroundManager:
         self.registry = BackgroundRegistry()
         self.queue = AutomaticQueue(on_post=wake)
         self._shells: dict[str, sh.ShellTask] = {}
+        self.output_budget = sh.OutputBudget()  # what all of the session's background shells keep, in bytes
         self._listeners: dict[str, list[Callable[[str | None], None]]] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -120,7 +121,8 @@ class BackgroundManager:
             self.notify(item, f"Background shell {task_id} (`{command}`) {verb}. "
                               f"Read its output with shell_output {{\"task_id\": \"{task_id}\"}}.")
 
-        task = sh.ShellTask(task_id, command, cwd, on_output=on_output, on_exit=on_exit, sandbox=self.sandbox)
+        task = sh.ShellTask(task_id, command, cwd, on_output=on_output, on_exit=on_exit, sandbox=self.sandbox,
+                            budget=self.output_budget)
         self._shells = {k: v for k, v in self._shells.items() if self.registry.get(k) is not None}
         self._shells[task_id] = task
         assert self._nursery is not None
@@ -417,9 +419,16 @@ class BackgroundManager:
             raise BackgroundLimit(f"at most {MAX_LIVE_TASKS} live background tasks per session")
 
     def _output_event(self, item: BackgroundItem, text: str) -> None:
-        """Output as an event, bounded: the ring is for watching, ``shell_output`` has it all."""
-        if len(text) > OUTPUT_EVENT_LIMIT:
-            self._event(item, "output", text=text[:OUTPUT_EVENT_LIMIT], truncated=len(text) - OUTPUT_EVENT_LIMIT)
+        """Output as an event, bounded: the ring is for watching, ``shell_output`` has it all.
+
+        Bounded in bytes too (whole characters; ``truncated`` still counts characters): 1,024 4-byte characters
+        cost 4 KiB as a str and 12 KiB as escaped JSON, and a session's ring keeps thousands of events.
+        """
+        shown = text[:OUTPUT_EVENT_LIMIT]
+        if len(shown) * 4 > OUTPUT_EVENT_LIMIT and len(shown.encode("utf-8", "surrogatepass")) > OUTPUT_EVENT_LIMIT:
+            shown = shown.encode("utf-8", "surrogatepass")[:OUTPUT_EVENT_LIMIT].decode("utf-8", "ignore")
+        if len(shown) < len(text):
+            self._event(item, "output", text=shown, truncated=len(text) - len(shown))
         else:
             self._event(item, "output", text=text)
 

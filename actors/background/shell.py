@@ -1,7 +1,8 @@
 """Shells: real subprocesses, each in its own process group.
 
-A shell's output goes into an :class:`OutputBuffer` (bounded; a reader gets
-only what is new since its last read). :class:`ShellProcess` runs one command
+A shell's output goes into an :class:`OutputBuffer` (bounded in UTF-8 bytes,
+per shell and per session through an :class:`OutputBudget`; a reader gets only
+what is new since its last read, and how many bytes were dropped before it). :class:`ShellProcess` runs one command
 to its end; :class:`ShellTask` is the actor that runs one in the background and
 answers ``Kill`` — ending the whole process group, grandchildren included.
 Whatever way the actor stops (its session closed, the daemon stopped), its
@@ -19,6 +20,8 @@ from __future__ import annotations
 import codecs
 import os
 import signal
+import sys
+import weakref
 from collections.abc import Callable, Iterable
 
 import attrs
@@ -29,46 +32,139 @@ from ..process import (NO_SANDBOX, Child, Sandbox, allowed_environment, kill_tas
                        require_executable, spawn_child)
 from ..telemetry import count_process
 
-OUTPUT_LIMIT = 4 * 1024 * 1024  # characters kept per shell
+# Output is kept as UTF-8 bytes and bounded in bytes: a str of 4-byte characters costs 4 bytes a character, so a
+# bound in characters let one shell hold 16 MiB and one model response (256 shells) about 4 GiB.
+OUTPUT_LIMIT = 1024 * 1024  # bytes of output kept per shell: its newest
+SESSION_OUTPUT_LIMIT = 16 * 1024 * 1024  # bytes kept by all of one session's shells together
 DRAIN_AFTER_EXIT = 0.5  # seconds to read what is still in the pipe once the shell exited
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 
 
-class OutputBuffer:
-    """Append-only text with a bounded tail and a read cursor for incremental reads."""
+def _is_continuation(byte: int) -> bool:
+    return byte & 0xC0 == 0x80
 
-    def __init__(self, limit: int = OUTPUT_LIMIT) -> None:
-        self._chunks: list[str] = []
-        self._start = 0  # absolute offset of the first kept character
-        self._end = 0  # absolute offset after the last character
-        self._cursor = 0  # absolute offset of the first unread character
+
+class OutputBudget:
+    """The bytes of output one session's shells keep together, at most :attr:`limit`.
+
+    Past it, the buffer that holds the most gives up its oldest output first (so each keeps a fair share,
+    the newest of it), down to 7/8 of the limit: the next trim is 1/8 of the limit of output away, not one
+    chunk. A buffer's bytes leave the budget when it is trimmed, or garbage-collected with its shell.
+    """
+
+    def __init__(self, limit: int = SESSION_OUTPUT_LIMIT) -> None:
+        self.limit = limit
+        self.used = 0
+        self._buffers: weakref.WeakSet[OutputBuffer] = weakref.WeakSet()
+
+    def join(self, buffer: OutputBuffer) -> None:
+        self._buffers.add(buffer)
+        weakref.finalize(buffer, self._leave, buffer._kept).atexit = False
+
+    def _leave(self, kept: list[int]) -> None:
+        self.used -= kept[0]
+
+    def settle(self) -> None:
+        """Trim the largest buffers to one level until the budget holds (called by a buffer that grew past it)."""
+        excess = self.used - (self.limit - self.limit // 8)
+        if excess <= 0:
+            return
+        buffers = sorted(self._buffers, key=lambda b: b.kept, reverse=True)
+        # The level L that the k largest come down to: what they hold above it is the excess.
+        held = 0
+        for k, buffer in enumerate(buffers, 1):
+            held += buffer.kept
+            below = buffers[k].kept if k < len(buffers) else 0
+            if held - k * below >= excess:
+                level = (held - excess) // k
+                for larger in buffers[:k]:
+                    larger.drop(larger.kept - level)
+                return
+
+
+class OutputBuffer:
+    """Append-only text with a bounded tail and a read cursor for incremental reads.
+
+    Kept as UTF-8 bytes in one ``bytearray`` (no per-chunk objects: a shell printing one byte at a time costs
+    what it prints), at most ``limit`` bytes, and within ``budget`` when one is given (a session's). Offsets
+    and what was dropped are counted in bytes; the front is trimmed at a character boundary.
+    """
+
+    def __init__(self, limit: int = OUTPUT_LIMIT, budget: OutputBudget | None = None) -> None:
+        self._data = bytearray()
+        self._start = 0  # absolute offset of the first kept byte
+        self._end = 0  # absolute offset after the last byte
+        self._cursor = 0  # absolute offset of the first unread byte
         self._limit = limit
+        self._kept = [0]  # len(self._data), in a cell the budget's finalizer can read once this buffer is gone
+        self._budget = budget
+        if budget is not None:
+            budget.join(self)
 
     @property
     def total(self) -> int:
+        """Bytes written so far, kept or not."""
         return self._end
+
+    @property
+    def kept(self) -> int:
+        return len(self._data)
+
+    @property
+    def dropped(self) -> int:
+        """Bytes dropped to the bounds so far."""
+        return self._start
 
     def append(self, text: str) -> None:
         if not text:
             return
-        self._chunks.append(text)
-        self._end += len(text)
-        kept = self._end - self._start
-        while kept > self._limit and len(self._chunks) > 1:
-            dropped = self._chunks.pop(0)
-            self._start += len(dropped)
-            kept -= len(dropped)
+        data = text.encode("utf-8", "surrogatepass")
+        self._end += len(data)
+        if len(data) >= self._limit:  # only its newest part can be kept: never hold all of it, even briefly
+            keep = self._limit
+            while keep > 0 and _is_continuation(data[len(data) - keep]):
+                keep -= 1
+            self._data[:] = data[len(data) - keep:]
+            self._start = self._end - keep
+        else:
+            self._data += data
+            if len(self._data) > self._limit:
+                self._drop(len(self._data) - self._limit)
+        self._account()
+        if self._budget is not None and self._budget.used > self._budget.limit:
+            self._budget.settle()
+
+    def drop(self, n: int) -> None:
+        """Drop at least ``n`` of the oldest bytes (up to the next character boundary), at most all, and give
+        the memory back (the budget counts what is kept, so what is allocated must follow it)."""
+        self._drop(n)
+        if sys.getsizeof(self._data) > len(self._data) + len(self._data) // 4 + 4096:  # its allocation, dropped front
+            self._data = bytearray(self._data)  # included: a copy is exactly as large as what it keeps
+        self._account()
+
+    def _drop(self, n: int) -> None:
+        n = min(max(n, 0), len(self._data))
+        while n < len(self._data) and _is_continuation(self._data[n]):
+            n += 1
+        del self._data[:n]  # cheap: a bytearray moves its start, not its bytes
+        self._start += n
+
+    def _account(self) -> None:
+        change = len(self._data) - self._kept[0]
+        self._kept[0] = len(self._data)
+        if self._budget is not None:
+            self._budget.used += change
 
     def read_new(self) -> tuple[str, int]:
-        """Everything written since the last read, and how many characters were lost to the bound."""
+        """Everything written since the last read, and how many bytes were lost to the bounds."""
         lost = max(0, self._start - self._cursor)
-        text = "".join(self._chunks)
-        new = text[max(0, self._cursor - self._start):]
+        new = bytes(self._data[max(0, self._cursor - self._start):])
         self._cursor = self._end
-        return new, lost
+        return new.decode("utf-8", "replace"), lost
 
     def tail(self, n: int = 4000) -> str:
-        return "".join(self._chunks)[-n:]
+        """The last ``n`` characters kept (at most)."""
+        return bytes(self._data[-4 * n:]).decode("utf-8", "replace")[-n:]
 
 
 # Credentials of the daemon itself and of its model: commands the model runs never see them
@@ -214,9 +310,9 @@ class ShellTask:
 
     def __init__(self, task_id: str, command: str, cwd: str, *,
                  on_output: Callable[[str], None], on_exit: Callable[[int | None, bool], None],
-                 sandbox: Sandbox = NO_SANDBOX) -> None:
+                 sandbox: Sandbox = NO_SANDBOX, budget: OutputBudget | None = None) -> None:
         self.task_id = task_id
-        self.output = OutputBuffer()
+        self.output = OutputBuffer(budget=budget)
         self.shell = ShellProcess(command, cwd, self.output, on_output, sandbox=sandbox)
         self._on_exit = on_exit
         self._killed = False

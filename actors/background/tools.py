@@ -98,7 +98,8 @@ class ShellTool(_Base):
         finally:
             await process.kill_and_reap()
         text, lost = output.read_new()
-        note = f"[{lost} characters of output dropped]\n" if lost else ""
+        note = (f"[{lost:,} bytes of output dropped: a shell keeps its last {sh.OUTPUT_LIMIT // 1024:,} KiB]\n"
+                if lost else "")
         if code is None:
             return ToolResult(f"{note}{text}\n[timed out after {timeout:g} s; the command was killed]",
                               {"exitCode": None, "timedOut": True}, error=f"timed out after {timeout:g} s")
@@ -119,7 +120,9 @@ class ShellOutputTool(_Base):
             return ToolResult.failure(f"no background shell {task_id!r}")
         item, text, lost = read
         head = f"status: {item.state}" + (f", exit code {item.exit_code}" if item.exit_code is not None else "")
-        note = f"\n[{lost} characters were dropped before this read]" if lost else ""
+        note = (f"\n[{lost:,} bytes were dropped before this read: a background shell keeps its newest "
+                f"{sh.OUTPUT_LIMIT // 1024:,} KiB of output, and a session's shells "
+                f"{sh.SESSION_OUTPUT_LIMIT // (1024 * 1024):,} MiB together]" if lost else "")
         return ToolResult(f"{head}{note}\n{text}", {"status": item.state, "exitCode": item.exit_code,
                                                      "output": text})
 

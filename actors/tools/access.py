@@ -27,6 +27,16 @@ Rules every backend keeps:
 * Local files are opened without following any symlink (:func:`open_beneath`):
   the paths were resolved when they were checked, so a link met later is one
   swapped in since, and the access fails (``ELOOP``) instead of following it.
+* Only regular files are read or written (:class:`NotRegularFile`, naming the
+  kind: a named pipe, a socket, a device). A FIFO blocks ``open`` until a
+  writer comes and ``/dev/zero`` never ends, so the file is looked at before it
+  is opened, opened with ``O_NONBLOCK`` and looked at again through the
+  descriptor (one swapped in between is refused too).
+* Local files are read and written in worker threads of the tools' own
+  :func:`tool_threads` limiter (:data:`FILE_THREADS`), not trio's default one
+  that storage shares: a thread stuck in the kernel (a hung network mount)
+  holds one of those only. A cancelled read is abandoned; a write, once
+  begun, runs to its end.
 
 Listing and searching (``glob``, ``grep``) walk the local tree directly: ACP's
 client filesystem has no listing, so those stay local whatever the backend.
@@ -42,10 +52,21 @@ from typing import Any, Protocol
 import trio
 
 SNIFF_BYTES = 8192  # as git: a NUL byte in the first 8 KiB makes a file binary
+# Worker threads the file tools (reads, writes, glob and grep walks) may hold at once, daemon-wide. Their own
+# limiter, so no number of stuck or slow tool calls can take trio's default one, which storage needs.
+FILE_THREADS = 16
 
 
 class FileAccessError(Exception):
     """A file the tools cannot use; the message is for the model."""
+
+
+class NotRegularFile(FileAccessError):
+    """A named pipe, socket, device...: opening or reading one may block forever or never end."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"it is {kind}, not a regular file; the file tools use regular files only")
+        self.kind = kind
 
 
 class NotText(FileAccessError):
@@ -84,6 +105,65 @@ def decode_text(data: bytes) -> str:
         raise NotText(f"it is not UTF-8 text (byte {exc.start} cannot be decoded)") from None
 
 
+def file_kind(mode: int) -> str:
+    """What a file that is not regular is, for a message: ``a named pipe (FIFO)``, ``a socket``..."""
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    return "a special file"
+
+
+def require_regular(st: os.stat_result, path: str) -> None:
+    """Nothing when ``st`` is a regular file's; else the error the tools report (a directory and a symlink as
+    ``open`` reports them: ``EISDIR``, ``ELOOP``)."""
+    if stat.S_ISREG(st.st_mode):
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+    raise NotRegularFile(file_kind(st.st_mode))
+
+
+def open_regular(name: str, flags: int = os.O_RDONLY, mode: int = 0o666, *, dir_fd: int | None = None,
+                 follow: bool = False) -> int:
+    """``os.open`` of a regular file only (:class:`NotRegularFile` otherwise), never blocking on what is not one.
+
+    Looked at first (opening a device may act on it), then opened with ``O_NONBLOCK`` (a FIFO swapped in since
+    would block ``open`` until a writer came) and checked again through the descriptor; ``O_NONBLOCK`` is then
+    cleared, though a regular file ignores it. ``follow`` follows a symlink at ``name`` (else ``ELOOP``).
+    """
+    nofollow = 0 if follow else os.O_NOFOLLOW
+    try:
+        require_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=follow), name)
+    except FileNotFoundError:
+        if not flags & os.O_CREAT:
+            raise
+    try:
+        fd = os.open(name, flags | nofollow | os.O_NONBLOCK | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: a FIFO with no reader (or a device) swapped in for a write
+            raise
+        require_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=follow), name)
+        raise
+    try:
+        require_regular(os.fstat(fd), name)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 _PATH = getattr(os, "O_PATH", os.O_RDONLY)  # O_PATH: a directory we may enter but not list still opens
 
 
@@ -93,7 +173,8 @@ def open_beneath(path: str, flags: int = os.O_RDONLY, mode: int = 0o666, *, make
     The tools resolve symlinks before they check a path, so a link met here appeared since (a
     background command swapped a directory for a link out of the cwd while a call awaited
     approval, say): walking down from ``/`` with ``O_NOFOLLOW`` at each step refuses it rather than
-    writing where the check never looked. ``make_dirs`` creates missing directories on the way.
+    writing where the check never looked. ``make_dirs`` creates missing directories on the way. The file
+    itself must be a regular one (:func:`open_regular`).
     """
     parts = [p for p in path.split("/") if p]
     if not os.path.isabs(path) or not parts:
@@ -114,7 +195,7 @@ def open_beneath(path: str, flags: int = os.O_RDONLY, mode: int = 0o666, *, make
                 raise
             os.close(fd)
             fd = step
-        return os.open(parts[-1], flags | os.O_NOFOLLOW, mode, dir_fd=fd)
+        return open_regular(parts[-1], flags, mode, dir_fd=fd)
     finally:
         os.close(fd)
 
@@ -138,14 +219,29 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
+_THREADS: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("trellis_file_tool_threads")
+
+
+def tool_threads() -> trio.CapacityLimiter:
+    """The file tools' worker-thread limiter (:data:`FILE_THREADS`), one per trio run as trio's default is."""
+    try:
+        return _THREADS.get()
+    except LookupError:
+        limiter = trio.CapacityLimiter(FILE_THREADS)
+        _THREADS.set(limiter)
+        return limiter
+
+
 class LocalFiles:
     """The daemon's own filesystem, each call in a worker thread (the event loop never waits on a disk)."""
 
     async def read_text(self, path: str, *, max_bytes: int | None = None) -> str:
-        return await trio.to_thread.run_sync(_read, path, max_bytes)
+        # Abandoned when cancelled: a read changes nothing, and the turn must not wait on a stuck disk.
+        return await trio.to_thread.run_sync(_read, path, max_bytes, abandon_on_cancel=True, limiter=tool_threads())
 
     async def write_text(self, path: str, text: str) -> None:
-        await trio.to_thread.run_sync(_write, path, text)
+        # Not abandoned: a write once begun ends before the call does, so nothing lands after a cancel.
+        await trio.to_thread.run_sync(_write, path, text, limiter=tool_threads())
 
 
 LOCAL = LocalFiles()
@@ -172,5 +268,6 @@ def describe_os_error(exc: OSError, shown: str) -> str:
     return f"cannot use {shown}: {exc.strerror or exc}"
 
 
-__all__ = ["LOCAL", "FileAccess", "FileAccessError", "LocalFiles", "NotText", "TooLarge", "decode_text",
-           "describe_os_error", "files_of", "is_binary", "open_beneath"]
+__all__ = ["FILE_THREADS", "LOCAL", "FileAccess", "FileAccessError", "LocalFiles", "NotRegularFile", "NotText",
+           "TooLarge", "decode_text", "describe_os_error", "file_kind", "files_of", "is_binary", "open_beneath",
+           "open_regular", "require_regular", "tool_threads"]

@@ -38,14 +38,16 @@ Rules:
   minimum count when it compiles (``(?:a{1000}){1000}`` took gigabytes), so
   a pattern whose unrolled size, read from its text (:mod:`.regex_size`),
   passes :data:`MAX_REGEX_SIZE` is refused before it is compiled.
-  The compiling and the search run in a worker thread; a cancelled call's
-  worker stops at its next match.
+  The compiling and the search run in a worker thread of the file tools' own
+  limiter (:func:`~.access.tool_threads`); a cancelled call's worker stops at
+  its next match.
 * Neither asks permission (ACP kind ``search``), in any approval mode.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from typing import Any
 
@@ -53,7 +55,7 @@ import regex
 import trio
 
 from ..session.tools import ToolContext, ToolResult
-from .access import is_binary, open_beneath
+from .access import FileAccessError, file_kind, is_binary, open_beneath, tool_threads
 from .common import BadArguments, cut_line, done, plural
 from .paths import PathRefused, Scope, location, scope_of
 from .read import split_lines
@@ -103,7 +105,7 @@ async def _in_worker(budget: Budget, work: Callable[[], Any]) -> Any:
     """``work()`` in a worker thread, abandoned if the call is cancelled; the budget then stops it at its next
     match."""
     try:
-        return await trio.to_thread.run_sync(work, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=tool_threads())
     finally:
         budget.abandon()  # done, or abandoned: either way nothing more to match
 
@@ -195,8 +197,13 @@ class GrepTool:
             root = _root(scope, arguments)
         except (BadPattern, PathRefused) as exc:
             return ToolResult.failure(str(exc))
-        if not os.path.exists(root):
+        try:
+            mode = os.stat(root).st_mode
+        except (OSError, ValueError):
             return ToolResult.failure(f"{scope.shown(root)} does not exist")
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):  # a FIFO would block the read, a device never end
+            return ToolResult.failure(f"{scope.shown(root)} is {file_kind(mode)}, not a regular file or a "
+                                      f"directory; grep searches those only")
         walk = Walk(root, scope, budget=budget)
 
         def run() -> Search:
@@ -250,7 +257,7 @@ class Search:
                     continue
                 with open(open_beneath(real), "rb") as f:  # no symlink swapped in since the walk
                     data = f.read(MAX_GREP_FILE_BYTES + 1)
-            except (OSError, ValueError):  # vanished, unreadable or swapped since the walk: skipped
+            except (OSError, ValueError, FileAccessError):  # vanished, unreadable or swapped since the walk
                 continue
             if is_binary(data):
                 self.binary += 1

@@ -50,7 +50,9 @@ Rules:
   patterns used; the rest is skipped, and the walk says so (``Walk.notes``).
   Compiling them is charged to the call's :class:`Budget` (:class:`TooSlow`
   when it runs out) and stops when the call is abandoned (:class:`Abandoned`),
-  as a match does: a cancelled call does not go on compiling a huge file.
+  as a match does: a cancelled call does not go on compiling a huge file. A
+  ``.gitignore`` that is not a regular file (a named pipe, a device) gives no
+  rules: it is never read.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ import attrs
 import regex
 from pathspec import GitIgnoreSpec
 
+from .access import NotRegularFile, open_regular
 from .paths import Scope
 
 # pathspec 1.x matches through a backend: "simple" is its own loop calling each pattern's ``search`` (re2 or
@@ -183,9 +186,10 @@ class Matcher:
 def _spec(path: str, budget: Budget, cut: list[str] | None = None) -> GitIgnoreSpec | None:
     """The rules of one ``.gitignore`` (bounded: see the module's rules); a file cut short is added to ``cut``."""
     try:
-        with open(path, "rb") as f:
+        # A regular file only: a .gitignore the model made a FIFO would block the walk's thread for good.
+        with open(open_regular(path, follow=True), "rb") as f:
             data = f.read(MAX_GITIGNORE_BYTES + 1)
-    except OSError:  # absent, unreadable: no rules from it
+    except (OSError, NotRegularFile):  # absent, unreadable, a pipe or a device: no rules from it
         return None
     truncated = len(data) > MAX_GITIGNORE_BYTES
     if truncated:  # up to the last whole line read

@@ -74,6 +74,8 @@ async def approve_and_write(context: ToolContext, files: FileAccess, *, path: st
                       f"Read it again before changing it")
     try:
         await files.write_text(path, new)
+    except FileAccessError as exc:  # not a regular file any more (a FIFO swapped in since the read)
+        raise Refused(f"cannot write {shown}: {exc}") from None
     except OSError as exc:
         raise Refused(describe_os_error(exc, shown)) from None
     vouch = getattr(context.services, "vouch_for", None)

@@ -271,6 +271,26 @@ async def test_incremental_reads_lose_no_line_and_repeat_none(tmp_path: Path) ->
     assert "".join(collected).splitlines() == [f"line-{i}" for i in range(1, 401)]
 
 
+async def test_output_past_the_bounds_is_dropped_oldest_first_and_the_read_says_how_many_bytes(tmp_path: Path) -> None:
+    size = 3 * 1024 * 1024 - 3  # whole "\U0001F600\n" lines: 4-byte characters, counted in bytes
+    command = f"yes \U0001F600 | head -c {size}"
+    with trio.fail_after(30):
+        async with open_env(tmp_path) as env:
+            task_id = (await env.call(ShellTool, {"command": command, "run_in_background": True})).display["taskId"]
+            await wait_until(lambda: not env.manager.registry.get(task_id).live)
+            background = await env.call(ShellOutputTool, {"task_id": task_id})
+            foreground = await env.call(ShellTool, {"command": command})
+    kept = len(background.display["output"].encode())
+    assert 0 < kept <= 1024 * 1024
+    assert background.content.startswith(
+        f"status: completed, exit code 0\n[{size - kept:,} bytes were dropped before this read: a background shell "
+        f"keeps its newest 1,024 KiB of output, and a session's shells 16 MiB together]\n")
+    head, _, rest = foreground.content.partition("\n")
+    assert head.startswith("[") and head.endswith(" bytes of output dropped: a shell keeps its last 1,024 KiB]")
+    dropped = int(head[1:].split(" ")[0].replace(",", ""))
+    assert dropped + len(rest.removesuffix("\n[exit code 0]").encode()) == size
+
+
 async def test_kill_task(tmp_path: Path) -> None:
     with trio.fail_after(5):
         async with open_env(tmp_path) as env:

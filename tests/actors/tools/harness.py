@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+
+import trio
 
 from actors.model import ScriptedModel
 from actors.runtime import Runtime
@@ -46,3 +50,39 @@ async def call(tool: Any, cwd: Path, arguments: Any, services: Services | None =
     instance = tool() if isinstance(tool, type) else tool
     context = ToolContext("sess-1", str(cwd), "prompt-1", "call-1", services or Services())
     return await ToolRegistry([instance]).execute(instance, context, arguments)
+
+
+class Valve:
+    """What :func:`fifo_valve` found: ``stuck`` counts the times a reader was blocked on one of its FIFOs."""
+
+    stuck = 0
+
+
+@asynccontextmanager
+async def fifo_valve(*fifos: Path, every: float = 5.0) -> AsyncIterator[Valve]:
+    """Every ``every`` seconds while the body runs, open each FIFO at both ends and close it again.
+
+    A reader or writer blocked in ``open`` on one of them (the defect these tests look for: it holds a worker
+    thread that no cancel reaches) then returns, so a test of code with the defect fails instead of hanging;
+    a reader found holding the FIFO is counted (``Valve.stuck``), for the test to assert there was none.
+    """
+    valve = Valve()
+
+    async def release() -> None:
+        while True:
+            await trio.sleep(every)
+            for fifo in fifos:
+                try:  # succeeds only while someone has the FIFO open to read: a reader stuck in it
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                    valve.stuck += 1
+                except OSError:
+                    pass
+                try:
+                    os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))  # Linux: never blocks; frees a writer
+                except OSError:
+                    pass
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(release)
+        yield valve
+        nursery.cancel_scope.cancel()

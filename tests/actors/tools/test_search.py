@@ -17,7 +17,7 @@ from actors.tools import GlobTool, GrepTool
 from actors.tools.paths import Scope
 from actors.tools.search import MAX_FILES, MAX_MATCHES, MAX_REGEX_SIZE
 from actors.tools.walk import Abandoned, Budget, Matcher, TooSlow, Walk
-from tests.actors.tools.harness import Services, call, runtime
+from tests.actors.tools.harness import Services, call, fifo_valve, runtime
 
 
 def tree(root: Path, files: dict[str, str | bytes]) -> None:
@@ -333,3 +333,35 @@ async def test_glob_and_grep_say_when_a_gitignore_was_cut_short(tmp_path):
     for result in (found, grepped):
         assert "a.log" in result.content  # pattern 5,001 was never used: a.log is not ignored
         assert "[.gitignore is too long" in result.content
+
+
+# ----------------------------------------------------------------- named pipes and devices
+
+
+async def test_grep_refuses_a_path_that_is_a_fifo_or_a_device_naming_its_kind(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    outside = Services(runtime=runtime(paths_outside_cwd=True))
+    with trio.fail_after(30):
+        async with fifo_valve(tmp_path / "pipe") as valve:
+            fifo = await call(GrepTool, tmp_path, {"pattern": "x", "path": "pipe"})
+            zero = await call(GrepTool, tmp_path, {"pattern": "x", "path": "/dev/zero"}, outside)
+    assert valve.stuck == 0  # no reader ever waited on a FIFO
+    assert fifo.error == ("pipe is a named pipe (FIFO), not a regular file or a directory; grep searches those "
+                          "only")
+    assert zero.error.startswith("/dev/zero is a character device, not a regular file or a directory")
+
+
+async def test_a_gitignore_that_is_a_fifo_gives_no_rules_and_never_blocks_the_walk(tmp_path):
+    # The model can mkfifo .gitignore (or .git/info/exclude): the walk's thread blocked in open() for good.
+    tree(tmp_path, {"src/a.py": "alpha\n", "src/b.log": "alpha\n", ".git/info/x": ""})
+    os.mkfifo(tmp_path / "src" / ".gitignore")
+    os.mkfifo(tmp_path / ".git" / "info" / "exclude")
+    os.mkfifo(tmp_path / "src" / "pipe.py")
+    fifos = [tmp_path / "src" / ".gitignore", tmp_path / ".git" / "info" / "exclude", tmp_path / "src" / "pipe.py"]
+    with trio.fail_after(30):
+        async with fifo_valve(*fifos) as valve:
+            globbed = await call(GlobTool, tmp_path, {"pattern": "**/*"})
+            grepped = await call(GrepTool, tmp_path, {"pattern": "alpha"})
+    assert valve.stuck == 0  # no reader ever waited on a FIFO
+    assert paths(globbed) == ["src/a.py", "src/b.log"]  # the FIFO is no file to list
+    assert paths(grepped) == ["src/a.py:1:alpha", "src/b.log:1:alpha"]
