@@ -26,6 +26,10 @@ class SettingsError(CheckError):
 
 ApprovalMode = Literal["default", "auto-edit", "yolo", "plan"]
 APPROVAL_MODES: tuple[str, ...] = typing.get_args(ApprovalMode)
+# What cluster.allowUnauthenticated may name (actors.cluster.exposure), here so a single daemon need not import
+# the cluster package to read its settings.
+ClusterBackend = Literal["redis", "postgresql"]
+CLUSTER_BACKENDS: tuple[str, ...] = typing.get_args(ClusterBackend)
 
 
 @checked.form("Bounds. A value that is not an object is refused. Unknown keys inside are ignored with a warning.")
@@ -81,8 +85,9 @@ class Settings:
     mcp_servers: dict[str, Any] = attrs.field(factory=dict)  # mcpServers, as written (actors.mcp_client.config)
     journal_fsync: str = "always"  # storage.fsync: "always" (before each 202) or "never" (see actors.storage.local)
     # For model-run commands: "auto", "bwrap" (required) or "off", or a SandboxSetting when the file's object
-    # form {"mode", "env", "writable", "network"} adds variables to their environment (sandbox.env), directories
-    # they may write (sandbox.writable) or takes their network away (sandbox.network; actors.process.sandbox).
+    # form {"mode", "env", "writable", "network", "maxProcesses"} adds variables to their environment
+    # (sandbox.env), directories they may write (sandbox.writable), takes their network away (sandbox.network)
+    # or changes how many processes a session's commands may have (sandbox.maxProcesses; actors.process).
     sandbox: str | SandboxSetting = "auto"
     # The model's system prompt (actors.session.system_prompt): None is the built-in default, "" sends none;
     # append_system_prompt is added after it.
@@ -98,6 +103,8 @@ class Settings:
     cluster_node_id: str | None = None
     cluster_advertise_url: str | None = None
     cluster_lease_seconds: float | None = None
+    # cluster.allowUnauthenticated: backends a node may use although they answer without credentials
+    cluster_allow_unauthenticated: tuple[str, ...] = ()
     # Checkpoints of a session's cwd at each user turn (actors.checkpoints, docs/how-to/checkpoints.md).
     checkpoints_enabled: bool = True
     checkpoint_max_file_bytes: int = 8 * 1024 * 1024

@@ -31,7 +31,7 @@ from .permission_rules import RuleLists
 from .model.openai import ModelSettings
 from .process.sandbox import EnvForm, SandboxForm, SandboxMode, SandboxSetting
 from .session.hooks import HooksConfig
-from .settings import ApprovalMode, Limits, Settings, SettingsError
+from .settings import ApprovalMode, ClusterBackend, Limits, Settings, SettingsError
 
 SCHEMA_PATH = Path(__file__).with_name("settings.schema.json")
 
@@ -145,6 +145,12 @@ class Cluster:
     lease_seconds: PositiveNumber | None = _setting(
         "cluster_lease_seconds", "How long a node that stopped renewing keeps its sessions before another takes "
                                  "them over (0.5 to 300, default 5; the same on every node).")
+    allow_unauthenticated: tuple[ClusterBackend, ...] = _setting(
+        "cluster_allow_unauthenticated",
+        "The backends this node may use although they answer a connection that gives no credentials: \"redis\", "
+        "\"postgresql\" or both. Empty (the default): a node refuses to start on such a backend, since model-run "
+        "commands share the host's network and would read and write every session's events and records. Only "
+        "for a backend nothing a model runs can reach (docs/cluster.md); the node logs a warning naming it.")
 
 
 @checked.form("The command runner: an external agent CLI per turn.", unknown=checked.IGNORE)
@@ -225,9 +231,10 @@ class SettingsFile:
     sandbox: SandboxMode | SandboxForm = _setting(
         "sandbox", "Where model-run commands run: auto uses bubblewrap when it works here, bwrap refuses to start "
                    "without it, off runs them with the daemon's rights. --sandbox overrides the mode. The object form "
-                   "{\"mode\": ..., \"env\": ..., \"writable\": ..., \"network\": ...} also names what those commands "
-                   "get on top of the allowlisted environment (sandbox or not), what they may write and whether they "
-                   "have a network.", convert=_sandbox_setting)
+                   "{\"mode\": ..., \"env\": ..., \"writable\": ..., \"network\": ..., \"maxProcesses\": ...} also "
+                   "names what those commands get on top of the allowlisted environment (sandbox or not), what they "
+                   "may write, whether they have a network and how many processes they may have.",
+        convert=_sandbox_setting)
     storage: Storage = _group(Storage)
     checkpoints: Checkpoints = _group(Checkpoints)
     telemetry: Telemetry = _group(Telemetry)

@@ -243,7 +243,8 @@ def cluster_config(args: argparse.Namespace, environ: Mapping[str, str], token: 
     try:
         return ClusterConfig(store, events, node_id, advertise_url or "",
                              lease_seconds=lease if lease is not None else 5.0,
-                             max_sessions=settings.limits.max_sessions)
+                             max_sessions=settings.limits.max_sessions,
+                             allow_unauthenticated=settings.cluster_allow_unauthenticated)
     except ValueError as exc:
         raise UsageError(f"cluster: {exc}") from None
 

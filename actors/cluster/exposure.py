@@ -8,8 +8,9 @@ after its own (authenticated) connections succeeded: it connects again *without*
 the URL's credentials (and, for PostgreSQL, without a password file or
 ``PGPASSWORD``) and tries a read. If that read is answered, the node refuses to
 start with :class:`UnauthenticatedBackend`, naming the backend and the
-opt-out, unless :data:`ALLOW_UNAUTHENTICATED` (in the daemon's environment)
-names that backend: ``redis``, ``postgresql``, or ``all``.
+opt-out, unless the ``cluster.allowUnauthenticated`` setting
+(:attr:`~actors.cluster.node.ClusterConfig.allow_unauthenticated`) names that
+backend: ``"redis"``, ``"postgresql"``, or both.
 
 Only an answered read counts as open: a refusal (``NOAUTH``, ``NOPERM``,
 ``no password supplied``) or a failure to connect without credentials is not.
@@ -19,36 +20,25 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Collection
 from contextlib import AsyncExitStack
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import trio
 
+from ..settings import CLUSTER_BACKENDS
 from .database import redact
 
 log = logging.getLogger("trellis.cluster")
 
-ALLOW_UNAUTHENTICATED = "TRELLIS_CLUSTER_ALLOW_UNAUTHENTICATED"
-BACKENDS = ("redis", "postgresql")
+ALLOW_UNAUTHENTICATED = "cluster.allowUnauthenticated"  # the setting, as errors and logs name it
+BACKENDS = CLUSTER_BACKENDS  # "redis", "postgresql"
 PROBE_TIMEOUT = 5.0
 _CREDENTIAL_PARAMS = frozenset({"username", "password", "user", "passfile", "sslpassword"})
 
 
 class UnauthenticatedBackend(OSError):
     """Redis or PostgreSQL answered a connection that gave no credentials; the message names the opt-out."""
-
-
-def allowed(environ: Mapping[str, str] | None = None) -> frozenset[str]:
-    """The backends :data:`ALLOW_UNAUTHENTICATED` lets run without authentication; ``ValueError`` naming the
-    variable for a value that is not a comma-separated list of ``redis``, ``postgresql``, ``all``."""
-    raw = (os.environ if environ is None else environ).get(ALLOW_UNAUTHENTICATED, "")
-    names = {n.strip().lower() for n in raw.split(",") if n.strip()}
-    unknown = names - {*BACKENDS, "all"}
-    if unknown:
-        raise ValueError(f"${ALLOW_UNAUTHENTICATED}: {', '.join(sorted(unknown))} is not one of redis, "
-                         "postgresql, all")
-    return frozenset(BACKENDS) if "all" in names else frozenset(names)
 
 
 def without_credentials(url: str) -> str:
@@ -73,8 +63,8 @@ def _refusal(backend: str, where: str, how: str) -> UnauthenticatedBackend:
         f"{'events' if backend == 'Redis' else 'records and journals'}. Require authentication "
         f"({'requirepass or an ACL user' if backend == 'Redis' else 'scram-sha-256 in pg_hba.conf'}) and put the "
         f"credentials in the URL (from $TRELLIS_{'EVENTS' if backend == 'Redis' else 'STORE'} or the settings "
-        f"file, never a flag), or set {ALLOW_UNAUTHENTICATED}={backend.lower()} to run anyway "
-        "(docs/cluster.md)")
+        f"file, never a flag), or add \"{backend.lower()}\" to {ALLOW_UNAUTHENTICATED} in the settings file to "
+        "run anyway (docs/cluster.md)")
 
 
 async def redis_open_to_anyone(url: str) -> bool:
@@ -118,21 +108,17 @@ def postgres_open_to_anyone(url: str) -> bool:
     return True
 
 
-async def refuse_unauthenticated(store_url: str, events_url: str,
-                                 environ: Mapping[str, str] | None = None) -> None:
-    """Raise :class:`UnauthenticatedBackend` when a backend not allowed by :data:`ALLOW_UNAUTHENTICATED`
-    answers without credentials; log a warning for one that is allowed."""
-    try:
-        allow = allowed(environ)
-    except ValueError as exc:
-        raise UnauthenticatedBackend(str(exc)) from None
+async def refuse_unauthenticated(store_url: str, events_url: str, allow: Collection[str] = ()) -> None:
+    """Raise :class:`UnauthenticatedBackend` when a backend not in ``allow`` (``cluster.allowUnauthenticated``:
+    ``"redis"``, ``"postgresql"``; checked by :class:`~actors.cluster.node.ClusterConfig`) answers without
+    credentials; log a warning for one that is allowed."""
     if await redis_open_to_anyone(events_url):
         if "redis" not in allow:
             raise _refusal("Redis", redact(events_url), "answers")
-        log.warning("Redis at %s answers without a password (%s=redis): a model-run command can read and "
+        log.warning("Redis at %s answers without a password (%s has \"redis\"): a model-run command can read and "
                     "write every session's events", redact(events_url), ALLOW_UNAUTHENTICATED)
     if await trio.to_thread.run_sync(postgres_open_to_anyone, store_url, abandon_on_cancel=True):
         if "postgresql" not in allow:
             raise _refusal("PostgreSQL", redact(store_url), "accepts its user")
-        log.warning("PostgreSQL at %s accepts its user without a password (%s=postgresql): a model-run "
+        log.warning("PostgreSQL at %s accepts its user without a password (%s has \"postgresql\"): a model-run "
                     "command can read and write every session's records", redact(store_url), ALLOW_UNAUTHENTICATED)

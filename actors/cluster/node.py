@@ -48,6 +48,7 @@ from ..daemon import NotStartedHere, UnknownSession
 from ..session.fifo import Admitted
 from ..session.images import accepts_images, prompt_images
 from ..session.prompt_records import PendingPrompt, admitted_record
+from ..settings import CLUSTER_BACKENDS
 from ..storage import DAEMON_RESTARTED, NODE_LOST
 from .database import DatabaseUnavailable
 from .events import EventPublisher, EventsUnavailable, FanOutReader, RedisEvents
@@ -100,6 +101,9 @@ class ClusterConfig:
     advertise_url: str = ""  # empty: the URL the daemon is bound at (known once it serves)
     lease_seconds: float = 5.0
     max_sessions: int = 100
+    # cluster.allowUnauthenticated: the backends this node may use although they answer without credentials
+    # (actors.cluster.exposure); the settings file's were checked when it was read.
+    allow_unauthenticated: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
 
     def __attrs_post_init__(self) -> None:
         if not self.store_url.startswith(("postgresql://", "postgres://")):
@@ -112,6 +116,9 @@ class ClusterConfig:
             raise ValueError("advertise URL must be the http:// or https:// URL other nodes reach this one at")
         if not 0.5 <= self.lease_seconds <= 300:
             raise ValueError("lease seconds must be from 0.5 to 300")
+        if unknown := self.allow_unauthenticated - set(CLUSTER_BACKENDS):
+            raise ValueError(f"allowUnauthenticated: {', '.join(sorted(unknown))} is not one of "
+                             f"{', '.join(CLUSTER_BACKENDS)}")
 
 
 @attrs.define

@@ -34,7 +34,7 @@ async def open_cluster(config: ClusterConfig) -> AsyncIterator[ClusterNode]:
                         max_sessions=config.max_sessions)
         async with RedisEvents(config.events_url) as events:
             # After our own connections worked, so "cannot connect" is never mistaken for "protected".
-            await refuse_unauthenticated(config.store_url, config.events_url)
+            await refuse_unauthenticated(config.store_url, config.events_url, config.allow_unauthenticated)
             yield ClusterNode(config, PostgresStore(db, fence), fence, leases, events)
     finally:
         await trio.to_thread.run_sync(db.close)

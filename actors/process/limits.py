@@ -17,8 +17,8 @@ Two mechanisms, chosen once at daemon start (:func:`resolve_process_limit`):
   (the kernel never applies RLIMIT_NPROC to root): without a pids cgroup its
   commands have no process limit, and the start log says so.
 
-The limit is :data:`MAX_PROCESSES_ENV` in the daemon's environment (default
-:data:`DEFAULT_MAX_PROCESSES`; ``0``: no limit).
+The limit is the ``sandbox.maxProcesses`` setting (:data:`ProcessCount`, default
+:data:`DEFAULT_MAX_PROCESSES`; ``0``: no limit), checked when the settings are read.
 """
 
 from __future__ import annotations
@@ -29,30 +29,34 @@ import hashlib
 import logging
 import os
 import shutil
-from collections.abc import Mapping
 
 import attrs
 
+from .. import checked
+from ..checked import Invalid
+
 log = logging.getLogger("trellis.sandbox")
 
-MAX_PROCESSES_ENV = "TRELLIS_SANDBOX_MAX_PROCESSES"
 DEFAULT_MAX_PROCESSES = 1024
+MIN_PROCESSES = 8  # bwrap, its init, a shell and the command's first children
+MAX_PROCESSES = 4_194_304  # the kernel's own ceiling of pid_max
 _PREFIX = "trellis-"
 # The wrapper: join the group, then become bwrap (no fork, nothing of the command's runs before it joined).
 _JOIN = 'echo $$ > "$0" && exec "$@"'
 
 
-def max_processes(environ: Mapping[str, str] | None = None) -> int:
-    """The configured limit; ``ValueError`` naming :data:`MAX_PROCESSES_ENV` for a value that is not a count."""
-    raw = (os.environ if environ is None else environ).get(MAX_PROCESSES_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_PROCESSES
-    if not raw.isdigit() or int(raw) > 4_194_304:
-        raise ValueError(f"${MAX_PROCESSES_ENV}: {raw!r} is not a number of processes (0 to 4194304; 0: no limit)")
-    count = int(raw)
-    if 0 < count < 8:
-        raise ValueError(f"${MAX_PROCESSES_ENV}: {count} is too few for bwrap and a shell (at least 8; 0: no limit)")
-    return count
+def _process_count(count: int) -> bool:
+    if count < 0 or count > MAX_PROCESSES:
+        raise Invalid(f"must be a number of processes from {MIN_PROCESSES} to {MAX_PROCESSES} (0: no limit)", count)
+    if 0 < count < MIN_PROCESSES:
+        raise Invalid(f"{count} is too few for bwrap and a shell (at least {MIN_PROCESSES}; 0: no limit)")
+    return True
+
+
+# sandbox.maxProcesses: 0 (no limit), or MIN_PROCESSES to MAX_PROCESSES.
+ProcessCount = checked.constrained(
+    "ProcessCount", int, f"a number of processes from {MIN_PROCESSES} to {MAX_PROCESSES} (0: no limit)",
+    _process_count, schema={"minimum": 0, "maximum": MAX_PROCESSES, "not": {"enum": list(range(1, MIN_PROCESSES))}})
 
 
 @attrs.frozen
@@ -203,11 +207,12 @@ def _v2_pids_for_children(parent: str, base: str) -> bool:
         return False
 
 
-def resolve_process_limit(environ: Mapping[str, str] | None = None) -> ProcessLimit:
-    """The limit sandboxed commands run under here; ``ValueError`` for an unusable :data:`MAX_PROCESSES_ENV`."""
-    count = max_processes(environ)
+def resolve_process_limit(count: int = DEFAULT_MAX_PROCESSES) -> ProcessLimit:
+    """The limit sandboxed commands run under here, at most ``count`` processes a session (``0``: none);
+    a ``ValueError`` naming ``sandbox.maxProcesses`` for a count the settings would have refused."""
+    checked.structure(count, ProcessCount, "sandbox.maxProcesses")  # a SandboxSetting made in code
     if count == 0:
-        return ProcessLimit(reason=f"{MAX_PROCESSES_ENV}=0")
+        return ProcessLimit(reason="sandbox.maxProcesses is 0")
     base, why = _cgroup_base()
     if base is not None:
         return ProcessLimit(count, "cgroup", base=base)

@@ -82,7 +82,9 @@ Inside a bwrap sandbox (see :meth:`Sandbox.wrap`):
   hidden paths) is mounted on top of them and still holds inside them; an
   entry at or above a home is refused when the settings are read
   (:class:`SandboxForm`). The command's own home (:meth:`Sandbox.with_home`)
-  is bound last.
+  is bound last;
+- at most ``sandbox.maxProcesses`` processes (default 1,024; ``0``: none) for
+  all the commands of one sandbox home together (:mod:`actors.process.limits`).
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ import attrs
 from .. import checked
 from ..checked import Invalid, shown
 from .home_secrets import HOME_SECRETS, homes, secret_paths
-from .limits import ProcessLimit, release, resolve_process_limit
+from .limits import DEFAULT_MAX_PROCESSES, ProcessCount, ProcessLimit, release, resolve_process_limit
 
 SANDBOX_SETTINGS = ("auto", "bwrap", "off")
 
@@ -212,12 +214,14 @@ NetworkSetting = Literal[NETWORK_SETTINGS]  # type: ignore[valid-type]
 @attrs.frozen
 class SandboxSetting:
     """The ``sandbox`` setting in its object form: the mode, the variables commands get on top of the
-    allowlist, directories they may write besides the cwd and their home, and whether they have a network."""
+    allowlist, directories they may write besides the cwd and their home, whether they have a network, and
+    how many processes a session's commands may have at once (``0``: no limit)."""
 
     mode: str = "auto"
     env: EnvAdditions = ()
     writable: tuple[str, ...] = ()
     network: str = "on"
+    max_processes: int = DEFAULT_MAX_PROCESSES
 
     @classmethod
     def parse(cls, value: Any, key: str = "sandbox") -> str | SandboxSetting:
@@ -270,12 +274,18 @@ class SandboxForm:
         "on", "off: shells, monitors and stdio MCP servers get a network namespace of their own, with only its "
               "loopback (a command runner keeps the network: its agent CLI must reach its model and its signal "
               "URL).")
+    max_processes: ProcessCount = checked.field(
+        DEFAULT_MAX_PROCESSES,
+        "How many processes and threads all of a session's sandboxed commands may have at once (a fork bomb "
+        "then fails to fork instead of taking the host's pids): a pids cgroup per session where the daemon can "
+        "make one, else RLIMIT_NPROC for a daemon that is not root (docs/isolation.md). 0: no limit; else at "
+        "least 8 (bwrap and a shell).")
 
     def setting(self) -> str | SandboxSetting:
         """The setting: its mode alone when the object sets nothing more."""
         env = env_additions(self.env)
-        if env or self.writable or self.network != "on":
-            return SandboxSetting(self.mode, env, self.writable, self.network)
+        if env or self.writable or self.network != "on" or self.max_processes != DEFAULT_MAX_PROCESSES:
+            return SandboxSetting(self.mode, env, self.writable, self.network, self.max_processes)
         return self.mode
 
 
@@ -829,14 +839,14 @@ def resolve_sandbox(setting: str | SandboxSetting,
             raise SandboxUnavailable(f"sandbox \"bwrap\" is required but unavailable: {problem}")
         return Sandbox("off", reason=problem, env=env)
     assert executable is not None
+    given = setting if isinstance(setting, SandboxSetting) else SandboxSetting(mode)
     try:
-        processes = resolve_process_limit()
-    except ValueError as exc:
+        processes = resolve_process_limit(given.max_processes)
+    except ValueError as exc:  # a SandboxSetting made in code; the settings file's was checked when read
         raise SandboxUnavailable(str(exc)) from None
     no_userns = probe_user_namespace(executable) or ""
     real = tuple(dict.fromkeys(os.path.realpath(p) for p in hidden))
-    writable, network = (setting.writable, setting.network == "on") if isinstance(setting, SandboxSetting) \
-        else ((), True)
+    writable, network = given.writable, given.network == "on"
     return Sandbox("bwrap", executable=executable, hidden=real, env=env, user_namespace=not no_userns,
                    no_user_namespace=no_userns, writable=tuple(os.path.realpath(p) for p in writable),
                    network=network, processes=processes)

@@ -233,6 +233,24 @@ def test_the_sandbox_object_form_carries_the_mode_and_the_environment_additions(
     assert load_settings(write(tmp_path, {"sandbox": {}})).sandbox == "auto"
 
 
+def test_the_sandbox_object_form_carries_the_process_limit(tmp_path: Path) -> None:
+    from actors.process import SandboxSetting
+
+    assert Settings().sandbox == "auto"  # the default limit (1024) needs no object
+    s = load_settings(write(tmp_path, {"sandbox": {"mode": "off", "maxProcesses": 0}}))
+    assert s.sandbox == SandboxSetting("off", max_processes=0)
+    assert load_settings(write(tmp_path, {"sandbox": {"maxProcesses": 256}}), sandbox="bwrap").sandbox == \
+        SandboxSetting("bwrap", max_processes=256)  # --sandbox sets the mode, the file's limit stays
+
+
+def test_the_cluster_opt_out_is_read_from_the_cluster_group(tmp_path: Path) -> None:
+    assert Settings().cluster_allow_unauthenticated == ()
+    s = load_settings(write(tmp_path, {"cluster": {"allowUnauthenticated": ["redis"]}}))
+    assert s.cluster_allow_unauthenticated == ("redis",)
+    s = load_settings(write(tmp_path, {"cluster.allowUnauthenticated": ["postgresql", "redis"]}))
+    assert s.cluster_allow_unauthenticated == ("postgresql", "redis")
+
+
 def test_the_sandbox_flag_overrides_the_mode_and_keeps_the_files_env(tmp_path: Path) -> None:
     from actors.process import SandboxSetting
 

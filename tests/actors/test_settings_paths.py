@@ -90,6 +90,32 @@ def test_a_bad_sandbox_member_is_named_by_its_path() -> None:
     with pytest.raises(ValueError) as caught:
         SandboxSetting.parse({"mode": "off", "env": ["GOPATH", 7]}, "sandbox")
     assert str(caught.value) == "sandbox.env[1]: must be a variable name, got 7"
+    assert refused({"sandbox": {"maxProcesses": 4}}) == (
+        "settings.json: sandbox.maxProcesses: 4 is too few for bwrap and a shell (at least 8; 0: no limit)")
+    assert refused({"sandbox": {"maxProcesses": "1024"}}) == (
+        'settings.json: sandbox.maxProcesses: must be a number of processes from 8 to 4194304 (0: no limit), '
+        'got "1024"')
+    assert refused({"sandbox": {"maxprocesses": 64}}) == (
+        "settings.json: sandbox.maxprocesses: unknown key (it takes mode, env, writable, network, maxProcesses)")
+
+
+def test_a_bad_process_limit_or_cluster_opt_out_changes_nothing(tmp_path: Path) -> None:
+    base = settings_from_dict({"sandbox": {"maxProcesses": 64}, "cluster": {"allowUnauthenticated": ["redis"]}})
+    for document, path in (({"approvalMode": "yolo", "sandbox": {"maxProcesses": 0, "network": "off"},
+                             "cluster": {"allowUnauthenticated": ["yes"]}}, "cluster.allowUnauthenticated[0]"),
+                           ({"cluster": {"allowUnauthenticated": []}, "sandbox": {"maxProcesses": -8}},
+                            "sandbox.maxProcesses")):
+        with pytest.raises(SettingsError) as caught:
+            settings_from_dict(document, source="second", base=base)
+        assert caught.value.path == path
+    assert (base.approval_mode, base.sandbox, base.cluster_allow_unauthenticated) == (
+        "default", SandboxSetting(max_processes=64), ("redis",))
+    # Through the loader: the file is named, then the path; no Settings comes out of it.
+    file = tmp_path / "settings.json"
+    file.write_text(json.dumps({"cluster": {"allowUnauthenticated": "all"}}))
+    with pytest.raises(SettingsError) as caught:
+        load_settings(file)
+    assert str(caught.value) == f'{file}: cluster.allowUnauthenticated: must be an array of values, got "all"'
 
 
 # ----------------------------------------------------------------- model

@@ -89,6 +89,9 @@ VALID: list[Any] = [
     *({"sandbox": {"mode": kind}} for kind in SANDBOX_SETTINGS),
     {"sandbox": {}}, {"sandbox": {"env": []}}, {"sandbox": {"mode": "off", "env": ["GOPATH", "_X1"]}},
     {"sandbox": {"env": {"PIP_INDEX_URL": "https://mirror/simple", "EMPTY": ""}}},
+    *({"sandbox": {"maxProcesses": count}} for count in (0, 8, 1024, 4194304)),
+    {"cluster": {"allowUnauthenticated": []}}, {"cluster": {"allowUnauthenticated": ["redis", "postgresql"]}},
+    {"cluster.allowUnauthenticated": ["postgresql"]},
     {"subagents": {"runners": {"command": {"template": "claude -p {brief}", "env": ["ANTHROPIC_API_KEY"]}}}},
     {"subagents": {"runners": {"command": {"env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}}}}},
     {"subagents": {"runners": {"command": {"env": None}}}},
@@ -149,6 +152,11 @@ INVALID: list[Any] = [
     {"sandbox": {"env": "GOPATH"}}, {"sandbox": {"env": None}}, {"sandbox": {"env": [5]}},
     {"sandbox": {"env": ["A=B"]}}, {"sandbox": {"env": ["1A"]}}, {"sandbox": {"env": [""]}},
     {"sandbox": {"env": {"A": 1}}}, {"sandbox": {"env": {"A B": "x"}}},
+    *({"sandbox": {"maxProcesses": bad}} for bad in (1, 7, -1, 4194305, "1024", None, True, 64.5)),
+    {"sandbox.maxProcesses": 3, "sandbox": {"maxProcesses": 3}},
+    {"cluster": {"allowUnauthenticated": "redis"}}, {"cluster": {"allowUnauthenticated": ["all"]}},
+    {"cluster": {"allowUnauthenticated": ["Redis"]}}, {"cluster": {"allowUnauthenticated": None}},
+    {"cluster.allowUnauthenticated": [True]},
     *({"sandbox": {"env": [name]}} for name in sorted(WITHHELD_NAMES)),
     *({"sandbox": {"env": {name: "x"}}} for name in sorted(WITHHELD_NAMES)),
     {"subagents": {"runners": {"command": {"env": "ANTHROPIC_API_KEY"}}}},
@@ -272,6 +280,8 @@ def _sample(schema: dict[str, Any]) -> Any:
     """A valid value of a scalar key's schema."""
     if "enum" in schema:
         return schema["enum"][-1]
+    if schema.get("type") == "array":
+        return [_sample(_resolve(schema["items"]))]
     return {"boolean": True, "integer": 3, "number": 3, "string": "text"}[schema["type"]]
 
 

@@ -8,11 +8,9 @@ that answer without a password, forged stream entries) is tested in tests/cluste
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from actors.process.limits import MAX_PROCESSES_ENV, resolve_process_limit
+from actors.process.limits import resolve_process_limit
 from tests.e2e.isolation_harness import hostile_daemon, needs_bwrap, shell
 
 LIMIT = 40
@@ -23,16 +21,16 @@ FORK_LOOP = (f"sh -c 'i=0; while [ $i -lt {FORKS} ]; do sleep 30 & i=$((i+1)); d
 
 
 @needs_bwrap
-async def test_one_shell_call_cannot_start_more_processes_than_the_limit(tmp_path, monkeypatch):
-    monkeypatch.setenv(MAX_PROCESSES_ENV, str(LIMIT))  # the daemon inherits it
-    if resolve_process_limit().how == "none":
+async def test_one_shell_call_cannot_start_more_processes_than_the_limit(tmp_path):
+    if resolve_process_limit(LIMIT).how == "none":
         pytest.skip("neither a pids cgroup nor RLIMIT_NPROC can bound commands here (a root daemon without "
                     "a writable pids cgroup)")
-    async with hostile_daemon(tmp_path, [[shell(FORK_LOOP)], [{"text": "done"}]], sandbox="bwrap") as d:
+    # The limit comes from the daemon's settings file, and only from there (no environment variable).
+    async with hostile_daemon(tmp_path, [[shell(FORK_LOOP)], [{"text": "done"}]],
+                              settings={"sandbox": {"mode": "bwrap", "maxProcesses": LIMIT}}) as d:
         sid = (await d.client.post("/session", json={})).json()["sessionId"]
         assert (await d.wait_turn(sid, await d.prompt(sid, "go")))["state"] == "completed"
         seen = d.tool_results()[0]
     assert "END" in seen, seen
     assert int(seen.split("started=")[1].split()[0]) <= LIMIT, seen
     assert "fork" in seen.split("error=")[1].lower(), seen
-    assert os.environ[MAX_PROCESSES_ENV] == str(LIMIT)
