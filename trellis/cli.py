@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -73,7 +74,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _delegate(command, rest)
     parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
-    return int(args.run(args) or 0)
+    try:
+        code = int(args.run(args) or 0)
+        sys.stdout.flush()
+    except BaseException as exc:
+        if not _pipe_closed(exc):
+            raise
+        # The reader of stdout went away (`trellis sessions | head`): stop quietly, as Unix tools do. Later
+        # writes (the interpreter's last flush) go nowhere rather than raise again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        return 0
+    return code
+
+
+def _pipe_closed(exc: BaseException) -> bool:
+    """Whether ``exc`` is a closed stdout (a BrokenPipeError, alone or in an exception group of them)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_pipe_closed(inner) for inner in exc.exceptions)
+    return isinstance(exc, BrokenPipeError)
 
 
 def _delegate(command: str, rest: list[str]) -> int:

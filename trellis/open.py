@@ -11,8 +11,8 @@ browser is the one Python's :mod:`webbrowser` finds (``$BROWSER`` first).
 machine, through an SSH tunnel) — it holds the token, so it is printed only
 when asked for, never in the message of a failure.
 
-Exit codes: 0 opened (or printed); 2 the daemon could not be reached or
-refused the token, or no browser could be started.
+Exit codes: 0 opened (or printed); 2 the daemon could not be reached,
+refused the token or has no such session, or no browser could be started.
 """
 
 from __future__ import annotations
@@ -48,12 +48,13 @@ def page_url(target: connect.Target, session: str | None = None) -> str:
     return f"{target.url}/" + (f"#{urlencode(fragment, quote_via=quote)}" if fragment else "")
 
 
-def check(target: connect.Target) -> str | None:
-    """Why the daemon cannot be used with this token (None: it can)."""
+def check(target: connect.Target, session: str | None = None) -> str | None:
+    """Why the daemon cannot be used with this token, or has no session ``session`` (None: it can)."""
     try:
         with httpx.Client(base_url=target.url, headers=target.headers, timeout=10,
                           trust_env=not connect.is_loopback(target.url)) as client:
             response = client.get("/capabilities")
+            listed = client.get("/session") if session is not None and response.status_code == 200 else None
     except httpx.HTTPError as exc:
         return f"cannot reach the daemon at {target.url}: {exc or type(exc).__name__}"
     if response.status_code == 401:
@@ -61,12 +62,19 @@ def check(target: connect.Target) -> str | None:
                 "--state-dir at the daemon's state directory (its token file)")
     if response.status_code != 200:
         return f"the daemon at {target.url} answered {response.status_code} to GET /capabilities"
+    if listed is not None and listed.status_code == 200:  # a page saying "no live session" helps no one
+        try:
+            known = {s.get("sessionId") for s in listed.json().get("sessions") or [] if isinstance(s, dict)}
+        except (ValueError, AttributeError):
+            return None
+        if session not in known:
+            return f"the daemon at {target.url} has no session {session!r}, live or restorable (trellis sessions)"
     return None
 
 
 def run(args: argparse.Namespace) -> int:
     target = connect.target(args)
-    problem = check(target)
+    problem = check(target, args.session)
     if problem is not None:
         say(problem)
         return EXIT_FAILED

@@ -6,7 +6,9 @@
     trellis prompt --json "..." | jq .type         # every event of the turn, one JSON object a line
 
 Scriptable like ``claude -p``: stdout carries the answer only (the model's
-``agent_message_chunk`` text, as it arrives, ended with a newline); everything
+``agent_message_chunk`` text, as it arrives, ended with a newline; the model's
+separate messages — split by a tool call, a notice, another model call — parted
+by a blank line, so that the answer stays valid Markdown); everything
 else goes to stderr — a line per tool call (``▸ shell … completed``), the
 Todo Stop Guard's continuations (``[todo stop guard, attempt 1 of 2]``), the
 daemon's notices, thoughts with ``--thoughts``, and with ``--verbose`` the
@@ -153,7 +155,8 @@ def refusal(response: httpx.Response, args: argparse.Namespace) -> Refused:
     """A daemon's error answer as one :class:`Refused` (the 401 says where the token was looked for)."""
     message = stream.error_message(response.status_code, response.text)
     if response.status_code == 401:
-        message += f"\n{token_source(args)}"
+        message += (f"\n{token_source(args)}\nafter `trellis token rotate`, the daemon takes the new token only once "
+                    "it restarts")
     return Refused(message, error_code=_code(response))
 
 
@@ -266,6 +269,10 @@ class PromptRun:
         self.held_cr = False  # the answer's last chunk ended with a CR: shown once the next says if an LF follows
         self.thinking = False  # stderr is in the middle of a thought (--thoughts)
         self.stdout_gone = False
+        self.tail = ""  # the last two characters of the answer written to stdout
+        # Something other than the answer's text came (a model call's end, a tool call, a notice): the next text
+        # is another message, parted from the one before by a blank line, as Markdown needs.
+        self.new_message = False
         self.tools: dict[str, dict[str, Any]] = {}  # toolCallId -> {"title", "status", "shown"}
         self.permissions: set[str] = set()
         self.nursery: trio.Nursery | None = None
@@ -427,6 +434,8 @@ class PromptRun:
             return None
         if self.args.json:
             self.print_json(frame)
+        if kind != "session_update":
+            self.new_message = True
         if kind == "session_update":
             update = data.get("update")
             if isinstance(update, dict):
@@ -458,13 +467,20 @@ class PromptRun:
         meta = update.get("_meta") if isinstance(update.get("_meta"), dict) else {}
         content = update.get("content") if isinstance(update.get("content"), dict) else {}
         text = content.get("text") if content.get("type") == "text" and isinstance(content.get("text"), str) else ""
+        if kind == "agent_message_chunk" and text and not meta.get("qwenDiscreteMessage") \
+                and meta.get("source") not in (GUARD_SOURCE, "daemon"):
+            self.write(text, message=True)
+            return
+        if kind != "agent_thought_chunk":
+            self.new_message = True  # a model call's usage (its end), a notice, a tool call, a plan
         if kind == "agent_message_chunk":
             if meta.get("source") == GUARD_SOURCE:
                 self.note(_guard_line(meta, text))
             elif meta.get("source") == "daemon":
                 self.note(f"[daemon: {text}]")
             elif text:
-                self.write(text)
+                self.write(text, message=True)
+                self.new_message = True  # a discrete message is one of its own: what follows is another
         elif kind == "agent_thought_chunk":
             if self.args.thoughts and text:
                 self.think(text)
@@ -492,8 +508,9 @@ class PromptRun:
 
     # ------------------------------------------------------------------ output
 
-    def write(self, text: str, *, final: bool = False) -> None:
-        """Answer text on stdout, made visible (no escape sequence of the model's reaches a terminal)."""
+    def write(self, text: str, *, final: bool = False, message: bool = False) -> None:
+        """Answer text on stdout, made visible (no escape sequence of the model's reaches a terminal); ``message``:
+        text of the model's, which begins a paragraph of its own when it starts another message."""
         if self.args.json or self.stdout_gone:
             return
         self.end_thought()
@@ -502,12 +519,19 @@ class PromptRun:
         text = visible(text[:-1] if self.held_cr else text)
         if not text:
             return
+        if message and self.new_message:
+            self.new_message = False
+            if self.tail:  # a blank line between the two, counting the newlines already on either side
+                ends = len(self.tail) - len(self.tail.rstrip("\n"))
+                starts = len(text) - len(text.lstrip("\n"))
+                text = "\n" * max(0, 2 - ends - starts) + text
         try:
             self.out.write(text)
             self.out.flush()
         except BrokenPipeError:
             self.drop_stdout()
             return
+        self.tail = (self.tail + text)[-2:]
         self.midline = not text.endswith("\n")
 
     def print_json(self, frame: dict[str, Any]) -> None:

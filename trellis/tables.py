@@ -96,7 +96,8 @@ async def _main(args: argparse.Namespace) -> int:
                 if args.json:
                     print_json(data, out)
                 else:
-                    status_table(data, out)
+                    status_table(data, out, await model_name(client, target, args, sid) if not data.get("model")
+                                 else None)
             else:
                 sid = quote(args.session, safe="")
                 status = (await call(client, target, args, "GET", f"/session/{sid}/status")).json()
@@ -118,6 +119,19 @@ async def _main(args: argparse.Namespace) -> int:
                 "ID` brings a restorable one back)")
         return exc.code
     return EXIT_OK
+
+
+async def model_name(client: Any, target: connect.Target, args: argparse.Namespace, sid: str) -> str | None:
+    """The configured name of the model the session calls: the status's ``model`` is only a ``/model``
+    override, ``GET /session/:id/context`` (a route of qwen's Web Shell) names the one in use. None when it
+    does not answer."""
+    try:
+        body = (await call(client, target, args, "GET", f"/session/{sid}/context")).json()
+    except (Refused, ValueError):
+        return None
+    for key in ("state", "models", "currentModelId"):
+        body = body.get(key) if isinstance(body, dict) else None
+    return body if isinstance(body, str) and body else None
 
 
 # --------------------------------------------------------------------------- rendering
@@ -160,7 +174,8 @@ def sessions_table(sessions: list[dict[str, Any]], out: TextIO) -> None:
     table(headers, rows, out)
 
 
-def status_table(status: dict[str, Any], out: TextIO) -> None:
+def status_table(status: dict[str, Any], out: TextIO, model: str | None = None) -> None:
+    """One session's status; ``model``: the model's name when the status has none (no ``/model`` override)."""
     work = status.get("activeWorkState") or status.get("state")
     state = cell(status.get("state"))
     if status.get("state") == "running":
@@ -176,7 +191,7 @@ def status_table(status: dict[str, Any], out: TextIO) -> None:
         ["state", state],
         ["queued prompts", cell(status.get("queuedCount"))],  # the running prompt is not queued
         ["approval mode", cell(status.get("approvalMode"))],
-        ["model", cell(status.get("model"))],
+        ["model", cell(status.get("model") or model)],
         ["sandbox", cell(status.get("sandbox"))],
         ["subscribers", cell(status.get("subscribers"))],
         ["history", f"{cell(status.get('historyLength'))} messages"],
@@ -187,10 +202,18 @@ def status_table(status: dict[str, Any], out: TextIO) -> None:
         ["todo stop guard", _guard(guard)],
         ["usage", (f"{usage.get('calls', 0)} calls, {usage.get('inputTokens', 0)} in / "
                    f"{usage.get('outputTokens', 0)} out tokens")],
-        ["context", (f"window {cell(context.get('window'))}, "
-                     f"last request ~{cell(context.get('estimatedTokens'))} tokens")],
+        ["context", _context(context)],
     ]
     table(["FIELD", "VALUE"], rows, out, header=False)
+
+
+def _context(context: dict[str, Any]) -> str:
+    """The context window and the last request's size, each said only when the daemon knows it."""
+    window, used = context.get("window"), context.get("estimatedTokens")
+    parts = [f"window {window:,} tokens" + (f" ({context['windowSource']})" if context.get("windowSource") else "")
+             if isinstance(window, int) else "window not known"]
+    parts.append(f"last request ~{used:,} tokens" if isinstance(used, int) else "no model call yet")
+    return ", ".join(parts)
 
 
 def _guard(guard: dict[str, Any]) -> str:

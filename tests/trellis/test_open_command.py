@@ -12,14 +12,19 @@ from tests.trellis.helpers import client_env, daemon_args, scripted_daemon, trel
 
 async def test_print_gives_the_page_with_the_token_and_session_in_the_fragment(tmp_path):
     async with scripted_daemon(tmp_path) as daemon:
+        async with daemon.client(daemon.token()) as client:
+            sid = (await client.post("/session", json={})).json()["sessionId"]
         plain = await trellis("open", *daemon_args(daemon), "--print", cwd=tmp_path)
-        with_session = await trellis("open", *daemon_args(daemon), "--print", "--session", "s-1 two", cwd=tmp_path)
+        with_session = await trellis("open", *daemon_args(daemon), "--print", "--session", sid, cwd=tmp_path)
+        unknown = await trellis("open", *daemon_args(daemon), "--print", "--session", "nope", cwd=tmp_path)
         token = daemon.token()
     assert plain.code == 0, plain.stderr
     parts = urlsplit(plain.stdout.strip())
     assert f"{parts.scheme}://{parts.netloc}" == daemon.url and parts.path == "/" and parts.query == ""
     assert parse_qs(parts.fragment) == {"token": [token]}
-    assert parse_qs(urlsplit(with_session.stdout.strip()).fragment) == {"token": [token], "session": ["s-1 two"]}
+    assert parse_qs(urlsplit(with_session.stdout.strip()).fragment) == {"token": [token], "session": [sid]}
+    # A session the daemon does not have: said here, not by a page that finds nothing to show.
+    assert unknown.code == 2 and unknown.stdout == "" and "has no session 'nope'" in unknown.stderr
 
 
 async def test_the_browser_gets_the_url_and_nothing_prints_the_token(tmp_path):

@@ -135,16 +135,16 @@ async def test_a_turn_error_in_json_mode_ends_with_turn_error(tmp_path):
 
 async def test_tool_calls_and_guard_continuations_go_to_stderr(tmp_path):
     responses = [
-        [{"text": "Planning. "}, {"tool_call": {"name": "todo_write", "arguments": TODOS}},
+        [{"text": "Planning."}, {"tool_call": {"name": "todo_write", "arguments": TODOS}},
          {"tool_call": {"name": "nope", "arguments": {}}}],
         [{"text": "I stop."}],
-        [{"text": " Still stopping."}],
-        [{"text": " Stopping again."}],
+        [{"text": "Still stopping."}],
+        [{"text": "Stopping again."}],
     ]
     async with scripted_daemon(tmp_path, *responses, guard=True) as daemon:
         result = await trellis("prompt", *daemon_args(daemon), "migrate", cwd=tmp_path)
     assert result.code == 0, result.stderr
-    assert result.stdout == "Planning. I stop. Still stopping. Stopping again.\n"
+    assert result.stdout == "Planning.\n\nI stop.\n\nStill stopping.\n\nStopping again.\n"  # a message a paragraph
     assert result.stderr.splitlines() == [
         "▸ nope … failed: unknown tool 'nope'",
         "[todo stop guard, attempt 1 of 2]",
@@ -152,6 +152,19 @@ async def test_tool_calls_and_guard_continuations_go_to_stderr(tmp_path):
         "[todo stop guard, stopped after attempt 2 of 2; 1 todo(s) unfinished]",
     ]
     assert "billing" not in result.stderr
+
+
+async def test_separate_messages_are_parted_by_a_blank_line_on_stdout(tmp_path):
+    """Text split by a tool call is two messages: glued, "## Result" would be no heading (``> answer.md``)."""
+    (tmp_path / "README.md").write_text("# Title\n")
+    responses = [
+        [{"text": "Let me check the file."}, {"tool_call": {"name": "read_file", "arguments": {"path": "README.md"}}}],
+        [{"text": "## Result\n\nThe README starts "}, {"text": "with a title."}],
+    ]
+    async with scripted_daemon(tmp_path, *responses) as daemon:
+        result = await trellis("prompt", *daemon_args(daemon), "read it", cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    assert result.stdout == "Let me check the file.\n\n## Result\n\nThe README starts with a title.\n"
 
 
 async def test_ctrl_c_cancels_the_turn_and_exits_4(tmp_path):

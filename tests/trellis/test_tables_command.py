@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import sys
 
 import trio
 
-from tests.trellis.helpers import daemon_args, running_trellis, scripted_daemon, trellis
+from tests.trellis.helpers import client_env, daemon_args, running_trellis, scripted_daemon, trellis
 from trellis.tables import sessions_table, status_table, table
 
 SLOW = [{"text": "working "}, {"sleep": 30}]
@@ -108,3 +110,38 @@ def test_plain_tables_align_columns_and_cut_nothing():
                                                                          "attempts": 1, "maxAttempts": 2,
                                                                          "unfinishedCount": 3}}, out)
     assert "armed, attempt 1 of 2, 3 unfinished" in out.getvalue()
+
+
+async def test_status_names_the_configured_model_not_its_provider(tmp_path):
+    """The status's ``model`` is only a ``/model`` override: the table names the model the session calls."""
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_MODEL": "local-model-7b", "OPENAI_API_KEY": "sk-x"}
+    async with scripted_daemon(tmp_path, args=("--model", "openai"), env=env) as daemon:
+        args = daemon_args(daemon)
+        async with daemon.client(daemon.token()) as client:
+            sid = (await client.post("/session", json={})).json()["sessionId"]
+            configured = await trellis("status", *args, sid, cwd=tmp_path)
+            await client.post(f"/session/{sid}/model", json={"model": "other-model"})
+            overridden = await trellis("status", *args, sid, cwd=tmp_path)
+    assert configured.code == 0, configured.stderr
+    assert fields(configured.stdout)["model"] == "local-model-7b"
+    assert fields(configured.stdout)["context"] == "window not known, no model call yet"
+    assert fields(overridden.stdout)["model"] == "other-model"
+
+
+async def test_a_closed_stdout_ends_a_command_quietly(tmp_path):
+    """``trellis sessions | head``: the reader left; no traceback, as a Unix tool exits on a closed pipe."""
+    async with scripted_daemon(tmp_path) as daemon:
+        async with daemon.client(daemon.token()) as client:
+            sid = (await client.post("/session", json={"title": "listed"})).json()["sessionId"]
+        for command in (["sessions"], ["status", sid], ["sessions", "--json"]):
+            read, write = os.pipe()
+            os.close(read)  # the reader is gone before the first line is written
+            try:
+                with trio.fail_after(30):
+                    done = await trio.run_process([sys.executable, "-m", "trellis", *command, *daemon_args(daemon)],
+                                                  stdout=write, capture_stderr=True, check=False, cwd=tmp_path,
+                                                  env=client_env())
+            finally:
+                os.close(write)
+            assert done.returncode == 0, (command, done.stderr)
+            assert done.stderr == b"", (command, done.stderr)

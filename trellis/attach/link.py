@@ -8,6 +8,8 @@ one that hands the item to its asyncio loop with ``call_soon_threadsafe``).
 Items are tuples:
 
 - ``("frame", frame)``: an SSE frame to render;
+- ``("restored", frame)``: a frame of the history a restarted daemon restored (shown already, but for how the
+  turn, question or tool call still open here ended);
 - ``("info", text, style)``: a line of the client's own;
 - ``("connection", "reconnecting" | "live")``;
 - ``("snapshot", status, pending_prompts)``: the session's state after a reconnect;
@@ -45,8 +47,10 @@ was missed. A new epoch means a restarted daemon whose ids start again: the
 stream is read from 0, and of its replay only frames from
 ``state_resync_required.earliestAvailableId`` on — what the new daemon
 published since it restored the session — are rendered; the restored history
-before them was shown already (events the old daemon published after the
-connection dropped and before it died are lost with it). A ``session_closed``
+before them was shown already, but for the ends the old daemon stored as it
+stopped after the connection dropped (the running turn cancelled, its question
+and tool call with it): those frames are delivered as ``restored``, and the
+screen shows the ones that end what it still shows open. A ``session_closed``
 whose reason is ``daemon_shutdown`` is a graceful restart (or stop) of the
 daemon, not the end of the session: the link reconnects as after a drop, for
 as long as it takes (the session stays restorable from the state directory).
@@ -81,6 +85,13 @@ MCP_VERSION = "2025-06-18"
 HISTORY_ABOVE = "── the session's history is above; live from here ──"
 JOIN_SCAN_SECONDS = 10.0  # the longest a --no-history join reads the replay for the waiting questions
 RESTARTED = "(the daemon restarted: the session was restored; its history is not shown again)"
+
+
+def dig(value: Any, *keys: str) -> Any:
+    """``value[k1][k2]…``, or None where a level is missing or not an object."""
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def queued_count(entry: dict[str, Any]) -> int:
@@ -248,11 +259,7 @@ class Link:
             raise Refused(f"the daemon at {self.target.url} answered something unexpected: {exc}") from None
         st = status.json()
         self.epoch = st.get("eventEpoch")
-        try:
-            capabilities = await self._call("GET", "/capabilities")
-            model = capabilities.json().get("model") if capabilities.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            model = None
+        model = st.get("model") or await self._model_name()
         for task in st.get("backgroundTasks") or []:
             if task.get("kind") == "agent" and task.get("status") == "running":
                 self._agents.add(str(task.get("label") or "").partition(":")[0].strip())
@@ -271,6 +278,21 @@ class Link:
                 "pending": pending.json().get("pendingPrompts") or [], "cursor": cursor,
                 "model": model if isinstance(model, str) else None, "title": st.get("title"),
                 "history": cursor == 0, **joined}
+
+    async def _model_name(self) -> str | None:
+        """The name of the model the session calls. The status's ``model`` is only a ``/model`` override and
+        ``/capabilities`` names the provider ("openai"); ``GET /session/:id/context`` (a route of qwen's Web
+        Shell) has the configured name. The provider's name when that route does not answer."""
+        for path in (f"{self._path}/context", "/capabilities"):
+            try:
+                answer = await self._call("GET", path)
+                body = answer.json() if answer.status_code == 200 else {}
+            except (httpx.HTTPError, ValueError):
+                continue
+            name = body.get("model") if path == "/capabilities" else dig(body, "state", "models", "currentModelId")
+            if isinstance(name, str) and name:
+                return name
+        return None
 
     async def _current_turn(self) -> dict[str, Any] | None:
         """The running turn's record (``GET /session/:id/turns/current``: its start, its live usage), or None."""
@@ -394,6 +416,7 @@ class Link:
                                 continue
                             if isinstance(frame_id, int) and skip_below is not None and frame_id < skip_below:
                                 cursor = frame_id
+                                self.deliver(("restored", frame))  # shown only if it ends what is still open
                                 continue
                         if history and kind == "replay_complete":
                             history = False
@@ -751,4 +774,4 @@ class Link:
             self.deliver(("info", line, "dim"))
 
 
-__all__ = ["Link", "Refused", "is_loopback", "queued_count", "sessions_here"]
+__all__ = ["Link", "Refused", "dig", "is_loopback", "queued_count", "sessions_here"]

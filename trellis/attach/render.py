@@ -31,7 +31,14 @@ title (and of the command it runs, when that differs), control characters made
 visible, long lines wrapped, never cut; past :data:`PERMISSION_ROWS` rows a
 line says how many lines and characters are not shown, and to reject. Folding
 or cutting it let a harmless first line hide a ``curl … | sh`` second line
-from the user asked to allow it.
+from the user asked to allow it. An edit's or a write's request carries the
+change as an ACP diff (``toolCall.content``): it is shown under the question
+as a unified diff, highlighted as ``/diff`` is (:func:`request_diff`), its
+first :data:`PERMISSION_DIFF_LINES` lines; past them, or past a line cut at
+:data:`DIFF_LINE_CHARS`, a line counts what is not shown and says to reject —
+a long write must not be approved from its first lines. A restarted daemon's
+restored history is not shown again, but for how the turn, question or tool
+call still open here ended (:meth:`View.restored`).
 
 Lines are :class:`Line`: rich text whose daemon-supplied characters are made
 visible as it is built (:mod:`trellis.visible`: an ESC shows as ``␛``, a
@@ -42,6 +49,7 @@ shown as it is). The screen makes every line visible again as it prints it
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import time
@@ -71,6 +79,8 @@ LIVE_BLOCK_ROWS = 8  # rows of an open code block or table shown in the live are
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 CODE_THEME = "monokai"
 DIFF_LINES = 400  # lines of a /diff shown (the rest are counted)
+PERMISSION_DIFF_LINES = 40  # lines of a permission request's diff shown; past them the rest is counted, and to reject
+DIFF_LINE_CHARS = 400  # characters of one line of a permission request's diff shown (a one-line file is a diff too)
 CHANGE_MARKS = {"added": "+", "deleted": "-", "modified": "~"}
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 MARKDOWN_SYNTAX = re.compile(r"[*_`#>|~\[\]!<&\\]|^\s*(?:[-+]|\d+[.)])(?:\s|$)|^\s*(?:-{3,}|={3,})\s*$")
@@ -203,14 +213,9 @@ def markdown_lines(source: str, width: int) -> list[Text]:
     return out
 
 
-def diff_lines(diff: str, width: int, limit: int = DIFF_LINES) -> list[Text]:
-    """A unified diff highlighted by rich's ``diff`` lexer, as lines of rich text; at most ``limit`` lines of
-    it (the rest counted). Its text is made visible first: a file's escape sequence is shown, never obeyed."""
-    lines = visible(diff).split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    shown = lines[:limit]
-    syntax = Syntax("\n".join(shown), "diff", theme=CODE_THEME, word_wrap=True, background_color="default")
+def _highlighted(lines: list[str], width: int) -> list[Text]:
+    """Lines of a unified diff (made visible) highlighted by rich's ``diff`` lexer, as lines of rich text."""
+    syntax = Syntax("\n".join(lines), "diff", theme=CODE_THEME, word_wrap=True, background_color="default")
     options = _RENDER.options.update(width=max(20, width))
     out: list[Text] = []
     for segments in _RENDER.render_lines(syntax, options, pad=False):
@@ -220,10 +225,49 @@ def diff_lines(diff: str, width: int, limit: int = DIFF_LINES) -> list[Text]:
                 line.append(visible(segment.text), segment.style)
         line.rstrip()
         out.append(line)
+    return out
+
+
+def diff_lines(diff: str, width: int, limit: int = DIFF_LINES) -> list[Text]:
+    """A unified diff highlighted by rich's ``diff`` lexer, as lines of rich text; at most ``limit`` lines of
+    it (the rest counted). Its text is made visible first: a file's escape sequence is shown, never obeyed."""
+    lines = visible(diff).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    shown = lines[:limit]
+    out = _highlighted(shown, width)
     if len(lines) > len(shown):
         out.append(Line(f"… {len(lines) - len(shown)} more lines of the diff not shown "
                         "(GET /session/:id/checkpoints/:turn/diff has it whole)", style=S_NOTE))
     return out
+
+
+@attrs.frozen
+class RequestDiff:
+    """The diff a permission request carries (an edit, a write), rendered: what is shown, and what is not."""
+
+    lines: list[Text]
+    hidden_lines: int  # lines of the diff not shown, or shown only in part
+    total: int  # lines of the diff
+
+
+def request_diff(item: dict[str, Any], width: int, limit: int = PERMISSION_DIFF_LINES) -> RequestDiff:
+    """An ACP diff (``{path, oldText, newText}``, ``oldText`` null for a new file) as a unified diff, highlighted
+    as ``/diff`` is: its first ``limit`` lines, each cut at :data:`DIFF_LINE_CHARS` (what is cut is counted)."""
+    path = str(item.get("path") or "?")
+    old = item.get("oldText")
+    new = item.get("newText")
+    before = str(old).splitlines() if old is not None else []
+    after = str(new).splitlines() if new is not None else []
+    body = list(difflib.unified_diff(before, after, "/dev/null" if old is None else path, path, lineterm=""))
+    if not body:
+        return RequestDiff([Line("  (no change to the file's text)", style=S_NOTE)], 0, 0)
+    lines = [visible(line) for line in body]
+    shown = lines[:limit]
+    cut = sum(1 for line in shown if len(line) > DIFF_LINE_CHARS)
+    shown = [line if len(line) <= DIFF_LINE_CHARS else line[:DIFF_LINE_CHARS] + "…" for line in shown]
+    rendered = [Text("  ") + line for line in _highlighted(shown, width - 2)]
+    return RequestDiff(rendered, len(lines) - len(shown) + cut, len(lines))
 
 
 def short(text: str, width: int) -> str:
@@ -346,6 +390,10 @@ class View:
         self.ended: set[str] = set()
         self.pending: dict[str, str] = {}  # the FIFO: promptId -> text, in order
         self.permissions: dict[str, Permission] = {}
+        # Questions a snapshot found no longer waiting (resolved while this client was away): how they ended
+        # is still shown when the frame saying it arrives (a replay, a restarted daemon's restored history).
+        self.dropped_permissions: dict[str, Permission] = {}
+        self.ended_by = ""  # what ended the turn, when not the stream itself (a daemon restart), for its end line
         self.tools: dict[str, dict[str, Any]] = {}
         self.known_start: dict[str, float] = {}  # promptId -> when it began (its turn record), on self.clock
         self.tool_names: dict[str, str] = {}  # toolCallId -> the title a permission request gave it
@@ -385,7 +433,9 @@ class View:
         live = status.get("pendingPermissions")
         if isinstance(live, list):
             for request_id in [r for r in self.permissions if r not in live]:
-                del self.permissions[request_id]
+                self.dropped_permissions[request_id] = self.permissions.pop(request_id)  # its end may still come
+            while len(self.dropped_permissions) > 32:
+                del self.dropped_permissions[next(iter(self.dropped_permissions))]
         tasks = status.get("backgroundTasks")
         if isinstance(tasks, list):
             self.tasks = {t["taskId"]: {"kind": t.get("kind"), "label": t.get("label") or ""} for t in tasks
@@ -1016,12 +1066,31 @@ class View:
                 out.append(Line(f"  ⚠ not shown: {rows.hidden_lines} line{'s' if rows.hidden_lines != 1 else ''} "
                                 f"({rows.hidden_chars:,} characters) of this request. Reject it unless you have "
                                 "inspected all of it.", style=S_BAD))
+        diffs = [item for item in tool_call.get("content") or [] if isinstance(item, dict)
+                 and item.get("type") == "diff"] if isinstance(tool_call.get("content"), list) else []
+        for item in diffs:  # what an edit or a write would change: its diff, bounded, before the choices
+            shown = request_diff(item, max(20, self.width() - 1))
+            out.append(Line(f"  the change ({shown.total} line{'s' if shown.total != 1 else ''} of diff):",
+                            style=S_WARN))
+            out += shown.lines
+            if shown.hidden_lines:
+                above = " (not all shown above: reject unless you have inspected it)"
+                out.append(Line(f"  ⚠ not shown: {shown.hidden_lines} line{'s' if shown.hidden_lines != 1 else ''} "
+                                "of this diff (or shown in part). Reject it unless you have inspected all of it.",
+                                style=S_BAD))
+            else:
+                above = above or " (whole change above)"
+        if not diffs and kind == "edit":  # the daemon leaves the diff out of an event when the texts are too big
+            above = " (its diff is not shown: reject unless you have inspected it)"
+            out.append(Line("  ⚠ this request carries no diff (the change is too large to send): reject it unless "
+                            "you have inspected the change.", style=S_BAD))
         request.above = above
         out.append(Line("  " + request.keys_text(), style=S_WARN))
         return out
 
     def _on_permission_resolved(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
-        request = self.permissions.pop(str(data.get("requestId")), None)
+        request = self.permissions.pop(str(data.get("requestId")), None) \
+            or self.dropped_permissions.pop(str(data.get("requestId")), None)
         if request is None:
             return []
         outcome = data.get("outcome") if isinstance(data.get("outcome"), dict) else {}
@@ -1083,12 +1152,13 @@ class View:
             return out  # a queued prompt removed before it ran: the FIFO line said so
         self.last_turn = figures
         reason = data.get("stopReason")
+        out += self._unfinished_tools(str(reason))
         tokens = f" · {usage['totalTokens']:,} tokens" if isinstance(usage.get("totalTokens"), int) else ""
         hook = f" (hook: {data['hookStopReason']})" if data.get("hookStopReason") else ""
         if reason == "end_turn":
             out.append(Line(f"✓ turn complete{hook}{tokens}", style=S_NOTE))
         elif reason == "cancelled":
-            out.append(Line(f"✗ turn cancelled{tokens}", style=S_WARN))
+            out.append(Line(f"✗ turn cancelled{self.ended_by}{tokens}", style=S_WARN))
         elif reason == "max_tokens":
             limit = data.get("tokenLimit") if isinstance(data.get("tokenLimit"), dict) else {}
             out.append(Line(f"✗ turn stopped: max_tokens — {limit.get('message') or 'out of tokens'}{tokens}",
@@ -1102,9 +1172,54 @@ class View:
     def _on_turn_error(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
         out = self.close_partial()
         self.last_turn = self._turn_figures(data.get("usage") if isinstance(data.get("usage"), dict) else {})
-        self._end(prompt_id or data.get("promptId"))
+        if self._end(prompt_id or data.get("promptId")):
+            out += self._unfinished_tools("failed")
         out.append(Line(f"✗ turn failed: {data.get('message')} [{data.get('code')}]", style=S_BAD))
         return out
+
+    def _unfinished_tools(self, reason: str) -> list[Text]:
+        """The tool calls still shown running when their turn ended (a cancel, a daemon restart can end a turn
+        without a last update of its call): each gets its last line, so none stays "in_progress"."""
+        out: list[Text] = []
+        for call_id, tool in list(self.tools.items()):
+            if tool["shown"] is None:
+                continue  # never shown: nothing to end
+            head = Line("▸ ", style=S_TOOL)
+            head.append(str(tool["title"] or self.tool_names.get(call_id) or "tool"), style="bold")
+            head.append(f" (not finished: turn {reason})", style=S_WARN)
+            out.append(head)
+        self.tools.clear()
+        self.tool_names.clear()
+        return out
+
+    def restored(self, frame: dict[str, Any]) -> list[Text]:
+        """A frame of a session's history as a restarted daemon restored it (before what it published since):
+        shown only when it ends what this client still shows open — the running turn, a question, a tool call.
+        The old daemon ended them as it stopped, often after this client's connection had dropped; the rest of
+        that history was shown already."""
+        kind = frame.get("type")
+        data = frame.get("data") if isinstance(frame.get("data"), dict) else {}
+        if kind == "permission_resolved":
+            request_id = str(data.get("requestId"))
+            if request_id not in self.permissions and request_id not in self.dropped_permissions:
+                return []
+        elif kind in ("turn_complete", "turn_error"):
+            prompt_id = frame.get("promptId") or data.get("promptId")
+            if prompt_id not in self.started or prompt_id in self.ended:
+                return []
+        elif kind == "session_update":
+            update = data.get("update") if isinstance(data.get("update"), dict) else {}
+            ends = update.get("sessionUpdate") == "tool_call_update" and update.get("status") in TERMINAL_TOOL_STATUS
+            if not ends or str(update.get("toolCallId")) not in self.tools:
+                return []
+            return self._tool("tool_call_update", update)  # not feed(): it would take the turn as running again
+        else:
+            return []
+        self.ended_by = " (daemon restarted)"
+        try:
+            return self.feed(frame)
+        finally:
+            self.ended_by = ""
 
     def _on_background_task(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
         task_id = str(data.get("taskId"))
@@ -1182,4 +1297,5 @@ class View:
         return self.note(f"session closed ({data.get('reason')})", S_WARN)
 
 
-__all__ = ["Choice", "Line", "Permission", "Rows", "View", "choices_of", "request_rows", "visible_text", "wrap"]
+__all__ = ["Choice", "Line", "Permission", "RequestDiff", "Rows", "View", "choices_of", "diff_lines", "request_diff",
+           "request_rows", "visible_text", "wrap"]

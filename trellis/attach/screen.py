@@ -211,6 +211,8 @@ class Screen:
         lines: list[Text] = []
         if kind == "frame":
             lines = view.feed(item[1])
+        elif kind == "restored":
+            lines = view.restored(item[1])
         elif kind == "info":
             lines = view.note(item[1], item[2])
         elif kind == "connection":
