@@ -89,6 +89,28 @@ def test_chunks_merge_a_tool_card_updates_in_place_and_text_is_never_markup(modu
     ]
 
 
+def test_a_tool_card_still_running_when_its_turn_ends_says_it_did_not_finish(modules):
+    """A cancel or a daemon restart can end a turn with no last update of its call: the card must not stay
+    "in_progress" under the turn's end."""
+    frames = [
+        {**frame("session_update", update={"sessionUpdate": "tool_call", "toolCallId": "c1", "status": "in_progress",
+                                           "title": "shell", "kind": "execute"}), "promptId": "p1"},
+        {**frame("session_update", update={"sessionUpdate": "tool_call", "toolCallId": "c2", "status": "in_progress",
+                                           "title": "read_file", "kind": "read"}), "promptId": "p1"},
+        {**frame("session_update", update={"sessionUpdate": "tool_call_update", "toolCallId": "c2",
+                                           "status": "completed"}), "promptId": "p1"},
+        {**frame("turn_complete", stopReason="cancelled", promptId="p1"), "promptId": "p1"},
+    ]
+    shown = modules.evaluate("""async (frames) => {
+        const { Conversation } = await import('/ui/view.js');
+        const log = document.createElement('div');
+        const view = new Conversation(log);
+        frames.forEach((f) => view.feed(f));
+        return [...log.querySelectorAll('.tool')].map((n) => [n.dataset.status, n.querySelector('.badge').textContent]);
+    }""", frames)
+    assert shown == [["unfinished", "not finished (turn cancelled)"], ["completed", "completed"]]
+
+
 def test_the_conversation_keeps_its_newest_entries_and_counts_the_rest(modules):
     shown = modules.evaluate("""async () => {
         const { Conversation, MAX_ENTRIES } = await import('/ui/view.js');

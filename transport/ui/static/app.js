@@ -22,7 +22,8 @@ const state = {
   started: false, // the app was shown once: a later login keeps it on screen
   renaming: null, // the session whose title is being edited in the list
   caps: null,
-  model: null, // the open session's own model (status `model`), else the daemon's
+  model: null, // the open session's own model (status `model`: set by /model), else
+  configuredModel: null, // the name of the model it calls (GET /session/:id/context), else the provider's
 };
 
 const openId = () => state.sessionId;
@@ -59,7 +60,9 @@ function showError(where, error) {
   $(where).textContent = error ? error.message || String(error) : "";
 }
 
-const shortId = (sessionId) => String(sessionId).slice(0, 8);
+// An untitled session by what tells it from the others: its id's random part (every id starts "session-").
+const shortId = (sessionId) => String(sessionId).replace(/^session-/, "").slice(0, 12);
+const lastPart = (cwd) => String(cwd || "").replace(/\/+$/, "").split("/").pop() || cwd || "";
 const tokens = (n) => `${(n || 0).toLocaleString("en")} token${n === 1 ? "" : "s"}`;
 const modelCalls = (n) => `${n || 0} model call${n === 1 ? "" : "s"}`;
 
@@ -213,6 +216,14 @@ function sessionName(entry) {
   return entry && entry.title ? entry.title : null;
 }
 
+// The list's label of a session: its title, else "untitled", its id's random part and its directory's name.
+function sessionLabel(entry) {
+  const name = sessionName(entry);
+  if (name) return name;
+  const where = lastPart(entry.cwd);
+  return `untitled · ${shortId(entry.sessionId)}${where ? ` · ${where}` : ""}`;
+}
+
 async function refreshSessions() {
   try {
     state.sessions = (await api("GET", "/session")).sessions;
@@ -236,7 +247,7 @@ function renderSessions() {
         type: "button", class: "session-item", "aria-current": s.sessionId === state.sessionId ? "true" : null,
         title: s.sessionId, onclick: () => openSession(s.sessionId),
       },
-      el("span", { class: name ? "session-name" : "session-name short-id", text: name || shortId(s.sessionId) }),
+      el("span", { class: name ? "session-name" : "session-name short-id", text: sessionLabel(s) }),
       el("span", { class: `badge ${s.state}`, text: s.live ? s.state : "restorable" }),
       el("span", { class: "session-meta muted" },
         queued ? el("span", { class: "queued", text: `${queued} queued · ` }) : null,
@@ -244,7 +255,9 @@ function renderSessions() {
       el("span", { class: "session-cwd muted", text: s.cwd || "" })),
       el("span", { class: "session-tools" },
         "title" in s ? el("button", { type: "button", "aria-label": "Rename", title: "Rename", onclick: () => rename(s) }, "✎") : null,
-        el("button", { type: "button", "aria-label": "Close session", title: "Close this session", onclick: () => closeSession(s) }, "✕")));
+        // Only a live session can be closed (DELETE /session/:id); a stored one has nothing to close, and the
+        // daemon has no route that forgets it.
+        s.live ? el("button", { type: "button", "aria-label": "Close session", title: "Close this session (it stays restorable)", onclick: () => closeSession(s) }, "✕") : null));
   }));
 }
 
@@ -289,7 +302,7 @@ function rename(entry) {
 
 async function closeSession(entry) {
   const name = sessionName(entry) || entry.sessionId;
-  if (!window.confirm(`Close the session "${name}"? Its running work stops.`)) return;
+  if (!window.confirm(`Close the session "${name}"? Its running work stops; it stays in the list, restorable.`)) return;
   try {
     await api("DELETE", path("session", entry.sessionId));
   } catch (error) {
@@ -301,6 +314,9 @@ async function closeSession(entry) {
     state.stream = null;
     state.sessionId = null;
     history.replaceState(null, "", location.pathname + location.search);
+    state.model = null;
+    state.configuredModel = null;
+    showModel();
     showTitle(null);
     resetViews();
     updateComposer();
@@ -358,11 +374,27 @@ function showTitle(title) {
   head.textContent = sessionId === null ? "No session open" : title || sessionId;
   head.classList.toggle("short-id", sessionId !== null && !title);
   head.title = sessionId || "";
+  // The tab says which session it shows.
+  document.title = sessionId === null ? "Trellis" : `${title || `untitled · ${shortId(sessionId)}`} — Trellis`;
 }
 
 function showModel() {
-  const model = state.model || state.caps?.model;
+  const model = state.model || state.configuredModel || state.caps?.model;
   $("model").textContent = model ? `⚙ ${model}` : "";
+}
+
+// The name of the model the open session calls: the status's `model` is only a /model override, and the
+// capabilities name the provider ("openai"); GET /session/:id/context (a route of qwen's Web Shell) has it.
+async function loadModelName(sessionId) {
+  try {
+    const context = await api("GET", path("session", sessionId, "context"));
+    const name = context?.state?.models?.currentModelId;
+    if (sessionId !== state.sessionId) return;
+    state.configuredModel = typeof name === "string" && name ? name : null;
+    showModel();
+  } catch (error) {
+    failed(error);
+  }
 }
 
 // The draft of the open session's prompt: kept in this tab as it is typed.
@@ -396,7 +428,9 @@ async function openSession(sessionId, again = false) {
   }
   history.replaceState(null, "", `#session=${encodeURIComponent(sessionId)}`);
   state.model = null;
+  state.configuredModel = null;
   showModel();
+  loadModelName(sessionId);
   showTitle(sessionName(entry));
   showError("composer-error", null);
   if (!resume) resetViews();

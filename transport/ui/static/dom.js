@@ -51,12 +51,21 @@ export function toolOutput(content) {
 }
 
 const DIFF_LINES = 200; // changed lines shown of one diff; the rest are counted
+const DIFF_LINE_CHARS = 400; // characters of one changed line shown in a permission request's diff
 
-// An ACP diff ({path, oldText, newText}) as "--- path" and its changed lines, the lines both texts share at
-// their start and end left out (an edit's diff is the whole file before and after).
-export function diffLines(diff) {
-  const before = diff.oldText === null || diff.oldText === undefined ? [] : String(diff.oldText).split("\n");
-  const after = String(diff.newText ?? "").split("\n");
+// A text's lines; the newline that ends its last line starts no line of its own ("a\n" is one line).
+function linesOf(text) {
+  const lines = String(text).split("\n");
+  if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
+  return lines;
+}
+
+// An ACP diff ({path, oldText, newText}) as its changed lines, the lines both texts share at their start and
+// end left out (an edit's diff is the whole file before and after): {where, changed: ["- old", "+ new", ...]}.
+export function changedLines(diff) {
+  const created = diff.oldText === null || diff.oldText === undefined;
+  const before = created ? [] : linesOf(diff.oldText);
+  const after = diff.newText === null || diff.newText === undefined || diff.newText === "" ? [] : linesOf(diff.newText);
   let head = 0;
   while (head < before.length && head < after.length && before[head] === after[head]) head += 1;
   let tail = 0;
@@ -66,10 +75,44 @@ export function diffLines(diff) {
     ...before.slice(head, before.length - tail).map((line) => `- ${line}`),
     ...after.slice(head, after.length - tail).map((line) => `+ ${line}`),
   ];
+  return { where: created ? "(new file)" : `(from line ${head + 1})`, changed };
+}
+
+// An ACP diff as "--- path" and its changed lines (at most DIFF_LINES of them; the rest counted).
+export function diffLines(diff) {
+  const { where, changed } = changedLines(diff);
   const shown = changed.slice(0, DIFF_LINES);
   if (changed.length > shown.length) shown.push(`… ${changed.length - shown.length} more changed lines`);
-  const where = diff.oldText === null || diff.oldText === undefined ? "(new file)" : `(from line ${head + 1})`;
   return [`--- ${diff.path} ${where}`, ...shown].join("\n");
+}
+
+// Characters a file can hide its text with, made visible: C0 controls but tab and newline, DEL and C1 as
+// their pictures or codes (a CR would rewrite nothing here, but hides where a line was cut); the
+// bidirectional overrides and isolates as their code points (they reorder what is shown, "Trojan source").
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+export function visible(text) {
+  return String(text).replace(HIDDEN, (c) => {
+    const code = c.charCodeAt(0);
+    if (code < 0x20) return String.fromCharCode(0x2400 + code);
+    if (code === 0x7f) return "\u2421";
+    if (code <= 0x9f) return `\\x${code.toString(16)}`;
+    return `⟨U+${code.toString(16).toUpperCase()}⟩`;
+  });
+}
+
+// What a permission request's diff shows before the vote: "--- path" and its changed lines, at most
+// DIFF_LINES of them, each cut at DIFF_LINE_CHARS; ``hidden`` counts the lines not shown, or shown in part.
+export function diffPreview(diff) {
+  const { where, changed } = changedLines(diff);
+  const shown = changed.slice(0, DIFF_LINES);
+  let hidden = changed.length - shown.length;
+  const lines = shown.map((line) => {
+    if (line.length <= DIFF_LINE_CHARS) return line;
+    hidden += 1;
+    return `${line.slice(0, DIFF_LINE_CHARS)}… [${line.length - DIFF_LINE_CHARS} more characters]`;
+  });
+  if (!changed.length) lines.push("(no change to the file's text)");
+  return { text: visible([`--- ${diff.path} ${where}`, ...lines].join("\n")), hidden, total: changed.length };
 }
 
 // A permission option's button label: by its kind, so that the names are always the same.

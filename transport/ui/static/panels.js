@@ -6,7 +6,7 @@
 // replay could not tell about (a permission resolved while away) does not linger.
 
 import { api, path } from "./api.js";
-import { el, optionName, short } from "./dom.js";
+import { diffPreview, el, optionName, short } from "./dom.js";
 
 const OUTPUT_KEPT = 8000; // characters of a task's live output kept on the page
 const ENDED_TASKS_KEPT = 12;
@@ -227,6 +227,24 @@ export class BackgroundTasks {
   }
 }
 
+// What an edit or a write asks to change: its diff (the request's toolCall.content), as text, before the
+// choices; a line says when not all of it is shown, or when the request carries none (too large to send).
+function changes(call) {
+  const diffs = (Array.isArray(call.content) ? call.content : []).filter((item) => item && item.type === "diff");
+  const out = [];
+  for (const diff of diffs) {
+    const preview = diffPreview(diff);
+    out.push(el("pre", { class: "output diff permission-diff", "aria-label": `The change to ${diff.path}`, text: preview.text }));
+    if (preview.hidden) {
+      out.push(el("div", { class: "permission-warning", text: `⚠ Not shown: ${preview.hidden} of its ${preview.total} changed lines (or shown in part). Reject it unless you have inspected all of it.` }));
+    }
+  }
+  if (!diffs.length && call.kind === "edit") {
+    out.push(el("div", { class: "permission-warning", text: "⚠ This request carries no diff (the change is too large to send). Reject it unless you have inspected the change." }));
+  }
+  return out;
+}
+
 export class Permissions {
   constructor(region, session) {
     this.region = region;
@@ -274,6 +292,7 @@ export class Permissions {
       return el("div", { class: "permission", dataset: { requestId: id }, role: "group", "aria-label": `Permission: ${call.title || "a tool call"}` },
         el("div", { class: "permission-title", text: `${call.kind ? `${call.kind}: ` : ""}${call.title || "a tool call"}` }),
         raw && raw !== call.title ? el("code", { text: raw }) : null,
+        changes(call),
         el("div", { class: "actions" }, (d.options || []).map((option) => el("button", {
           type: "button", class: option.kind?.startsWith("allow") ? "allow" : "reject",
           onclick: (event) => this.vote(id, option.optionId, event.currentTarget),

@@ -330,6 +330,17 @@ export class Conversation {
     }
   }
 
+  // The turn ended with tool calls still shown running (a cancel, a daemon restart can end a turn without a
+  // last update of its call): their cards say so rather than stay "in_progress".
+  endTools(reason) {
+    for (const tool of this.tools.values()) {
+      tool.status.textContent = `not finished (${reason})`;
+      tool.card.dataset.status = "unfinished";
+    }
+    this.tools.clear();
+    this.toolNames.clear();
+  }
+
   plan(entries) {
     const items = Array.isArray(entries) ? entries.filter((e) => e && typeof e === "object") : [];
     const done = items.filter((e) => e.status === "completed").length;
@@ -350,6 +361,7 @@ const HANDLERS = {
   },
   turn_complete(data) {
     const reason = data.stopReason;
+    this.endTools(`turn ${reason}`);
     const hook = data.hookStopReason ? ` (hook: ${data.hookStopReason})` : "";
     const tokens = usageText(data.usage);
     if (reason === "end_turn") this.line(`✓ turn complete${hook}${tokens}`, "turn-end");
@@ -362,6 +374,7 @@ const HANDLERS = {
     } else this.line(`✗ turn stopped: ${reason}${hook}${tokens}`, "turn-end warn");
   },
   turn_error(data) {
+    this.endTools("turn failed");
     this.line(`✗ turn failed: ${data.message} [${data.code}]`, "turn-end error");
   },
   mid_turn_message_injected(data) {
