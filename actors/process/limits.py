@@ -29,6 +29,8 @@ import hashlib
 import logging
 import os
 import shutil
+import threading
+import time
 
 import attrs
 
@@ -100,15 +102,36 @@ class ProcessLimit:
 _GROUPS: dict[str, str] = {}  # a sandbox home -> its session's group (removed with the home)
 
 
+RELEASE_SECONDS = 10.0  # how long a group still holding dying processes is waited for, in a thread
+
+
 def release(path: str) -> None:
-    """The homes at or under ``path`` are being removed: remove their groups (when empty; a group still
-    holding a dying process is left to the sweep at the next start)."""
+    """The homes at or under ``path`` are being removed: remove their groups. One still holding a process
+    (the sandbox's last ones die just after its init: the kernel kills them) goes once it is empty, from a
+    thread nobody awaits; what outlives :data:`RELEASE_SECONDS` is left to the sweep at the next start."""
     path = os.path.realpath(path)
     for home, group in list(_GROUPS.items()):
         if home == path or home.startswith(path.rstrip("/") + "/"):
             del _GROUPS[home]
-            with contextlib.suppress(OSError):
+            try:
                 os.rmdir(group)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                threading.Thread(target=_remove_when_empty, args=(group,), name="trellis-release-group",
+                                 daemon=True).start()
+
+
+def _remove_when_empty(group: str) -> None:
+    deadline = time.monotonic() + RELEASE_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            os.rmdir(group)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)
 
 
 def _mounts() -> list[tuple[str, str, str, set[str]]]:
