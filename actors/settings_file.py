@@ -223,7 +223,8 @@ class SettingsFile:
                              "Guard off.")
     approval_mode: ApprovalMode = _setting(
         "approval_mode", "A new session's approval mode: default asks the client before running a command, "
-                         "auto-edit and yolo run tools without asking, plan refuses execution.")
+                         "auto-edit runs file edits and web fetches unasked and asks for the rest, yolo runs tools "
+                         "without asking, plan refuses execution.")
     permissions: RuleLists = _setting(
         "permissions", "Permission rules in Claude Code's form: {\"allow\": [...], \"ask\": [...], \"deny\": [...]}. "
                        "Deny wins over ask, ask over allow, any rule over the approval mode; plan mode still refuses "

@@ -38,7 +38,7 @@ from .signal_tools import signal_client_tools
 if TYPE_CHECKING:
     from .run import SubagentRun
 
-OUTPUT_LIMIT = 256 * 1024  # characters of a command's output kept per run
+OUTPUT_LIMIT = 256 * 1024  # bytes (UTF-8) of a command's output kept per run
 OUTPUT_TAIL = 4000  # characters of it shown in status
 _PLACEHOLDER = re.compile(r"\{(brief|config)\}")
 
