@@ -255,6 +255,48 @@ def _proxied(url: str) -> bool:
     return not urllib.request.proxy_bypass_environment(parts.hostname or "", proxies)
 
 
+
+def _chunk_problem(chunk: dict[str, Any]) -> str | None:
+    """What in a stream chunk is not of the shape the OpenAI wire gives it (the parts this provider reads), or
+    None. A string where a list belongs would be read a character at a time; a number as text would end the
+    turn with a TypeError far from here."""
+    choices = chunk.get("choices")
+    if choices is None:
+        return None
+    if not isinstance(choices, list):
+        return "choices is not an array"
+    for i, choice in enumerate(choices):
+        if not isinstance(choice, dict):
+            return f"choices[{i}] is not an object"
+        delta = choice.get("delta")
+        if delta is not None and not isinstance(delta, dict):
+            return f"choices[{i}].delta is not an object"
+        finish = choice.get("finish_reason")
+        if finish is not None and not isinstance(finish, str):
+            return f"choices[{i}].finish_reason is not a string"
+        for key in ("content", "reasoning_content", "reasoning"):
+            value = (delta or {}).get(key)
+            if value is not None and not isinstance(value, str):
+                return f"choices[{i}].delta.{key} is not a string"
+        calls = (delta or {}).get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            return f"choices[{i}].delta.tool_calls is not an array"
+        for j, call in enumerate(calls or ()):
+            where = f"choices[{i}].delta.tool_calls[{j}]"
+            if not isinstance(call, dict):
+                return f"{where} is not an object"
+            index, call_id, function = call.get("index"), call.get("id"), call.get("function")
+            if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+                return f"{where}.index is not an integer"
+            if call_id is not None and not isinstance(call_id, str):
+                return f"{where}.id is not a string"
+            if function is not None and not isinstance(function, dict):
+                return f"{where}.function is not an object"
+            if function and function.get("name") is not None and not isinstance(function["name"], str):
+                return f"{where}.function.name is not a string"
+    return None
+
+
 def _shown(payload: bytes) -> str:
     return repr(payload[:120].decode("utf-8", "replace"))
 
@@ -532,6 +574,9 @@ class OpenAIModel:
                         raise overflow
                     raise self._error("server_error", f"the server reported an error mid-stream: {detail}",
                                       committed=True)
+                problem = _chunk_problem(chunk)
+                if problem is not None:  # a hostile or broken server: said so, never an internal error
+                    raise self._error("malformed_stream", f"{problem}: {_shown(payload)}", committed=True)
                 for choice in chunk.get("choices") or ():
                     delta = choice.get("delta") or {}
                     reasoning = delta.get("reasoning_content") or delta.get("reasoning")

@@ -324,3 +324,28 @@ def test_config_from_env() -> None:
     default = OpenAIConfig.from_env({}, model="m")
     assert (default.base_url, default.api_key, default.model) == ("https://api.openai.com/v1", None, "m")
     assert KEY not in repr(config)
+
+
+@pytest.mark.parametrize("chunk, problem", [
+    ({"choices": "abc"}, "choices is not an array"),
+    ({"choices": [7]}, "choices[0] is not an object"),
+    ({"choices": [{"delta": "hi"}]}, "choices[0].delta is not an object"),
+    ({"choices": [{"delta": {"content": 123}}]}, "choices[0].delta.content is not a string"),
+    ({"choices": [{"delta": {"reasoning_content": ["x"]}}]}, "choices[0].delta.reasoning_content is not a string"),
+    ({"choices": [{"delta": {}, "finish_reason": 1}]}, "choices[0].finish_reason is not a string"),
+    ({"choices": [{"delta": {"tool_calls": "x"}}]}, "choices[0].delta.tool_calls is not an array"),
+    ({"choices": [{"delta": {"tool_calls": [1]}}]}, "choices[0].delta.tool_calls[0] is not an object"),
+    ({"choices": [{"delta": {"tool_calls": [{"index": [0]}]}}]}, "choices[0].delta.tool_calls[0].index is not an integer"),
+    ({"choices": [{"delta": {"tool_calls": [{"id": 5}]}}]}, "choices[0].delta.tool_calls[0].id is not a string"),
+    ({"choices": [{"delta": {"tool_calls": [{"function": "f"}]}}]},
+     "choices[0].delta.tool_calls[0].function is not an object"),
+    ({"choices": [{"delta": {"tool_calls": [{"function": {"name": {"x": 1}}}]}}]},
+     "choices[0].delta.tool_calls[0].function.name is not a string"),
+])
+async def test_a_chunk_of_the_wrong_shape_is_a_malformed_stream_naming_the_part(chunk, problem) -> None:
+    raw = "data: " + orjson.dumps(chunk).decode() + "\n\n"
+    with trio.fail_after(LIMIT):
+        async with running([{"text": "a"}, {"raw": raw}]) as (_, model):
+            exc = await error_of(model)
+    assert (exc.code, exc.committed) == ("malformed_stream", True)
+    assert exc.message.startswith(problem + ": "), exc.message
