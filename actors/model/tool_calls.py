@@ -22,7 +22,9 @@ import orjson
 from .base import ToolCall
 
 MAX_ARGUMENT_DEPTH = 64  # levels of arrays and objects in one call's arguments (the schemas offered need a few)
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A string, or an unclosed one to the end of the text: without the end as a way out, an unclosed quote made
+# the engine retry from every later quote, quadratic in the text, on the event loop (a model's arguments).
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\Z)', re.DOTALL)
 _BRACKET = re.compile(r"[\[\]{}]")
 
 

@@ -96,3 +96,19 @@ async def test_a_hostile_gitignore_does_not_freeze_a_walk(tmp_path):
     assert glob[-1]["status"] == "completed"
     assert text_of(glob[-1]).split("\n") == ["a" * 52, "a" * 54, "a" * 56]
     assert_answered_in_time(latencies, at_least=1)
+
+
+def test_tool_call_arguments_with_an_unclosed_quote_are_measured_in_linear_time():
+    """A model's arguments that are not JSON are measured for depth on the event loop: a string that never
+    closes must not make the measure quadratic (it held every session for hours at the response bound)."""
+    import subprocess
+    import sys
+
+    script = ("from actors.model.tool_calls import arguments_problem, text_depth\n"
+              "hostile = '\"' + '\\\\\"' * 150_000\n"
+              "assert text_depth(hostile) == 0 and arguments_problem(hostile) is None\n"
+              "assert text_depth('[' * 70 + '\"never closed ' + '\\\\\"]' * 1000) == 70\n"
+              "print('measured')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.strip() == "measured", done.stderr
