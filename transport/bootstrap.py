@@ -42,7 +42,7 @@ from .gc_policy import FreezeSurvivors
 from .logs import add_secret, configure, say
 from .process_image import Secrets, SecretsError, read_secrets
 from .server import InsecureBind, check_bind, is_loopback, serve
-from .signals import SHUTDOWN_SIGNALS, Shutdown
+from .signals import Shutdown, shutdown_signals
 
 
 
@@ -297,7 +297,7 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
 
     async def run() -> None:
         # Opened first, so a signal during start-up waits for the daemon and then stops it in order.
-        with trio.open_signal_receiver(*SHUTDOWN_SIGNALS) as signals, shutdown.root:
+        with trio.open_signal_receiver(*shutdown_signals()) as signals, shutdown.root:
             async with AsyncExitStack() as stack:
                 node = None
                 if cluster is not None:

@@ -18,9 +18,12 @@ from actors.process.killer import kill_process_groups
 
 from .logs import say
 
-# SIGHUP: the terminal a daemon (or an editor's agent) was started from closed; its default would end the
-# process at once, leaving running turns without their end and daemon.json behind.
-SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+def shutdown_signals() -> tuple[signal.Signals, ...]:
+    """The signals that stop the daemon in order. SIGHUP (the terminal it was started from closed) too, whose
+    default ends the process at once, leaving running turns without their end and daemon.json behind — unless
+    it is ignored (``nohup``): then the daemon outlives its terminal, as asked."""
+    ignored = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    return (signal.SIGTERM, signal.SIGINT) + (() if ignored else (signal.SIGHUP,))
 FORCED_EXIT_SECONDS = 3.0  # after a forced shutdown, how long Trio may unwind before the process exits anyway
 SERVER_CLOSE_SECONDS = 3.0  # once every session closed, how long the HTTP server may take to close
 

@@ -382,6 +382,25 @@ async def test_an_idle_daemon_stops_at_once(tmp_path, signum):
     assert not (tmp_path / "state" / "daemon.json").exists()
 
 
+async def test_a_daemon_started_with_sighup_ignored_outlives_its_terminal(tmp_path):
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts it: inherited across exec
+    try:
+        async with daemon(tmp_path, []) as (running, client):
+            signal.signal(signal.SIGHUP, previous)
+            await open_session(client)
+            running.process.send_signal(signal.SIGHUP)
+            assert (await client.get("/health")).status_code == 200  # still serving
+            with trio.move_on_after(0.5):
+                await running.process.wait()
+            assert running.process.returncode is None
+            running.process.send_signal(signal.SIGTERM)
+            code, _ = await exit_code(running, 10)
+            await drain_stderr(running)
+        assert code == 0 and "shutting down (SIGTERM)" in running.stderr.decode()
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
 # ----------------------------------------------------------------- in process
 
 

@@ -24,7 +24,7 @@ from actors.storage import StorageError
 from actors.wire import jsonrpc
 from transport.daemon_lock import StateDirInUse, hold_state_dir
 from transport.process_image import Secrets
-from transport.signals import SHUTDOWN_SIGNALS, Shutdown
+from transport.signals import Shutdown, shutdown_signals
 
 from . import bridge
 from .connection import AcpConnection
@@ -150,7 +150,7 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None, 
 
     async def main() -> None:
         receive, send = trio.lowlevel.FdStream(protocol_in), trio.lowlevel.FdStream(protocol_out)
-        with trio.open_signal_receiver(*SHUTDOWN_SIGNALS) as signals, shutdown.root:
+        with trio.open_signal_receiver(*shutdown_signals()) as signals, shutdown.root:
             async with config.open() as daemon:
                 shutdown.daemon = daemon
                 async with trio.open_nursery() as nursery:
