@@ -1,8 +1,7 @@
 """How many processes a session's sandboxed commands may have at once (a fork bomb must not take the host's pids).
 
-Two mechanisms, chosen once at daemon start (:func:`resolve_process_limit`):
-
-- **a pids cgroup** where the daemon can make one: every session (every
+One mechanism, chosen once at daemon start (:func:`resolve_process_limit`):
+**a pids cgroup** where the daemon can make one: every session (every
   sandbox home, :meth:`~actors.process.sandbox.Sandbox.with_home`) gets a group
   ``<the daemon's pids cgroup>/trellis-<daemon pid>/<home digest>`` whose
   ``pids.max`` is the limit; each command joins it before ``bwrap`` starts (a
@@ -10,12 +9,11 @@ Two mechanisms, chosen once at daemon start (:func:`resolve_process_limit`):
   ``exec``\\ s bwrap), so everything the command forks is counted, threads
   included. It binds root too. cgroup v1 with the ``pids`` controller, or
   cgroup v2 where the daemon's cgroup can give its children ``pids`` (the root
-  of a container's cgroup namespace);
-- **RLIMIT_NPROC** otherwise, for a daemon that is not root (``prlimit`` sets it
-  on bwrap): the kernel counts every process of the daemon's user, the
-  commands have no capability to override it. A root daemon has no such bound
-  (the kernel never applies RLIMIT_NPROC to root): without a pids cgroup its
-  commands have no process limit, and the start log says so.
+  of a container's cgroup namespace). Without one the commands have no process
+  limit, and the start log says so: RLIMIT_NPROC is no substitute, as the kernel
+  counts it over every process and thread of the daemon's user on the host (a
+  desktop's browser alone may pass the default, failing every command) and never
+  applies it to root.
 
 The limit is the ``sandbox.maxProcesses`` setting (:data:`ProcessCount`, default
 :data:`DEFAULT_MAX_PROCESSES`; ``0``: no limit), checked when the settings are read.
@@ -28,7 +26,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import shutil
 import threading
 import time
 
@@ -63,24 +60,20 @@ ProcessCount = checked.constrained(
 
 @attrs.frozen
 class ProcessLimit:
-    """``how``: ``"cgroup"``, ``"rlimit"`` or ``"none"`` (``reason`` says why)."""
+    """``how``: ``"cgroup"`` or ``"none"`` (``reason`` says why)."""
 
     count: int = 0
     how: str = "none"
     base: str | None = None  # cgroup: this daemon's directory, a group per home below it
-    prlimit: str | None = None  # rlimit: the prlimit executable
     reason: str = ""
 
     def describe(self) -> str:
         if self.how == "none":
             return f"no process limit ({self.reason})"
-        return f"at most {self.count} processes per session ({'pids cgroup' if self.how == 'cgroup' else 'RLIMIT_NPROC'})"
+        return f"at most {self.count} processes per session (pids cgroup)"
 
     def prefix(self, home: str | None) -> list[str]:
         """What goes before bwrap's argv so that the command runs under the limit (a session's group: ``home``)."""
-        if self.how == "rlimit":
-            assert self.prlimit is not None
-            return [self.prlimit, f"--nproc={self.count}:{self.count}", "--"]
         if self.how == "cgroup":
             return ["/bin/sh", "-c", _JOIN, os.path.join(self._group(home), "cgroup.procs")]
         return []
@@ -239,11 +232,4 @@ def resolve_process_limit(count: int = DEFAULT_MAX_PROCESSES) -> ProcessLimit:
     base, why = _cgroup_base()
     if base is not None:
         return ProcessLimit(count, "cgroup", base=base)
-    if os.geteuid() != 0:
-        prlimit = shutil.which("prlimit")
-        if prlimit is not None:
-            return ProcessLimit(count, "rlimit", prlimit=prlimit)
-        why += "; prlimit (util-linux) is not installed for RLIMIT_NPROC"
-    else:
-        why += "; the daemon runs as root, which RLIMIT_NPROC does not bind"
     return ProcessLimit(count, reason=why)

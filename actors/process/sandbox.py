@@ -278,8 +278,8 @@ class SandboxForm:
         DEFAULT_MAX_PROCESSES,
         "How many processes and threads all of a session's sandboxed commands may have at once (a fork bomb "
         "then fails to fork instead of taking the host's pids): a pids cgroup per session where the daemon can "
-        "make one, else RLIMIT_NPROC for a daemon that is not root (docs/isolation.md). 0: no limit; else at "
-        "least 8 (bwrap and a shell).")
+        "make one, else none, said at start (docs/isolation.md). 0: no limit; else at least 8 (bwrap and a "
+        "shell).")
 
     def setting(self) -> str | SandboxSetting:
         """The setting: its mode alone when the object sets nothing more."""

@@ -23,8 +23,7 @@ FORK_LOOP = (f"sh -c 'i=0; while [ $i -lt {FORKS} ]; do sleep 30 & i=$((i+1)); d
 @needs_bwrap
 async def test_one_shell_call_cannot_start_more_processes_than_the_limit(tmp_path):
     if resolve_process_limit(LIMIT).how == "none":
-        pytest.skip("neither a pids cgroup nor RLIMIT_NPROC can bound commands here (a root daemon without "
-                    "a writable pids cgroup)")
+        pytest.skip("no pids cgroup can bound commands here")
     # The limit comes from the daemon's settings file, and only from there (no environment variable).
     async with hostile_daemon(tmp_path, [[shell(FORK_LOOP)], [{"text": "done"}]],
                               settings={"sandbox": {"mode": "bwrap", "maxProcesses": LIMIT}}) as d:
