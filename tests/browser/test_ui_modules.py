@@ -174,6 +174,15 @@ def test_an_edits_diff_shows_its_changed_lines(modules):
     assert shown == ["Edited a.py.\n--- /w/a.py (from line 2)\n- two\n+ 2", "--- /w/new.md (new file)\n+ # Notes"]
 
 
+def test_characters_that_hide_or_reorder_text_are_shown_by_their_code(modules):
+    shown = modules.evaluate("""async () => {
+        const { visible } = await import('/ui/dom.js');
+        return ['a\u202eb', 'c\u200fd', 'e\u061cf', 'g\u2028h', 'i\u2029j', 'k\u2066l', 'm\u001bn', 'tab\tok'].map(visible);
+    }""")
+    assert shown == ["a⟨U+202E⟩b", "c⟨U+200F⟩d", "e⟨U+61C⟩f", "g⟨U+2028⟩h", "i⟨U+2029⟩j", "k⟨U+2066⟩l", "m␛n",
+                     "tab\tok"]
+
+
 def test_a_snapshot_asked_for_before_frames_that_came_meanwhile_does_not_drop_them(modules):
     """The queue and the permission requests are asked of the daemon after a replay; frames that arrive before
     the answers are applied again on top of them (the answers were made before those frames)."""

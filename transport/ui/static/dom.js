@@ -88,8 +88,9 @@ export function diffLines(diff) {
 
 // Characters a file can hide its text with, made visible: C0 controls but tab and newline, DEL and C1 as
 // their pictures or codes (a CR would rewrite nothing here, but hides where a line was cut); the
-// bidirectional overrides and isolates as their code points (they reorder what is shown, "Trojan source").
-const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+// bidirectional overrides, isolates and marks as their code points (they reorder what is shown, "Trojan
+// source"), and the line and paragraph separators (a line break that is not one to the diff).
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 export function visible(text) {
   return String(text).replace(HIDDEN, (c) => {
     const code = c.charCodeAt(0);
