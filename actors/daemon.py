@@ -454,15 +454,17 @@ class Daemon:
 STORED_READ_BATCH = 500
 
 
-def _batches(session_ids: list[str]) -> list[list[str]]:
-    return [session_ids[i:i + STORED_READ_BATCH] for i in range(0, len(session_ids), STORED_READ_BATCH)]
+def _batches(store: Any, session_ids: list[str]) -> list[list[str]]:
+    # A store that reads one session at a time (files) gains nothing from a batch but its journals in memory.
+    size = STORED_READ_BATCH if hasattr(store, "journals_read") else 1
+    return [session_ids[i:i + size] for i in range(0, len(session_ids), size)]
 
 
 def stored_summaries(store: Any, skip: frozenset[str] = frozenset()) -> dict[str, dict[str, Any]]:
     """What ``GET /session`` lists of each session in ``store`` but not in ``skip`` (blocking: the reads)."""
     out: dict[str, dict[str, Any]] = {}
     listed = [s for s in store.session_ids() if s not in skip and is_safe_session_id(s)]
-    for batch in _batches(listed):
+    for batch in _batches(store, listed):
         records, journals = records_of(store, batch), journals_of(store, batch)
         for session_id in batch:
             record = records.get(session_id) or {}
@@ -483,7 +485,7 @@ def stored_summaries(store: Any, skip: frozenset[str] = frozenset()) -> dict[str
 def stored_cwds(store: Any) -> set[str]:
     """The ``cwd`` of every stored session record (blocking: the reads)."""
     cwds = set()
-    for batch in _batches(store.session_ids()):
+    for batch in _batches(store, store.session_ids()):
         for record in records_of(store, batch).values():
             cwd = (record or {}).get("cwd")
             if isinstance(cwd, str):

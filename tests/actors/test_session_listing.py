@@ -136,3 +136,25 @@ def test_a_session_whose_journal_cannot_be_read_is_listed_with_nothing_pending(t
     listed = stored_summaries(store)
     assert listed["s2"]["cwd"] == "/work/2" and listed["s2"]["pendingCount"] == 0
     assert listed["s1"]["queuedCount"] == 1 and set(listed) == {"s0", "s1", "s2"}
+
+
+class TellsItsReads(LocalStore):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads: list[tuple[str, str]] = []
+
+    def record_read(self, session_id: str) -> dict[str, Any] | None:
+        self.reads.append(("record", session_id))
+        return super().record_read(session_id)
+
+    def journal_read(self, session_id: str) -> list[dict[str, Any]]:
+        self.reads.append(("journal", session_id))
+        return super().journal_read(session_id)
+
+
+def test_a_store_that_reads_one_session_at_a_time_holds_one_journal_at_a_time(tmp_path):
+    expected = stored_summaries(stored(tmp_path, 3))
+    store = TellsItsReads(tmp_path, fsync="never")
+    assert stored_summaries(store) == expected
+    # Each session read and summed up before the next: no batch of journals in memory together.
+    assert store.reads == [(kind, s) for s in ("s0", "s1", "s2") for kind in ("record", "journal")]
