@@ -288,7 +288,10 @@ class MidTurnAnswer:
 
 
 @attrs.frozen(kw_only=True)
-class MidTurnMessage:
+class MidTurnItem:
+    """One mid-turn message: as ``GET /session/:id/mid-turn-messages`` lists it and ``mid_turn_message_injected``
+    carries it."""
+
     messageId: str
     displayText: str
     content: list[dict[str, Any]]
@@ -299,7 +302,7 @@ class MidTurnMessages:
     """The mid-turn messages waiting for a tool boundary, and the ids of the last 200 taken into a turn
     (``settledMessageIds``) or run as a prompt of their own (``promotedMessageIds``)."""
 
-    messages: list[MidTurnMessage]
+    messages: list[MidTurnItem]
     settledMessageIds: list[str]
     promotedMessageIds: list[str]
 

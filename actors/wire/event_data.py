@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from .answers import UsageSummary
+from .answers import MidTurnItem, UsageSummary
 from .bodies import CancelledOutcome, SelectedOutcome
 
 # --------------------------------------------------------------------------- the envelope
@@ -172,13 +172,6 @@ class TurnError:
     code: str
     promptId: str
     usage: UsageSummary | None = None
-
-
-@attrs.frozen(kw_only=True)
-class MidTurnItem:
-    messageId: str
-    displayText: str
-    content: list[dict[str, Any]]
 
 
 @attrs.frozen(kw_only=True)
