@@ -32,6 +32,7 @@ from actors import (
     UnknownSession,
     wire,
 )
+from actors.session.fifo import StorageUnavailable
 from actors.session.images import ImageRefused
 from actors.session.transcript import TranscriptError
 from actors.storage import StorageError
@@ -337,7 +338,10 @@ def create_app(
 
     @app.delete("/session/<session_id>/mid-turn-messages/<message_id>")
     async def remove_mid_turn_message(session_id: str, message_id: str) -> Response:
-        return answer(answers.Removed(removed=await session(session_id).remove_mid_turn_message(message_id)))
+        removed = await session(session_id).remove_mid_turn_message(message_id)
+        if isinstance(removed, StorageUnavailable):
+            raise HttpError(503, f"the message was not taken back: {removed.reason}", "storage_unavailable")
+        return answer(answers.Removed(removed=removed))
 
     @app.post("/session/<session_id>/cancel")
     async def cancel(session_id: str) -> Response:

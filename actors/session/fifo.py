@@ -72,7 +72,7 @@ class Admitted:
 
 @attrs.frozen
 class StorageUnavailable:
-    """The journal could not take the admission: nothing was admitted."""
+    """The journal could not take a change (an admission, a mid-turn message taken back): nothing changed."""
 
     reason: str
 
@@ -131,10 +131,11 @@ class PostMidTurn:
 
 @attrs.frozen
 class RemoveMidTurn:
-    """Take back a mid-turn message no turn has taken yet; the reply says whether it was still waiting."""
+    """Take back a mid-turn message no turn has taken yet; the reply says whether it was still waiting (or
+    that the journal refused the removal: it stays)."""
 
     message_id: str
-    reply: Reply[bool]
+    reply: Reply[bool | StorageUnavailable]
 
 
 @attrs.frozen
@@ -347,7 +348,7 @@ class PromptFifo:
         except OSError:
             return {"accepted": False, "reason": "storage_unavailable"}
 
-    def _remove_mid_turn(self, message_id: str) -> bool:
+    def _remove_mid_turn(self, message_id: str) -> bool | StorageUnavailable:
         planned = self._queue.remove_mid_turn(message_id)
         if isinstance(planned, Step):  # not waiting (unknown, or taken already)
             return self._apply(planned)
@@ -355,7 +356,7 @@ class PromptFifo:
             return self._durable_then_commit(planned)
         except OSError as exc:
             log.error("session %s: mid-turn message %s not removed: %s", self.session_id, message_id, exc)
-            return False
+            return StorageUnavailable(str(exc))
 
     def _drain(self, watch_queued_prompt: bool) -> DrainResult:
         return self._apply(self._queue.drain(watch_queued_prompt))

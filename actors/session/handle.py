@@ -121,8 +121,9 @@ class SessionHandle:
         (``settledMessageIds``) or run as a prompt of their own (``promotedMessageIds``)."""
         return await self._fifo.ask(f.ListMidTurn, ASK_TIMEOUT)
 
-    async def remove_mid_turn_message(self, message_id: str) -> bool:
-        """Take back a mid-turn message no turn has taken yet; ``False`` when it is not waiting."""
+    async def remove_mid_turn_message(self, message_id: str) -> bool | f.StorageUnavailable:
+        """Take back a mid-turn message no turn has taken yet; ``False`` when it is not waiting, a
+        :class:`~.fifo.StorageUnavailable` when the journal refused the removal (the message stays)."""
         return await self._fifo.ask(lambda r: f.RemoveMidTurn(message_id, r), ASK_TIMEOUT)
 
     async def turn(self, prompt_id: str) -> dict[str, Any] | None:

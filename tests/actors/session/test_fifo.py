@@ -637,6 +637,21 @@ def test_a_mid_turn_message_the_journal_refuses_is_not_accepted() -> None:
     assert h.stats()["midTurnQueued"] == 0
 
 
+def test_a_mid_turn_message_the_journal_refuses_to_take_back_stays(caplog: pytest.LogCaptureFixture) -> None:
+    h, journal = journalled()
+    h.admit("a")
+    h.take()
+    assert h.post("keep me", "m-1")["accepted"] is True
+    journal.refuse = True
+    answer = h.ask(lambda r: f.RemoveMidTurn("m-1", r))
+    assert isinstance(answer, f.StorageUnavailable) and "No space left" in answer.reason
+    assert "mid-turn message m-1 not removed" in caplog.text
+    assert h.stats()["midTurnQueued"] == 1  # still waiting: the turn will take it
+    journal.refuse = False
+    assert h.ask(lambda r: f.RemoveMidTurn("m-1", r)) is True
+    assert h.stats()["midTurnQueued"] == 0
+
+
 def test_a_record_written_after_its_change_is_logged_when_refused(caplog: pytest.LogCaptureFixture) -> None:
     h, journal = journalled()
     h.admit("a")
