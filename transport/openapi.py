@@ -116,7 +116,7 @@ OPERATIONS: tuple[Operation, ...] = (
     _session("get", "/mid-turn-messages", "Mid-turn input waiting for a tool boundary, and where the last went",
              a.MidTurnMessages),
     _session("delete", "/mid-turn-messages/{messageId}", "Take back mid-turn input no turn has taken yet",
-             a.Removed, params=(_id("messageId"),)),
+             a.Removed, params=(_id("messageId"),), errors=("storage_unavailable",)),
     _session("post", "/cancel", "Cancel the running work", None, status=204),
     _session("delete", "/background-tasks/{taskId}", "Stop a live background task", a.TaskKilled,
              params=(_id("taskId"),)),
