@@ -256,6 +256,23 @@ def _proxied(url: str) -> bool:
 
 
 
+def _content_parts(parts: list[dict[str, Any]]) -> tuple[str, str]:
+    """``(text, thought)`` of content given as parts: ``{"type": "text", "text"}``, and ``{"type": "thinking",
+    "thinking": [parts] | str}`` as a thought; other parts (an image, a reference) are not text and say nothing."""
+    text: list[str] = []
+    thought: list[str] = []
+    for part in parts:
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            text.append(part["text"])
+        elif part.get("type") == "thinking":
+            inner = part.get("thinking")
+            if isinstance(inner, str):
+                thought.append(inner)
+            elif isinstance(inner, list):
+                thought += [p["text"] for p in inner if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return "".join(text), "".join(thought)
+
+
 def _chunk_problem(chunk: dict[str, Any]) -> str | None:
     """What in a stream chunk is not of the shape the OpenAI wire gives it (the parts this provider reads), or
     None. A string where a list belongs would be read a character at a time; a number as text would end the
@@ -276,7 +293,10 @@ def _chunk_problem(chunk: dict[str, Any]) -> str | None:
             return f"choices[{i}].finish_reason is not a string"
         for key in ("content", "reasoning_content", "reasoning"):
             value = (delta or {}).get(key)
-            if value is not None and not isinstance(value, str):
+            if key == "content" and isinstance(value, list):
+                if not all(isinstance(part, dict) for part in value):
+                    return f"choices[{i}].delta.content is not a string or an array of objects"
+            elif value is not None and not isinstance(value, str):
                 return f"choices[{i}].delta.{key} is not a string"
         calls = (delta or {}).get("tool_calls")
         if calls is not None and not isinstance(calls, list):
@@ -581,6 +601,9 @@ class OpenAIModel:
                     delta = choice.get("delta") or {}
                     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                     text = delta.get("content")
+                    if isinstance(text, list):  # content as parts (Mistral's reasoning models)
+                        text, thought = _content_parts(text)
+                        reasoning = (reasoning or "") + thought
                     # Counted before anything of the chunk is passed on: past the budget nothing more is kept.
                     kept += (len(reasoning) if isinstance(reasoning, str) else 0) + (
                         len(text) if isinstance(text, str) else 0)

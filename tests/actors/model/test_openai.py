@@ -331,6 +331,7 @@ def test_config_from_env() -> None:
     ({"choices": [7]}, "choices[0] is not an object"),
     ({"choices": [{"delta": "hi"}]}, "choices[0].delta is not an object"),
     ({"choices": [{"delta": {"content": 123}}]}, "choices[0].delta.content is not a string"),
+    ({"choices": [{"delta": {"content": ["x"]}}]}, "choices[0].delta.content is not a string or an array of objects"),
     ({"choices": [{"delta": {"reasoning_content": ["x"]}}]}, "choices[0].delta.reasoning_content is not a string"),
     ({"choices": [{"delta": {}, "finish_reason": 1}]}, "choices[0].finish_reason is not a string"),
     ({"choices": [{"delta": {"tool_calls": "x"}}]}, "choices[0].delta.tool_calls is not an array"),
@@ -349,3 +350,15 @@ async def test_a_chunk_of_the_wrong_shape_is_a_malformed_stream_naming_the_part(
             exc = await error_of(model)
     assert (exc.code, exc.committed) == ("malformed_stream", True)
     assert exc.message.startswith(problem + ": "), exc.message
+
+
+async def test_content_as_parts_is_read_as_text_and_thought() -> None:
+    parts = [{"type": "thinking", "thinking": [{"type": "text", "text": "weighing"}]},
+             {"type": "text", "text": "Hello"}, {"type": "image_url", "image_url": {"url": "x"}}]
+    raw = "data: " + orjson.dumps({"choices": [{"delta": {"content": parts}}]}).decode() + "\n\n"
+    with trio.fail_after(LIMIT):
+        async with running([{"raw": raw}, {"text": " there"}]) as (_, model):
+            items = await collect(model)
+    assert [i for i in items if isinstance(i, (TextDelta, ThoughtDelta))] == [
+        ThoughtDelta("weighing"), TextDelta("Hello"), TextDelta(" there")]
+
