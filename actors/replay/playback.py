@@ -59,7 +59,8 @@ from .determinism import run_deterministic
 from .recorded_tools import SESSION_TOOLS, answer_recorded
 from .recorder import failure_record
 from .recording import (
-    _ID, Entry, HexCountingIds, IdNames, Recording, RequestDecoder, normalize, read_recording, request_record,
+    _ID, Entry, HexCountingIds, IdNames, Recording, RequestDecoder, answer_record, normalize, read_recording,
+    request_record,
 )
 from .world import virtual_clock_ms, virtual_now
 
@@ -755,6 +756,8 @@ async def _call(pb: Playback, handle: Any, entry: Entry, do: str, args: dict[str
         return await handle.abort_prompt(pb.translate(args["promptId"]))
     if do == "mid_turn":
         return await handle.post_mid_turn_message(args["text"], args.get("messageId"))
+    if do == "remove_mid_turn":
+        return answer_record(await handle.remove_mid_turn_message(args["messageId"]))
     if do == "cancel":
         return await handle.cancel()
     if do == "kill_task":

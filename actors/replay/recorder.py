@@ -48,7 +48,8 @@ from ..session.system_prompt import os_name
 from ..session.tools import ToolRegistry
 from ..settings import Settings
 from .recording import (
-    REPLAYED_SETTINGS, VERSION, Entry, Header, Redactor, RequestEncoder, dump_line, read_recording, settings_secrets,
+    REPLAYED_SETTINGS, VERSION, Entry, Header, Redactor, RequestEncoder, answer_record, dump_line, read_recording,
+    settings_secrets,
 )
 
 log = logging.getLogger("trellis.recorder")
@@ -491,6 +492,10 @@ class RecordingHandle(SessionHandle):
     async def post_mid_turn_message(self, text: str, message_id: str | None = None) -> dict[str, Any]:
         return await self._call("mid_turn", {"text": text, "messageId": message_id},
                                 lambda: super(RecordingHandle, self).post_mid_turn_message(text, message_id))
+
+    async def remove_mid_turn_message(self, message_id: str) -> Any:
+        return await self._call("remove_mid_turn", {"messageId": message_id},
+                                lambda: super(RecordingHandle, self).remove_mid_turn_message(message_id), answer_record)
 
     async def cancel(self) -> bool:
         return await self._call("cancel", {}, super().cancel)

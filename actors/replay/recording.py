@@ -97,7 +97,8 @@ class Header:
 
 # The client calls an ``action`` entry names (``do``), by the SessionHandle method each records.
 ACTIONS = {
-    "prompt": "prompt", "mid_turn": "post_mid_turn_message", "abort": "abort_prompt", "cancel": "cancel",
+    "prompt": "prompt", "mid_turn": "post_mid_turn_message", "remove_mid_turn": "remove_mid_turn_message",
+    "abort": "abort_prompt", "cancel": "cancel",
     "vote": "vote", "approval_mode": "set_approval_mode", "model": "set_model", "kill_task": "kill_task",
     "title": "set_title", "cwd": "change_cwd", "rewind": "rewind", "checkpoints": "checkpoints",
     "add_rule": "add_permission_rule", "remove_rule": "remove_permission_rule", "load": "load",
@@ -282,7 +283,13 @@ class HexCountingIds:
 
 # The handle's public calls that only read the session (nothing they do reaches its events): not recorded.
 READS = ("status", "record", "pending_prompts", "turn", "permission_rules", "explain_permission",
-         "has_permission_request")
+         "has_permission_request", "permission_ended", "mid_turn_messages")
+
+
+def answer_record(answer: Any) -> Any:
+    """A call's answer as a recording keeps it: a plain value as it is, an attrs one (a refusal such as
+    ``StorageUnavailable``) as its fields and ``type``."""
+    return {"type": type(answer).__name__, **attrs.asdict(answer)} if attrs.has(type(answer)) else answer
 
 
 def message_record(message: Any) -> dict[str, Any]:

@@ -167,6 +167,8 @@ ROUTES = [
     Route("remove_pending_prompt", "DELETE", "/session/{sid}/pending-prompts/{pid}"),
     Route("mid_turn_message", "POST", "/session/{sid}/mid-turn-message",
           bodies=lambda w: [{"message": "m"}, {"message": "m", "messageId": "mid-1"}]),
+    Route("mid_turn_messages", "GET", "/session/{sid}/mid-turn-messages"),
+    Route("remove_mid_turn_message", "DELETE", "/session/{sid}/mid-turn-messages/{uid}"),
     Route("cancel", "POST", "/session/{sid}/cancel"),
     Route("session_permission", "POST", "/session/{sid}/permission/{rid}", bodies=lambda w: VOTE),
     Route("permission", "POST", "/permission/{rid}", bodies=lambda w: VOTE),
