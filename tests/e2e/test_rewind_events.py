@@ -14,19 +14,9 @@ from actors import load_script
 from tests.conftest import live_daemon
 from tests.e2e.sse_client import frames
 from tests.e2e.test_checkpoints_e2e import call, prompt_and_wait
+from tests.e2e.test_mcp_servers import events as ring  # as a client opened now replays them
 
 REWIND_EVENTS = ("conversation_rewound", "rewind_undone")
-
-
-async def ring(client, sid: str) -> list[dict[str, Any]]:
-    """Every stored event of the session, as a client opened now replays them."""
-    out = []
-    async with client.stream("GET", f"/session/{sid}/events", headers={"Last-Event-ID": "0"}) as r:
-        async for frame in frames(r):
-            if frame["type"] == "replay_complete":
-                return out
-            out.append(frame)
-    raise AssertionError("the replay did not complete")
 
 
 def rewind_frames(events: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
