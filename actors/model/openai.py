@@ -273,6 +273,19 @@ def _content_parts(parts: list[dict[str, Any]]) -> tuple[str, str]:
     return "".join(text), "".join(thought)
 
 
+def _fragment_problem(fragment: Any) -> bool:
+    """Whether a tool-call fragment is not of the wire's shape (the parts the accumulator reads)."""
+    if fragment.__class__ is not dict:
+        return True
+    index, call_id, function = fragment.get("index"), fragment.get("id"), fragment.get("function")
+    if (index is not None and index.__class__ is not int) or (call_id is not None and call_id.__class__ is not str):
+        return True
+    if function is None:
+        return False
+    name = function.get("name") if function.__class__ is dict else 0
+    return name is not None and name.__class__ is not str
+
+
 def _chunk_problem(chunk: dict[str, Any]) -> str | None:
     """What in a stream chunk is not of the shape the OpenAI wire gives it (the parts this provider reads), or
     None. A string where a list belongs would be read a character at a time; a number as text would end the
@@ -549,6 +562,10 @@ class OpenAIModel:
         # Ids unique across a turn's streams: the turn loop refuses a repeated call id.
         return TextToolCalls(style, [t.name for t in request.tools], lambda: f"call_text_{secrets.token_hex(6)}")
 
+    def _malformed(self, chunk: dict[str, Any], payload: bytes) -> ModelError:
+        problem = _chunk_problem(chunk) or "a stream chunk of the wrong shape"
+        return self._error("malformed_stream", f"{problem}: {_shown(payload)}", committed=True)
+
     def _too_large(self, what: str) -> ModelError:
         return self._error("response_too_large", f"the model's response ran past {what}, the most one response "
                            "may hold, so it was ended there", committed=True)
@@ -594,16 +611,24 @@ class OpenAIModel:
                         raise overflow
                     raise self._error("server_error", f"the server reported an error mid-stream: {detail}",
                                       committed=True)
-                problem = _chunk_problem(chunk)
-                if problem is not None:  # a hostile or broken server: said so, never an internal error
-                    raise self._error("malformed_stream", f"{problem}: {_shown(payload)}", committed=True)
-                for choice in chunk.get("choices") or ():
-                    delta = choice.get("delta") or {}
+                choices = chunk.get("choices") or ()
+                if choices and choices.__class__ is not list:
+                    raise self._malformed(chunk, payload)
+                # The shapes are checked where the values are taken, cheaply: a hostile or broken server's chunk
+                # ends the call malformed_stream naming the part, never an internal error far from here.
+                for choice in choices:
+                    delta = choice.get("delta") or {} if choice.__class__ is dict else None
+                    if delta.__class__ is not dict:
+                        raise self._malformed(chunk, payload)
                     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                     text = delta.get("content")
-                    if isinstance(text, list):  # content as parts (Mistral's reasoning models)
-                        text, thought = _content_parts(text)
+                    if text is not None and text.__class__ is not str:
+                        if text.__class__ is not list or _chunk_problem(chunk) is not None:
+                            raise self._malformed(chunk, payload)
+                        text, thought = _content_parts(text)  # content as parts (Mistral's reasoning models)
                         reasoning = (reasoning or "") + thought
+                    if reasoning is not None and reasoning.__class__ is not str:
+                        raise self._malformed(chunk, payload)
                     # Counted before anything of the chunk is passed on: past the budget nothing more is kept.
                     kept += (len(reasoning) if isinstance(reasoning, str) else 0) + (
                         len(text) if isinstance(text, str) else 0)
@@ -615,7 +640,12 @@ class OpenAIModel:
                         text = text_calls.feed(text)  # what may be a call is held back until decided
                     if text:
                         yield TextDelta(text)
-                    for fragment in delta.get("tool_calls") or ():
+                    fragments = delta.get("tool_calls") or ()
+                    if fragments and fragments.__class__ is not list:
+                        raise self._malformed(chunk, payload)
+                    for fragment in fragments:
+                        if _fragment_problem(fragment):
+                            raise self._malformed(chunk, payload)
                         kept += calls.add(fragment)
                         if kept > budget:
                             raise self._too_large(over_budget)
@@ -624,6 +654,8 @@ class OpenAIModel:
                     said = said or bool(reasoning or delta.get("content") or delta.get("tool_calls"))
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
+                        if finish.__class__ is not str:
+                            raise self._malformed(chunk, payload)
                 if chunk.get("usage"):
                     usage = _usage(chunk["usage"])
             else:
