@@ -26,7 +26,7 @@ from ..events import EventBus
 from ..ids import IdSource
 import attrs
 
-from ..permission_rules import (EDIT_TOOLS, EFFECTS, RuleError, RuleLists, RuleSet, Verdict, anchored,
+from ..permission_rules import (EFFECTS, RuleError, RuleLists, RuleSet, Verdict, anchored,
                                 answer_rules, decide, parse_rule)
 from ..settings import APPROVAL_MODES
 from ..telemetry import span
@@ -43,8 +43,13 @@ _NONE: frozenset[str] = frozenset()
 # What ``auto-edit`` runs without asking, by the kind a tool asks with (and, for ``explain``, the tools): file
 # edits, and web fetches, which qwen-code's auto-edit also lets through. Commands, MCP tools and subagent
 # starts ask, as in ``default``.
-AUTO_EDIT_KINDS = frozenset({"edit", "fetch"})
-AUTO_EDIT_TOOLS = frozenset({*EDIT_TOOLS, "web_fetch"})
+AUTO_EDIT_KINDS = frozenset({"edit", "fetch"})  # the kinds of call auto-edit runs unasked (qwen's)
+
+
+def unasked(mode: str, kind: str) -> bool:
+    """Whether the approval mode ``mode`` runs a call of ``kind`` that asks without asking (no rule deciding)."""
+    return mode == "yolo" or (mode == "auto-edit" and kind in AUTO_EDIT_KINDS)
+
 # An "always" answer held for a call's kind (no rule could say it), as the rules that say the same to a child
 # session: kind execute is every command and a subagent's start, as the agent tool asks for it.
 _KIND_RULES = {"execute": ("Bash", "agent"), "edit": ("Edit",), "fetch": ("WebFetch",)}
@@ -89,9 +94,10 @@ class Authorizer:
             return f"the user denied such calls for the rest of this session ({verdict.reason})"
         return f"refused without asking: {verdict.reason} (permissions.deny)"
 
-    def explain(self, tool: str, arguments: Any, cwd: str, *, asks: bool) -> dict[str, Any]:
-        """What would happen to a call of ``tool`` with ``arguments`` now, and why. ``asks``: whether the tool
-        asks in the approval mode when no rule decides (a command, an edit, a fetch, an MCP tool)."""
+    def explain(self, tool: str, arguments: Any, cwd: str, *, asks: str | None) -> dict[str, Any]:
+        """What would happen to a call of ``tool`` with ``arguments`` now, and why. ``asks``: the kind of call
+        the tool asks as when no rule decides (a command, an edit, a fetch, an MCP tool), ``None`` if it never
+        asks."""
         verdict = self.verdict(tool, arguments, cwd)
         out = verdict.to_dict() | {"approvalMode": self.mode}
         if verdict.effect == "deny":
@@ -100,11 +106,9 @@ class Authorizer:
             return out | {"outcome": "deny", "decidedBy": "mode", "reason": "plan mode refuses execution"}
         if verdict.effect is not None:
             return out | {"outcome": verdict.effect, "decidedBy": "rule"}
-        if not asks:
+        if asks is None:
             return out | {"outcome": "allow", "decidedBy": "tool", "reason": f"{tool} does not ask"}
-        unasked = self.mode == "yolo" or (self.mode == "auto-edit" and tool in AUTO_EDIT_TOOLS)
-        outcome = "allow" if unasked else "ask"
-        return out | {"outcome": outcome, "decidedBy": "mode"}
+        return out | {"outcome": "allow" if unasked(self.mode, asks) else "ask", "decidedBy": "mode"}
 
     def for_child(self, cwd: str, child_cwd: str) -> RuleLists:
         """The rules a child session this one starts (the ``agent`` tool's) takes as its own, so that it is never
@@ -203,8 +207,8 @@ class Authorizer:
         if always_ask is None:
             if context.permission == "allow":  # a PreToolUse hook allowed it
                 return None
-            unasked = mode == "yolo" or (mode == "auto-edit" and kind in AUTO_EDIT_KINDS)
-            if context.permission != "ask" and (unasked or rule in self.always_allowed):
+            runs = unasked(mode, kind)
+            if context.permission != "ask" and (runs or rule in self.always_allowed):
                 return None
         tool_call = {"toolCallId": context.tool_call_id, "status": "pending", "title": title, "kind": kind,
                      "rawInput": raw_input, **(details or {})}
@@ -254,4 +258,4 @@ class Authorizer:
             self.broker.cancel_all("it was cancelled: no client was connected for limits.clientGraceSeconds")
 
 
-__all__ = ["AUTO_EDIT_KINDS", "AUTO_EDIT_TOOLS", "Authorizer"]
+__all__ = ["AUTO_EDIT_KINDS", "Authorizer", "unasked"]

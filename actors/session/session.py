@@ -389,7 +389,7 @@ class Session:
                 if known is None:
                     reply.send(f"no tool {tool!r} in this session")
                 else:
-                    asks = bool(getattr(known, "asks_permission", False))
+                    asks = getattr(known, "kind", "other") if getattr(known, "asks_permission", False) else None
                     reply.send(self.authorizer.explain(tool, arguments, self.cwd, asks=asks))
             case SetTitle(title, reply):
                 if self._set_title(title, only_if_untitled=False):

@@ -67,18 +67,19 @@ def test_always_answers_held_for_a_kind_pass_as_rules():
         parent.for_child("/w", "/w")
 
 
-@pytest.mark.parametrize(("tool", "arguments", "outcome"), [
-    ("write_file", {"path": "a", "content": ""}, "allow"),
-    ("edit", {"path": "a", "old_string": "x", "new_string": "y"}, "allow"),
-    ("web_fetch", {"url": "https://example.com"}, "allow"),
-    ("shell", {"command": "ls"}, "ask"),
-    ("monitor", {"command": "ls"}, "ask"),
-    ("agent", {"name": "a", "brief": "b"}, "ask"),
-    ("mcp__srv__tool", {}, "ask"),
+@pytest.mark.parametrize(("tool", "kind", "arguments", "outcome"), [
+    ("write_file", "edit", {"path": "a", "content": ""}, "allow"),
+    ("edit", "edit", {"path": "a", "old_string": "x", "new_string": "y"}, "allow"),
+    ("web_fetch", "fetch", {"url": "https://example.com"}, "allow"),
+    ("shell", "execute", {"command": "ls"}, "ask"),
+    ("monitor", "execute", {"command": "ls"}, "ask"),
+    ("agent", "other", {"name": "a", "brief": "b"}, "ask"),
+    ("mcp__srv__tool", "other", {}, "ask"),
 ])
-def test_auto_edit_runs_edits_and_fetches_unasked_and_asks_for_the_rest(tool, arguments, outcome):
-    assert authorizer(mode="auto-edit").explain(tool, arguments, "/w", asks=True)["outcome"] == outcome
-    assert authorizer(mode="yolo").explain(tool, arguments, "/w", asks=True)["outcome"] == "allow"
+def test_auto_edit_runs_edits_and_fetches_unasked_and_asks_for_the_rest(tool, kind, arguments, outcome):
+    assert authorizer(mode="auto-edit").explain(tool, arguments, "/w", asks=kind)["outcome"] == outcome
+    assert authorizer(mode="yolo").explain(tool, arguments, "/w", asks=kind)["outcome"] == "allow"
+    assert authorizer(mode="default").explain(tool, arguments, "/w", asks=kind)["outcome"] == "ask"
 
 
 async def test_auto_edit_asks_the_client_before_a_command_and_not_before_an_edit():
