@@ -197,19 +197,20 @@ class GrepTool:
             root = _root(scope, arguments)
         except (BadPattern, PathRefused) as exc:
             return ToolResult.failure(str(exc))
-        try:
-            mode = os.stat(root).st_mode
-        except (OSError, ValueError):
-            return ToolResult.failure(f"{scope.shown(root)} does not exist")
-        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):  # a FIFO would block the read, a device never end
-            return ToolResult.failure(f"{scope.shown(root)} is {file_kind(mode)}, not a regular file or a "
-                                      f"directory; grep searches those only")
         walk = Walk(root, scope, budget=budget)
 
         def run() -> Search:
+            # The stat here, not on the event loop (a hung mount would hold every session).
+            try:
+                mode = os.stat(root).st_mode
+            except (OSError, ValueError):
+                raise BadArguments(f"{scope.shown(root)} does not exist") from None
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):  # a FIFO would block the read, a device never end
+                raise BadArguments(f"{scope.shown(root)} is {file_kind(mode)}, not a regular file or a directory; "
+                                   "grep searches those only")
             # Compiled here, not on the event loop: re's parser is Python, and a long pattern takes a while.
             search = Search(Matcher(compile_grep(pattern, case_insensitive), budget, "grep pattern", pattern), scope)
-            if os.path.isdir(root):
+            if stat.S_ISDIR(mode):
                 search.run((path, real) for path, real in walk.files() if wanted(os.path.relpath(path, root)))
             else:
                 search.run(iter([(root, root)]))
@@ -217,7 +218,7 @@ class GrepTool:
 
         try:
             search = await _in_worker(budget, run)
-        except BadArguments as exc:  # the pattern did not compile
+        except BadArguments as exc:  # the pattern did not compile, or the path is nothing grep reads
             return ToolResult.failure(str(exc))
         except TooSlow as exc:
             return ToolResult.failure(exc.explain(scope.shown))
