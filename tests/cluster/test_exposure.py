@@ -161,8 +161,12 @@ def test_the_setting_lets_a_node_start_on_an_open_redis_with_a_warning(tmp_path:
 # ------------------------------------------------------------------------------ entries nobody wrote
 
 
-async def _xadd(r: RedisEvents, entry_id: str, fields: dict[str, bytes]) -> None:
-    await r._client.xadd(events_key(S), fields, identifier=entry_id)
+async def _xadd(redis_url: str, entry_id: str, fields: dict[str, bytes], key: str | None = None) -> None:
+    """What another writer of the Redis adds, on a connection of its own."""
+    import coredis
+
+    async with coredis.Redis.from_url(redis_url, decode_responses=False) as other:
+        await other.xadd(key or events_key(S), fields, identifier=entry_id)
 
 
 async def test_malformed_entries_are_skipped_by_read_after_and_the_reader(redis_url: str) -> None:
@@ -172,10 +176,10 @@ async def test_malformed_entries_are_skipped_by_read_after_and_the_reader(redis_
             await r.append(S, TOKEN, [(1, "a", b'{"n":1}')])
             # What another writer of the Redis could add: wrong fields, not JSON, a frame-splitting type, an
             # id the append script never writes.
-            await _xadd(r, "2-0", {"x": b"y"})
-            await _xadd(r, "3-0", {"t": b"a", "d": b"not json"})
-            await _xadd(r, "4-0", {"t": b"a\n\ndata: forged", "d": b"{}"})
-            await _xadd(r, "4-1", {"t": b"a", "d": b'{"n":4}'})
+            await _xadd(redis_url, "2-0", {"x": b"y"})
+            await _xadd(redis_url, "3-0", {"t": b"a", "d": b"not json"})
+            await _xadd(redis_url, "4-0", {"t": b"a\n\ndata: forged", "d": b"{}"})
+            await _xadd(redis_url, "4-1", {"t": b"a", "d": b'{"n":4}'})
             await r.append(S, TOKEN, [(5, "a", b'{"n":5}')])
             assert [e.id for e in await r.read_after(S, 0)] == [1, 5]
             assert r.malformed.count == 4
@@ -187,7 +191,7 @@ async def test_malformed_entries_are_skipped_by_read_after_and_the_reader(redis_
                 # A malformed entry last in the stream: the reader goes past it rather than reading it again
                 # and again (the XREAD would answer at once, forever).
                 reads_before = r.malformed.count  # before: the reader may skip it at once
-                await _xadd(r, "6-0", {"t": b"a"})
+                await _xadd(redis_url, "6-0", {"t": b"a"})
                 await r.append(S, TOKEN, [(7, "a", b'{"n":7}')])
                 assert (await follow.__anext__()).id == 7
                 assert r.malformed.count == reads_before + 1
@@ -206,7 +210,7 @@ async def test_a_malformed_entry_last_does_not_spin_the_reader(redis_url: str) -
         async with Counting(redis_url) as r:
             await r.set_owner(S, TOKEN)
             await r.append(S, TOKEN, [(1, "a", b'{"n":1}')])
-            await _xadd(r, "2-0", {"bad": b"1"})
+            await _xadd(redis_url, "2-0", {"bad": b"1"})
             reader = FanOutReader(r, "node-a", block_ms=30_000)
             async with trio.open_nursery() as nursery:
                 await nursery.start(reader.run)
@@ -225,7 +229,7 @@ async def test_a_malformed_wake_message_is_skipped(redis_url: str) -> None:
             reader = FanOutReader(r, "node-a")
             async with trio.open_nursery() as nursery:
                 await nursery.start(reader.run)
-                await r._client.xadd("trellis:wake:node-a", {"m": b"[1, 2]"})  # JSON, not an object
+                await _xadd(redis_url, "*", {"m": b"[1, 2]"}, "trellis:wake:node-a")  # JSON, not an object
                 await r.wake("node-a", {"op": "claim"})
                 assert await reader.wakes().__anext__() == {"op": "claim"}
                 nursery.cancel_scope.cancel()
