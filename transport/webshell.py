@@ -81,7 +81,7 @@ def workspace_id(cwd: str) -> str:
 def model_name(daemon: Daemon) -> str:
     """The name of the model new sessions call (the OpenAI-compatible model's ``--openai-model``)."""
     provider = daemon.runtime.provider
-    return getattr(getattr(provider, "config", None), "model", None) or provider.name
+    return getattr(provider, "model", None) or provider.name
 
 
 def primary_workspace(daemon: Daemon) -> str:
@@ -403,7 +403,7 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
     @app.get("/session/<session_id>/context")
     async def context(session_id: str) -> Response:
         status = await handle_of(session_id).status()
-        name = status.get("model") or model_name(daemon)
+        name = status["modelName"]
         current = status.get("approvalMode")
         modes = [{"id": m, "name": MODE_NAMES[m][0], "description": MODE_NAMES[m][1]} for m in APPROVAL_MODES]
         return json_response({

@@ -96,8 +96,7 @@ async def _main(args: argparse.Namespace) -> int:
                 if args.json:
                     print_json(data, out)
                 else:
-                    status_table(data, out, await model_name(client, target, args, sid) if not data.get("model")
-                                 else None)
+                    status_table(data, out)
             else:
                 sid = quote(args.session, safe="")
                 status = (await call(client, target, args, "GET", f"/session/{sid}/status")).json()
@@ -119,19 +118,6 @@ async def _main(args: argparse.Namespace) -> int:
                 "ID` brings a restorable one back)")
         return exc.code
     return EXIT_OK
-
-
-async def model_name(client: Any, target: connect.Target, args: argparse.Namespace, sid: str) -> str | None:
-    """The configured name of the model the session calls: the status's ``model`` is only a ``/model``
-    override, ``GET /session/:id/context`` (a route of qwen's Web Shell) names the one in use. None when it
-    does not answer."""
-    try:
-        body = (await call(client, target, args, "GET", f"/session/{sid}/context")).json()
-    except (Refused, ValueError):
-        return None
-    for key in ("state", "models", "currentModelId"):
-        body = body.get(key) if isinstance(body, dict) else None
-    return body if isinstance(body, str) and body else None
 
 
 # --------------------------------------------------------------------------- rendering
@@ -174,8 +160,8 @@ def sessions_table(sessions: list[dict[str, Any]], out: TextIO) -> None:
     table(headers, rows, out)
 
 
-def status_table(status: dict[str, Any], out: TextIO, model: str | None = None) -> None:
-    """One session's status; ``model``: the model's name when the status has none (no ``/model`` override)."""
+def status_table(status: dict[str, Any], out: TextIO) -> None:
+    """One session's status."""
     work = status.get("activeWorkState") or status.get("state")
     state = cell(status.get("state"))
     if status.get("state") == "running":
@@ -191,7 +177,7 @@ def status_table(status: dict[str, Any], out: TextIO, model: str | None = None) 
         ["state", state],
         ["queued prompts", cell(status.get("queuedCount"))],  # the running prompt is not queued
         ["approval mode", cell(status.get("approvalMode"))],
-        ["model", cell(status.get("model") or model)],
+        ["model", cell(status.get("modelName") or status.get("model"))],
         ["sandbox", cell(status.get("sandbox"))],
         ["subscribers", cell(status.get("subscribers"))],
         ["history", f"{cell(status.get('historyLength'))} messages"],

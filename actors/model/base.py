@@ -134,6 +134,9 @@ class ContextWindowExceeded(Exception):
 
 
 class ModelProvider(Protocol):
+    """A model server's client. Optional attributes read where present: ``model`` (the model requests name
+    unless a session overrides it), ``context_window``, ``max_tokens``, ``supports_images``."""
+
     name: str
 
     def stream(self, request: ChatRequest) -> AbstractAsyncContextManager[AsyncIterator[StreamItem]]: ...

@@ -413,6 +413,11 @@ class OpenAIModel:
         self._target: Target | None = None  # the direct path's request head, encoded on first use
 
     @property
+    def model(self) -> str:
+        """The model requests name unless a session overrides it (``--openai-model``)."""
+        return self.config.model
+
+    @property
     def supports_images(self) -> bool:
         """Whether prompts may carry images (``model.supportsImages``)."""
         return self.config.supports_images

@@ -393,6 +393,7 @@ class RecordingProvider:
         self.inner = inner
         self.recorder = recorder
         self.name = getattr(inner, "name", "model")
+        self.model = getattr(inner, "model", None)
 
     @contextlib.asynccontextmanager
     async def stream(self, request: Any) -> AsyncIterator[Any]:

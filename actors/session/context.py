@@ -170,6 +170,12 @@ class ContextKeeper:
         if window > 0 and (current is None or window < current):
             self.learned = window
 
+    @property
+    def model_in_use(self) -> str:
+        """The name of the model the next call goes to: the session's ``/model`` override, else the one the
+        provider is configured with (an OpenAI-compatible server's ``model``), else the provider's own name."""
+        return self.model_name or getattr(self.provider, "model", None) or self.provider.name
+
     def use_model(self, name: str) -> None:
         """Another model from the next call on: what was learnt of the last one no longer holds."""
         self.model_name = name

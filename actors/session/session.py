@@ -800,7 +800,8 @@ class Session:
             "hasActivePrompt": running and work.kind == "prompt",
             "currentPromptId": work.prompt_id if running else None,
             "approvalMode": self.authorizer.mode,
-            "model": self.context.model_name,
+            "model": self.context.model_name,  # the /model override only, as qwen's
+            "modelName": self.context.model_in_use,
             "lastEventId": self.bus.last_event_id,
             "eventEpoch": self.bus.epoch,
             "subscribers": self.bus.subscriber_count,

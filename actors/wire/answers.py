@@ -235,6 +235,7 @@ class SessionStatus:
     currentPromptId: str | None
     approvalMode: Literal["default", "auto-edit", "yolo", "plan"]
     model: str | None
+    modelName: str
     lastEventId: int
     eventEpoch: str
     subscribers: int

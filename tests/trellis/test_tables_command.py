@@ -113,15 +113,20 @@ def test_plain_tables_align_columns_and_cut_nothing():
 
 
 async def test_status_names_the_configured_model_not_its_provider(tmp_path):
-    """The status's ``model`` is only a ``/model`` override: the table names the model the session calls."""
+    """The status's ``model`` is only a ``/model`` override (as qwen's); its ``modelName`` is the model the
+    session calls, and the table names it."""
     env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_MODEL": "local-model-7b", "OPENAI_API_KEY": "sk-x"}
     async with scripted_daemon(tmp_path, args=("--model", "openai"), env=env) as daemon:
         args = daemon_args(daemon)
         async with daemon.client(daemon.token()) as client:
             sid = (await client.post("/session", json={})).json()["sessionId"]
+            before = (await client.get(f"/session/{sid}/status")).json()
             configured = await trellis("status", *args, sid, cwd=tmp_path)
             await client.post(f"/session/{sid}/model", json={"model": "other-model"})
+            after = (await client.get(f"/session/{sid}/status")).json()
             overridden = await trellis("status", *args, sid, cwd=tmp_path)
+    assert (before["model"], before["modelName"]) == (None, "local-model-7b")
+    assert (after["model"], after["modelName"]) == ("other-model", "other-model")
     assert configured.code == 0, configured.stderr
     assert fields(configured.stdout)["model"] == "local-model-7b"
     assert fields(configured.stdout)["context"] == "window not known, no model call yet"

@@ -259,7 +259,7 @@ class Link:
             raise Refused(f"the daemon at {self.target.url} answered something unexpected: {exc}") from None
         st = status.json()
         self.epoch = st.get("eventEpoch")
-        model = st.get("model") or await self._model_name()
+        model = st.get("modelName") or st.get("model")
         for task in st.get("backgroundTasks") or []:
             if task.get("kind") == "agent" and task.get("status") == "running":
                 self._agents.add(str(task.get("label") or "").partition(":")[0].strip())
@@ -278,21 +278,6 @@ class Link:
                 "pending": pending.json().get("pendingPrompts") or [], "cursor": cursor,
                 "model": model if isinstance(model, str) else None, "title": st.get("title"),
                 "history": cursor == 0, **joined}
-
-    async def _model_name(self) -> str | None:
-        """The name of the model the session calls. The status's ``model`` is only a ``/model`` override and
-        ``/capabilities`` names the provider ("openai"); ``GET /session/:id/context`` (a route of qwen's Web
-        Shell) has the configured name. The provider's name when that route does not answer."""
-        for path in (f"{self._path}/context", "/capabilities"):
-            try:
-                answer = await self._call("GET", path)
-                body = answer.json() if answer.status_code == 200 else {}
-            except (httpx.HTTPError, ValueError):
-                continue
-            name = body.get("model") if path == "/capabilities" else dig(body, "state", "models", "currentModelId")
-            if isinstance(name, str) and name:
-                return name
-        return None
 
     async def _current_turn(self) -> dict[str, Any] | None:
         """The running turn's record (``GET /session/:id/turns/current``: its start, its live usage), or None."""

@@ -422,8 +422,9 @@ class View:
         self.running = current
         if isinstance(status.get("approvalMode"), str):
             self.mode = status["approvalMode"]
-        if isinstance(status.get("model"), str) and status["model"]:
-            self.model = status["model"]
+        name = status.get("modelName") or status.get("model")
+        if isinstance(name, str) and name:
+            self.model = name
         if current is not None:
             self.started.add(current)
         if pending is not None:
@@ -469,8 +470,9 @@ class View:
         model and the approval mode (the turn's state is the frames' to say: this read may be older)."""
         if isinstance(status.get("approvalMode"), str):
             self.mode = status["approvalMode"]
-        if isinstance(status.get("model"), str) and status["model"]:
-            self.model = status["model"]
+        name = status.get("modelName") or status.get("model")
+        if isinstance(name, str) and name:
+            self.model = name
 
     def note(self, text: str, style: str = S_NOTE) -> list[Text]:
         """A line of the client's own (``reconnecting…``, an error), after the open line of text."""

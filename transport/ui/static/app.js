@@ -23,7 +23,6 @@ const state = {
   renaming: null, // the session whose title is being edited in the list
   caps: null,
   model: null, // the open session's own model (status `model`: set by /model), else
-  configuredModel: null, // the name of the model it calls (GET /session/:id/context), else the provider's
 };
 
 const openId = () => state.sessionId;
@@ -315,7 +314,6 @@ async function closeSession(entry) {
     state.sessionId = null;
     history.replaceState(null, "", location.pathname + location.search);
     state.model = null;
-    state.configuredModel = null;
     showModel();
     showTitle(null);
     resetViews();
@@ -379,22 +377,8 @@ function showTitle(title) {
 }
 
 function showModel() {
-  const model = state.model || state.configuredModel || state.caps?.model;
+  const model = state.model || state.caps?.model;
   $("model").textContent = model ? `⚙ ${model}` : "";
-}
-
-// The name of the model the open session calls: the status's `model` is only a /model override, and the
-// capabilities name the provider ("openai"); GET /session/:id/context (a route of qwen's Web Shell) has it.
-async function loadModelName(sessionId) {
-  try {
-    const context = await api("GET", path("session", sessionId, "context"));
-    const name = context?.state?.models?.currentModelId;
-    if (sessionId !== state.sessionId) return;
-    state.configuredModel = typeof name === "string" && name ? name : null;
-    showModel();
-  } catch (error) {
-    failed(error);
-  }
 }
 
 // The draft of the open session's prompt: kept in this tab as it is typed.
@@ -428,9 +412,7 @@ async function openSession(sessionId, again = false) {
   }
   history.replaceState(null, "", `#session=${encodeURIComponent(sessionId)}`);
   state.model = null;
-  state.configuredModel = null;
   showModel();
-  loadModelName(sessionId);
   showTitle(sessionName(entry));
   showError("composer-error", null);
   if (!resume) resetViews();
@@ -518,10 +500,8 @@ async function refreshStatus(all = false) {
     const usage = status.usage || {};
     $("session-usage").textContent = `session: ${modelCalls(usage.calls)} · ${tokens(usage.totalTokens)}`;
     if (status.approvalMode) $("approval-mode").value = status.approvalMode;
-    if (status.model !== undefined) {
-      state.model = status.model || null;
-      showModel();
-    }
+    state.model = status.modelName || status.model || null; // modelName: the override, else the configured one
+    showModel();
     if ("title" in status) showTitle(status.title);
     if (!all) return;
     work.snapshot(status);
