@@ -14,7 +14,7 @@ Everything not re-exported here is private.
 """
 
 from ._actor import ActorGone, MailboxFull
-from .daemon import (Daemon, InvalidCwd, InvalidSessionId, NotStartedHere, SessionStarting, TooManySessions,
+from .daemon import (Daemon, DeletionUnavailable, InvalidCwd, InvalidSessionId, NotStartedHere, SessionStarting, TooManySessions,
                      UnknownSession, open_daemon)
 from .events import EventBus, Subscription, TooManySubscribers
 from .ids import CountingIds, IdSource
@@ -28,7 +28,7 @@ from .settings_file import load_settings
 from .wire import Event, WireError
 
 __all__ = [
-    "ActorGone", "Admitted", "CountingIds", "Daemon", "Event", "EventBus", "IdSource", "InvalidCwd", "InvalidSessionId",
+    "ActorGone", "Admitted", "CountingIds", "Daemon", "DeletionUnavailable", "Event", "EventBus", "IdSource", "InvalidCwd", "InvalidSessionId",
     "Limits", "MailboxFull", "ModelError", "QueueFull", "Sandbox", "SandboxUnavailable", "ScriptError", "ScriptedModel", "SessionHandle",
     "NotStartedHere", "SessionStarting", "Settings", "SettingsError", "Subscription", "Tool", "ToolContext", "ToolRegistry", "ToolResult",
     "TooManySessions", "TooManySubscribers", "UnknownSession", "WireError", "load_script", "load_settings",

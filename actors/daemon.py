@@ -45,7 +45,15 @@ class InvalidSessionId(ValueError):
 
 
 class SessionStarting(Exception):
-    """A session with that id is being started right now."""
+    """A session with that id is being started (or deleted) right now."""
+
+
+class DeletionUnavailable(Exception):
+    """This daemon cannot delete stored sessions: it has no state directory, or (cluster mode) its store is
+    shared with other nodes."""
+
+
+CHECKPOINT_SWEEP_GRACE = 3600.0  # seconds an unreached checkpoint object is spared (a walk may be using it)
 
 
 class NotStartedHere(Exception):
@@ -85,6 +93,9 @@ class Daemon:
         self._context = contextvars.copy_context()
         self._sessions: dict[str, SessionHandle] = {}
         self._starting: set[str] = set()
+        self._deleting: set[str] = set()
+        self._sweeping = trio.Lock()
+        self._sweep_due = False
         self._closed_events: dict[str, trio.Event] = {}
         self.closed = trio.Event()
         self.sessions_closed = 0  # since the daemon opened (the serve command's garbage-collection policy)
@@ -248,6 +259,8 @@ class Daemon:
             raise TooManySessions(f"at most {self.settings.limits.max_sessions} sessions")
         if session_id in self._starting:
             raise SessionStarting(f"session {session_id} is already starting")
+        if session_id in self._deleting:
+            raise SessionStarting(f"session {session_id} is being deleted")
         record = (self.runtime.store.record_read(session_id) if restore and self.runtime.store is not None
                   else None) or {}
         if cwd is None and record.get("cwd"):
@@ -334,6 +347,68 @@ class Daemon:
         closed = self._closed_events[session_id]
         handle._ref.close()
         await closed.wait()
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete a session for good: closed first if it is live (as :meth:`close_session` closes it, so its
+        running turn and queued prompts end), then its transcript, journal, record, replay and checkpoint
+        log; ``False`` when there is no such session. Checkpoint objects no other session's log reaches go
+        too, once unused for :data:`CHECKPOINT_SWEEP_GRACE` (:meth:`sweep_checkpoints`).
+
+        While it is deleted, starting or restoring it is refused (:class:`SessionStarting`). Raises
+        :class:`DeletionUnavailable` where this daemon cannot delete (no state directory, cluster mode).
+        """
+        if not is_safe_session_id(session_id):
+            raise InvalidSessionId(session_id)
+        store = self.runtime.store
+        delete = getattr(store, "delete", None)
+        if delete is None or self.placement is not None:
+            raise DeletionUnavailable("this daemon keeps no sessions to delete" if store is None else
+                                      "sessions cannot be deleted in cluster mode (their rows are shared "
+                                      "by every node)")
+        if session_id in self._starting or session_id in self._deleting:
+            raise SessionStarting(f"session {session_id} is being started or deleted")
+        self._deleting.add(session_id)
+        try:
+            if session_id in self._sessions:
+                await self.close_session(session_id)
+            elif not store.exists(session_id):
+                return False
+            store.close(session_id)  # on the loop: the open files are the loop's
+            checkpoints = self.runtime.checkpoint_store
+
+            def remove() -> None:
+                delete(session_id)
+                if checkpoints is not None:
+                    checkpoints.delete_log(session_id)
+
+            await trio.to_thread.run_sync(remove)
+        finally:
+            self._deleting.discard(session_id)
+        log.info("session %s deleted", session_id, extra={"session_id": session_id})
+        if checkpoints is not None and not self._sweep_due:
+            self._sweep_due = True  # one sweep after a batch of deletions, not one each
+            self._nursery.start_soon(self._sweep_after_deletions, name="daemon:checkpoint-sweep")
+        return True
+
+    async def _sweep_after_deletions(self) -> None:
+        self._sweep_due = False
+        try:
+            deleted, freed = await self.sweep_checkpoints()
+        except StorageError as exc:
+            log.warning("checkpoint objects not swept: %s", exc)
+            return
+        if deleted:
+            log.info("checkpoint sweep deleted %d objects (%d bytes)", deleted, freed)
+
+    async def sweep_checkpoints(self, grace_seconds: float = CHECKPOINT_SWEEP_GRACE) -> tuple[int, int]:
+        """Delete the checkpoint objects no session's log reaches any more, in a worker thread, one sweep at
+        a time; ``(objects, bytes)`` deleted."""
+        checkpoints = self.runtime.checkpoint_store
+        if checkpoints is None:
+            return 0, 0
+        async with self._sweeping:
+            return await trio.to_thread.run_sync(partial(checkpoints.sweep, grace_seconds=grace_seconds),
+                                                 abandon_on_cancel=True)  # a shutdown does not wait for it
 
     # ------------------------------------------------------------- shutdown
 

@@ -22,6 +22,7 @@ from werkzeug.exceptions import HTTPException
 from actors import (
     ActorGone,
     Daemon,
+    DeletionUnavailable,
     InvalidCwd,
     InvalidSessionId,
     NotStartedHere,
@@ -266,6 +267,35 @@ def create_app(
     async def list_sessions() -> Response:
         """Live sessions and those restorable from the state directory (``live``/``restorable``)."""
         return json_response({"sessions": await daemon.list_sessions()})
+
+    @app.post("/sessions/delete")
+    async def delete_sessions() -> Response:
+        """Delete sessions for good (qwen's Web Shell's route): a live one is closed first."""
+        b = await body(wire.DeleteSessionsBody)
+        if len(b.sessionIds) > wire.MAX_DELETED_SESSIONS:
+            raise HttpError(400, f"at most {wire.MAX_DELETED_SESSIONS} session ids, got {len(b.sessionIds)}",
+                            "too_many_sessions_named", "$.sessionIds")
+        removed: list[str] = []
+        not_found: list[str] = []
+        errors: list[answers.SessionNotDeleted] = []
+
+        def refused(sid: str, code: str, message: str) -> None:
+            errors.append(answers.SessionNotDeleted(sessionId=sid, code=code, message=message, error=message))
+
+        for sid in dict.fromkeys(b.sessionIds):
+            try:
+                (removed if await daemon.delete_session(sid) else not_found).append(sid)
+                clients.forget(sid)
+            except DeletionUnavailable as exc:
+                raise HttpError(409, str(exc), "deletion_unavailable") from None
+            except InvalidSessionId:
+                refused(sid, "invalid_session_id", "not a session id: use letters, digits, '.', '_' and '-' "
+                                                   "(at most 128)")
+            except SessionStarting as exc:
+                refused(sid, "session_starting", str(exc))
+            except StorageError as exc:
+                refused(sid, "storage_unavailable", f"not deleted: {exc}")
+        return answer(answers.SessionsDeleted(removed=removed, notFound=not_found, errors=errors))
 
     @contextmanager
     def _recording(record: bool | None) -> Iterator[None]:

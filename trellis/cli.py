@@ -39,6 +39,7 @@ CLIENTS = {  # subcommand -> the module that implements it, and its summary for 
     "sessions": ("trellis.tables", "the daemon's sessions, live and restorable"),
     "status": ("trellis.tables", "one session's status"),
     "cancel": ("trellis.tables", "cancel the session's running turn"),
+    "delete": ("trellis.tables", "delete sessions for good"),
     "open": ("trellis.open", "open the daemon's browser UI, with its token"),
     "token": ("trellis.token", "the daemon's bearer token: rotate it"),
 }
@@ -56,7 +57,7 @@ def build_parser(command: str | None = None, *, every_command: bool = False) -> 
     for name, summary in DELEGATED.items():
         sub.add_parser(name, help=summary, add_help=False)
     wanted = CLIENTS if every_command else [command] if command in CLIENTS else []
-    for module in dict.fromkeys(CLIENTS[name][0] for name in wanted):  # trellis.tables adds three subcommands
+    for module in dict.fromkeys(CLIENTS[name][0] for name in wanted):  # trellis.tables adds four subcommands
         importlib.import_module(module).add_parser(sub)
     for name, (_, summary) in CLIENTS.items():
         if name not in sub.choices:

@@ -1,9 +1,10 @@
-"""``trellis sessions``, ``trellis status ID``, ``trellis cancel ID``: the daemon's sessions as tables.
+"""``trellis sessions``, ``status ID``, ``cancel ID``, ``delete ID...``: the daemon's sessions as tables.
 
     trellis sessions [--json]     GET /session: the live sessions and those restorable from the state directory,
                                   with their state, queued prompts and title
     trellis status ID [--json]    GET /session/:id/status: one live session's work, guard, usage and context
     trellis cancel ID [--json]    POST /session/:id/cancel: cancel the session's running work
+    trellis delete ID... [--json] POST /sessions/delete: delete sessions for good (a live one is closed first)
 
 On a terminal the tables are drawn with ``rich``; otherwise (a pipe, a file)
 they are plain text, columns aligned with two spaces and nothing cut short,
@@ -17,7 +18,8 @@ command saw: ``{"sessionId", "cancelled", "promptId"}``, ``cancelled`` being
 whether the session was running work when the cancel was sent (read from its
 status just before, so a turn that ended in between counts as cancelled).
 
-Exit codes: 0 done; 2 the daemon could not be reached, refused the token
+Exit codes: 0 done (``delete``: every session named was deleted); 1 ``delete`` left some (not found, or
+refused: each is named on stderr); 2 the daemon could not be reached, refused the token
 (401; the message says where the token was looked for) or refused the request
 (404 for a session that is not live, ...).
 """
@@ -46,6 +48,8 @@ from .prompt import (
 )
 from .visible import json_visible, visible
 
+EXIT_SOME_LEFT = 1  # trellis delete: some of the sessions named were not deleted
+
 
 def add_parser(sub: Any) -> None:  # what argparse's add_subparsers() returns (its class is private)
     sessions = sub.add_parser("sessions", help="the daemon's sessions, live and restorable",
@@ -70,6 +74,16 @@ def add_parser(sub: Any) -> None:  # what argparse's add_subparsers() returns (i
                         help='print {"sessionId", "cancelled", "promptId"} (the route itself answers no JSON)')
     add_common(cancel)
     cancel.set_defaults(run=run, table="cancel")
+
+    delete = sub.add_parser("delete", help="delete sessions for good",
+                            description="Delete sessions for good (POST /sessions/delete): a live one is closed "
+                                        "first (its running turn and queued prompts end cancelled), then its "
+                                        "conversation, journal and checkpoints are deleted. `trellis sessions` "
+                                        "lists the ids.")
+    delete.add_argument("sessions", metavar="ID", nargs="+", help="a session to delete")
+    delete.add_argument("--json", action="store_true", help="print the daemon's JSON")
+    add_common(delete)
+    delete.set_defaults(run=run, table="delete")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,6 +111,9 @@ async def _main(args: argparse.Namespace) -> int:
                     print_json(data, out)
                 else:
                     status_table(data, out)
+            elif args.table == "delete":
+                return delete_sessions((await call(client, target, args, "POST", "/sessions/delete",
+                                                   json={"sessionIds": args.sessions})).json(), args, out)
             else:
                 sid = quote(args.session, safe="")
                 status = (await call(client, target, args, "GET", f"/session/{sid}/status")).json()
@@ -118,6 +135,20 @@ async def _main(args: argparse.Namespace) -> int:
                 "ID` brings a restorable one back)")
         return exc.code
     return EXIT_OK
+
+
+def delete_sessions(answer: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:
+    """What ``POST /sessions/delete`` answered: each deleted session on stdout, the others on stderr."""
+    if args.json:
+        print_json(answer, out)
+    else:
+        for sid in answer.get("removed") or []:
+            out.write(visible(f"deleted session {sid}") + "\n")
+    for sid in answer.get("notFound") or []:
+        say(f"no session {sid}: `trellis sessions` lists them")
+    for error in answer.get("errors") or []:
+        say(f"session {error.get('sessionId')} not deleted: {error.get('message')}")
+    return EXIT_OK if not answer.get("notFound") and not answer.get("errors") else EXIT_SOME_LEFT
 
 
 # --------------------------------------------------------------------------- rendering

@@ -32,6 +32,7 @@ import hashlib
 import os
 import secrets
 import stat
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,13 @@ class Store:
         """Store ``data``; its sha256 and whether it was new."""
         sha = sha or hashlib.sha256(data).hexdigest()
         final = self.path(sha)
-        if final.exists():
+        try:
+            os.utime(final)  # used again: a sweep spares what was used within its grace (:meth:`sweep`)
             return sha, False
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"cannot touch checkpoint object {final}: {exc.strerror or exc}") from None
         final.parent.mkdir(mode=0o700, exist_ok=True)
         temporary = final.with_name(f".{final.name}.{secrets.token_hex(4)}.tmp")
         try:
@@ -124,6 +130,81 @@ class Store:
 
     def write_log(self, session_id: str, log: dict[str, Any]) -> None:
         replace_private(self.log_path(session_id), orjson.dumps(log), sync=self.fsync)
+
+    def delete_log(self, session_id: str) -> None:
+        """A deleted session's log goes; its objects stay until :meth:`sweep` finds no log using them."""
+        try:
+            self.log_path(session_id).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"cannot delete {self.log_path(session_id)}: {exc.strerror or exc}") from None
+
+    # ------------------------------------------------------------- sweeping
+
+    def sweep(self, *, grace_seconds: float, now: float | None = None) -> tuple[int, int]:
+        """Delete the objects no session's log reaches and nobody wrote or used in the last ``grace_seconds``;
+        ``(objects, bytes)`` deleted.
+
+        A walk running meanwhile may have stored objects its session's log does not name yet, and may use an
+        existing object again (:meth:`put` touches it): the grace spares both. A log that cannot be read stops
+        the sweep before it deletes anything, so an object is never lost to a log it could not see.
+        """
+        now = time.time() if now is None else now
+        reached: set[str] = set()
+        for path in sorted(self.sessions.glob("*.json")):
+            try:
+                log = orjson.loads(path.read_bytes())
+            except FileNotFoundError:
+                continue  # deleted meanwhile
+            except (OSError, orjson.JSONDecodeError) as exc:
+                raise StorageError(f"checkpoint log {path} unreadable, nothing swept: {exc}") from None
+            manifests, blobs = log_references(log if isinstance(log, dict) else {})
+            reached |= blobs
+            for manifest_id in manifests - reached:
+                reached.add(manifest_id)
+                try:
+                    manifest = self.manifest(manifest_id)
+                except StorageError:
+                    continue  # gone already: nothing of it to keep
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise StorageError(f"checkpoint manifest {manifest_id} unreadable, nothing swept: {exc}"
+                                       ) from None
+                reached.update(e.sha for e in manifest.entries.values() if e.sha is not None)
+        deleted = freed = 0
+        for shard in sorted(self.objects.iterdir()):
+            if not shard.is_dir() or shard.is_symlink():
+                continue
+            for obj in shard.iterdir():
+                name = obj.name
+                sha = shard.name + name
+                if sha in reached and not name.startswith("."):
+                    continue
+                try:
+                    st = obj.lstat()
+                    if now - st.st_mtime < grace_seconds:
+                        continue
+                    obj.unlink()
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    raise StorageError(f"cannot delete checkpoint object {obj}: {exc.strerror or exc}") from None
+                deleted += 1
+                freed += st.st_size
+        return deleted, freed
+
+
+def log_references(log: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """The manifests and the other objects a session's log names (see the log's shape in :mod:`.keeper`)."""
+    manifests: set[str] = set()
+    for entry in log.get("entries") or ():
+        manifests.update(entry.get(k) for k in ("start", "end"))
+    manifests.add(log.get("lastEnd"))
+    blobs: set[str] = set()
+    for undo in log.get("undo") or ():
+        manifests.update((undo.get("manifest"), undo.get("lastEnd")))
+        blobs.add(undo.get("history"))
+    return {m for m in manifests if isinstance(m, str)}, {b for b in blobs if isinstance(b, str)}
 
 
 # ----------------------------------------------------------------- the walk

@@ -116,7 +116,6 @@ class SessionStore(Protocol):
 
     def close(self, session_id: str) -> None:
         """The session closed: release what the store holds open for it."""
-
     @property
     def sync_in_thread(self) -> bool:
         """Whether durable writes are synced in a worker thread, off the event loop: then a journal's writer
@@ -129,6 +128,14 @@ class SessionStore(Protocol):
     def journal_compaction(self, session_id: str) -> JournalCompaction | None:
         """A journal rewrite whose fsyncs run in worker threads, or ``None``: :meth:`journal_rewrite` then
         rewrites it on the loop."""
+
+
+class SessionDeletion(Protocol):
+    """What a store may add to :class:`SessionStore`: deleting a closed session for good
+    (``POST /sessions/delete``). Cluster mode's store has none: there a session is deleted by no node."""
+
+    def delete(self, session_id: str) -> None:
+        """Delete everything the store holds of the closed session ``session_id``; none of it is fine."""
 
 
 class ManySessionReads(Protocol):

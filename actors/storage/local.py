@@ -189,6 +189,26 @@ class LocalStore:
         return any(p.exists() for p in (self._journal(session_id), self._record(session_id),
                                         self.directory / f"{session_id}.jsonl"))
 
+    def delete(self, session_id: str) -> None:
+        """Delete every file of a closed session. The journal goes first, so a crash half-way never leaves
+        queued prompts a restart would run; the record last, so what is left is still listed and can be
+        deleted again. Safe in a worker thread: it touches no open file (the session's were closed, on the
+        loop, by :meth:`close`)."""
+        paths = (self._journal(session_id), self.directory / f"{session_id}.jsonl", self._replay(session_id),
+                 self._record(session_id))
+        for path in paths:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StorageError(f"cannot delete {path}: {exc.strerror or exc}") from None
+        if self.fsync:
+            try:
+                fsync_directory(self.directory)
+            except FileNotFoundError:
+                pass
+
 
 def _read_lines(path: Path) -> list[Any]:
     """Every JSON line of ``path`` (none if it is missing); a torn last line is skipped, any other is an error."""

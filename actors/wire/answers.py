@@ -20,6 +20,7 @@ ERROR_CODES: dict[str, int] = {
     "invalid_json": 400, "invalid_request": 400, "value_too_long": 400, "value_too_deep": 400,
     "empty_prompt": 400, "empty_message": 400, "invalid_client_id": 400, "invalid_session_id": 400,
     "invalid_cwd": 400, "unknown_option": 400, "invalid_turn": 400, "invalid_model": 400,
+    "too_many_sessions_named": 400,
     "images_not_supported": 400, "invalid_image": 400, "image_too_large": 400, "too_many_images": 400,
     "missing_connection_id": 400, "invalid_rule": 400, "unknown_tool": 400, "not_recording": 400,
     "unauthorized": 401,
@@ -28,6 +29,7 @@ ERROR_CODES: dict[str, int] = {
     "workspace_not_found": 404, "connection_not_found": 404,
     "method_not_allowed": 405,
     "session_starting": 409, "session_busy": 409, "settings_not_writable": 409, "files_changed_outside": 409,
+    "deletion_unavailable": 409,
     "checkpoints_unavailable": 409, "checkpoint_not_found": 404,
     "payload_too_large": 413,
     "misdirected_host": 421,
@@ -277,6 +279,26 @@ class PendingPrompts:
 @attrs.frozen(kw_only=True)
 class Removed:
     removed: bool
+
+
+@attrs.frozen(kw_only=True)
+class SessionNotDeleted:
+    """One session ``POST /sessions/delete`` could not delete: ``error`` is ``message`` again, for qwen's
+    Web Shell, which shows ``error``."""
+
+    sessionId: str
+    code: str
+    message: str
+    error: str
+
+
+@attrs.frozen(kw_only=True)
+class SessionsDeleted:
+    """``POST /sessions/delete``: each session named is in one of the three lists."""
+
+    removed: list[str]
+    notFound: list[str]
+    errors: list[SessionNotDeleted]
 
 
 @attrs.frozen(kw_only=True)

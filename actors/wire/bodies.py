@@ -193,6 +193,17 @@ class CreateSessionBody:
     meta: dict[str, Any] | None = None
 
 
+MAX_DELETED_SESSIONS = 500  # session ids one POST /sessions/delete names
+
+
+@attrs.frozen(kw_only=True)
+class DeleteSessionsBody:
+    """``POST /sessions/delete`` (qwen's Web Shell's): the sessions to delete for good, at most
+    :data:`MAX_DELETED_SESSIONS`."""
+
+    sessionIds: list[str]
+
+
 MAX_RULE_CHARS = 4096  # one permission rule (actors.permission_rules checks it when the rule is read)
 
 

@@ -1,5 +1,5 @@
 """The browser UI showing what a person decides on: an edit's diff in its permission request, the session
-list's labels and close buttons, the model's name.
+list's labels, close and delete buttons, the model's name.
 
 A real daemon subprocess (the scripted model, or the ``openai`` provider that is never called), driven by
 role and accessible name like ``test_ui.py``; nothing sleeps to wait for the page (``expect`` waits).
@@ -76,6 +76,30 @@ def test_untitled_sessions_are_told_apart_and_only_a_live_one_offers_close(page,
     expect(page.get_by_role("heading", name="stored one")).to_be_visible()
     expect(page).to_have_title("stored one — Trellis")
     expect(restorable.get_by_role("button", name="Close session")).to_be_visible()  # live again
+
+
+def test_a_stored_session_is_deleted_for_good_after_a_confirmation(page, daemons, tmp_path):
+    d = daemons().start([[{"text": "done"}]])
+    with d.client() as client:
+        kept = client.post("/session", json={"cwd": str(tmp_path), "title": "kept one"}).json()["sessionId"]
+        gone = client.post("/session", json={"cwd": str(tmp_path), "title": "doomed one"}).json()["sessionId"]
+        for sid in (kept, gone):
+            assert client.delete(f"/session/{sid}").status_code == 204
+    open_ui(page, d)
+    sessions = page.get_by_role("list", name="Sessions")
+    doomed = sessions.get_by_role("listitem").filter(has_text=gone)
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    doomed.get_by_role("button", name="Delete session").click()
+    expect(doomed).to_have_count(1)  # dismissed: nothing deleted
+    assert asked and "doomed one" in asked[0] and "cannot be undone" in asked[0]
+    page.once("dialog", lambda dialog: dialog.accept())
+    doomed.get_by_role("button", name="Delete session").click()
+    expect(doomed).to_have_count(0)
+    expect(sessions.get_by_role("listitem").filter(has_text=kept)).to_have_count(1)
+    with d.client() as client:
+        listed = {s["sessionId"] for s in client.get("/session").json()["sessions"]}
+    assert kept in listed and gone not in listed
 
 
 def test_the_header_names_the_model_the_session_calls_not_its_provider(page, daemons):

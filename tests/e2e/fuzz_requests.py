@@ -158,6 +158,8 @@ ROUTES = [
           bodies=lambda w: [{}, {"cwd": str(w.work)}, {"sessionId": "fuzz-new"}, {"sessionId": TARGET, "_meta": {}}]),
     Route("status", "GET", "/session/{sid}/status"),
     Route("close_session", "DELETE", "/session/{sid}"),
+    Route("delete_sessions", "POST", "/sessions/delete",
+          bodies=lambda w: [{"sessionIds": [TARGET]}, {"sessionIds": ["fuzz-gone", "../x", TARGET]}]),
     Route("prompt", "POST", "/session/{sid}/prompt", bodies=lambda w: [
         {"prompt": _prompt()}, {"prompt": _prompt(), "_meta": {"retry": True}},
         {"prompt": [{"type": "resource_link", "uri": "file:///x", "name": "x", "size": 3}]},

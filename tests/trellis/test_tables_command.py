@@ -91,6 +91,25 @@ async def test_cancel_cancels_the_running_turn_and_says_so(tmp_path):
     assert missing.code == 2 and "session_not_found" in missing.stderr
 
 
+async def test_delete_deletes_live_and_stored_sessions_and_names_what_it_could_not(tmp_path):
+    async with scripted_daemon(tmp_path, [{"text": "done"}]) as daemon:
+        args = daemon_args(daemon)
+        async with daemon.client(daemon.token()) as client:
+            live = (await client.post("/session", json={"title": "live one"})).json()["sessionId"]
+            stored = (await client.post("/session", json={"title": "stored one"})).json()["sessionId"]
+            assert (await client.delete(f"/session/{stored}")).status_code == 204
+            deleted = await trellis("delete", *args, live, stored, cwd=tmp_path)
+            left = {s["sessionId"] for s in (await client.get("/session")).json()["sessions"]}
+            partly = await trellis("delete", *args, live, "--json", cwd=tmp_path)
+            bad = await trellis("delete", *args, "../x", cwd=tmp_path)
+    assert deleted.code == 0, deleted.stderr
+    assert deleted.stdout == f"deleted session {live}\ndeleted session {stored}\n"
+    assert not {live, stored} & left
+    assert partly.code == 1 and json.loads(partly.stdout) == {"removed": [], "notFound": [live], "errors": []}
+    assert f"no session {live}" in partly.stderr
+    assert bad.code == 1 and "session ../x not deleted: not a session id" in bad.stderr
+
+
 def test_plain_tables_align_columns_and_cut_nothing():
     out = io.StringIO()
     table(["A", "LONGER"], [["x" * 30, "1"], ["y", "22"]], out)

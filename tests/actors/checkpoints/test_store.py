@@ -12,6 +12,7 @@ import pytest
 from actors.checkpoints import Store
 from actors.checkpoints.manifest import FILE, Entry, Manifest, changed_outside, changes, plan_restore
 from actors.checkpoints.store import apply, snapshot
+from actors.storage import StorageError
 from actors.tools.paths import Scope
 
 CAP = 1024
@@ -268,3 +269,42 @@ def test_the_settings_group():
     assert Settings().checkpoints_enabled and Settings().checkpoint_max_file_bytes == 8 * 1024 * 1024
     s = settings_from_dict({"checkpoints": {"enabled": False, "maxFileBytes": 10, "maxSessionBytes": 20}})
     assert (s.checkpoints_enabled, s.checkpoint_max_file_bytes, s.checkpoint_max_session_bytes) == (False, 10, 20)
+
+
+def _age(path: Path, seconds: float) -> None:
+    st = path.stat()
+    os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds))
+
+
+def test_a_sweep_deletes_only_old_objects_no_log_reaches(tmp_path):
+    store = Store(tmp_path / "cp", fsync=False)
+    kept_blob, _ = store.put(b"kept content")
+    lost_blob, _ = store.put(b"content of a deleted session")
+    history, _ = store.put(b"[]")
+    kept = store.put_manifest(Manifest({"a.txt": Entry(kind=FILE, sha=kept_blob, size=12)}, {}, frozenset(), True))
+    store.write_log("live", {"entries": [{"id": "e1", "start": kept, "end": None}], "lastEnd": None,
+                            "undo": [{"id": "u1", "manifest": None, "history": history, "lastEnd": None}]})
+    for obj in (kept_blob, lost_blob, history, kept):
+        _age(store.path(obj), 7200)
+    fresh, _ = store.put(b"written by a walk its log does not name yet")
+
+    assert store.sweep(grace_seconds=3600) == (1, len(b"content of a deleted session"))
+    assert not store.path(lost_blob).exists()
+    assert all(store.path(o).exists() for o in (kept_blob, history, kept, fresh))
+
+
+def test_using_an_object_again_spares_it_and_an_unreadable_log_stops_the_sweep(tmp_path):
+    store = Store(tmp_path / "cp", fsync=False)
+    blob, _ = store.put(b"old content")
+    _age(store.path(blob), 7200)
+    assert store.put(b"old content") == (blob, False)  # a walk stored the same content again
+    assert store.sweep(grace_seconds=3600) == (0, 0)
+
+    _age(store.path(blob), 7200)
+    store.log_path("broken").write_bytes(b"{not json")
+    with pytest.raises(StorageError, match="broken.json unreadable, nothing swept"):
+        store.sweep(grace_seconds=3600)
+    assert store.path(blob).exists()
+    store.delete_log("broken")
+    store.delete_log("broken")  # gone already is fine
+    assert store.sweep(grace_seconds=3600) == (1, len(b"old content"))

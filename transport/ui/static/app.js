@@ -254,9 +254,11 @@ function renderSessions() {
       el("span", { class: "session-cwd muted", text: s.cwd || "" })),
       el("span", { class: "session-tools" },
         "title" in s ? el("button", { type: "button", "aria-label": "Rename", title: "Rename", onclick: () => rename(s) }, "✎") : null,
-        // Only a live session can be closed (DELETE /session/:id); a stored one has nothing to close, and the
-        // daemon has no route that forgets it.
-        s.live ? el("button", { type: "button", "aria-label": "Close session", title: "Close this session (it stays restorable)", onclick: () => closeSession(s) }, "✕") : null));
+        // A live session is closed (DELETE /session/:id) and stays restorable; a stored one can only be
+        // deleted for good (POST /sessions/delete).
+        s.live
+          ? el("button", { type: "button", "aria-label": "Close session", title: "Close this session (it stays restorable)", onclick: () => closeSession(s) }, "✕")
+          : el("button", { type: "button", class: "delete", "aria-label": "Delete session", title: "Delete this session for good", onclick: () => deleteSession(s) }, "🗑\uFE0E")));
   }));
 }
 
@@ -308,6 +310,25 @@ async function closeSession(entry) {
     if (!failed(error)) showError("composer-error", error);
     return;
   }
+  leftSession(entry);
+}
+
+async function deleteSession(entry) {
+  const name = sessionName(entry) || entry.sessionId;
+  if (!window.confirm(`Delete the session "${name}" for good? Its conversation and checkpoints are deleted; this cannot be undone.`)) return;
+  try {
+    const answer = await api("POST", "/sessions/delete", { sessionIds: [entry.sessionId] });
+    const refused = (answer.errors || [])[0];
+    if (refused) throw new Error(refused.message);
+  } catch (error) {
+    if (!failed(error)) showError("composer-error", error);
+    return;
+  }
+  leftSession(entry);
+}
+
+// The session was closed or deleted: if it was the open one, nothing is open now.
+function leftSession(entry) {
   if (entry.sessionId === state.sessionId) {
     if (state.stream) state.stream.stop();
     state.stream = null;
