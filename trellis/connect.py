@@ -1,10 +1,15 @@
 """Which daemon a client subcommand talks to, and with which token.
 
 The state directories looked in: ``--state-dir``, else ``$TRELLIS_STATE_DIR``;
-if neither is given, ``./.trellis`` (``trellis serve``'s default, so a client
-run where the daemon runs finds it) and then the per-user one,
-``$XDG_STATE_HOME/trellis`` (else ``~/.local/state/trellis``), for a daemon
-started with ``--state-dir`` there, which clients find from any directory.
+if neither is given, the nearest ``.trellis`` in the current directory or one
+of its parents (``trellis serve``'s default, so a client run where the daemon
+runs, or below it, finds it; ``./.trellis`` when there is none) and then the
+per-user one, ``$XDG_STATE_HOME/trellis`` (else ``~/.local/state/trellis``),
+for a daemon started with ``--state-dir`` there, which clients find from any
+directory. As git does with a repository, a ``.trellis`` found by that search
+counts only if it is the user's own and no one else may write to it: another
+user's ``daemon.json`` (in ``/tmp/.trellis``, say) could otherwise send the
+token of ``$TRELLIS_TOKEN`` to a URL of their choosing.
 A running daemon writes ``<state-dir>/daemon.json`` (its URL and pid) at its
 start and removes it on exit (:mod:`transport.daemon_lock`).
 
@@ -71,8 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "flag shows in the process list)")
     group.add_argument("--state-dir", default=None, metavar="DIR",
                        help=f"the daemon's state directory, for its daemon.json and token files (default: "
-                            f"$TRELLIS_STATE_DIR, else ./{DEFAULT_STATE_DIR}, then $XDG_STATE_HOME/trellis or "
-                            f"~/.local/state/trellis)")
+                            f"$TRELLIS_STATE_DIR, else the nearest {DEFAULT_STATE_DIR} here or above that is "
+                            f"yours, then $XDG_STATE_HOME/trellis or ~/.local/state/trellis)")
 
 
 def user_state_dir(environ: Mapping[str, str] | None = None) -> str:
@@ -89,7 +94,60 @@ def state_dirs(args: argparse.Namespace, environ: Mapping[str, str] | None = Non
     """The state directories to look in, in order (the module doc)."""
     env = os.environ if environ is None else environ
     given = getattr(args, "state_dir", None) or env.get("TRELLIS_STATE_DIR")
-    return [given] if given else [DEFAULT_STATE_DIR, user_state_dir(env)]
+    return [given] if given else [nearest_state_dir() or DEFAULT_STATE_DIR, user_state_dir(env)]
+
+
+def nearest_state_dir(start: str | None = None) -> str | None:
+    """The nearest ``.trellis`` directory in ``start`` (the current directory) or one of its parents that
+    :func:`unsafe_state_dir` accepts: relative (``.trellis``) when it is in ``start``, else absolute. None when
+    there is none."""
+    try:
+        here = os.path.abspath(start if start is not None else os.getcwd())
+    except OSError:  # the current directory was deleted
+        return None
+    first = here
+    while True:
+        candidate = os.path.join(here, DEFAULT_STATE_DIR)
+        if os.path.isdir(candidate) and unsafe_state_dir(candidate) is None:
+            return DEFAULT_STATE_DIR if here == first and start is None else candidate
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def unsafe_state_dir(path: str) -> str | None:
+    """Why a state directory found by the search may not be trusted (another user's, or writable by others),
+    or None."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if st.st_uid != os.geteuid():
+        return f"{path} belongs to uid {st.st_uid}, not to you"
+    if st.st_mode & 0o022:
+        return f"{path} is writable by others (mode {st.st_mode & 0o777:o})"
+    return None
+
+
+def skipped_state_dirs(start: str | None = None) -> list[str]:
+    """Why each ``.trellis`` nearer than the one the search found (or than the root) was passed over."""
+    try:
+        here = os.path.abspath(start if start is not None else os.getcwd())
+    except OSError:
+        return []
+    out = []
+    while True:
+        candidate = os.path.join(here, DEFAULT_STATE_DIR)
+        if os.path.isdir(candidate):
+            why = unsafe_state_dir(candidate)
+            if why is None:
+                return out
+            out.append(why)
+        parent = os.path.dirname(here)
+        if parent == here:
+            return out
+        here = parent
 
 
 def read_daemon_file(state_dir: str) -> RunningDaemon | None:

@@ -146,9 +146,11 @@ def token_source(args: argparse.Namespace, environ: Any = None) -> str:
     paths = [os.path.abspath(os.path.join(d, "token")) for d in connect.state_dirs(args, env)]
     found = next((path for path in paths if os.path.isfile(path)), None)
     where = f"read from {found}" if found is not None else f"no token: not found at {' nor '.join(paths)}"
-    return (f"{where} (a client looks for --token, then $TRELLIS_TOKEN, then <state-dir>/token, the state "
-            f"directory being --state-dir or $TRELLIS_STATE_DIR, else ./.trellis, then "
-            f"{connect.user_state_dir(env)}: point --state-dir at the daemon's)")
+    skipped = "" if getattr(args, "state_dir", None) or env.get("TRELLIS_STATE_DIR") else "".join(
+        f"; passed over {why}" for why in connect.skipped_state_dirs())
+    return (f"{where}{skipped} (a client looks for --token, then $TRELLIS_TOKEN, then <state-dir>/token, the "
+            f"state directory being --state-dir or $TRELLIS_STATE_DIR, else the nearest .trellis here or above "
+            f"that is yours, then {connect.user_state_dir(env)}: point --state-dir at the daemon's)")
 
 
 def refusal(response: httpx.Response, args: argparse.Namespace) -> Refused:

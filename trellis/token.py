@@ -38,8 +38,9 @@ def add_parser(sub: Any) -> None:  # what argparse's add_subparsers() returns (i
         description="Write a new token to STATE_DIR/token and print the file's path. A running daemon keeps "
                     "accepting the old token until it restarts: restart it to use the new one.")
     rotate.add_argument("--state-dir", default=None, metavar="DIR",
-                        help=f"the daemon's state directory (default: $TRELLIS_STATE_DIR, else ./"
-                             f"{connect.DEFAULT_STATE_DIR} or the per-user one, whichever has a token)")
+                        help=f"the daemon's state directory (default: $TRELLIS_STATE_DIR, else the nearest "
+                             f"{connect.DEFAULT_STATE_DIR} here or above, or the per-user one, whichever has a "
+                             f"token)")
     rotate.set_defaults(run=run)
 
 

@@ -106,3 +106,39 @@ def test_without_a_state_directory_given_the_current_one_comes_before_the_per_us
     assert (found.url, found.token) == ("http://127.0.0.1:6001", "user-token")
     # A --url no daemon file names: the first token file, as before.
     assert connect.target(parse("--url", "http://elsewhere:1"), env).token == "local-token"
+
+
+def test_a_client_below_the_daemons_directory_finds_its_state_directory(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    deep = project / "src" / "pkg"
+    deep.mkdir(parents=True)
+    announce(project / ".trellis", "http://127.0.0.1:6003", os.getpid())
+    (project / ".trellis" / "token").write_text("project-token")
+    monkeypatch.chdir(deep)
+    env = {"HOME": str(tmp_path / "home")}
+    found = connect.target(parse(), env)
+    assert (found.url, found.token, found.state_dir) == ("http://127.0.0.1:6003", "project-token",
+                                                          str(project / ".trellis"))
+    # A nearer one wins, and in the current directory it is named as before.
+    monkeypatch.chdir(project)
+    assert connect.state_dirs(parse(), env)[0] == ".trellis"
+
+
+def test_a_state_directory_others_may_write_or_another_user_owns_is_passed_over(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    announce(project / ".trellis", "http://127.0.0.1:6004", os.getpid())
+    (project / ".trellis" / "token").write_text("project-token")
+    planted = project / "sub" / ".trellis"  # as another user could leave one in /tmp
+    announce(planted, "http://attacker.example:80", os.getpid())
+    planted.chmod(0o777)
+    monkeypatch.chdir(project / "sub")
+    env = {"HOME": str(tmp_path / "home"), "TRELLIS_TOKEN": "my-secret"}
+    found = connect.target(parse(), env)
+    assert found.url == "http://127.0.0.1:6004"  # the token is never sent to the planted URL
+    assert connect.skipped_state_dirs() == [f"{planted} is writable by others (mode 777)"]
+    if os.geteuid() == 0:  # only root can give a directory away
+        planted.chmod(0o700)
+        os.chown(planted, 65534, 65534)
+        assert connect.target(parse(), env).url == "http://127.0.0.1:6004"
+        assert connect.skipped_state_dirs() == [f"{planted} belongs to uid 65534, not to you"]
