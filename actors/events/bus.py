@@ -22,6 +22,7 @@ have left it (reason ``seeded_replay_not_in_ring``).
 from __future__ import annotations
 
 import itertools
+import logging
 import secrets
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -33,6 +34,8 @@ from .. import wire
 from ..wire import Event
 from .compaction import DEFAULT_MAX_BYTES as DEFAULT_REPLAY_BYTES
 from .compaction import TurnCompactor
+
+log = logging.getLogger("trellis.events")
 
 DEFAULT_RING_SIZE = 8000
 DEFAULT_MAX_QUEUED = 256
@@ -266,7 +269,10 @@ class EventBus:
         if segment is not None and self.on_turn_compacted is not None:
             self.on_turn_compacted(segment)
         for observe in self.observers:
-            observe(event)
+            try:
+                observe(event)
+            except Exception:  # a watcher's fault (a metric, a recorder) must not cost the session its event
+                log.exception("an observer of session events failed on %s", type)
         self._publishing = True
         try:
             for sub in self._subscribers:

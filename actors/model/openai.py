@@ -94,6 +94,8 @@ MAX_BACKOFF = 30.0
 # One response's text, thought and tool-call arguments together, in characters (about a million tokens, far past
 # any model's answer): a server looping without end, or a hostile one, must not fill the daemon's memory.
 MAX_RESPONSE_CHARS = 4 * 2**20
+MAX_ERROR_BODY = 64 * 1024  # bytes of an error response read to quote it (it is cut to 300 characters)
+MAX_REPORTED_TOKENS = 2**40  # a token count at or past this, from one call, is taken as none
 MAX_RESPONSE_TOOL_CALLS = 128  # calls in one response (loop protection ends a turn at 64 by default)
 CONVERSATION_MEMO = "openai_conversation"  # the message memo key of the kept messages array (actors.model.encoded)
 TextToolStyle = Literal[TEXT_TOOL_STYLES]  # type: ignore[valid-type]
@@ -232,18 +234,35 @@ def message_to_wire(m: ChatMessage) -> dict[str, Any]:
 # ----------------------------------------------------------------- stream parsing
 
 
+def _token_count(value: Any) -> int | None:
+    """A token count as the server reported it, or None: not a number, negative, NaN, or past
+    :data:`MAX_REPORTED_TOKENS` (a figure the journal and the metrics could not hold is no count)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return int(value) if 0 <= value < MAX_REPORTED_TOKENS else None
+
+
 def _usage(raw: dict[str, Any]) -> Usage:
     def num(key: str) -> int:
-        value = raw.get(key)
-        return int(value) if isinstance(value, (int, float)) else 0
+        return _token_count(raw.get(key)) or 0
 
     prompt, completion = num("prompt_tokens"), num("completion_tokens")
     # OpenAI (and vLLM with prefix caching) report cache hits inside the prompt count's details;
     # a server that says nothing of caching gets None, not a claimed 0.
     details = raw.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    cached = int(cached) if isinstance(cached, (int, float)) and not isinstance(cached, bool) else None
+    cached = _token_count(details.get("cached_tokens")) if isinstance(details, dict) else None
     return Usage(prompt, completion, num("total_tokens") or prompt + completion, cached)
+
+
+async def _error_body(response: Body) -> bytes:
+    """At most :data:`MAX_ERROR_BODY` bytes of an error response, to quote it; the rest is not read (the
+    connection is given up by the caller's ``aclose``)."""
+    parts: list[bytes] = []
+    size = 0
+    while size < MAX_ERROR_BODY and (data := await response.receive()):
+        parts.append(data)
+        size += len(data)
+    return b"".join(parts)[:MAX_ERROR_BODY]
 
 
 def _proxied(url: str) -> bool:
@@ -532,7 +551,7 @@ class OpenAIModel:
         if response.is_success:
             return response
         try:
-            body = await response.aread()
+            body = await _error_body(response)
         except httpx.HTTPError:
             body = b""
         finally:
@@ -661,7 +680,7 @@ class OpenAIModel:
                         finish = choice["finish_reason"]
                         if finish.__class__ is not str:
                             raise self._malformed(chunk, payload)
-                if chunk.get("usage"):
+                if chunk.get("usage") and chunk["usage"].__class__ is dict:  # anything else says nothing
                     usage = _usage(chunk["usage"])
             else:
                 if not chunks:
