@@ -38,6 +38,9 @@ from .compaction import TurnCompactor
 log = logging.getLogger("trellis.events")
 
 DEFAULT_RING_SIZE = 8000
+# The ring's events, encoded, together: 8,000 events of background output (up to a few KB each) would be tens
+# of MiB a session. Past it the oldest go, as past DEFAULT_RING_SIZE; the newest always stays.
+DEFAULT_RING_BYTES = 8 * 2**20
 DEFAULT_MAX_QUEUED = 256
 DEFAULT_MAX_QUEUED_BYTES = 2 * 1024 * 1024  # as qwen serve
 MAX_SUBSCRIBERS = 128  # limits.maxSubscribers: a team watching one session, each bounded in bytes
@@ -197,12 +200,15 @@ class EventBus:
         clock_ms: Callable[[], int] = wire.wall_clock_ms,
         max_subscribers: int = MAX_SUBSCRIBERS,
         replay_bytes: int = DEFAULT_REPLAY_BYTES,
+        ring_bytes: int = DEFAULT_RING_BYTES,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
     ) -> None:
         if ring_size < 1:
             raise ValueError("ring_size must be at least 1")
         self.epoch = epoch or secrets.token_hex(16)
         self._ring_size = ring_size
+        self._ring_bytes_max = ring_bytes
+        self._ring_bytes = 0  # the ring's events, encoded, together
         self._ring: deque[Event] | None = None  # made by the first event: an idle session's bus has none
         self.compactor = TurnCompactor(replay_bytes)
         self._next_id = 1
@@ -254,11 +260,17 @@ class EventBus:
         ``originator`` is the client id that admitted the prompt, sent as the envelope's ``originatorClientId``.
         """
         event = Event(type, data, prompt_id, self._next_id, self._clock_ms(), originator)
-        event.json()  # encoded once, here: every byte cap and every subscriber uses it
+        size = len(event.json())  # encoded once, here: every byte cap and every subscriber uses it
         self._next_id += 1
-        if self._ring is None:
-            self._ring = deque(maxlen=self._ring_size)
-        self._ring.append(event)
+        ring = self._ring
+        if ring is None:
+            ring = self._ring = deque(maxlen=self._ring_size)
+        elif len(ring) == self._ring_size:
+            self._ring_bytes -= len(ring[0].json())  # the append evicts it
+        ring.append(event)
+        self._ring_bytes += size
+        while self._ring_bytes > self._ring_bytes_max and len(ring) > 1:
+            self._ring_bytes -= len(ring.popleft().json())
         turn_start = self.compactor.turn_start_id
         segment = self.compactor.ingest(event)
         if segment is not None and turn_start is not None:

@@ -175,6 +175,31 @@ def test_resync_then_what_is_left_of_the_running_turn_then_replay_complete(
     assert done.data == {"replayedCount": 3, "lastReplayedEventId": 5, "lastEventId": 5}
 
 
+def test_the_ring_is_bounded_in_bytes_too_the_oldest_leaving_first_and_the_newest_always_kept() -> None:
+    bus = EventBus(ring_bytes=10_000)
+    for _ in range(40):  # about 1 KB each: some 10 fit
+        bus.publish("session_update", {"output": "x" * 1000})
+    assert 8 <= len(bus.ring) <= 10 and bus.ring[-1].id == 40
+    assert sum(len(e.json()) for e in bus.ring) <= 10_000
+    frames = drain(bus.subscribe(last_event_id=1, epoch=bus.epoch))
+    assert frames[0].type == "state_resync_required" and frames[0].data["reason"] == "ring_evicted"
+    huge = bus.publish("session_update", {"output": "y" * 50_000})  # past the budget alone: kept, alone
+    assert list(bus.ring) == [huge]
+    for _ in range(3):
+        bus.publish("session_update", {"output": "z"})
+    assert [e.id for e in bus.ring] == [42, 43, 44]  # the big one left; the count goes on from there
+
+
+def test_the_count_bound_and_the_byte_bound_agree_on_what_the_ring_holds() -> None:
+    bus = EventBus(ring_size=3, ring_bytes=10_000)
+    for _ in range(10):
+        bus.publish("session_update", {"output": "x" * 1000})
+    assert [e.id for e in bus.ring] == [8, 9, 10]
+    for _ in range(3):  # what the count bound evicted was taken off the byte count too
+        bus.publish("session_update", {"output": "x" * 3000})
+    assert [e.id for e in bus.ring] == [11, 12, 13]
+
+
 def test_cursor_just_before_the_ring_needs_no_resync() -> None:
     bus = EventBus(ring_size=3)
     publish_n(bus, 5)  # ring holds 3, 4, 5: cursor 2's next event is still there
