@@ -337,15 +337,20 @@ class Turn:
             )
         context = ToolContext(ports.session_id, ports.cwd(), self.prompt_id, call.id, ports.services, permission,
                               verdict.rule if verdict.effect == permission else None, call.name)
-        if permission == "ask" and not getattr(tool, "asks_permission", False):
-            # A PreToolUse "ask" on a tool that never asks by itself: the user decides here, in any mode.
-            denied = await ports.authorizer.authorize(context, title=call.name, kind=tool.kind, raw_input=arguments,
-                                             plan_refuses=False)
-            if denied is not None:
-                return self._publish_failure(call, denied)
-        if tool.name not in LEAVES_FILES_ALONE:
-            await ports.before_change()  # the user turn's checkpoint, taken before its first change
-        result = await ports.tools.execute(tool, context, arguments)  # its arguments checked first
+        try:
+            if permission == "ask" and not getattr(tool, "asks_permission", False):
+                # A PreToolUse "ask" on a tool that never asks by itself: the user decides here, in any mode.
+                denied = await ports.authorizer.authorize(context, title=call.name, kind=tool.kind,
+                                                          raw_input=arguments, plan_refuses=False)
+                if denied is not None:
+                    return self._publish_failure(call, denied)
+            if tool.name not in LEAVES_FILES_ALONE:
+                await ports.before_change()  # the user turn's checkpoint, taken before its first change
+            result = await ports.tools.execute(tool, context, arguments)  # its arguments checked first
+        except BaseException as exc:
+            if not trusted_todo:  # its in_progress was published: a client would show it running for good
+                self._publish_unfinished(call, exc)
+            raise
         if trusted_todo:
             # Observed after execution and status, before PostToolUse hooks; only a strict envelope counts.
             todos = parse_todo_envelope(result.display) if result.error is None else None
@@ -374,6 +379,16 @@ class Turn:
         self.ports.publisher.update(update, self.prompt_id)
         self._refused = True
         return ToolResult.failure(message)
+
+    def _publish_unfinished(self, call: ToolCall, exc: BaseException) -> None:
+        """The call's last word when the turn ends under it (a cancel, while it waits for a vote or runs): ACP has
+        no ``cancelled`` status for a tool call, so ``failed``, saying why."""
+        why = "cancelled" if only_cancelled(exc) else "not finished: the turn failed"
+        self.ports.publisher.update(
+            wire.tool_call_update("tool_call_update", call.id, status="failed",
+                                  content=[{"type": "content", "content": {"type": "text", "text": why}}]),
+            self.prompt_id,
+        )
 
     async def after_tools(self, previous: Send) -> Send | None:
         """Who sponsors the send of these tool results: mid-turn input, the guard, a hook, or nobody."""

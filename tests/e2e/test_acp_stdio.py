@@ -192,3 +192,58 @@ def test_load_of_an_unknown_session_is_invalid_params(tmp_path: Path) -> None:
             assert session.session_id
 
     asyncio.run(scenario())
+
+
+class SilentClient(RecordingClient):
+    """An editor whose permission dialog is never answered."""
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any],
+                                 **kwargs: Any) -> schema.RequestPermissionResponse:
+        self.permission_requests.append({"sessionId": session_id, "toolCall": tool_call, "options": options})
+        self.seen.set()
+        await asyncio.sleep(3600)
+        raise AssertionError("never answered")
+
+
+def test_a_call_cancelled_while_it_waits_for_permission_ends_failed_before_the_answer_and_in_a_load(
+        tmp_path: Path) -> None:
+    """ACP: pending updates go out before ``cancelled``. The call's last word is ``failed`` (ACP has no
+    cancelled status), live and in the history a second process loads; before, it stayed ``in_progress``."""
+    work = tmp_path / "work"
+    work.mkdir()
+    state = tmp_path / "state"
+    script = write_script(tmp_path / "script.json", [call("shell", command="echo hi")], [{"text": "next turn"}])
+
+    def last_status(updates: list[Any], call_id: str) -> str | None:
+        statuses = [u.status for u in updates if u.session_update in ("tool_call", "tool_call_update")
+                    and u.tool_call_id == call_id and u.status is not None]
+        return statuses[-1] if statuses else None
+
+    async def first() -> tuple[str, str]:
+        client = SilentClient()
+        async with spawn(client, state, script) as (conn, _):
+            await conn.initialize(protocol_version=1)
+            session = await conn.new_session(cwd=str(work), mcp_servers=[])
+            running = asyncio.ensure_future(conn.prompt(session_id=session.session_id, prompt=[text_block("go")]))
+            started = await client.wait_for(lambda u: u.session_update == "tool_call")
+            while not client.permission_requests:
+                client.seen.clear()
+                await asyncio.wait_for(client.seen.wait(), TIMEOUT)
+            await conn.cancel(session_id=session.session_id)
+            answered = await asyncio.wait_for(running, TIMEOUT)
+            assert answered.stop_reason == "cancelled"
+            # Already sent when the answer came: no waiting for it.
+            assert last_status(client.updates, started.tool_call_id) == "failed"
+            ended = [u for u in client.updates if u.session_update == "tool_call_update"
+                     and u.tool_call_id == started.tool_call_id]
+            assert ended[-1].content[0].content.text == "cancelled"
+            return session.session_id, started.tool_call_id
+
+    async def second(session_id: str, call_id: str) -> None:
+        client = RecordingClient()
+        async with spawn(client, state, script) as (conn, _):
+            await conn.initialize(protocol_version=1)
+            await asyncio.wait_for(conn.load_session(cwd=str(work), session_id=session_id, mcp_servers=[]), TIMEOUT)
+        assert last_status(client.updates, call_id) == "failed"
+
+    asyncio.run(second(*asyncio.run(first())))
