@@ -12,8 +12,8 @@ slots are folded into one *segment*:
     ────────────────────────────────────────────  ─────────────────────────────────
     text/thought chunk after one of its kind      merged into that chunk's slot
     text/thought chunk (any other)                a new text slot
-    guard chunk (``qwenDiscreteMessage`` from     its own slot, never merged: each
-      ``todo_stop_guard``), usage chunk             attempt (each call's usage) keeps
+    discrete chunk (``qwenDiscreteMessage``:      its own slot, never merged: each
+      the guard's, a notice), usage chunk           attempt (each call's usage) keeps
       (``_meta.usage``)                             its ``_meta``
     ``tool_call``/``tool_call_update``            one ``tool_call`` per toolCallId,
                                                     fields merged, latest wins
@@ -51,12 +51,13 @@ TEXT_KINDS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 
 
 def is_discrete(update: dict[str, Any]) -> bool:
-    """A chunk that is never merged: a guard chunk, or a model call's usage (an empty chunk carrying ``_meta.usage``)."""
+    """A chunk that is never merged: a discrete message (``_meta.qwenDiscreteMessage``: the guard's, a daemon
+    notice), or a model call's usage (an empty chunk carrying ``_meta.usage``). A notice merged with the model's
+    text would have labelled that text a notice."""
     meta = update.get("_meta")
     if not isinstance(meta, dict):
         return False
-    return (meta.get("qwenDiscreteMessage") is True and meta.get("source") == "todo_stop_guard") \
-        or "usage" in meta
+    return meta.get("qwenDiscreteMessage") is True or "usage" in meta
 
 
 class _Text:

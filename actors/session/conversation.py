@@ -89,4 +89,12 @@ def _starts_a_turn(message: ChatMessage) -> bool:
     return message.role == "user" and message.origin in ("prompt", None) and not is_continuation_prompt(message.content)
 
 
+def shown_as_user_text(message: ChatMessage) -> bool:
+    """A user message clients were shown as the user's when it was sent: a prompt, or an automatic turn's
+    text. The guard's continuations, a hook's reasons and mid-turn input folded into tool results are the
+    model's to read, never shown as a user's message."""
+    return message.role == "user" and message.origin in ("prompt", "automatic", None) \
+        and not is_continuation_prompt(message.content)
+
+
 __all__ = ["Conversation"]

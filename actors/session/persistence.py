@@ -19,7 +19,7 @@ from ..events import EventBus
 from ..model import ChatMessage
 from ..wire import Event
 from ..storage import DAEMON_RESTARTED, NODE_LOST, NODE_LOST_MESSAGE, RESTARTED_MESSAGE
-from .conversation import Conversation
+from .conversation import Conversation, shown_as_user_text
 from .publisher import Publisher
 
 INTERRUPTED = {DAEMON_RESTARTED: RESTARTED_MESSAGE, NODE_LOST: NODE_LOST_MESSAGE}
@@ -40,7 +40,8 @@ def restore_conversation(conversation: Conversation, publisher: Publisher, store
         return len(messages)
     for m in messages:
         if m.role == "user":
-            publisher.update(wire.text_update("user_message_chunk", m.content, {"replay": True}))
+            if shown_as_user_text(m):
+                publisher.update(wire.text_update("user_message_chunk", m.content, {"replay": True}))
         elif m.role == "assistant" and m.content:
             publisher.update(wire.text_update("agent_message_chunk", m.content, {"replay": True}))
     return len(messages)
@@ -223,7 +224,7 @@ def replay_segments(store: Any, session_id: str, messages: list[ChatMessage]) ->
     segments = []
     for m in messages:  # a state directory from before the compacted replay, or one that lost it
         kind = "user_message_chunk" if m.role == "user" else "agent_message_chunk" if m.role == "assistant" else None
-        if kind is not None and m.content:
+        if kind is not None and m.content and (kind != "user_message_chunk" or shown_as_user_text(m)):
             update = wire.text_update(kind, m.content, {"replay": True})
             segments.append([Event("session_update", wire.session_update(session_id, update))])
     return segments

@@ -131,6 +131,22 @@ def test_a_finished_turn_folds_into_one_segment() -> None:
     assert (call["status"], call["title"], call["content"]) == ("completed", "shell", [{"type": "text"}])
 
 
+def test_a_daemon_notice_keeps_a_slot_of_its_own_between_the_models_texts() -> None:
+    bus = EventBus()
+    text(bus, "The tables are migrated.")
+    text(bus, "Stop hook blocked continuation 1 consecutive time(s).", source="daemon", qwenDiscreteMessage=True)
+    text(bus, "Checked them ")
+    text(bus, "again.")
+    end(bus)
+    [(segment, _)] = bus.compactor.segments
+    chunks = [(e.data["update"]["content"]["text"], (e.data["update"].get("_meta") or {}).get("source"))
+              for e in segment[:-1]]
+    # Before, the notice was merged into the model's text and its _meta labelled all of it a notice.
+    assert chunks == [("The tables are migrated.", None),
+                      ("Stop hook blocked continuation 1 consecutive time(s).", "daemon"),
+                      ("Checked them again.", None)]
+
+
 def test_folded_events_keep_the_id_of_their_last_event_and_ids_rise() -> None:
     bus = EventBus()
     live = bus.subscribe()
