@@ -13,32 +13,42 @@ from .process_image import Secrets
 DEFAULT_PORT = 4170
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, stdio: bool = False) -> argparse.ArgumentParser:
+    """The daemon's flags; ``stdio``: the ACP agent's (``trellis acp``), which listens on nothing, so the
+    flags of the HTTP listener are accepted (an editor's configuration may share them) but not shown."""
     p = argparse.ArgumentParser(
-        prog="python -m transport",
-        description="Trellis daemon: LLM agent sessions over REST + SSE (qwen serve compatible) and ACP at /acp. "
-                    "`python -m transport acp [flags]` runs the ACP agent on stdio instead.",
+        prog="trellis acp" if stdio else "python -m transport",
+        description="Trellis as an ACP agent on stdin/stdout (newline-delimited JSON-RPC), for editors." if stdio
+        else "Trellis daemon: LLM agent sessions over REST + SSE (qwen serve compatible), ACP at /acp and MCP "
+             "at /mcp. `trellis acp` runs the ACP agent on stdio instead.",
         # No abbreviations: transport.process_image must recognise every spelling of --token and
         # --openai-api-key to keep their values out of /proc/<pid>/cmdline.
         allow_abbrev=False,
     )
+
+    def listener(text: str) -> str:
+        return argparse.SUPPRESS if stdio else text
+
     net = p.add_argument_group("network")
-    net.add_argument("--hostname", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback)")
+    net.add_argument("--hostname", default="127.0.0.1",
+                     help=listener("address to bind (default 127.0.0.1, loopback)"))
     net.add_argument("--port", type=int, default=DEFAULT_PORT,
-                     help=f"port to bind (default {DEFAULT_PORT}; 0 picks a free port and prints it)")
+                     help=listener(f"port to bind (default {DEFAULT_PORT}; 0 picks a free port and prints it)"))
     net.add_argument("--token", default=None,
-                     help="bearer token clients must send (default: $TRELLIS_TOKEN, else a fresh one minted at "
-                          "each start into STATE_DIR/token, mode 0600)")
+                     help=listener("bearer token clients must send (default: $TRELLIS_TOKEN, else a fresh one "
+                                   "minted at each start into STATE_DIR/token, mode 0600)"))
     net.add_argument("--no-auth", action="store_true",
-                     help="serve without any token (loopback binds only; any local process can then drive "
-                          "the daemon)")
+                     help=listener("serve without any token (loopback binds only; any local process can then "
+                                   "drive the daemon)"))
     net.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                     help="browser origin allowed besides the daemon's own http://HOST:PORT (repeatable)")
+                     help=listener("browser origin allowed besides the daemon's own http://HOST:PORT "
+                                   "(repeatable)"))
     net.add_argument("--allow-host", action="append", default=[], metavar="HOST[:PORT]",
-                     help="Host header accepted besides the bound address and localhost with the bound port "
-                          "(repeatable; no PORT means the bound port); other Hosts get 421")
+                     help=listener("Host header accepted besides the bound address and localhost with the bound "
+                                   "port (repeatable; no PORT means the bound port); other Hosts get 421"))
     net.add_argument("--acp-grace", type=float, default=10.0, metavar="SECONDS",
-                     help="how long a dropped /acp session stream keeps its prompt and permissions (default 10)")
+                     help=listener("how long a dropped /acp session stream keeps its prompt and permissions "
+                                   "(default 10)"))
     state = p.add_argument_group("state")
     state.add_argument("--workspace", default=None, help="default working directory of new sessions (default: cwd)")
     state.add_argument("--settings", default=None, metavar="FILE",
@@ -48,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where transcripts are kept (default: ./.trellis)")
     state.add_argument("--record", default=None, metavar="DIR",
                        help="record every new session (or those POST /session asks with record: true, with "
-                            "--record-requested) to DIR, for python -m actors.replay --recording FILE "
+                            "--record-requested) to DIR, for trellis replay --recording FILE "
                             "(docs/how-to/record-and-replay.md)")
     state.add_argument("--record-requested", action="store_true",
                        help="with --record: record only the sessions created with record: true")
@@ -59,9 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--script", default=None, metavar="FILE", help="script for the scripted model (JSON)")
     model.add_argument("--demo", choices=["todos", "showcase"], default=None,
                        help="what the scripted model plays without a script: 'todos' (plans three todos and "
-                            "completes them; the default of python -m transport) or 'showcase' (a permission "
-                            "request, a background task, a slow markdown answer and todos; the default of "
-                            "trellis serve)")
+                            "completes them; the default of trellis acp and python -m transport) or 'showcase' "
+                            "(a permission request, a background task, a slow markdown answer and todos; the "
+                            "default of trellis serve)")
     model.add_argument("--openai-base-url", default=None, metavar="URL",
                        help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL, then settings model.baseUrl)")
     model.add_argument("--openai-model", default=None, metavar="NAME",
@@ -90,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--node-id", default=None, metavar="NAME",
                          help="this node's name in the cluster (default: the host name and port)")
     cluster.add_argument("--advertise-url", default=None, metavar="URL",
-                         help="the URL other nodes reach this one at (default: the bound http://HOST:PORT)")
+                         help=listener("the URL other nodes reach this one at (default: the bound "
+                                       "http://HOST:PORT)"))
     cluster.add_argument("--lease-seconds", type=float, default=None, metavar="SECONDS",
                          help="how long a silent node keeps its sessions before another takes them (default 5)")
     limits = p.add_argument_group("limits")
@@ -99,8 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="queued + running prompts per session (default 32)")
     limits.add_argument("--event-ring-size", type=int, default=None, help="events kept per session (default 8000)")
     limits.add_argument("--max-connections", type=int, default=None,
-                        help="open HTTP connections, idle keep-alive ones included; more are answered 503 "
-                             "too_many_connections (default: settings limits.maxConnections, else 256)")
+                        help=listener("open HTTP connections, idle keep-alive ones included; more are answered "
+                                      "503 too_many_connections (default: settings limits.maxConnections, else "
+                                      "256)"))
     modes = p.add_argument_group("modes")
     modes.add_argument("--safe-mode", action="store_true", default=None, help="safe mode (forces the Todo Stop Guard off)")
     modes.add_argument("--bare", action="store_true", default=None, help="bare mode (forces the Todo Stop Guard off)")
@@ -108,8 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where model-run commands run (default: settings sandbox, else auto = bubblewrap when "
                             "it works here; bwrap = refuse to start without it; off = with your rights)")
     p.add_argument("--report-loop-stalls", type=float, default=None, metavar="MS",
-                   help="time every event-loop task step once listening: warn of each that held the loop over MS "
-                        "milliseconds (wall time less run-queue delay) and report the longest at exit (off by default)")
+                   help=listener("time every event-loop task step once listening: warn of each that held the loop "
+                                 "over MS milliseconds (wall time less run-queue delay) and report the longest at "
+                                 "exit (off by default)"))
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                    help="log verbosity on stderr (default warning; info adds a line per request and per turn)")
     p.add_argument("--log-format", default="text", choices=["text", "json"],

@@ -244,6 +244,7 @@ OPERATIONS: tuple[Operation, ...] = (
 # The JSON-RPC transports: one generic entry each (their messages are in docs/protocol.md, ACP and MCP).
 JSONRPC_PATHS = {"/acp": "ACP over HTTP (Streamable HTTP)", "/mcp": "The parent's MCP tools (Streamable HTTP)"}
 JSONRPC_METHODS = ("get", "post", "delete")
+SIGNAL_PATH = "/signal/mcp/{token}"
 
 
 # --------------------------------------------------------------------------- the document
@@ -369,6 +370,18 @@ def _jsonrpc_operation(path: str, method: str, summary: str) -> dict[str, Any]:
     return out
 
 
+def _signal_operation(method: str) -> dict[str, Any]:
+    """A subagent run's own MCP endpoint: the run's unguessable token in the path is its only credential (no
+    bearer token); an unknown or revoked token is a bare 404."""
+    out = _jsonrpc_operation("/signal/mcp", method, "One subagent run's signal tools (MCP)")
+    out["operationId"] = method + "SignalMcp"
+    out["parameters"] = [{"name": "token", "in": "path", "required": True, "schema": {"type": "string"},
+                          "description": "The run's token (docs/mcp.md)"}]
+    out["security"] = []
+    out["responses"]["404"] = {"description": "No live run has that token"}
+    return out
+
+
 def component_schemas() -> dict[str, Any]:
     """Every schema the document names: generated from the wire classes, plus one envelope per event type."""
     classes: list[type] = [a.ErrorBody, ev.EventEnvelope, *ev.EVENT_DATA.values()]
@@ -388,6 +401,7 @@ def openapi_document() -> dict[str, Any]:
         paths.setdefault(op.path, {})[op.method] = _operation(op)
     for path, summary in JSONRPC_PATHS.items():
         paths[path] = {m: _jsonrpc_operation(path, m, summary) for m in JSONRPC_METHODS}
+    paths[SIGNAL_PATH] = {m: _signal_operation(m) for m in JSONRPC_METHODS}
     codes = sorted({*a.ERROR_CODES, a.FRAMEWORK_CODE})
     schemas = component_schemas()
     schemas["ErrorBody"]["properties"]["code"] = {"type": "string", "enum": codes}

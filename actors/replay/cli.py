@@ -43,6 +43,10 @@ from .runner import Result, replay
 from .scenario import Scenario, load_scenario
 from .trace import format_trace
 
+DESCRIPTION = ("Replay concurrency scenarios deterministically under virtual time, checking their expectations, "
+               "invariants and golden trace digests; or replay a session a daemon recorded (--recording FILE) and "
+               "compare its events.")
+
 SUFFIXES = (".json", ".toml")
 # The scenario library ships inside the package (package data), so the default works from any directory
 # and from an installed, non-editable package alike. (The repository's ./scenarios links here.)
@@ -243,7 +247,7 @@ def _known_bug(name: str, path: str, bug: str, seeds: list[int], digests: dict[i
 
 
 def _parser(prog: str = "python -m actors.replay") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
     parser.add_argument("paths", nargs="*", metavar="PATH", help="scenario files or directories (default: the bundled library, "
                              "actors/replay/scenarios/)")
     which = parser.add_mutually_exclusive_group()
@@ -260,7 +264,7 @@ def _parser(prog: str = "python -m actors.replay") -> argparse.ArgumentParser:
     parser.add_argument("--update", action="store_true", help="rewrite the golden digests of the seeds run")
     parser.add_argument("--trace", action="store_true", help="print each replay's trace readably")
     parser.add_argument("--recording", metavar="FILE",
-                        help="replay a recorded live session (python -m transport --record DIR) and compare its "
+                        help="replay a recorded live session (trellis serve --record DIR) and compare its "
                              "events: exit 0 when identical, 1 at the first difference")
     parser.add_argument("--to-scenario", metavar="OUT",
                         help="with --recording: write the recording as a scenario of the library (JSON) to OUT, "

@@ -16,7 +16,7 @@ from transport.app import create_app
 from transport.openapi import openapi_document
 
 PROTOCOL = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
-# Routes that are not part of the REST API: the browser UI's files, and a subagent's signal URL (its own token).
+# Routes that are not part of the REST API: the browser UI's files, and the signal route without a token.
 NOT_REST = ("/", "/ui/", "/signal/mcp")
 PARAM_NAMES = {"session_id": "sessionId", "prompt_id": "promptId", "request_id": "requestId", "message_id": "messageId",
                "task_id": "taskId", "selector": "workspace"}
@@ -38,7 +38,8 @@ def test_the_open_operations_need_no_token_and_the_others_the_bearer_token():
     scheme = document["components"]["securitySchemes"]["bearer"]
     assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
     open_ = {(m, p) for p, item in document["paths"].items() for m, op in item.items() if op.get("security") == []}
-    assert open_ == {("get", "/health"), ("get", "/openapi.json")}
+    signal = {(m, "/signal/mcp/{token}") for m in ("get", "post", "delete")}  # the run's token is in the path
+    assert open_ == {("get", "/health"), ("get", "/openapi.json"), *signal}
     for path, item in document["paths"].items():
         for method, op in item.items():
             assert ("401" in op["responses"]) == ((method, path) not in open_ and path not in ("/acp", "/mcp")), \
@@ -58,7 +59,7 @@ def _doc_routes() -> set[tuple[str, str]]:
         first, *more = re.findall(r"`([^`]+)`", cells[1])  # `GET /brand`, `/daemon/status`, ...: one method
         methods, _, path = first.partition(" ")
         if methods == "any":
-            continue  # /signal/mcp/<token>: a subagent's own URL, not REST
+            methods = "GET|POST|DELETE"  # /signal/mcp/<token>: JSON-RPC, as /acp and /mcp
         for method in methods.replace("\\|", "|").split("|"):
             for one in (path, *more):
                 routes.add((method.lower(), one.split(" ")[-1]))  # `GET /`, `GET /ui/<file>`: the path
@@ -98,9 +99,12 @@ async def test_every_rest_route_the_app_registers_is_in_the_document(tmp_path: P
         registered = set()
         for rule in app.url_map.iter_rules():
             path = _openapi_path(rule.rule)
-            if rule.endpoint == "static" or path in ("/", "/ui/{name}") or path.startswith("/signal/mcp"):
+            if rule.endpoint == "static" or path in ("/", "/ui/{name}", "/signal/mcp", "/signal/mcp/"):
                 continue
-            for method in rule.methods - {"HEAD", "OPTIONS"}:
+            # The signal route takes every method so that a token is resolved before the method is looked at
+            # (an unknown token is a 404 whatever the method); PUT and PATCH then answer 405.
+            unserved = {"PUT", "PATCH"} if path == "/signal/mcp/{token}" else set()
+            for method in rule.methods - {"HEAD", "OPTIONS"} - unserved:
                 registered.add((method.lower(), path))
     missing = sorted(f"{m.upper()} {p}" for m, p in registered if m not in document["paths"].get(p, {}))
     assert not missing, f"routes the app serves that the document lacks (add them to transport/openapi.py): {missing}"

@@ -10,7 +10,6 @@ the stream.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
@@ -125,13 +124,8 @@ def run_stdio(argv: list[str] | None = None, *, secrets: Secrets | None = None, 
     from transport.bootstrap import UsageError, configure_logging, load_daemon_config, recover_secrets
     from transport.cli import build_parser
 
-    parser = build_parser()
+    parser = build_parser(stdio=True)
     parser.prog = prog or "python -m transport acp"
-    parser.description = "Trellis as an ACP agent on stdin/stdout (newline-delimited JSON-RPC), for editors."
-    for group in parser._action_groups:
-        if group.title == "network":  # the daemon's HTTP flags mean nothing here: accepted, not shown
-            for action in group._group_actions:
-                action.help = argparse.SUPPRESS
     args = parser.parse_args(argv)
     try:
         environ = recover_secrets(args, secrets)
