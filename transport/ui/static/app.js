@@ -2,7 +2,7 @@
 
 import { ApiError, Unauthorized, api, path, takeTokenFromFragment, textPrompt, token } from "./api.js";
 import { el, short } from "./dom.js";
-import { BackgroundTasks, Checkpoints, PendingPrompts, Permissions, SubagentRuns, Work } from "./panels.js";
+import { BackgroundTasks, Checkpoints, PendingPrompts, Permissions, RecentSet, SubagentRuns, Work } from "./panels.js";
 import { SessionStream } from "./stream.js";
 import { Conversation } from "./view.js";
 
@@ -23,9 +23,13 @@ const state = {
   renaming: null, // the session whose title is being edited in the list
   caps: null,
   model: null, // the open session's own model (status `model`: set by /model), else
+  // Sessions this page closed, deletes or saw closed: nothing more is read of them (their routes answer 404).
+  // The turn a close cancels ends first, and its end would ask for the status and the checkpoints.
+  closed: new RecentSet(),
 };
 
 const openId = () => state.sessionId;
+const readableId = () => (state.closed.has(state.sessionId) ? null : state.sessionId);
 const jumpButton = $("jump");
 const conversation = new Conversation($("conversation"), (following) => { jumpButton.hidden = following; },
   (entry) => openRewind(entry));
@@ -38,7 +42,7 @@ const pending = new PendingPrompts($("pending"), openId);
 const tasks = new BackgroundTasks($("tasks"), openId);
 const permissions = new Permissions($("permissions"), openId);
 const runs = new SubagentRuns($("runs"));
-const checkpoints = new Checkpoints($("checkpoints"), openId, $("checkpoints-panel"));
+const checkpoints = new Checkpoints($("checkpoints"), readableId, $("checkpoints-panel"));
 
 // The open stream's own state; a failed poll says "unreachable" until the next one answers.
 const link = { text: "", kind: "" };
@@ -236,31 +240,58 @@ async function refreshSessions() {
   if (open && "title" in open) showTitle(open.title);
 }
 
+// A session's tooltip in the list: its whole title (the list may cut it), its id and its directory.
+function sessionTooltip(entry) {
+  return [sessionLabel(entry), entry.sessionId, entry.cwd].filter(Boolean).join("\n");
+}
+
+// The filter box's text: a session is listed when its title, its id or its directory has it (in any case).
+function filterText() {
+  return $("session-filter").value.trim().replace(/\s+/g, " ").toLowerCase();
+}
+
+function matchesFilter(entry, wanted) {
+  return [sessionLabel(entry), entry.sessionId, entry.cwd || ""].some((field) => field.toLowerCase().includes(wanted));
+}
+
 function renderSessions() {
   if (state.renaming) return; // not while a title is typed in the list
-  $("sessions").replaceChildren(...state.sessions.map((s) => {
-    const name = sessionName(s);
-    const queued = queuedOf(s);
-    return el("li", { dataset: { sessionId: s.sessionId } },
-      el("button", {
-        type: "button", class: "session-item", "aria-current": s.sessionId === state.sessionId ? "true" : null,
-        title: s.sessionId, onclick: () => openSession(s.sessionId),
-      },
-      el("span", { class: name ? "session-name" : "session-name short-id", text: sessionLabel(s) }),
-      el("span", { class: `badge ${s.state}`, text: s.live ? s.state : "restorable" }),
-      el("span", { class: "session-meta muted" },
-        queued ? el("span", { class: "queued", text: `${queued} queued · ` }) : null,
-        el("span", { class: "session-id", text: s.sessionId })),
-      el("span", { class: "session-cwd muted", text: s.cwd || "" })),
-      el("span", { class: "session-tools" },
-        "title" in s ? el("button", { type: "button", "aria-label": "Rename", title: "Rename", onclick: () => rename(s) }, "✎") : null,
-        // A live session is closed (DELETE /session/:id) and stays restorable; a stored one can only be
-        // deleted for good (POST /sessions/delete).
-        s.live
-          ? el("button", { type: "button", "aria-label": "Close session", title: "Close this session (it stays restorable)", onclick: () => closeSession(s) }, "✕")
-          : el("button", { type: "button", class: "delete", "aria-label": "Delete session", title: "Delete this session for good", onclick: () => deleteSession(s) }, "🗑\uFE0E")));
-  }));
+  const wanted = filterText();
+  const shown = state.sessions.filter((s) => matchesFilter(s, wanted));
+  $("sessions").replaceChildren(...shown.map(sessionItem));
+  $("sessions-unmatched").hidden = shown.length > 0 || !wanted;
 }
+
+function sessionItem(s) {
+  const name = sessionName(s);
+  const queued = queuedOf(s);
+  return el("li", { dataset: { sessionId: s.sessionId } },
+    el("button", {
+      type: "button", class: "session-item", "aria-current": s.sessionId === state.sessionId ? "true" : null,
+      title: sessionTooltip(s), onclick: () => openSession(s.sessionId),
+    },
+    el("span", { class: name ? "session-name" : "session-name short-id", text: sessionLabel(s) }),
+    el("span", { class: `badge ${s.state}`, text: s.live ? s.state : "restorable" }),
+    el("span", { class: "session-meta muted" },
+      queued ? el("span", { class: "queued", text: `${queued} queued · ` }) : null,
+      el("span", { class: "session-id", text: s.sessionId })),
+    el("span", { class: "session-cwd muted", text: s.cwd || "" })),
+    el("span", { class: "session-tools" },
+      "title" in s ? el("button", { type: "button", "aria-label": "Rename", title: "Rename", onclick: () => rename(s) }, "✎") : null,
+      // A live session is closed (DELETE /session/:id) and stays restorable; a stored one can only be
+      // deleted for good (POST /sessions/delete).
+      s.live
+        ? el("button", { type: "button", "aria-label": "Close session", title: "Close this session (it stays restorable)", onclick: () => closeSession(s) }, "✕")
+        : el("button", { type: "button", class: "delete", "aria-label": "Delete session", title: "Delete this session for good", onclick: () => deleteSession(s) }, "🗑\uFE0E")));
+}
+
+$("session-filter").addEventListener("input", renderSessions);
+$("session-filter").addEventListener("keydown", (event) => {
+  if (event.key !== "Escape" || !event.target.value) return;
+  event.stopPropagation(); // clears the filter; a second Escape closes the drawer
+  event.target.value = "";
+  renderSessions();
+});
 
 function rename(entry) {
   const item = [...$("sessions").children].find((li) => li.dataset.sessionId === entry.sessionId);
@@ -304,9 +335,11 @@ function rename(entry) {
 async function closeSession(entry) {
   const name = sessionName(entry) || entry.sessionId;
   if (!window.confirm(`Close the session "${name}"? Its running work stops; it stays in the list, restorable.`)) return;
+  state.closed.add(entry.sessionId);
   try {
     await api("DELETE", path("session", entry.sessionId));
   } catch (error) {
+    state.closed.delete(entry.sessionId);
     if (!failed(error)) showError("composer-error", error);
     return;
   }
@@ -316,11 +349,13 @@ async function closeSession(entry) {
 async function deleteSession(entry) {
   const name = sessionName(entry) || entry.sessionId;
   if (!window.confirm(`Delete the session "${name}" for good? Its conversation and checkpoints are deleted; this cannot be undone.`)) return;
+  state.closed.add(entry.sessionId);
   try {
     const answer = await api("POST", "/sessions/delete", { sessionIds: [entry.sessionId] });
     const refused = (answer.errors || [])[0];
     if (refused) throw new Error(refused.message);
   } catch (error) {
+    state.closed.delete(entry.sessionId);
     if (!failed(error)) showError("composer-error", error);
     return;
   }
@@ -425,6 +460,7 @@ async function openSession(sessionId, again = false) {
   const resume = again && state.stream && state.sessionId === sessionId
     ? { lastId: state.stream.lastId, epoch: state.stream.epoch } : null;
   if (state.stream) state.stream.stop();
+  state.closed.delete(sessionId); // restored: readable again
   if (state.sessionId !== sessionId) {
     state.sessionId = sessionId;
     $("prompt").value = sessionStorage.getItem(DRAFT + sessionId) || "";
@@ -448,7 +484,8 @@ async function openSession(sessionId, again = false) {
       tasks.feed(frame);
       permissions.feed(frame);
       showWorkCount();
-      if (frame.type === "turn_complete" || frame.type === "turn_error") {
+      if (frame.type === "session_closed" && frame.data?.reason !== "daemon_shutdown") state.closed.add(sessionId);
+      if ((frame.type === "turn_complete" || frame.type === "turn_error") && !state.closed.has(sessionId)) {
         refreshStatus();
         checkpoints.refresh();
       }
@@ -509,7 +546,8 @@ async function usageChanged() {
 
 // Align the panels with the daemon's own view (after a replay: what it could not tell).
 async function refreshStatus(all = false) {
-  const sessionId = state.sessionId;
+  const sessionId = readableId();
+  if (sessionId === null) return;
   if (all) { // the answers are older than the frames that arrive meanwhile: those are the newer word
     work.asking();
     pending.asking();
@@ -552,6 +590,7 @@ function updateComposer() {
   const running = work.running !== null;
   $("prompt").disabled = !open;
   $("approval-mode").disabled = !open;
+  $("approval-mode").hidden = !open; // with no session there is nothing for a mode to act on
   $("send").disabled = !open;
   $("queue").hidden = !running;
   $("cancel").disabled = !running;

@@ -27,7 +27,7 @@ export function textOf(content) {
   return content && content.type === "text" && typeof content.text === "string" ? content.text : "";
 }
 
-// A tool call's arguments on one line: a shell's command, else compact JSON.
+// A tool call's arguments: a shell's command, else compact JSON.
 export function inputSummary(raw) {
   if (raw === undefined || raw === null) return "";
   if (typeof raw === "object" && typeof raw.command === "string") {
@@ -39,6 +39,26 @@ export function inputSummary(raw) {
     return String(raw);
   }
 }
+
+const INPUT_LINES = 12; // lines of a tool call's input its card shows (a write's whole file is its input)
+const INPUT_CHARS = 1500; // and characters
+
+// What a tool call's card shows of its input: at most its first INPUT_LINES lines and INPUT_CHARS characters,
+// its hidden characters made visible (as a permission request's diff); ``note`` says what is left out, or "".
+export function inputPreview(raw) {
+  const whole = inputSummary(raw);
+  const lines = linesOf(whole);
+  const kept = lines.slice(0, INPUT_LINES).join("\n");
+  if (kept.length > INPUT_CHARS) { // counted in characters: they say how much more there is, lines or not
+    return { text: visible(kept.slice(0, INPUT_CHARS)), note: `… ${thousands(whole.length - INPUT_CHARS)} more characters not shown` };
+  }
+  if (lines.length > INPUT_LINES) {
+    return { text: visible(kept), note: `… ${thousands(lines.length - INPUT_LINES)} more lines not shown` };
+  }
+  return { text: visible(whole), note: "" };
+}
+
+const thousands = (n) => n.toLocaleString("en");
 
 // The text of a tool call's content: text blocks, and an edit's diff as changed lines.
 export function toolOutput(content) {

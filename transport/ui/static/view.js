@@ -10,7 +10,7 @@
 // The log follows the stream while the reader is at its bottom; scrolling up stops that (and
 // ``onFollow(false)`` shows the "jump to latest" control) until they come back down or jump.
 
-import { el, inputSummary, optionName, short, textOf, toolOutput } from "./dom.js";
+import { el, inputPreview, optionName, short, textOf, toolOutput, visible } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { RecentSet } from "./panels.js";
 
@@ -23,6 +23,7 @@ const SLASH_COMMAND = /^\/(clear|compact|model)(?:\s|$)/; // the session's own c
 export const MAX_ENTRIES = 2000;
 // How near the bottom (px) counts as "at the bottom": a reader there is followed.
 const AT_BOTTOM = 48;
+const TITLE_CHARS = 200; // of a tool call's title on its card
 
 export class Conversation {
   constructor(log, onFollow = () => {}, onRewind = () => {}) {
@@ -303,17 +304,17 @@ export class Conversation {
       const output = el("pre", { class: "output", hidden: true });
       const card = el("div", { class: "tool", dataset: { toolCallId: id } },
         el("div", { class: "tool-head" },
-          el("span", { class: "tool-title", text: update.title || this.toolNames.get(id) || "tool" }),
+          el("span", { class: "tool-title", text: titleOf(update.title || this.toolNames.get(id) || "tool") }),
           update.kind ? el("span", { class: "muted", text: update.kind }) : null,
           status),
-        update.rawInput !== undefined ? el("code", { class: "tool-input", text: inputSummary(update.rawInput) }) : null,
+        update.rawInput !== undefined ? toolInput(update.rawInput) : null,
         output);
       tool = { card, status, output, title: card.querySelector(".tool-title") };
       this.tools.set(id, tool);
       this.close();
       this.append(card);
     }
-    if (update.title) tool.title.textContent = update.title;
+    if (update.title) tool.title.textContent = titleOf(update.title);
     if (update.status) {
       tool.status.textContent = update.status;
       tool.card.dataset.status = update.status;
@@ -349,6 +350,17 @@ export class Conversation {
       el("div", { class: "plan-head", text: `☰ Plan (${done}/${items.length} done)` }),
       el("ul", {}, items.map((e) => el("li", { class: e.status, text: `${PLAN_MARKS[e.status] || "·"} ${e.content ?? ""}` })))));
   }
+}
+
+// A tool call's title on one line, bounded: a shell call's title is its command, of any length.
+function titleOf(title) {
+  return visible(short(title, TITLE_CHARS));
+}
+
+// A tool card's input, bounded (a write's input is the whole file), and a line saying what is not shown.
+function toolInput(raw) {
+  const { text, note } = inputPreview(raw);
+  return [el("code", { class: "tool-input", text }), note ? el("div", { class: "tool-input-note", text: note }) : null];
 }
 
 function usageText(usage) {
@@ -388,10 +400,10 @@ const HANDLERS = {
     if (call.toolCallId !== undefined && call.title) {
       this.toolNames.set(String(call.toolCallId), call.title);
       const known = this.tools.get(String(call.toolCallId));
-      if (known && known.title.textContent === "tool") known.title.textContent = call.title;
+      if (known && known.title.textContent === "tool") known.title.textContent = titleOf(call.title);
     }
     this.options.set(data.requestId, Array.isArray(data.options) ? data.options : []);
-    this.line(`? permission: ${call.kind ? `${call.kind}: ` : ""}${call.title || "a tool call"}`, "asked");
+    this.line(`? permission: ${call.kind ? `${call.kind}: ` : ""}${titleOf(call.title || "a tool call")}`, "asked");
   },
   permission_resolved(data) {
     const outcome = data.outcome || {};
