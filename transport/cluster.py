@@ -17,6 +17,8 @@ route handler, after authentication:
                                                                           if it cannot reach it)
     any /session/:id/...                    owned by nobody live          takes it over here (restores it),
                                                                           then answers as its owner
+    POST /permission/:requestId             pending on another node       forwards it to each live node in
+                                                                          turn; answers as the one that has it
     anything                                live here / unknown           the ordinary routes
 
 Every event stream of a cluster carries only what Redis holds, on the owner
@@ -36,11 +38,13 @@ import re
 from typing import Any
 
 import httpx
+import orjson
+import trio
 from opentelemetry.trace import SpanKind
 from quart import Response, g, make_response, request
 from quart_trio import QuartTrio
 
-from actors import Daemon, wire
+from actors import ActorGone, Daemon, wire
 from actors.cluster.follow import remote_subscription
 from actors.cluster.node import ClusterNode, NodeDraining, SessionElsewhere
 from actors.session.images import ImageRefused
@@ -51,6 +55,7 @@ from .errors import HttpError, int_query, json_response
 
 FORWARDED = "X-Trellis-Forwarded"
 _SESSION_PATH = re.compile(r"^/session/([^/]+)(/.*)?$")
+_PERMISSION_PATH = re.compile(r"^/permission/([^/]+)$")
 _PASSED = ("authorization", "content-type", "accept", "last-event-id", "x-qwen-client-id", "x-qwen-event-epoch")
 _ANSWERED = ("content-type", "x-qwen-event-epoch", "www-authenticate", "retry-after")
 FORWARD_TIMEOUT = httpx.Timeout(30.0, connect=3.0)
@@ -64,32 +69,40 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
     async def close_client() -> None:
         await client.aclose()
 
-    async def forward(base_url: str) -> Response:
+    async def send(base_url: str) -> httpx.Response:
+        """This request, as the node at ``base_url`` is to answer it itself; ``httpx.HTTPError`` if unreachable."""
         headers = {k: v for k, v in request.headers.items() if k.lower() in _PASSED}
         headers[FORWARDED] = node.node_id
         url = base_url.rstrip("/") + request.full_path.rstrip("?")
+        # A client span whose W3C traceparent the owner continues (a client's own traceparent its parent).
+        with continued(extract(request.headers), f"{request.method} (forwarded from here)"), \
+                span(f"forward {request.method}", kind=SpanKind.CLIENT) as s:
+            if s.is_recording():
+                s.set_attributes({"http.request.method": request.method, "server.address": base_url,
+                                  "trellis.node": node.node_id})
+            inject(headers)
+            return await client.request(request.method, url, content=await request.get_data(), headers=headers)
+
+    def relay(answer: httpx.Response) -> Response:
+        kept = {k: v for k, v in answer.headers.items() if k.lower() in _ANSWERED}
+        return Response(answer.content, status=answer.status_code, headers=kept)
+
+    async def forward(base_url: str) -> Response:
         try:
-            # A client span whose W3C traceparent the owner continues (a client's own traceparent its parent).
-            with continued(extract(request.headers), f"{request.method} (forwarded from here)"), \
-                    span(f"forward {request.method}", kind=SpanKind.CLIENT) as s:
-                if s.is_recording():
-                    s.set_attributes({"http.request.method": request.method, "server.address": base_url,
-                                      "trellis.node": node.node_id})
-                inject(headers)
-                answer = await client.request(request.method, url, content=await request.get_data(),
-                                              headers=headers)
+            answer = await send(base_url)
         except httpx.HTTPError as exc:
             raise HttpError(503, f"the node that owns this session cannot be reached ({type(exc).__name__}); "
                                  "try again: another node takes the session over once its lease runs out",
                             "owner_unreachable") from None
-        kept = {k: v for k, v in answer.headers.items() if k.lower() in _ANSWERED}
-        return Response(answer.content, status=answer.status_code, headers=kept)
+        return relay(answer)
 
     @app.before_request
     async def route_in_cluster() -> Response | None:
         if request.headers.get(FORWARDED):
             continue_trace()
             return None  # another node sent it here: answered here, whatever it is
+        if request.method == "POST" and (vote := _PERMISSION_PATH.match(request.path)):
+            return await vote_anywhere(vote.group(1))
         if request.path == "/session" and request.method == "POST":
             return await place_new()
         if request.path == "/session" and request.method == "GET":
@@ -147,6 +160,46 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
             elif owner is not None and owner.live:
                 entry.update(live=True, restorable=False, state="remote", node=owner.node_id)
         return json_response({"sessions": sessions})
+
+    async def vote_anywhere(request_id: str) -> Response | None:
+        """``POST /permission/:requestId`` names no session: answered here when one of this node's sessions
+        has the request pending, else by the live node that has it (each asked in turn; only the owner of
+        the request's session can have it)."""
+        if await pending_here(request_id):
+            return None
+        try:
+            wire.decode(await request.get_data(), wire.PermissionVoteBody)
+        except wire.WireError:
+            return None  # the ordinary route answers 400
+        try:
+            others = [n for n in await node.nodes() if n.alive and n.node_id != node.node_id]
+        except OSError as exc:
+            raise HttpError(503, f"the other nodes cannot be listed to find permission request {request_id!r}: "
+                                 f"{exc}", "storage_unavailable") from None
+        unreachable = []
+        for other in others:
+            try:
+                answer = await send(other.advertise_url)
+            except httpx.HTTPError:
+                unreachable.append(other.node_id)
+                continue
+            if answer.status_code != 404 or _code(answer) != "permission_not_found":
+                return relay(answer)  # the vote was taken there (or refused there, saying why)
+        if unreachable:
+            raise HttpError(503, f"permission request {request_id!r} is not pending on this node or any node "
+                                 f"reached, and node(s) {', '.join(unreachable)} cannot be reached; try again",
+                            "owner_unreachable")
+        raise HttpError(404, f"no pending permission request {request_id!r} on any node", "permission_not_found",
+                        "url.requestId")
+
+    async def pending_here(request_id: str) -> bool:
+        for live in daemon.sessions():
+            try:
+                if await live.has_permission_request(request_id):
+                    return True
+            except (ActorGone, trio.TooSlowError):
+                continue  # closing: none of its requests can be voted on any more
+        return False
 
     async def take_over(session_id: str) -> None:
         try:
@@ -210,3 +263,12 @@ def register(app: QuartTrio, daemon: Daemon, node: ClusterNode) -> None:
         response = await make_response(sse.frames(subscription), headers)
         response.timeout = None
         return response
+
+
+def _code(answer: httpx.Response) -> str | None:
+    """The ``code`` of an error answer's JSON body, if it has one."""
+    try:
+        body = orjson.loads(answer.content)
+    except orjson.JSONDecodeError:
+        return None
+    return body.get("code") if isinstance(body, dict) else None

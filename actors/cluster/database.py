@@ -19,6 +19,7 @@ may hold a password).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -34,13 +35,22 @@ class DatabaseUnavailable(OSError):
 
 
 def redact(url: str) -> str:
-    """``url`` without its password (for messages and logs)."""
+    """``url`` with its password shown as ``***`` (for messages and logs): ``postgresql://user:***@host/db``,
+    ``redis://***@host:6379/0``; a ``password=`` parameter too."""
     scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
+    if not sep:
         return url
-    credentials, _, host = rest.rpartition("@")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}@{host}"
+    # The last "@": a password left unencoded may hold "@" or "/" and must not show either way.
+    credentials, at, host = rest.rpartition("@")
+    host = _PASSWORD_PARAM.sub(r"\1***", host)
+    if not at:
+        return f"{scheme}://{host}"
+    user, colon, _ = credentials.partition(":")
+    shown = (f"{user}:***" if user else "***") if colon else user
+    return f"{scheme}://{shown}@{host}"
+
+
+_PASSWORD_PARAM = re.compile(r"([?&](?:ssl)?password=)[^&#]*", re.IGNORECASE)
 
 
 class Database:

@@ -228,7 +228,9 @@ class RedisEvents:
             raise EventsUnavailable(f"cluster mode needs coredis: pip install 'trellis[cluster]' "
                                     f"({exc.name} is missing)") from None
         try:
-            client = coredis.Redis.from_url(self._url, decode_responses=False, connect_timeout=self.timeout)
+            # decode_components: a user name or password is percent-encoded in a URL, as PostgreSQL's is.
+            client = coredis.Redis.from_url(self._url, decode_responses=False, connect_timeout=self.timeout,
+                                            decode_components=True)
         except (ValueError, TypeError) as exc:
             raise EventsUnavailable(f"Redis at {self.where}: not a usable URL ({type(exc).__name__})") from None
         stack = AsyncExitStack()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from collections.abc import Collection
 from contextlib import AsyncExitStack
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -73,7 +74,7 @@ async def redis_open_to_anyone(url: str) -> bool:
     from coredis.exceptions import RedisError
 
     client = coredis.Redis.from_url(without_credentials(url), decode_responses=False,
-                                    connect_timeout=PROBE_TIMEOUT)
+                                    connect_timeout=PROBE_TIMEOUT, decode_components=True)  # as RedisEvents
     stack = AsyncExitStack()
     answered = False
     try:
@@ -97,11 +98,15 @@ def postgres_open_to_anyone(url: str) -> bool:
     import psycopg
 
     try:
-        # An empty password and an empty password file: libpq then sends none, whatever PGPASSWORD,
-        # ~/.pgpass or the URL hold.
+        # An empty password (PGPASSWORD is then not read) and a password file that does not exist (libpq looks
+        # one up for an empty password: not ~/.pgpass nor PGPASSFILE, then): libpq sends none, whatever the
+        # environment or the URL hold. Not os.devnull: libpq warns on stderr that it is "not a plain file".
+        # In a directory of our own, so no one can put a file there meanwhile.
         user = {"user": name} if (name := _user(url)) else {}
-        with psycopg.connect(without_credentials(url), **user, password="", passfile=os.devnull,
-                             connect_timeout=max(1, int(PROBE_TIMEOUT)), autocommit=True) as conn:
+        with tempfile.TemporaryDirectory(prefix="trellis-probe-") as private, \
+                psycopg.connect(without_credentials(url), **user, password="",
+                                passfile=os.path.join(private, "none"),
+                                connect_timeout=max(1, int(PROBE_TIMEOUT)), autocommit=True) as conn:
             conn.execute("SELECT 1")
     except psycopg.Error:
         return False

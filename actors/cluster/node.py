@@ -52,7 +52,7 @@ from ..settings import CLUSTER_BACKENDS
 from ..storage import DAEMON_RESTARTED, NODE_LOST
 from .database import DatabaseUnavailable
 from .events import EventPublisher, EventsUnavailable, FanOutReader, RedisEvents
-from .leases import Claimed, Leases, Owner, SessionOwned
+from .leases import Claimed, Leases, Node, Owner, SessionOwned
 from .store import Fence, PostgresStore
 
 if TYPE_CHECKING:
@@ -528,6 +528,10 @@ class ClusterNode:
     async def place(self) -> Any:
         """The least-loaded live node that takes sessions (:meth:`Leases.place`), or ``None``."""
         return await trio.to_thread.run_sync(self.leases.place)
+
+    async def nodes(self) -> list[Node]:
+        """Every node's row (:meth:`Leases.nodes`): id, advertise URL, liveness."""
+        return await trio.to_thread.run_sync(self.leases.nodes)
 
     async def owners(self, session_ids: list[str]) -> dict[str, Owner]:
         return await trio.to_thread.run_sync(self.leases.owners, session_ids)

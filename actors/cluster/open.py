@@ -28,13 +28,14 @@ async def open_cluster(config: ClusterConfig) -> AsyncIterator[ClusterNode]:
     """
     db = await trio.to_thread.run_sync(Database, config.store_url)
     try:
-        await trio.to_thread.run_sync(db.migrate)
-        fence = Fence(config.node_id)
-        leases = Leases(db, config.node_id, config.advertise_url or "", lease_seconds=config.lease_seconds,
-                        max_sessions=config.max_sessions)
         async with RedisEvents(config.events_url) as events:
-            # After our own connections worked, so "cannot connect" is never mistaken for "protected".
+            # After our own connections worked, so "cannot connect" is never mistaken for "protected"; before
+            # the migration, so a refused start leaves the database as it was (no tables of the wrong owner).
             await refuse_unauthenticated(config.store_url, config.events_url, config.allow_unauthenticated)
+            await trio.to_thread.run_sync(db.migrate)
+            fence = Fence(config.node_id)
+            leases = Leases(db, config.node_id, config.advertise_url or "", lease_seconds=config.lease_seconds,
+                            max_sessions=config.max_sessions)
             yield ClusterNode(config, PostgresStore(db, fence), fence, leases, events)
     finally:
         await trio.to_thread.run_sync(db.close)

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 
 def _free_port() -> int:
@@ -131,6 +132,11 @@ class Postgres:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _quoted(text: str) -> str:
+    """``text`` as one double-quoted argument of a Redis config line."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _resp(*words: str) -> bytes:
     return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w.encode()) for w in words)
 
@@ -145,13 +151,14 @@ class Redis:
         self.log = self.root / "redis.log"
         self.password = secrets.token_hex(12) if password == "" else password
         config = self.root / "redis.conf"  # the password in a file, not on a command line
-        config.write_text(f"requirepass {self.password}\n" if self.password else "")
+        # Quoted, so a password with spaces is one argument (Redis reads a config line as a shell would).
+        config.write_text(f"requirepass {_quoted(self.password)}\n" if self.password else "")
         self._process = subprocess.Popen(
             ["redis-server", str(config), "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
              "--appendonly", "no", "--databases", "256", "--dir", str(self.root), "--logfile", str(self.log)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_port(self.port, "Redis", self.log)
-        self._userinfo = f":{self.password}@" if self.password else ""
+        self._userinfo = f":{quote(self.password, safe='')}@" if self.password else ""  # percent-encoded
         self.url = f"redis://{self._userinfo}127.0.0.1:{self.port}/0"
 
     def database(self, number: int) -> str:
