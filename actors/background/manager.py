@@ -272,7 +272,7 @@ class BackgroundManager:
 
     async def create_cron(self, schedule: str, prompt: str, recurring: bool) -> BackgroundItem:
         self._check_capacity()
-        schedule = sch.parse_cron(schedule)
+        schedule = sch.parse_cron(schedule, self._now())
         record = {"op": "timer", "taskId": self._ids.new("cron"), "kind": "cron", "text": prompt,
                   "schedule": schedule, "recurring": recurring, "createdAt": self._now().isoformat()}
         return await self._start_timer(record, written=False)
@@ -280,13 +280,20 @@ class BackgroundManager:
     async def restore_timers(self, records: list[dict[str, Any]]) -> int:
         """Bring back the @wakeups and cron jobs a restart's journal still has scheduled (see
         :func:`actors.storage.journal.replay`), under their task ids. One whose time passed while no
-        daemon ran fires once, at once; a recurring cron job then goes on from now."""
+        daemon ran fires once, at once; a recurring cron job then goes on from now. One whose schedule no
+        longer fires has ended: it is journalled as ended, and the session goes on without it."""
         restored = 0
         for record in records:
             try:
                 await self._start_timer(record, written=True)
                 restored += 1
-            except (sch.ScheduleError, ValueError, KeyError, TypeError) as exc:
+            except sch.NeverFires as exc:
+                # A schedule that can never fire again (one an older daemon let in, such as "0 0 31 2 *"): it has
+                # ended, and is written down as ended so that the next load does not try it again.
+                log.error("session %s: timer %s ended, not restored: %s", self.session_id, record.get("taskId"), exc)
+                if isinstance(record.get("taskId"), str):
+                    await self._write_quietly({"op": "timer_ended", "taskId": record["taskId"]})
+            except (sch.ScheduleError, ValueError, KeyError, TypeError) as exc:  # one it cannot read (a newer's?)
                 log.error("session %s: timer %s not restored: %s", self.session_id, record.get("taskId"), exc)
         return restored
 
@@ -298,10 +305,10 @@ class BackgroundManager:
             label, next_time = text, sch.once_at(when)
             after: datetime | None = None
         else:
-            schedule = sch.parse_cron(record["schedule"])
-            label, next_time = f"{schedule}: {text}", sch.cron_times(schedule, recurring)
             counted_from = record.get("lastFired") or record.get("createdAt")
             after = datetime.fromisoformat(counted_from) if written and counted_from else None
+            schedule = sch.parse_cron(record["schedule"], after or self._now())
+            label, next_time = f"{schedule}: {text}", sch.cron_times(schedule, recurring)
         if not written:
             try:  # durable before it is announced: a restart, or a cluster's next owner, brings it back
                 durable = self._append(record)
@@ -357,7 +364,18 @@ class BackgroundManager:
                 self._event(item, "finished")
             self.post(AutomaticItem(self._ids.new("auto"), "cron", task_id, text, recurring=recurring))
 
-        timer = sch.Timer(task_id, self._now, next_time, fire, after=after)
+        async def failed(exc: Exception) -> None:
+            # Its next time cannot be computed (Timer logged why): the timer has ended, as a kill ends it
+            # (announced, written down), and the session goes on.
+            if not item.live:
+                return
+            item.state = "failed"
+            item.ended_at = trio.current_time()
+            self._event(item, "finished")
+            self._timers.pop(task_id, None)
+            await self._write_quietly({"op": "timer_ended", "taskId": task_id})
+
+        timer = sch.Timer(task_id, self._now, next_time, fire, after=after, on_failure=failed)
         assert self._nursery is not None
         item.actor = await self._nursery.start(timer.run)
         if kind == "wakeup":

@@ -26,7 +26,7 @@ record, appended before the change is acknowledged (a 202 is a promise):
                 schedule | at, recurring, createdAt
     timer_fired taskId, at                                fired (written before the fire is
                                                           queued); a one-shot one ends
-    timer_ended taskId                                    killed
+    timer_ended taskId                                    killed, or ended: its schedule fires no more
 
 :func:`replay` folds the records into what a restarted session resumes with:
 queued prompts in their order, the prompts that were running when the daemon

@@ -43,6 +43,9 @@ MAX_GOAL = 20_000
 DEFAULT_MAX_TURNS = 5
 MAX_TURNS_LIMIT = 50
 MAX_LIVE_RUNS = 64
+# Live runs started through one session's ``agent`` tool, its subagents' own included: a share, so that one
+# session's model cannot hold every one of the daemon's runs (and the child sessions they are) for good.
+MAX_LIVE_RUNS_PER_SESSION = 16
 FINISHED_KEPT = 256
 RUNNERS: tuple[str, ...] = typing.get_args(Runner)
 SIGNAL_TIMEOUT = 10.0
@@ -104,7 +107,7 @@ class SubagentRegistry:
         self.signal_client: SignalClient = call_signal_tool
         self._nursery = nursery
         self._runs: dict[str, SubagentRun] = {}
-        self._starting: set[str] = set()
+        self._starting: dict[str, str | None] = {}  # name -> the session charged for it (see owner_of)
         self._dir: Path | None = None
         self._dir_is_temporary = False
         # Called with every run that ended (after its own listeners); the MCP routes forget its sessions.
@@ -113,18 +116,41 @@ class SubagentRegistry:
 
     # ------------------------------------------------------------- start
 
-    def check(self, arguments: dict[str, Any], cwd: str | None = None) -> RunSpec:
+    def check(self, arguments: dict[str, Any], cwd: str | None = None, *, caller: str | None = None) -> RunSpec:
         """What ``start`` would run, without starting it: :class:`StartError` for arguments it would refuse
-        (a runner that is not configured included). The ``agent`` tool checks before it asks the user."""
+        (a runner that is not configured included, or a ``caller`` session at its share of live runs). The
+        ``agent`` tool checks before it asks the user."""
         spec = self._spec(arguments, cwd)
+        self._check_share(self.owner_of(caller))
         self._runner(spec.runner)
         return spec
+
+    def owner_of(self, caller: str | None) -> str | None:
+        """The session whose share of live runs a run started by session ``caller`` counts in: the session whose
+        ``agent`` tool started the run ``caller`` is the child session of (transitively), else ``caller``
+        itself. ``None`` for a parent over MCP, which has no share (the daemon-wide bound holds)."""
+        if caller is None:
+            return None
+        for run in self._runs.values():
+            if run.child_session_id == caller and not run.ended.is_set() and run.owner is not None:
+                return run.owner
+        return caller
+
+    def _check_share(self, owner: str | None) -> None:
+        if owner is None:
+            return
+        live = sum(r.owner == owner and not r.ended.is_set() for r in self._runs.values())
+        live += sum(o == owner for o in self._starting.values())
+        if live >= MAX_LIVE_RUNS_PER_SESSION:
+            raise StartError(f"at most {MAX_LIVE_RUNS_PER_SESSION} live subagent runs per session (the runs its "
+                             f"subagents start count too), and this session has {live}; stop one with kill_task "
+                             f"or wait for one to end")
 
     async def start(self, arguments: dict[str, Any], *, cwd: str | None = None,
                     on_end: Callable[[SubagentRun], None] | None = None,
                     approve_report: Callable[[Path], Awaitable[str | None]] | None = None,
                     parent_mode: str | None = None, sandbox: Sandbox | None = None,
-                    permissions: RuleLists | None = None) -> SubagentRun:
+                    permissions: RuleLists | None = None, caller: str | None = None) -> SubagentRun:
         """Validate ``arguments`` (the ``start`` tool's), spawn the run, return it once it is running.
 
         ``cwd`` is the default working directory (the calling session's); ``on_end`` is called once
@@ -134,7 +160,9 @@ class SubagentRegistry:
         ``sandbox``: that session's, so a command runner sees what it protects (its hooks' files)
         read-only, as the session's own commands do. ``permissions``: the rules a child session takes as its own
         (that session's, :meth:`~actors.session.authorizer.Authorizer.for_child`), so it is never laxer than the
-        session that started it. Raises :class:`StartError` when nothing was spawned.
+        session that started it. ``caller``: that session's id; its live runs are bounded by
+        :data:`MAX_LIVE_RUNS_PER_SESSION` (``None``, a parent over MCP: by :data:`MAX_LIVE_RUNS` alone).
+        Raises :class:`StartError` when nothing was spawned.
         """
         spec = self._spec(arguments, cwd)
         if self.base_url is None:
@@ -143,8 +171,11 @@ class SubagentRegistry:
             raise StartError(f"a run named {spec.name!r} is underway")
         if sum(not r.ended.is_set() for r in self._runs.values()) + len(self._starting) >= MAX_LIVE_RUNS:
             raise StartError(f"at most {MAX_LIVE_RUNS} live subagent runs")
+        owner = self.owner_of(caller)
+        self._check_share(owner)
         runner = self._runner(spec.runner, parent_mode, sandbox, permissions)
         run = SubagentRun(spec, clock_ms=self.daemon.runtime.clock_ms, grace=self.config.signal_grace_seconds)
+        run.owner = owner
         run.cleanup = self._cleanup
         run.refuse_report = functools.partial(self._refuse_named_report, spec.cwd)
         run.approve_report = approve_report
@@ -152,7 +183,7 @@ class SubagentRegistry:
         if on_end is not None:
             run.listeners.append(on_end)
         run.listeners.append(self._ended)
-        self._starting.add(spec.name)
+        self._starting[spec.name] = owner
         try:
             run.token = self.tokens.mint(run)
             url = f"{self.base_url.rstrip('/')}/signal/mcp/{run.token}"
@@ -167,7 +198,7 @@ class SubagentRegistry:
             self._cleanup(run)
             raise
         finally:
-            self._starting.discard(spec.name)
+            self._starting.pop(spec.name, None)
         if isinstance(result, SpawnFailed):
             self._cleanup(run)
             raise StartError(f"the run never reached a spawn: {result.reason}")
@@ -283,7 +314,10 @@ class SubagentRegistry:
 
     async def stop(self, name: str) -> dict[str, Any]:
         """Stop a live run (its turn is cancelled, its process group killed); answers once it settled."""
-        run = self.get(name)
+        return await self.stop_run(self.get(name))
+
+    async def stop_run(self, run: SubagentRun) -> dict[str, Any]:
+        """:meth:`stop` of this very run (a later run of the same name is another one)."""
         if not run.ended.is_set() and run.ref is not None:
             try:
                 await run.ref.ask(Stop, timeout=SIGNAL_TIMEOUT)

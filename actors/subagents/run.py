@@ -108,6 +108,10 @@ class SubagentRun:
         self.token: str | None = None
         self.config_path: Path | None = None
         self.scope_key = os.urandom(8).hex()  # MCP sessions of this run's URL are scoped to it
+        # The session whose share of live runs this one counts in (None: started over MCP), and the id of the
+        # child session that carries it out (a session runner's), whose own runs count in the same share.
+        self.owner: str | None = None
+        self.child_session_id: str | None = None
         self.turn = 0
         self.state = "starting"  # starting | running | idle | needs_help
         self.end_reason: str | None = None

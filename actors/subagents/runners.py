@@ -92,6 +92,7 @@ class SessionRunner:
         handle, _ = await self._daemon.create_session(
             run.spec.cwd, append_system_prompt=texts.subagent_system_prompt(run.spec.brief, run.spec.goal),
             permissions=self._permissions)
+        run.child_session_id = handle.session_id  # the runs its own agent tool starts count in run.owner's share
         try:
             assert run.config_path is not None
             await handle.add_tools(*signal_client_tools(run.config_path, call=self._signal_client))

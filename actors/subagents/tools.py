@@ -48,13 +48,13 @@ AGENT_SCHEMA = {
 class _RunStopper:
     """Lets ``kill_task`` stop an agent item: it answers an actor ``ask`` by stopping the run."""
 
-    def __init__(self, registry: Any, name: str) -> None:
+    def __init__(self, registry: Any, run: Any) -> None:
         self._registry = registry
-        self._name = name
+        self._run = run  # this run, not its name: names are daemon-wide, and one may be reused once it ended
 
     async def ask(self, make: Any, timeout: float = 10.0) -> bool:
         with trio.move_on_after(timeout):  # the stop is asked for at once; settling may take a little longer
-            await self._registry.stop(self._name)
+            await self._registry.stop_run(self._run)
         return True
 
 
@@ -128,7 +128,8 @@ class AgentTool:
             return ToolResult.failure("subagents are not available in this daemon")
         services = context.services
         try:
-            spec = registry.check(arguments, context.cwd)  # refused before the user is asked about it
+            # Refused before the user is asked about it (the session's share of live runs included).
+            spec = registry.check(arguments, context.cwd, caller=context.session_id)
         except StartError as exc:
             return ToolResult.failure(str(exc))
         name, brief = spec.name, spec.brief
@@ -187,14 +188,14 @@ class AgentTool:
         try:
             run = await registry.start(arguments, cwd=context.cwd, on_end=on_end, approve_report=approve_report,
                                        parent_mode=parent_mode, sandbox=getattr(services, "sandbox", None),
-                                       permissions=permissions)
+                                       permissions=permissions, caller=context.session_id)
         except StartError as exc:
             manager.finish(item.task_id, state="failed", text=str(exc), notify=False)
             return ToolResult.failure(str(exc))
         except BaseException:
             manager.finish(item.task_id, state="failed", text="the run was not started", notify=False)
             raise
-        item.actor = _RunStopper(registry, run.name)
+        item.actor = _RunStopper(registry, run)
         return ToolResult(
             f"Subagent run {run.name!r} started in the background as task {item.task_id} "
             f"({run.spec.runner} runner, at most {run.max_turns} turn(s)). Its end arrives as a task notification.",

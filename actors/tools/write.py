@@ -21,6 +21,10 @@ Rules:
   or line-ending folding). ``old_string`` must occur in the file; more than
   once it is refused, naming the count, unless ``replace_all`` is true. It
   does not create files (``write_file`` does).
+* Neither writes a file over :data:`~.common.MAX_FILE_BYTES` (the limit
+  reads have), refused before the user is asked. ``edit`` computes its
+  result's size from the counts before it builds the text: a ``replace_all``
+  of one character by 200 in a 10 MiB file would be 2 GB of memory.
 * The result's ``tool_call_update`` carries ACP ``diff`` content (whole old
   and new texts, see :func:`~.common.diff_content`) and the location
   (``{path, line}`` of the first change).
@@ -56,11 +60,21 @@ async def current_text(files: FileAccess, path: str, shown: str) -> str | None:
         raise Refused(describe_os_error(exc, shown)) from None
 
 
+def utf8_size(text: str) -> int:
+    """``text``'s size in UTF-8 bytes, as it is written (a lone surrogate passed through, 3 bytes)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 async def approve_and_write(context: ToolContext, files: FileAccess, *, path: str, shown: str, old: str | None,
                             new: str, line: int, raw_input: dict[str, Any], title: str,
                             always_ask: str | None = None) -> list[dict[str, Any]]:
     """Ask (in every mode when ``always_ask`` says why), check the file did not change meanwhile, write;
-    returns the diff content (empty when too big)."""
+    returns the diff content (empty when too big). A ``new`` over :data:`MAX_FILE_BYTES` is refused before
+    anyone is asked: the file tools write no file they would refuse to read."""
+    size = utf8_size(new)
+    if size > MAX_FILE_BYTES:
+        raise Refused(f"the new text of {shown} would be {size:,} bytes; the file tools handle files up to "
+                      f"{MAX_FILE_BYTES:,} bytes; nothing was written")
     diff = diff_content(path, old, new) or []
     locations = [location(path, line)]
     assert context.services is not None, "file edits need a session"
@@ -186,6 +200,13 @@ class EditTool:
             if count > 1 and not replace_all:
                 raise Refused(f"old_string occurs {count} times in {shown}; include more surrounding text so it "
                               f"occurs once, or set replace_all to true to replace all {count}")
+            replaced = count if replace_all else 1
+            # From the counts, before the new text is built: replace_all of a 1-character old_string in a
+            # 10 MiB file by a 200-character new_string would be 2 GB of str, whether or not the user approves.
+            size = utf8_size(old) + replaced * (utf8_size(new_string) - utf8_size(old_string))
+            if size > MAX_FILE_BYTES:
+                raise Refused(f"replacing {plural(replaced, 'occurrence')} would make {shown} {size:,} bytes; "
+                              f"the file tools handle files up to {MAX_FILE_BYTES:,} bytes; nothing was written")
             new = old.replace(old_string, new_string) if replace_all else old.replace(old_string, new_string, 1)
             line = old.count("\n", 0, old.index(old_string)) + 1
             diff = await approve_and_write(context, files, path=path, shown=shown, old=old, new=new, line=line,
@@ -193,7 +214,6 @@ class EditTool:
                                            always_ask=scope.ask_always(path))
         except Refused as exc:
             return ToolResult.failure(str(exc))
-        replaced = count if replace_all else 1
         text = f"Replaced {plural(replaced, 'occurrence')} in {shown} (first at line {line})."
         return done(text + _diff_note(diff), display={"path": path, "replacements": replaced},
                     locations=[location(path, line)], acp_content=diff)
