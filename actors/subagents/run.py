@@ -116,6 +116,9 @@ class SubagentRun:
         self.state = "starting"  # starting | running | idle | needs_help
         self.end_reason: str | None = None
         self.question: str | None = None
+        # The child session's permission requests waiting for a vote (request id -> what it asks to run):
+        # nobody answers them but a client of that session, so the parent polling status must see them.
+        self.waiting_votes: dict[str, str] = {}
         self.named_report: str | None = None
         # Why a report path the subagent names is refused (``None``: it may be used); set by the registry.
         self.refuse_report: Callable[[str], str | None] = lambda named: check_named_report(
@@ -174,6 +177,9 @@ class SubagentRun:
             "reportFile": str(self.done.path) if self.done.path is not None else None,
             "done": self.done.text,
         }
+        if self.child_session_id is not None:
+            status["childSessionId"] = self.child_session_id
+            status["waitingForVote"] = [{"requestId": r, "title": t} for r, t in self.waiting_votes.items()]
         if self.done.error:
             status["reportError"] = self.done.error
         if self.output_tail:

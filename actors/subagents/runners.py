@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 OUTPUT_LIMIT = 256 * 1024  # bytes (UTF-8) of a command's output kept per run
 OUTPUT_TAIL = 4000  # characters of it shown in status
+MAX_WAITING_VOTES_SHOWN = 8  # a child's pending permission requests its run's status names
+TITLE_SHOWN = 200  # characters of each one's title (it may be a whole shell command)
 _PLACEHOLDER = re.compile(r"\{(brief|config)\}")
 
 
@@ -133,6 +135,8 @@ class SessionTurns:
                 except Exception:
                     pass  # the session is closing anyway
             raise
+        finally:
+            self.run.waiting_votes.clear()  # a turn's requests end with it
 
     async def _until_turn_ends(self, admitted: Admitted) -> str:
         cursor = admitted.last_event_id
@@ -143,6 +147,8 @@ class SessionTurns:
                         cursor = event.id
                     self.run.touch()
                     data = event.data
+                    if event.type in ("permission_request", "permission_resolved"):
+                        self._note_vote(event.type, data)
                     if event.type == "turn_complete" and data.get("promptId") == admitted.prompt_id:
                         return f"stop reason {data.get('stopReason')}"
                     if event.type == "turn_error" and data.get("promptId") == admitted.prompt_id:
@@ -150,6 +156,17 @@ class SessionTurns:
                     if event.type == "session_closed":
                         raise RunnerError(f"the child session closed ({data.get('reason')})")
             # The stream ended without either (a slow reader evicted): pick up where it stopped.
+
+    def _note_vote(self, kind: str, data: dict[str, Any]) -> None:
+        waiting = self.run.waiting_votes
+        request_id = data.get("requestId")
+        if not isinstance(request_id, str):
+            return
+        if kind == "permission_resolved":
+            waiting.pop(request_id, None)
+        elif len(waiting) < MAX_WAITING_VOTES_SHOWN:
+            title = (data.get("toolCall") or {}).get("title")
+            waiting[request_id] = title[:TITLE_SHOWN] if isinstance(title, str) else "a tool call"
 
 
 # ----------------------------------------------------------------- command

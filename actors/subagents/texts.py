@@ -100,6 +100,12 @@ def status_text(status: dict[str, Any]) -> str:
         head += f"end reason: {END_LABELS[reason]}."
     if status.get("question"):
         head += f"\nQuestion: {status['question']}"
+    for vote in status.get("waitingForVote") or ():
+        child = status.get("childSessionId")
+        head += (f"\nWaiting for a permission vote in session {child}: {vote['title']} (request "
+                 f"{vote['requestId']}). Only a client of that session answers it: `trellis attach --session "
+                 f"{child}`, the browser UI, or POST /session/{child}/permission/{vote['requestId']}; a session "
+                 "runner's children ask nothing with subagents.runners.session.approvalMode set.")
     if status.get("done"):
         head += "\n" + status["done"]
     return head

@@ -359,6 +359,20 @@ def test_a_run_that_needs_help_shows_its_question_and_one_that_reached_its_goal_
     expect(gamma.locator(".run-question")).to_have_count(0)
 
 
+def test_a_run_whose_child_waits_for_a_vote_says_so_and_opens_the_session_that_answers_it(page, daemons):
+    d = daemons().start([[{"tool_call": {"name": "shell", "arguments": {"command": "echo from the child"}}}],
+                         [{"text": "ran it"}]])
+    open_ui(page, d)
+    runs = page.get_by_role("region", name="Subagent runs")
+    start_run(d, name="eps", brief="run a command")
+    eps = runs.get_by_role("listitem").filter(has_text="eps")
+    expect(eps.locator(".run-question")).to_contain_text("waits for a vote: echo from the child", timeout=15_000)
+    eps.get_by_role("button", name="Open its session").click()
+    page.get_by_role("region", name="Permission requests").get_by_role("button", name="Allow", exact=True).click()
+    expect(eps).to_contain_text("ended: no_goal", timeout=15_000)
+    expect(eps.locator(".run-question")).to_have_count(0)
+
+
 def test_hook_results_show_in_the_conversation(page, daemons, tmp_path):
     hook = tmp_path / "hook.py"
     hook.write_text('import json\nprint(json.dumps({"systemMessage": "hook says: keep the tables"}))\n')

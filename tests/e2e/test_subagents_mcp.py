@@ -9,7 +9,7 @@ from __future__ import annotations
 import trio
 
 from tests.transport.mcp.harness import (
-    await_end, mcp_daemon, mcp_session, plain, routed, signal, start, status, text_of, wedged,
+    await_end, call, mcp_daemon, mcp_session, plain, routed, signal, start, status, text_of, wedged,
 )
 
 
@@ -128,3 +128,29 @@ async def test_list_and_unknown_names(tmp_path):
             assert missing.is_error
             taken = await mcp.call_tool("start", {"name": "one", "brief": "again", "runner": "command"})
             assert taken.is_error and "no command runner" in text_of(taken)
+
+
+async def test_a_run_whose_child_waits_for_a_vote_says_so_and_goes_on_once_it_is_answered(tmp_path):
+    """The child of a session runner asks before a command (default mode); nobody answers it but a client of
+    that session. Before, status said only "running, turn 1 of 1; last event 180 s ago" for good."""
+    model = routed(delta=[[{"tool_call": {"name": "shell", "arguments": {"command": "echo hi"}}}],
+                          [{"text": "ran it"}]])
+    async with mcp_daemon(model=model, workspace=str(tmp_path)) as (daemon, base):
+        async with mcp_session(f"{base}/mcp") as mcp:
+            await start(mcp, name="delta", brief="delta: run a command")
+            with trio.fail_after(10):
+                while not (answer := (await status(mcp, "delta"))[0]).get("waitingForVote"):
+                    await trio.sleep(0.01)
+            answer, text = await status(mcp, "delta")
+            child = answer["childSessionId"]
+            [vote] = answer["waitingForVote"]
+            assert vote["title"] == "echo hi"
+            assert f"Waiting for a permission vote in session {child}: echo hi" in text
+            assert f"POST /session/{child}/permission/{vote['requestId']}" in text
+            listed = (await call(mcp, "list")).structured_content["runs"]
+            assert listed[0]["waitingForVote"] == [vote]
+            # A client of the child session answers it; the run goes on and ends.
+            assert await daemon.get(child).vote(vote["requestId"], "selected", "proceed_once")
+            ended = await await_end(mcp, "delta")
+            assert ended["outcome"] == "ended" and ended["waitingForVote"] == []
+    assert ended["endReason"] == "no_goal"

@@ -36,6 +36,12 @@ RUN_FIELDS: dict[str, Any] = {
     "done": {"type": "string", "description": "the done message so far, one line per stop"},
     "reportError": {"type": "string", "description": "why the report file could not be written"},
     "outputTail": {"type": "string", "description": "the command runner's last output"},
+    "childSessionId": {"type": "string", "description": "the session runner's child session"},
+    "waitingForVote": {"type": "array", "description": "the child's permission requests nobody has answered "
+                                                       "(a client of the child session answers them)",
+                       "items": {"type": "object", "properties": {"requestId": {"type": "string"},
+                                                                  "title": {"type": "string"}},
+                                 "required": ["requestId", "title"]}},
 }
 RUN_REQUIRED = ["name", "state", "turn", "maxTurns", "endReason", "lastEventAgeS", "ended", "runner", "goal",
                 "goalReachedSelfReported", "question", "reportFile", "done"]

@@ -124,9 +124,12 @@ def parent_tools(registry: SubagentRegistry) -> dict[str, McpTool]:
                 s = registry.status(name)
             except UnknownRun:
                 return
+            votes = s.get("waitingForVote") or []
+            waiting = (f"; waiting for {len(votes)} permission vote(s) in session {s['childSessionId']}"
+                       if votes else "")
             await context.progress.report(
                 round(elapsed, 3), total=timeout,
-                message=f"run {name!r}: {s['state']}, turn {s['turn']} of {s['maxTurns']}; "
+                message=f"run {name!r}: {s['state']}, turn {s['turn']} of {s['maxTurns']}{waiting}; "
                         f"last event {s['lastEventAgeS']:.0f} s ago; waited {elapsed:.0f} of {timeout:.0f} s")
 
         # Progress only when it can reach the client: otherwise the heartbeat would be work for nothing.

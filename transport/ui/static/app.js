@@ -41,7 +41,7 @@ const work = new Work(() => {
 const pending = new PendingPrompts($("pending"), openId);
 const tasks = new BackgroundTasks($("tasks"), openId);
 const permissions = new Permissions($("permissions"), openId);
-const runs = new SubagentRuns($("runs"));
+const runs = new SubagentRuns($("runs"), (sessionId) => openSession(sessionId));
 const checkpoints = new Checkpoints($("checkpoints"), readableId, $("checkpoints-panel"));
 
 // The open stream's own state; a failed poll says "unreachable" until the next one answers.

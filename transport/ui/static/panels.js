@@ -319,13 +319,15 @@ export class Permissions {
 
 // The daemon's subagent runs (GET /subagents): turn N of M, the state, how a run ended.
 export class SubagentRuns {
-  constructor(list) {
+  constructor(list, openSession) {
     this.list = list;
+    this.openSession = openSession; // a run's child session, to answer what it waits for
     this.shown = "";
   }
 
   show(runs) {
-    const key = JSON.stringify(runs.map((r) => [r.name, r.turn, r.maxTurns, r.state, r.endReason, r.question]));
+    const key = JSON.stringify(runs.map((r) => [r.name, r.turn, r.maxTurns, r.state, r.endReason, r.question,
+      r.waitingForVote]));
     if (key === this.shown) return; // unchanged: leave the DOM (and a reader's selection) alone
     this.shown = key;
     this.list.replaceChildren(...runs.map((r) => {
@@ -341,9 +343,17 @@ export class SubagentRuns {
         el("div", { class: "run-turn", text: `turn ${r.turn} of ${r.maxTurns}` }),
         r.goal ? el("div", { class: "muted", text: `goal: ${short(r.goal, 160)}` }) : null,
         end,
-        r.endReason === "need_help" && r.question ? el("div", { class: "run-question", text: `asks: ${r.question}` }) : null);
+        r.endReason === "need_help" && r.question ? el("div", { class: "run-question", text: `asks: ${r.question}` }) : null,
+        ...(r.waitingForVote || []).map((vote) => this.waiting(r, vote)));
     }));
     showEmpty(this.list);
+  }
+
+  // A permission request of the run's child that nobody has answered: only a client of that session can.
+  waiting(run, vote) {
+    return el("div", { class: "run-question" },
+      el("span", { text: `waits for a vote: ${short(vote.title, 160)} ` }),
+      el("button", { type: "button", onclick: () => this.openSession(run.childSessionId) }, "Open its session"));
   }
 }
 
