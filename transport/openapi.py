@@ -129,7 +129,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="post", path="/permission/{requestId}", summary="Vote on whichever live session's request",
               answer=a.VoteAccepted, body=bodies.PermissionVoteBody,
               errors=BODY + ("unknown_option", "permission_not_found", "session_closing", "not_found",
-                                 "owner_unreachable", "storage_unavailable"),
+                             "owner_unreachable", "storage_unavailable"),
               params=(_id("requestId"),)),
     _session("get", "/turns/{promptId}", "A turn's record ('current': the running prompt)", a.TurnRecord,
              errors=("turn_not_found",), params=(_id("promptId"),)),
