@@ -10,7 +10,8 @@ Embed it in a Trio program::
                 if event.type == "turn_complete":
                     break
 
-Everything not re-exported here is private.
+The model is the one the settings name (:func:`provider_from_settings`; the demo model when they name
+none), unless ``open_daemon(model=...)`` gives one. Everything not re-exported here is private.
 """
 
 from ._actor import ActorGone, MailboxFull
@@ -19,7 +20,7 @@ from .daemon import (Daemon, DeletionUnavailable, InvalidCwd, InvalidSessionId, 
 from .events import EventBus, Subscription, TooManySubscribers
 from .ids import CountingIds, IdSource
 from .process import Sandbox, SandboxUnavailable
-from .model import ModelError, ScriptedModel, ScriptError, load_script
+from .model import ModelError, ScriptedModel, ScriptError, load_script, provider_from_settings
 from .session.fifo import Admitted, QueueFull
 from .session.handle import SessionHandle
 from .session.tools import Tool, ToolContext, ToolRegistry, ToolResult
@@ -32,5 +33,5 @@ __all__ = [
     "Limits", "MailboxFull", "ModelError", "QueueFull", "Sandbox", "SandboxUnavailable", "ScriptError", "ScriptedModel", "SessionHandle",
     "NotStartedHere", "SessionStarting", "Settings", "SettingsError", "Subscription", "Tool", "ToolContext", "ToolRegistry", "ToolResult",
     "TooManySessions", "TooManySubscribers", "UnknownSession", "WireError", "load_script", "load_settings",
-    "open_daemon",
+    "open_daemon", "provider_from_settings",
 ]

@@ -16,7 +16,7 @@ import trio
 from . import checked, wire
 from ._actor import ActorGone, Reply, reply_pair
 from .ids import IdSource
-from .model import ModelProvider, ScriptedModel
+from .model import ModelProvider, provider_from_settings
 from .permission_rules import RuleLists
 from .process.sandbox import clear_homes, log_sandbox, resolve_sandbox
 from .runtime import InvalidCwd, MachineDescription, Runtime, default_tools, local_now
@@ -589,7 +589,9 @@ async def open_daemon(
 
     Args:
         settings: daemon settings (defaults when omitted).
-        model: the primary model; the scripted demo model when omitted.
+        model: the primary model; when omitted, the one ``settings.model`` names, built as the daemon's command
+            builds it (:func:`~actors.model.provider_from_settings`: the scripted demo model unless the
+            provider is ``openai``).
         state_dir: where transcripts live; nothing is written when omitted.
         workspace: the default working directory of new sessions.
         ids, clock_ms: sources of ids and timestamps (deterministic replays pass their own).
@@ -616,8 +618,15 @@ async def open_daemon(
     published and journaled, transcripts stay whole, background processes are
     killed. Whatever is still running after that bound is cancelled.
     :meth:`Daemon.shutdown` skips the orderly part.
+
+    An exception of the body comes out as itself, not in an exception group (the daemon's nursery is
+    its own business): ``except ValueError`` or ``except KeyboardInterrupt`` around the ``async with``
+    catches it. A failure of the daemon's own tasks comes out as a group, with the body's exception in
+    it if both failed.
     """
     settings = settings or Settings()
+    # Built first: a model setting that cannot run (SettingsError) is refused before anything starts.
+    provider = model if model is not None else provider_from_settings(settings)
     hidden = [p for p in (state_dir, settings.path) if p is not None]
     sandbox = resolve_sandbox(settings.sandbox, hidden)  # SandboxUnavailable when "bwrap" is required
     log_sandbox(sandbox)
@@ -626,7 +635,7 @@ async def open_daemon(
         clear_homes(state_dir)  # homes a previous daemon left, before any session makes (or restores) its own
     runtime = Runtime(
         settings=settings,
-        provider=model or ScriptedModel(),
+        provider=provider,
         ids=ids or IdSource(),
         state_dir=Path(state_dir) if state_dir is not None else None,
         workspace=os.path.abspath(workspace or os.getcwd()),
@@ -644,25 +653,38 @@ async def open_daemon(
         checkpoint_store=_checkpoint_store(state_dir, settings),
     )
     subagents: SubagentRegistry | None = None
+    body_error: BaseException | None = None
+    escaping: BaseException | None = None
     try:
-        async with trio.open_nursery() as host:
-            # The actors live in a nursery shielded from cancellations of the caller's scope, so that
-            # a cancelled body still ends them in order: graceful shutdown first, then the rest cancelled.
-            nursery = await host.start(_actor_nursery)
-            daemon = Daemon(runtime, nursery)
-            daemon._host_scope = host.cancel_scope
-            daemon.subagents = subagents = SubagentRegistry(daemon, nursery)
-            try:
-                yield daemon
-            finally:
-                daemon._shutting_down = True
-                if not daemon._forced:
-                    with trio.CancelScope(shield=True):
-                        if not await daemon.shutdown_gracefully():
-                            log.warning("the daemon did not stop within %g s; the rest is cancelled",
-                                        settings.limits.shutdown_seconds)
-                daemon.closed.set()
-                nursery.cancel_scope.cancel()  # whatever is left (nothing, unless the bound ran out)
+        try:
+            async with trio.open_nursery() as host:
+                # The actors live in a nursery shielded from cancellations of the caller's scope, so that
+                # a cancelled body still ends them in order: graceful shutdown first, then the rest cancelled.
+                nursery = await host.start(_actor_nursery)
+                daemon = Daemon(runtime, nursery)
+                daemon._host_scope = host.cancel_scope
+                daemon.subagents = subagents = SubagentRegistry(daemon, nursery)
+                try:
+                    yield daemon
+                except BaseException as exc:
+                    body_error = exc  # to tell it from the daemon's own failures below
+                    raise
+                finally:
+                    daemon._shutting_down = True
+                    if not daemon._forced:
+                        with trio.CancelScope(shield=True):
+                            if not await daemon.shutdown_gracefully():
+                                log.warning("the daemon did not stop within %g s; the rest is cancelled",
+                                            settings.limits.shutdown_seconds)
+                    daemon.closed.set()
+                    nursery.cancel_scope.cancel()  # whatever is left (nothing, unless the bound ran out)
+        except BaseExceptionGroup as group:
+            escaping = _escaping(group, body_error)
+            if escaping is group:
+                raise
+        if escaping is not None:
+            # Raised outside the except clause, so that the body's exception keeps its own context.
+            raise escaping
     finally:
         if subagents is not None:
             subagents.close()  # after the runs ended: tokens revoked, a temporary config directory removed
@@ -670,6 +692,30 @@ async def open_daemon(
         if aclose is not None:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 await aclose()
+
+
+def _escaping(group: BaseExceptionGroup, body_error: BaseException | None) -> BaseException:
+    """What leaves ``open_daemon`` for the group its host nursery raised (Trio's advice for a context
+    manager hiding its nursery): the body's exception when it is the only one; a ``KeyboardInterrupt``
+    when Ctrl-C is all there is (it may hit any task); otherwise the group, so that several failures
+    all surface."""
+    if len(group.exceptions) == 1 and body_error is not None and _same(group.exceptions[0], body_error):
+        return body_error
+    if group.split(KeyboardInterrupt)[1] is None:
+        interrupt = KeyboardInterrupt()
+        interrupt.__cause__ = group
+        return interrupt
+    return group
+
+
+def _same(found: BaseException, raised: BaseException) -> bool:
+    """Whether the nursery's ``found`` is ``raised``: the same object, or for a group the copy Trio made of it
+    (a nursery rebuilds a group it passes on) with the same leaves."""
+    if found is raised:
+        return True
+    return (isinstance(found, BaseExceptionGroup) and isinstance(raised, BaseExceptionGroup)
+            and found.message == raised.message and len(found.exceptions) == len(raised.exceptions)
+            and all(_same(a, b) for a, b in zip(found.exceptions, raised.exceptions)))
 
 
 def _checkpoint_store(state_dir: str | Path | None, settings: Settings) -> Any:

@@ -29,19 +29,21 @@ import trio
 
 from actors import (
     Daemon, SandboxUnavailable, ScriptError, Settings, SettingsError, load_script, load_settings, open_daemon,
+    provider_from_settings,
 )
 from actors.loop_stalls import StallWatch
 from actors.settings_file import user_settings_path
 from actors.storage import StorageError
 from actors.telemetry import configure_from_environment, include_content
-from actors.model import ModelProvider, ScriptedModel
+from actors.model import ModelProvider
+from actors.model.from_settings import Overrides
 
 from .auth import TokenFileError, token_path
 from .daemon_lock import HeldStateDir, StateDirInUse, hold_state_dir
 from .gc_policy import FreezeSurvivors
 from .logs import add_secret, configure, say
 from .process_image import Secrets, SecretsError, read_secrets
-from .server import InsecureBind, check_bind, is_loopback, serve
+from .server import InsecureBind, check_bind, serve
 from .signals import Shutdown, shutdown_signals
 
 
@@ -69,79 +71,29 @@ def recover_secrets(args: argparse.Namespace, secrets: Secrets | None = None) ->
     return secrets.overlay(os.environ)
 
 
+# How trellis serve's errors name its flags (actors.model.from_settings cites them).
+FLAG_NAMES = {"provider": "--model", "base_url": "--openai-base-url", "model": "--openai-model"}
+
+
 def make_model(args: argparse.Namespace, settings: Settings,
                environ: Mapping[str, str] | None = None) -> ModelProvider:
-    """The primary model; ``environ`` (default ``os.environ``) supplies ``OPENAI_*``."""
+    """The primary model: :func:`actors.provider_from_settings` with the flags over the settings, or the
+    scripted provider's ``--script`` or showcase demo; ``environ`` (default ``os.environ``) supplies
+    ``OPENAI_*``."""
     provider = args.model or settings.model.get("provider", "scripted")
-    if provider == "openai":
-        from actors.model.openai import OpenAIConfig, OpenAIModel
-
-        try:
-            config = OpenAIConfig.from_sources(
-                os.environ if environ is None else environ, settings.model, base_url=args.openai_base_url,
-                model=args.openai_model, api_key=args.openai_api_key, context_window=args.context_window,
-                max_tokens=args.max_tokens, connect_timeout=args.model_connect_timeout, read_timeout=args.model_read_timeout,
-                max_retries=args.model_retries, text_tool_calls=args.text_tool_calls,
-            )
-        except ValueError as exc:
-            raise SettingsError(f"{args.settings or 'settings'}: {exc}") from None
-        for line in check_openai(args, settings, os.environ if environ is None else environ, config.api_key):
-            say(line, "warning")
-        return OpenAIModel(config)
-    if provider != "scripted":
-        raise SettingsError(f"{args.settings or 'settings'}: model.provider must be 'scripted' or 'openai'")
-    if args.script:
+    if provider == "scripted" and args.script:
         return load_script(args.script)
-    if getattr(args, "demo", None) == "showcase":  # `trellis serve`'s default (the ACP agent has no --demo)
+    # The showcase is `trellis serve`'s default demo (the ACP agent has no --demo).
+    if provider == "scripted" and getattr(args, "demo", None) == "showcase":
         from actors.model.showcase import ShowcaseModel
 
         return ShowcaseModel()
-    return ScriptedModel()
-
-
-def _given(flag: str | None, settings: Mapping[str, Any], key: str, environ: Mapping[str, str],
-           var: str) -> tuple[str, str] | None:
-    """(the value, where it came from) by the precedence of :meth:`OpenAIConfig.from_sources`; ``None`` if unset."""
-    if flag:
-        return flag, f"--openai-{'base-url' if key == 'baseUrl' else 'model'}"
-    if isinstance(settings.get(key), str) and settings[key]:
-        return settings[key], f"settings model.{key}"
-    if environ.get(var):
-        return environ[var], f"${var}"
-    return None
-
-
-def check_openai(args: argparse.Namespace, settings: Settings, environ: Mapping[str, str],
-                 api_key: str | None) -> list[str]:
-    """What the ``openai`` model needs to start: a base URL and a model name (``SettingsError`` naming the
-    missing setting); returns warnings (no API key for a server off loopback)."""
-    which = "--model openai" if args.model == "openai" else 'settings model.provider "openai"'
-    base = _given(args.openai_base_url, settings.model, "baseUrl", environ, "OPENAI_BASE_URL")
-    name = _given(args.openai_model, settings.model, "name", environ, "OPENAI_MODEL")
-    missing = []
-    if base is None:
-        missing.append("a base URL: --openai-base-url URL, $OPENAI_BASE_URL or settings model.baseUrl "
-                       "(e.g. http://127.0.0.1:8080/v1)")
-    if name is None:
-        missing.append("a model name: --openai-model NAME, $OPENAI_MODEL or settings model.name "
-                       "(the name the server serves, e.g. qwen3)")
-    if missing:
-        raise SettingsError(f"{which} needs " + "; and ".join(missing))
-    assert base is not None
-    url, source = base
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname  # parsed here: an unclosed "[" raises
-    except ValueError:
-        parts, host = None, None
-    if parts is None or parts.scheme not in ("http", "https") or not host:
-        # Not echoed: a URL may carry credentials (user:password@host).
-        raise SettingsError(f"{which}: the base URL ({source}) must be an http:// or https:// URL with a host "
-                            "(e.g. http://127.0.0.1:8080/v1)")
-    if not api_key and not is_loopback(parts.hostname):
-        return [f"no API key for the model server at {parts.hostname}: requests go without Authorization "
-                "(set $OPENAI_API_KEY or settings model.apiKey if it wants one)"]
-    return []
+    flags = Overrides(provider=args.model, names=FLAG_NAMES, openai=dict(
+        base_url=args.openai_base_url, model=args.openai_model, api_key=args.openai_api_key,
+        context_window=args.context_window, max_tokens=args.max_tokens, connect_timeout=args.model_connect_timeout,
+        read_timeout=args.model_read_timeout, max_retries=args.model_retries, text_tool_calls=args.text_tool_calls,
+    ))
+    return provider_from_settings(settings, environ, overrides=flags, warn=lambda line: say(line, "warning"))
 
 
 @attrs.frozen

@@ -1,4 +1,5 @@
-"""Model providers: the scripted one (embedded default) and OpenAI-compatible."""
+"""Model providers: the scripted one (embedded default) and OpenAI-compatible; :func:`provider_from_settings`
+builds the one the settings name."""
 
 from .base import (
     ChatMessage,
@@ -15,10 +16,11 @@ from .base import (
     ToolSpec,
     Usage,
 )
+from .from_settings import provider_from_settings
 from .scripted import ScriptedModel, ScriptError, load_script
 
 __all__ = [
     "ChatMessage", "ChatRequest", "ContextWindowExceeded", "Finish", "ImagePart", "ModelError", "ModelProvider",
     "ScriptError", "ScriptedModel", "StreamItem", "TextDelta", "ThoughtDelta", "ToolCall", "ToolSpec",
-    "Usage", "load_script",
+    "Usage", "load_script", "provider_from_settings",
 ]
