@@ -584,6 +584,7 @@ async def open_daemon(
     sync_in_thread: bool = False,
     described_machine: MachineDescription | None = None,
     make_checkpoints: Any = None,
+    commands_run: bool = True,
 ) -> AsyncIterator[Daemon]:
     """Run a daemon for the body of the ``async with``; its sessions end with it.
 
@@ -607,6 +608,8 @@ async def open_daemon(
             gives the recorded machine's).
         make_checkpoints: a session's checkpoint keeper by its id, instead of one on the state directory's
             store (a replay's answers the recorded restores).
+        commands_run: whether model-run commands really run (``False``: a replay answers them from the
+            recording or the scenario); only then is the sandbox, or its absence, said at start.
 
     Model-run commands run in the sandbox ``settings.sandbox`` asks for (see
     :mod:`actors.process.sandbox`); a required one that cannot run here raises
@@ -629,7 +632,8 @@ async def open_daemon(
     provider = model if model is not None else provider_from_settings(settings)
     hidden = [p for p in (state_dir, settings.path) if p is not None]
     sandbox = resolve_sandbox(settings.sandbox, hidden)  # SandboxUnavailable when "bwrap" is required
-    log_sandbox(sandbox)
+    if commands_run:
+        log_sandbox(sandbox)  # what protects the machine, said where it matters
     if state_dir is not None:
         Path(state_dir).mkdir(parents=True, exist_ok=True)  # exists before any command, so it can be hidden
         clear_homes(state_dir)  # homes a previous daemon left, before any session makes (or restores) its own

@@ -666,7 +666,8 @@ async def _drive(pb: Playback, workspace: Path, state_dir: Path) -> None:
                                        clock_ms=virtual_clock_ms, now=now, state_dir=state_dir,
                                        workspace=str(workspace), tools=tools, hook_runner=hook_runner,
                                        described_machine=pb.machine,
-                                       make_checkpoints=replayed_checkpoints if checkpoints else None) as daemon:
+                                       make_checkpoints=replayed_checkpoints if checkpoints else None,
+                                       commands_run=False) as daemon:
                     daemon.session_observers.append(observe)
                     sid = recording.header.sessionId
                     if restored is None:

@@ -127,9 +127,13 @@ def test_a_recording_replays_identically(recorded: Path) -> None:
     assert result.model_calls == len(rec.of_kind("model")) and result.events == len(rec.of_kind("event"))
 
 
-def test_the_command_replays_a_recording(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--recording", str(recorded)]) == 0
+def test_the_command_replays_a_recording(recorded: Path, capsys: pytest.CaptureFixture[str],
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="trellis"):
+        assert main(["--recording", str(recorded)]) == 0
     assert "identical" in capsys.readouterr().out
+    # No command runs in a replay: nothing is said of a sandbox (before, "no sandbox ... have your rights").
+    assert not [r for r in caplog.records if "sandbox" in r.getMessage()]
 
 
 def test_a_changed_tool_result_is_caught_at_its_step(recorded: Path, tmp_path: Path,
