@@ -93,9 +93,11 @@ class Settings:
     # append_system_prompt is added after it.
     system_prompt: str | None = None
     append_system_prompt: str | None = None
-    # The built-in file and fetch tools (actors.tools): web_fetch is offered only when enabled; the file
-    # tools stay under a session's cwd unless paths outside it are allowed.
+    # The built-in file and fetch tools (actors.tools): web_fetch is offered only when enabled, and connects to
+    # loopback and private addresses only when allowed; the file tools stay under a session's cwd unless paths
+    # outside it are allowed.
     web_fetch: bool = False
+    web_fetch_private_addresses: bool = False
     paths_outside_cwd: bool = False
     # Cluster mode (actors.cluster, docs/cluster.md); the flags --store, --events, ... win over these.
     cluster_store: str | None = None  # cluster.store: postgresql://…

@@ -121,6 +121,12 @@ class Tools:
     enable_web_fetch: bool = _setting(
         "web_fetch", "Offer the web_fetch tool (an HTTP(S) GET that asks permission). Off: the model is not told "
                      "of it.")
+    web_fetch_allow_private_addresses: bool = _setting(
+        "web_fetch_private_addresses",
+        "Let web_fetch connect to loopback and private addresses (127.0.0.0/8, ::1, 10/8, 172.16/12, 192.168/16, "
+        "100.64/10, fc00::/7, ...): a server on this machine or the LAN. Off: a host that is or resolves only to "
+        "such addresses is refused. Link-local addresses (169.254/16, fe80::/10: the cloud metadata service), "
+        "fd00:ec2::254, 100.100.100.200, unspecified and multicast ones are refused either way.")
     allow_paths_outside_cwd: bool = _setting(
         "paths_outside_cwd", "Let read_file, write_file, edit, glob and grep use paths outside the session's cwd "
                              "(writes still ask permission in default mode). The state directory and the settings "

@@ -33,7 +33,8 @@ once, with no generator between. Exceptions are httpx's (``httpx.ReadTimeout``,
 - https through :class:`trio.SSLStream`, its context made on first use as httpx
   makes it (``SSL_CERT_FILE``, ``SSL_CERT_DIR``, else certifi), ALPN ``http/1.1``;
 - ``Content-Encoding`` ``gzip`` and ``deflate`` are decoded, as httpx decoded them
-  (other codings pass through raw, as with httpx without brotli or zstandard);
+  (other codings pass through raw, as with httpx without brotli or zstandard), by
+  :class:`actors.content_coding.Decoder`, no read to more than ``MAX_DECODED`` bytes;
   a body that does not decode is :class:`httpx.DecodingError`. No
   ``Accept-Encoding`` is sent, so a server should not compress.
 
@@ -47,12 +48,12 @@ import math
 import select
 import socket
 import ssl
-import zlib
 from typing import Any
 
 import httpx
 import trio
 
+from .. import content_coding
 from ..timeouts import wait_readable_within
 from .h1 import DONE, Head, ProtocolError, ResponseParser, request_head
 
@@ -62,6 +63,8 @@ JOIN_LIMIT = 65536  # a request body up to this size is sent in one buffer with 
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 Origin = tuple[bytes, bytes, int]  # scheme, host, port
+MAX_DECODED = content_coding.MAX_DECODED  # what one read may decompress to (shared with web_fetch's client)
+_Decoder = content_coding.Decoder
 
 
 class _Gone(Exception):
@@ -201,58 +204,6 @@ class _Connection:
                 return sock.recv(READ_SIZE)
             except BlockingIOError:  # woken with nothing to read after all: wait again
                 pass
-
-
-MAX_DECODED = 128 * 2**20  # bytes one read may decompress to: deflate alone stays under 70 MiB a 64 KiB read
-
-
-class _Decoder:
-    """``Content-Encoding`` gzip / deflate, innermost last, as httpx decodes them.
-
-    What one read decompresses to is bounded (:data:`MAX_DECODED`): codings applied twice multiply their
-    ratios, so a few kilobytes could otherwise become gigabytes in one call."""
-
-    def __init__(self, codings: list[str]) -> None:
-        self._steps = [zlib.decompressobj(zlib.MAX_WBITS | 16) if c == "gzip" else _Deflate()
-                       for c in reversed(codings)]
-
-    def decode(self, data: bytes, end: bool) -> bytes:
-        try:
-            for step in self._steps:
-                data = step.decompress(data, MAX_DECODED)
-                if step.unconsumed_tail:
-                    raise httpx.DecodingError(f"one read of the body decompresses to more than {MAX_DECODED:,} "
-                                              "bytes")
-                if end:
-                    data += step.flush()
-        except zlib.error as exc:
-            raise httpx.DecodingError(str(exc)) from exc
-        return data
-
-
-class _Deflate:
-    """zlib-wrapped deflate, or raw deflate when the first bytes say so (as httpx's DeflateDecoder)."""
-
-    def __init__(self) -> None:
-        self._first = True
-        self._inner = zlib.decompressobj()
-
-    def decompress(self, data: bytes, max_length: int = 0) -> bytes:
-        first, self._first = self._first, False
-        try:
-            return self._inner.decompress(data, max_length)
-        except zlib.error:
-            if not first:
-                raise
-            self._inner = zlib.decompressobj(-zlib.MAX_WBITS)
-            return self._inner.decompress(data, max_length)
-
-    @property
-    def unconsumed_tail(self) -> bytes:
-        return self._inner.unconsumed_tail
-
-    def flush(self) -> bytes:
-        return self._inner.flush()
 
 
 class Response:

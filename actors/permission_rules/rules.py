@@ -10,7 +10,7 @@ A rule is ``Tool`` or ``Tool(specifier)``; the tool is named as Claude Code name
     Read(./src/**)            a gitignore pattern of the path, relative to the session's cwd
     Edit(/docs/**)            ... relative to the settings file's directory (to the cwd for a session's own)
     Read(~/.ssh/**)           ... to the home directory;  Read(//etc/**): absolute
-    WebFetch(domain:x.org)    that host (*.x.org: its subdomains)
+    WebFetch(domain:x.org)    that host (*.x.org: its subdomains); hosts compared in canonical form (url_host)
     mcp__github               every tool of the MCP server github;  mcp__github__create_issue: one tool
 
 :func:`decide` applies a :class:`RuleSet` to a call, in this order — the first row that holds decides::
@@ -29,13 +29,15 @@ by what is written.
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
 import os
 import re
 import shlex
+import socket
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import attrs
+import httpx
 import pathspec
 
 from .. import checked
@@ -72,7 +74,60 @@ TOOLS = _tools()
 
 _RULE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)(?:\((.*)\))?", re.DOTALL)
 _MCP = re.compile(r"mcp__([A-Za-z0-9_-]+?)(?:__([A-Za-z0-9_*-]+))?")
-_HOST = re.compile(r"(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*")
+_HOST = re.compile(r"(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.?")
+_NUMERIC_IPV4 = re.compile(r"[0-9a-fx.]+")  # what inet_aton may read as an address (127.1, 0x7f000001, 0177.0.0.1)
+
+
+def canonical_host(host: str) -> str:
+    """``host`` as rules compare it, one spelling for each destination: lower case, no trailing dot, an IPv4
+    address written as resolvers read it (``127.1``, ``2130706433``, ``0x7f.1`` are ``127.0.0.1``), an IPv6
+    address compressed in brackets (``[::1]``), one that carries an IPv4 address (``[::ffff:127.0.0.1]``) as
+    that address. A name is taken as given (:func:`url_host` IDNA-encodes it as the fetch does)."""
+    host = host.lower().rstrip(".")
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if ":" in bare:
+        try:
+            ip = ipaddress.IPv6Address(bare.split("%", 1)[0])  # a zone (%25eth0) names no other host
+        except ValueError:
+            return host
+        return str(ip.ipv4_mapped) if ip.ipv4_mapped is not None else f"[{ip.compressed}]"
+    if _NUMERIC_IPV4.fullmatch(host):
+        try:
+            return socket.inet_ntoa(socket.inet_aton(host))  # the parse getaddrinfo applies to a numeric host
+        except OSError:
+            pass
+    return host
+
+
+def url_host(url: Any) -> str | None:
+    """The canonical host (:func:`canonical_host`) ``url`` is fetched from, read as ``web_fetch`` reads it
+    (httpx's parser: userinfo, IDNA, full-width dots), or ``None`` when it is no URL with a host."""
+    if not isinstance(url, str):
+        return None
+    try:
+        host = httpx.URL(url).raw_host.decode("ascii")
+    except (httpx.InvalidURL, TypeError, UnicodeError):
+        return None
+    return canonical_host(host) if host else None
+
+
+def _domain_spec(host: str) -> str | None:
+    """A ``WebFetch(domain:…)`` host in the form subjects take (:func:`canonical_host`), or ``None`` if it is
+    none: a name (``*.`` for its subdomains), an IPv4 address in any spelling, an IPv6 address (in brackets or
+    not). A name that is not ASCII is IDNA-encoded, as a URL's is."""
+    if not host.isascii() and "*" not in host:
+        encoded = url_host(f"http://{host}/")
+        host = encoded if encoded is not None and encoded.isascii() else host
+    if _HOST.fullmatch(host):
+        return host.lower().rstrip(".") if host.startswith("*.") else canonical_host(host)
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if ":" in bare:
+        try:
+            ipaddress.IPv6Address(bare)
+        except ValueError:
+            return None
+        return canonical_host(bare)
+    return None
 
 
 class RuleError(ValueError):
@@ -139,10 +194,10 @@ def _parse(text: str) -> Rule:
     if kind == "command":
         _check_command_spec(spec)
     elif kind == "domain":
-        host = spec.removeprefix("domain:") if spec.startswith("domain:") else None
-        if host is None or not _HOST.fullmatch(host):
+        host = _domain_spec(spec.removeprefix("domain:")) if spec.startswith("domain:") else None
+        if host is None:
             raise RuleError(f"{name}'s specifier is domain:HOST (as domain:example.com or domain:*.example.com)")
-        spec = host.lower()
+        spec = host
     elif kind == "path" and "\0" in spec:
         raise RuleError("a path pattern cannot hold a NUL character")
     return Rule(text, tools, kind, spec)
@@ -407,12 +462,9 @@ def _subjects(tool: str, args: dict[str, Any], cwd: str, home: str) -> list[str]
         # resolved as the tools resolve it: link/../k is the parent of where link points, not ./k
         return list(dict.fromkeys([os.path.normpath(joined), os.path.realpath(joined)]))
     if tool == "web_fetch":
-        url = args.get("url")
-        try:
-            host = urlsplit(url).hostname if isinstance(url, str) else None
-        except ValueError:
-            host = None
-        return [host.lower()] if host else []
+        # The host the fetch goes to, in one spelling: 127.1 and 2130706433 are 127.0.0.1, for rules too.
+        host = url_host(args.get("url"))
+        return [host] if host else []
     return [tool]
 
 
@@ -479,4 +531,5 @@ def path_matches(pattern: str, path: str, *, settings_dir: str, cwd: str, home: 
 
 
 __all__ = ["COMMAND_TOOLS", "EDIT_TOOLS", "EFFECTS", "MAX_RULES", "Rule", "RuleError", "RuleLists", "RuleSet", "RuleText", "TOOLS",
-           "Verdict", "anchored", "answer_rules", "decide", "parse_rule", "path_matches", "rule_lists"]
+           "Verdict", "anchored", "answer_rules", "canonical_host", "decide", "parse_rule", "path_matches",
+           "rule_lists", "url_host"]

@@ -158,7 +158,9 @@ async def test_web_fetch_enabled_in_the_settings_fetches_with_kind_fetch(tmp_pat
     base = await server.start(nursery)
     model = load_script({"responses": [[call("web_fetch", url=f"{base}/html")], [{"text": "read it"}]]})
     with trio.fail_after(30):
-        async with live_daemon(model=model, settings=Settings(web_fetch=True)) as (_, client):
+        # The server is on loopback, which web_fetch reaches only when the settings allow private addresses.
+        settings = Settings(web_fetch=True, web_fetch_private_addresses=True)
+        async with live_daemon(model=model, settings=settings) as (_, client):
             sid = await open_session(client, tmp_path)
             pid = await prompt(client, sid)
             request = await next_permission_request(client, sid)

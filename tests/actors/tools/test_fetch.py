@@ -12,7 +12,7 @@ from actors.runtime import default_tools
 from actors.settings import Settings
 from actors.settings_file import load_settings
 from actors.tools import WebFetchTool
-from tests.actors.tools.harness import Services, call
+from tests.actors.tools.harness import Services, call, runtime
 
 PAGE = b"""<!doctype html><html><head><title>The Page</title><style>body{color:red}</style>
 <script>var secret = "not text";</script></head>
@@ -59,10 +59,15 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
 
+def loopback_services(**kw: Any) -> Services:
+    """A session's services whose settings let web_fetch reach the loopback server these tests start."""
+    return Services(runtime=runtime(web_fetch_private_addresses=True), **kw)
+
+
 async def fetch(nursery, path: str, tool: WebFetchTool | None = None, services: Services | None = None):
     server = Server()
     base = await server.start(nursery)
-    services = services or Services()
+    services = services or loopback_services()
     result = await call(tool or WebFetchTool(), ".", {"url": base + path}, services)
     return result, server, services
 
@@ -125,7 +130,7 @@ async def test_only_http_and_https_urls_are_fetched_and_nothing_is_asked_for_oth
 
 
 async def test_a_denied_fetch_sends_nothing(nursery):
-    result, server, _ = await fetch(nursery, "/text", services=Services(deny="the user denied this call"))
+    result, server, _ = await fetch(nursery, "/text", services=loopback_services(deny="the user denied this call"))
     assert result.error == "the user denied this call" and server.seen == []
 
 
