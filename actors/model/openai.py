@@ -568,7 +568,10 @@ class OpenAIModel:
     async def _send(self, content: bytes, headers: dict[str, str]) -> Body:
         if self._transport is None:
             assert self._client is not None
-            request = self._client.build_request("POST", self._url, content=content, headers=headers,
+            # As the direct path: nothing compressed is asked for (what comes compressed all the same is
+            # decoded by _Proxied within its bound).
+            request = self._client.build_request("POST", self._url, content=content,
+                                                 headers={"Accept-Encoding": "identity", **headers},
                                                  timeout=self._timeout)
             return _Proxied(await self._client.send(request, stream=True))
         target = self._target

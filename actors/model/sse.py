@@ -13,6 +13,8 @@ from typing import Protocol
 
 import httpx
 
+from ..content_coding import CODINGS, Decoder
+
 
 MAX_LINE_BYTES = 32 * 2**20  # an SSE line (one chunk) no server needs longer: a whole answer, escaped
 
@@ -85,16 +87,24 @@ class Body(Protocol):
 
 
 class Proxied:
-    """An :class:`httpx.Response` (the proxied path, through the full client) as a :class:`Body`."""
+    """An :class:`httpx.Response` (the proxied path, through the full client) as a :class:`Body`.
 
-    __slots__ = ("response", "status_code", "reason_phrase", "headers", "_chunks")
+    Its raw bytes are decoded here, by the bound the direct path keeps
+    (:class:`actors.content_coding.Decoder`): httpx's own decoders give a read whole, whatever it
+    decompresses to."""
+
+    __slots__ = ("response", "status_code", "reason_phrase", "headers", "_chunks", "_decoder", "_ended")
 
     def __init__(self, response: httpx.Response) -> None:
         self.response = response
         self.status_code = response.status_code
         self.reason_phrase = response.reason_phrase
         self.headers = response.headers
-        self._chunks = response.aiter_bytes()
+        self._chunks = response.aiter_raw()
+        coding = response.headers.get("content-encoding") or ""
+        codings = [c for c in (c.strip().lower() for c in coding.split(",")) if c in CODINGS]
+        self._decoder = Decoder(codings) if codings else None
+        self._ended = False
 
     @property
     def is_success(self) -> bool:
@@ -103,12 +113,17 @@ class Proxied:
     complete = False  # not known: httpx reads on
 
     async def receive(self) -> bytes:
-        try:
-            while not (data := await self._chunks.__anext__()):
-                pass
-        except StopAsyncIteration:
-            return b""
-        return data
+        while not self._ended:
+            try:
+                data = await self._chunks.__anext__()
+            except StopAsyncIteration:
+                self._ended = True
+                return self._decoder.decode(b"", True) if self._decoder is not None else b""
+            if self._decoder is not None:
+                data = self._decoder.decode(data, False)
+            if data:
+                return data
+        return b""
 
     async def aread(self) -> bytes:
         return await self.response.aread()

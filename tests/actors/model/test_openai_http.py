@@ -67,6 +67,24 @@ async def test_empty_chunks_from_httpx_do_not_end_the_proxied_body():
         assert [p async for p in _data_payloads(body)] == [b"1", b"2"]
 
 
+async def test_the_proxied_body_is_decoded_within_the_direct_paths_bound():
+    """httpx decodes a read whole: a gzip bomb through a proxy became hundreds of MiB at once. Now the raw
+    bytes are decoded here, by the bound the direct path keeps (MAX_DECODED), and a gzipped body still reads."""
+    import gzip
+
+    from actors.content_coding import MAX_DECODED
+
+    plain = gzip.compress(b'data: {"a":1}\n\ndata: [DONE]\n')
+    with trio.fail_after(10):
+        body = _Proxied(httpx.Response(200, headers={"content-encoding": "gzip"}, stream=Chunks([plain])))
+        assert [p async for p in _data_payloads(body)] == [b'{"a":1}', b"[DONE]"]
+    bomb = gzip.compress(b"\0" * (MAX_DECODED + 2**20), compresslevel=9)  # about 130 KB on the wire
+    with trio.fail_after(30):
+        body = _Proxied(httpx.Response(200, headers={"content-encoding": "gzip"}, stream=Chunks([bomb])))
+        with pytest.raises(httpx.DecodingError, match="decompresses to more than"):
+            await body.receive()
+
+
 def test_a_proxy_in_the_environment_sends_requests_through_the_full_client(monkeypatch):
     from actors.model.http import Transport
     from actors.model.openai import _proxied
