@@ -159,7 +159,7 @@ class Cluster:
         "for a backend nothing a model runs can reach (docs/cluster.md); the node logs a warning naming it.")
 
 
-@checked.form("The command runner: an external agent CLI per turn.", unknown=checked.IGNORE)
+@checked.form("The command runner: an external agent CLI per turn. Unknown members are ignored with a warning.")
 @attrs.frozen(kw_only=True)
 class CommandRunnerSettings:
     template: str | None = checked.field(
@@ -170,7 +170,7 @@ class CommandRunnerSettings:
               "[\"ANTHROPIC_API_KEY\"] for Claude Code), in the form of sandbox.env.", nullable=True)
 
 
-@checked.form("The session runner: a child session of this daemon.", unknown=checked.IGNORE)
+@checked.form("The session runner: a child session of this daemon. Unknown members are ignored with a warning.")
 @attrs.frozen(kw_only=True)
 class SessionRunnerSettings:
     model: str | None = checked.field(None, "The model name of child sessions (null: the daemon's).", nullable=True)
@@ -178,7 +178,7 @@ class SessionRunnerSettings:
         None, "The approval mode of child sessions (null: the daemon's approvalMode).", nullable=True)
 
 
-@checked.form("The runners' own settings.", unknown=checked.IGNORE)
+@checked.form("The runners' own settings. Unknown members are ignored with a warning.")
 @attrs.frozen(kw_only=True)
 class RunnersSettings:
     command: CommandRunnerSettings = checked.field(factory=CommandRunnerSettings, doc="The command runner.")
@@ -188,8 +188,8 @@ class RunnersSettings:
 Runner = Literal["session", "command"]
 
 
-@checked.form("Subagent runs started over MCP or by a session's agent tool. Other members are ignored, without a "
-              "warning.", unknown=checked.IGNORE)
+@checked.form("Subagent runs started over MCP or by a session's agent tool. Other members are ignored with a "
+              "warning (a misspelt runner setting would otherwise silently keep the default).")
 @attrs.frozen(kw_only=True)
 class SubagentsSettings:
     """The ``subagents`` settings, as written (:class:`actors.subagents.registry.SubagentConfig` is what the

@@ -64,7 +64,9 @@ def provider_from_settings(settings: Settings, environ: Mapping[str, str] | None
         config = OpenAIConfig.from_sources(environ, settings.model, **overrides.openai)
     except ValueError as exc:
         raise SettingsError(f"{where}: {exc}") from None
-    for line in _check_openai(settings.model, environ, overrides, config.api_key):
+    # The file to name when what is missing was the settings' to say (not a flag's).
+    source = "" if overrides.provider else (settings.path or "")
+    for line in _check_openai(settings.model, environ, overrides, config.api_key, source):
         warn(line)
     return OpenAIModel(config)
 
@@ -82,7 +84,7 @@ def _given(overrides: Overrides, settings: Mapping[str, Any], field: str, key: s
 
 
 def _check_openai(settings: Mapping[str, Any], environ: Mapping[str, str], overrides: Overrides,
-                  api_key: str | None) -> list[str]:
+                  api_key: str | None, source: str = "") -> list[str]:
     """What the ``openai`` model needs to start: a base URL and a model name (``SettingsError`` naming the
     missing setting); returns warnings (no API key for a server off loopback)."""
     # OpenAIConfig has defaults for both (OpenAI's own service), but running them unasked would send the
@@ -103,9 +105,9 @@ def _check_openai(settings: Mapping[str, Any], environ: Mapping[str, str], overr
         missing.append(f"a model name: {flag}$OPENAI_MODEL or settings model.name "
                        "(the name the server serves, e.g. qwen3)")
     if missing:
-        raise SettingsError(f"{which} needs " + "; and ".join(missing))
+        raise SettingsError(f"{which} needs " + "; and ".join(missing), source=source)
     assert base is not None
-    url, source = base
+    url, given = base
     try:
         parts = urlsplit(url)
         host = parts.hostname  # parsed here: an unclosed "[" raises
@@ -113,8 +115,8 @@ def _check_openai(settings: Mapping[str, Any], environ: Mapping[str, str], overr
         parts, host = None, None
     if parts is None or parts.scheme not in ("http", "https") or not host:
         # Not echoed: a URL may carry credentials (user:password@host).
-        raise SettingsError(f"{which}: the base URL ({source}) must be an http:// or https:// URL with a host "
-                            "(e.g. http://127.0.0.1:8080/v1)")
+        raise SettingsError(f"{which}: the base URL ({given}) must be an http:// or https:// URL with a host "
+                            "(e.g. http://127.0.0.1:8080/v1)", source=source)
     if not api_key and not _is_loopback(host):
         return [f"no API key for the model server at {host}: requests go without Authorization "
                 "(set $OPENAI_API_KEY or settings model.apiKey if it wants one)"]

@@ -150,7 +150,7 @@ class OpenAIConfig:
 
 
 @checked.form("The primary model. The members other than provider configure the openai provider. Other members "
-              "are ignored, without a warning.", unknown=checked.IGNORE)
+              "are ignored with a warning (a misspelt provider would otherwise silently run the demo model).")
 @attrs.frozen(kw_only=True)
 class ModelSettings:
     """The settings file's ``model`` object, as written; its fields other than ``provider`` are

@@ -88,6 +88,28 @@ def test_unknown_keys_become_warnings_not_errors(tmp_path: Path) -> None:
     assert all(w.startswith(str(path)) for w in s.warnings)
 
 
+def test_a_misspelt_member_of_model_or_subagents_is_warned_of(tmp_path: Path) -> None:
+    """Before, ``model.provder`` was ignored without a word, and the daemon silently played the demo model."""
+    path = write(tmp_path, {
+        "model": {"provder": "openai", "baseURL": "http://127.0.0.1:9/v1", "name": "x"},
+        "subagents": {"defaultRuner": "command", "runners": {"sesion": {"approvalMode": "yolo"},
+                                                             "session": {"aprovalMode": "yolo"}}},
+    })
+    s = load_settings(path)
+    assert sorted(w.split("unknown key ")[1] for w in s.warnings) == [
+        "'model.baseURL' ignored", "'model.provder' ignored", "'subagents.defaultRuner' ignored",
+        "'subagents.runners.sesion' ignored", "'subagents.runners.session.aprovalMode' ignored"]
+    assert s.model.get("name") == "x"  # the rest is read as before
+
+
+def test_an_openai_model_the_settings_leave_without_a_url_is_refused_naming_the_file(tmp_path: Path) -> None:
+    from actors import provider_from_settings
+    path = write(tmp_path, {"model": {"provider": "openai"}})
+    with pytest.raises(SettingsError) as refused:
+        provider_from_settings(load_settings(path), {})
+    assert str(refused.value).startswith(f"{path}: settings model.provider \"openai\" needs a base URL")
+
+
 @pytest.mark.parametrize(
     ("data", "key"),
     [
