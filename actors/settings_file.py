@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -398,8 +399,11 @@ def add_permission_rule(path: str | Path, effect: str, rule: str) -> bool:
     listed.append(rule)
     settings_from_dict(data, source=source)  # a SettingsError names what would not read
     try:
+        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
         replace_private(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
-    except StorageError as exc:
+        if mode is not None and mode != 0o600:
+            os.chmod(path, mode)  # the user's own file keeps the mode the user gave it
+    except (StorageError, OSError) as exc:
         raise SettingsError(str(exc), source=source) from None
     return True
 

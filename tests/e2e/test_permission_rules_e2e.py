@@ -152,6 +152,7 @@ async def test_a_sessions_own_rules_are_kept_across_a_restart_and_can_be_removed
 async def test_rules_over_rest_given_at_start_listed_added_persisted_removed_and_explained(tmp_path):
     settings_file = tmp_path / "settings.json"
     settings_file.write_text(json.dumps({"limits": {"maxSessions": 8}, "permissions": {"deny": ["Bash(rm:*)"]}}))
+    settings_file.chmod(0o644)
     with trio.fail_after(30):
         async with live_daemon(settings=load_settings(settings_file)) as (daemon, client):
             refused = await client.post("/session", json={"cwd": str(tmp_path),
@@ -177,6 +178,7 @@ async def test_rules_over_rest_given_at_start_listed_added_persisted_removed_and
             written = json.loads(settings_file.read_text())
             assert written == {"limits": {"maxSessions": 8},
                                "permissions": {"deny": ["Bash(rm:*)"], "ask": ["Bash(git push:*)"]}}
+            assert settings_file.stat().st_mode & 0o777 == 0o644  # the user's file keeps its mode
 
             explain = await client.get(f"/session/{sid}/permissions/explain",
                                        params={"tool": "shell", "input": json.dumps({"command": "ls -la && rm x"})})
