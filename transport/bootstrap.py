@@ -279,6 +279,7 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
                     except StorageError as exc:
                         say(f"{exc}: clients must be given --url", "warning")
                     print(f"listening on {url}", flush=True)
+                    listened.append(url)
                     if watch is not None:
                         watch.arm()  # start-up (the app's routes compiled in one step) is not a stall
                     # What start-up made, and then what each full collection finds alive, is frozen: a
@@ -298,6 +299,7 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
     include_content(config.settings.telemetry_include_content)
     watch = StallWatch(args.report_loop_stalls, armed=False) if args.report_loop_stalls is not None else None
     collector: list[FreezeSurvivors] = []  # the garbage-collection policy, once the daemon listens
+    listened: list[str] = []  # the URL, once serving: an OSError after that is no failure to bind
     try:
         # Held before the daemon opens (it restores sessions and clears sandbox homes there) until it is gone.
         with hold_state_dir(config.state_dir) as held:
@@ -322,7 +324,11 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
         if bind_errors is None or rest is not None:
             raise
         first = _first_leaf(bind_errors)
-        say(f"cannot serve on {args.hostname}:{args.port}: {getattr(first, 'strerror', None) or first}", "error")
+        why = getattr(first, "strerror", None) or first
+        if listened:  # e.g. a cluster's backend gone while the leases were released at shutdown
+            say(f"stopped serving on {listened[0]}: {why}", "error")
+        else:
+            say(f"cannot serve on {args.hostname}:{args.port}: {why}", "error")
         return 1
     finally:
         for policy in collector:

@@ -99,3 +99,19 @@ def test_a_negative_loop_stall_threshold_is_refused(tmp_path):
     done = run_cli(tmp_path, "--report-loop-stalls", "-1")
     assert done.returncode == 2
     assert "--report-loop-stalls must be a non-negative number of milliseconds" in done.stderr
+
+
+def test_a_port_in_use_is_said_as_a_failure_to_serve_there(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        environ = {k: v for k, v in os.environ.items() if k not in SECRET_ENV} | CLEAN
+        done = subprocess.run([sys.executable, "-m", "transport", "--port", str(port), "--state-dir",
+                               str(tmp_path / "state")], env=environ, capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    assert f"error: cannot serve on 127.0.0.1:{port}: Address already in use" in done.stderr
+    assert "listening on" not in done.stdout
