@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import attrs
 import trio
@@ -152,16 +152,18 @@ def configure_logging(args: argparse.Namespace, environ: Mapping[str, str]) -> N
     """``--log-level`` and ``--log-format`` on stderr; the token and API key given are never written there."""
     configure(args.log_level, args.log_format, secrets=(
         args.token, environ.get("TRELLIS_TOKEN"), args.openai_api_key, environ.get("OPENAI_API_KEY"),
-        *(_password(url) for url in (args.store, environ.get("TRELLIS_STORE"), args.events,
-                                     environ.get("TRELLIS_EVENTS")))))
+        *(p for url in (args.store, environ.get("TRELLIS_STORE"), args.events, environ.get("TRELLIS_EVENTS"))
+          for p in _passwords(url))))
 
 
-def _password(url: str | None) -> str | None:
-    """The password in a ``scheme://user:password@host`` URL (so no log line carries it)."""
+def _passwords(url: str | None) -> tuple[str, ...]:
+    """The password in a ``scheme://user:password@host`` URL as written and percent-decoded, as the clients
+    use it (so no log line carries either)."""
     try:
-        return urlsplit(url).password or None if url else None
+        written = urlsplit(url).password if url else None
     except ValueError:  # not a URL at all: ClusterConfig refuses it, naming it
-        return None
+        return ()
+    return tuple(dict.fromkeys((written, unquote(written)))) if written else ()
 
 
 def cluster_config(args: argparse.Namespace, environ: Mapping[str, str], token: str | None, auth: bool,
@@ -177,7 +179,8 @@ def cluster_config(args: argparse.Namespace, environ: Mapping[str, str], token: 
     advertise_url = args.advertise_url or settings.cluster_advertise_url
     lease = args.lease_seconds if args.lease_seconds is not None else settings.cluster_lease_seconds
     for url in (settings.cluster_store, settings.cluster_events):
-        add_secret(_password(url))  # the flags' and environment's are redacted already (configure_logging)
+        for password in _passwords(url):  # the flags' and environment's are redacted already (configure_logging)
+            add_secret(password)
     if not store and not events:
         for flag in ("node_id", "advertise_url", "lease_seconds"):
             if getattr(args, flag) is not None:

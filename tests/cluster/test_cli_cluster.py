@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 import trio
 
-from transport.bootstrap import UsageError, _password, cluster_config
+from transport.bootstrap import UsageError, _passwords, cluster_config
 from transport.cli import build_parser
 from transport.process_image import withhold
 from actors.settings import Settings
@@ -78,8 +78,10 @@ def test_cluster_settings_are_checked():
 
 
 def test_the_urls_are_secrets_withheld_from_the_process_image():
-    assert _password("postgresql://u:hunter2@h/db") == "hunter2"
-    assert _password("postgresql://u@h/db") is None and _password("redis://h:6379") is None
+    assert _passwords("postgresql://u:hunter2@h/db") == ("hunter2",)
+    assert _passwords("postgresql://u@h/db") == () and _passwords("redis://h:6379") == ()
+    # Written percent-encoded, used decoded: both are kept out of the log.
+    assert _passwords("redis://:p%2Fw%40d@h:6379") == ("p%2Fw%40d", "p/w@d")
     argv = ["--store", "postgresql://u:hunter2@h/db", "--events=redis://:pw@h", "--node-id", "a"]
     clean, env, secrets = withhold(argv, {"TRELLIS_STORE": "postgresql://u:x@h/db", "PATH": "/bin"})
     assert clean == ["--node-id", "a"] and "TRELLIS_STORE" not in env and env["PATH"] == "/bin"
