@@ -13,7 +13,8 @@ rendered by ``rich``'s :class:`~rich.markdown.Markdown` block by block as each
 block closes: a paragraph (its lines joined, as Markdown joins them — a single
 newline is a soft break, and ``**bold**`` across it is bold) ends at a blank
 line or where another block starts (a heading, a list item, a quote, a fence,
-a table row); a list item and a quote are closed the same way; a heading is a
+a table row); a list item and a quote are closed the same way (a nested item
+printed under its parent item's text); a heading is a
 block of its own line; a fenced code block is kept until its closing fence and
 then printed syntax-highlighted; a table is printed once its last row is
 followed by another line. Until then the block's lines are shown as they came
@@ -87,6 +88,7 @@ MARKDOWN_SYNTAX = re.compile(r"[*_`#>|~\[\]!<&\\]|^\s*(?:[-+]|\d+[.)])(?:\s|$)|^
 ORDERED = re.compile(r"^(\s{0,3})(\d{1,9})([.)])(\s)")
 HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
 LIST_ITEM = re.compile(r"^\s*(?:[-+*]|\d{1,9}[.)])(?:\s|$)")
+ITEM_PARTS = re.compile(r"^(\s*)([-+*]|\d{1,9}[.)])(\s*)")  # a list item's indent, marker and the space after it
 QUOTE = re.compile(r"^ {0,3}>")
 THEMATIC = re.compile(r"^ {0,3}(?:(?:-\s*){3,}|(?:\*\s*){3,}|(?:_\s*){3,}|(?:=\s*){3,})$")
 PARAGRAPHS = frozenset({"paragraph", "item", "quote"})  # blocks whose lines Markdown joins (soft line breaks)
@@ -372,6 +374,10 @@ class View:
         self.block: list[str] = []  # the open block of the model's text (printed, rendered, when it ends)
         self.block_kind: str | None = None  # "code" | "table" | "paragraph" | "item" | "quote"
         self.fence = ""  # the open code block's fence
+        # The list items the next item may be nested in, innermost last: (the column its text starts at in the
+        # source, the column it is printed at). A nested item is printed under its parent's text.
+        self.items: list[tuple[int, int]] = []
+        self.item_indent = 0  # the column the open list item is printed at
         self.plan: list[tuple[str, str]] | None = None  # the plan as last shown: (content, status)
         self.task_log: dict[str, dict[str, Any]] = {}  # every background task seen: kind, label, state, output
         self.turn_started: float | None = None  # when the running turn began (as this client saw it)
@@ -529,6 +535,8 @@ class View:
             out = self._close_block()
         if not line.strip():  # a blank line ends a paragraph (and is one)
             return out + self._close_block() + [Line("")]
+        if not LIST_ITEM.match(line) and not line.startswith(" "):
+            self.items = []  # the list has ended (a heading, a fence, a table, a paragraph)
         fence = FENCE.match(line)
         if fence is not None:
             out += self._close_block()
@@ -543,6 +551,7 @@ class View:
         if LIST_ITEM.match(line):
             out += self._close_block()
             self.block_kind, self.block = "item", [line]
+            self._nest(line)
             return out
         if QUOTE.match(line) and self.block_kind != "quote":
             out += self._close_block()
@@ -556,21 +565,39 @@ class View:
         self.block_kind, self.block = "paragraph", [line]
         return out
 
-    def _markdown_block(self, lines: list[str]) -> list[Text]:
+    def _nest(self, line: str) -> None:
+        """A list item begins: the column it is printed at, under the text of the item it is nested in (rich
+        renders one item at a time, so it cannot know: ``   - sub`` under ``1. First`` would be flush left)."""
+        parts = ITEM_PARTS.match(line)
+        assert parts is not None
+        indent, marker, space = len(parts[1].expandtabs(4)), parts[2], len(parts[3].expandtabs(4))
+        while self.items and self.items[-1][0] > indent:  # not nested in that one: a sibling of it, or above
+            self.items.pop()
+        self.item_indent = self.items[-1][1] if self.items and indent > 0 else 0
+        if indent == 0:
+            self.items = []
+        shown = len(marker) + 1 if marker[0].isdigit() else 3  # "1. " is printed as it is; "- " as " • "
+        self.items.append((indent + len(marker) + (space if 1 <= space <= 4 else 1), self.item_indent + shown))
+
+    def _markdown_block(self, lines: list[str], width: int | None = None) -> list[Text]:
         """A closed block of the model's text (a paragraph, a list item, a quote, a heading) rendered: its lines
-        joined as Markdown joins them."""
+        joined as Markdown joins them (to ``width`` columns, the terminal's by default)."""
         if len(lines) == 1 and (lines[0].startswith("    ") or MARKDOWN_SYNTAX.search(lines[0]) is None):
             return [Line(lines[0])]  # nothing to render (an indented line is not made a code block)
         if not any(MARKDOWN_SYNTAX.search(line) or line.endswith("  ") for line in lines):
             return [Line(" ".join(line.strip() for line in lines))]  # plain prose: its soft line breaks joined
         source = "\n".join([ORDERED.sub(r"\1\2\\\3\4", lines[0]), *lines[1:]])  # "1. x" stays "1. x" (rich: "1 x")
-        return markdown_lines(source, self.width() - 1) or [Line(line) for line in lines]
+        return markdown_lines(source, (width or self.width()) - 1) or [Line(line) for line in lines]
 
     def _close_block(self) -> list[Text]:
         block, kind = self.block, self.block_kind
         self.block, self.block_kind, self.fence = [], None, ""
         if not block:
             return []
+        if kind == "item" and self.item_indent:
+            indent, self.item_indent = self.item_indent, 0
+            lines = self._markdown_block([block[0].lstrip(), *block[1:]], self.width() - indent)
+            return [Text(" " * indent) + line for line in lines]
         if kind in PARAGRAPHS:
             return self._markdown_block(block)
         if kind == "table" and (len(block) < 2 or re.match(r"^\s*\|?[\s:|-]*-[\s:|-]*$", block[1]) is None):

@@ -18,6 +18,18 @@ the rows below the cursor are known from a cursor-position report, which the
 erase before each printed batch forgets, so under this screen it did not show;
 and it sits on the terminal's last row, far from the input.)
 
+When the terminal's width changes, most terminals (tmux, VTE, iTerm2, kitty,
+Windows Terminal…) re-wrap what is on the screen: a row of the prompt area
+drawn for 120 columns takes three rows at 50. prompt_toolkit erases (and
+redraws) the area by moving up the rows it drew, so it would leave the rest —
+an open table's raw rows — above the next lines (neither prompt_toolkit nor
+rich.live accounts for the re-wrap). So the area's rows as last drawn are kept
+(:meth:`Screen._drawn_rows`, after each render) and, before the area is next
+erased or redrawn at another width, the cursor is first moved up the rows the
+re-wrap added (:meth:`Screen._unwrap`, :func:`reflowed_rows`). A terminal that
+cuts its rows instead of re-wrapping them has nothing to add when it widens;
+when it narrows, the extra rows erased are the last ones printed above the area.
+
 Input: Enter sends the line; Esc Enter (Alt+Enter in most terminals) inserts a
 newline, for a prompt of several lines; Tab completes a ``/command`` (and
 ``/mode``'s modes).
@@ -58,6 +70,7 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import History
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.layout.screen import Char
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
@@ -133,6 +146,31 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((100, 40)).columns
 
 
+def reflowed_rows(cells: list[int], width: int) -> int:
+    """The rows a row of the terminal whose characters are ``cells`` columns wide each takes once the terminal
+    re-wraps it to ``width`` columns (a wide character that does not fit moves to the next row, whole)."""
+    rows, used = 1, 0
+    for cell in cells:
+        if used + cell > width and used > 0:
+            rows, used = rows + 1, 0
+        used += cell
+    return rows
+
+
+def row_cells(row: dict[int, Char]) -> list[int]:
+    """The widths of the characters prompt_toolkit wrote on a row of its screen, up to its last one that is not a
+    space (it writes a cell for every column before that one, a wide character's second column excepted)."""
+    written = [x for x, char in row.items() if char.char.strip()]
+    end = max((x + max(1, row[x].width) for x in written), default=0)
+    cells, x = [], 0
+    while x < end:
+        char = row.get(x)
+        width = max(1, char.width) if char is not None else 1
+        cells.append(width)
+        x += width
+    return cells
+
+
 class Screen:
     """The prompt line and the lines above it, for one attached session."""
 
@@ -149,6 +187,9 @@ class Screen:
         self._console = Console(file=sys.__stdout__, force_terminal=True, highlight=False, emoji=False)
         self._session: PromptSession[Any] | None = None
         self._asked: dict[str, float] = {}  # requestId -> when its question was first drawn in the prompt area
+        # The prompt area as last drawn (None once it is erased): the terminal's width then, the widths of the
+        # characters of each of its rows (as wide as the row was ever drawn since), the cursor's column and row.
+        self._drawn: tuple[int, list[list[int]], tuple[int, int]] | None = None
 
     # ------------------------------------------------------------------ running
 
@@ -159,6 +200,8 @@ class Screen:
             erase_when_done=True, complete_while_typing=False, enable_history_search=False,
             completer=Commands(), prompt_continuation="  ")
         session.default_buffer.accept_handler = self._accept
+        session.app.before_render += self._unwrap
+        session.app.after_render += self._drawn_rows
         self._session = session
         with patch_stdout(raw=True):  # anything else that writes to stdout goes above the prompt too
             self._print(banner)
@@ -277,7 +320,9 @@ class Screen:
         batch, self._out = self._out, []
         app = self._session.app if self._session is not None else None
         if app is not None and app.is_running and not app.is_done:
+            self._unwrap(app)
             app.renderer.erase()
+            self._drawn = None
             self._write(batch)
             app.invalidate()
         else:
@@ -290,6 +335,50 @@ class Screen:
         for line in batch:
             self._console.print(visible_text(line))  # the daemon's control characters shown, not obeyed
         self._console.file.flush()
+
+    def _drawn_rows(self, app: Any) -> None:
+        """After a render: keep the prompt area's rows as drawn, for :meth:`_unwrap`.
+
+        A row is kept as wide as it was ever drawn since the area was last erased from its first row: a row
+        redrawn shorter is cleared to its end, and a terminal (tmux) may still count the cleared cells as the
+        row's when it re-wraps it."""
+        screen = app.renderer.last_rendered_screen
+        if screen is None:  # rendered as done: erased
+            self._drawn = None
+            return
+        cursor = screen.get_cursor_position(app.layout.current_window)
+        rows = [row_cells(screen.data_buffer.get(y, {})) for y in range(max(cursor.y + 1, screen.height))]
+        # The width it was drawn for: its windows span it. (Not the terminal's width now: it may have changed
+        # since the renderer read it, and then the rows drawn for the old width are re-wrapped.)
+        placed = screen.visible_windows_to_write_positions.values()
+        width = max((at.xpos + at.width for at in placed), default=0) or app.output.get_size().columns
+        if self._drawn is not None and self._drawn[0] == width:
+            kept = self._drawn[1]
+            rows = [row + [1] * (sum(kept[y]) - sum(row)) if y < len(kept) and sum(kept[y]) > sum(row) else row
+                    for y, row in enumerate(rows)]
+        self._drawn = (width, rows, (cursor.x, cursor.y))
+
+    def _unwrap(self, app: Any) -> None:
+        """Before the prompt area is erased or redrawn: if the terminal's width changed since it was drawn, move
+        the cursor up the rows the terminal's re-wrap added above it, and erase from there. prompt_toolkit then
+        moves up the rows it drew, from where the cursor is: to the area's first row, as re-wrapped."""
+        drawn = self._drawn
+        width = app.output.get_size().columns
+        if drawn is not None and drawn[0] != width and width > 0:
+            self._drawn = None  # erased from its first row, below
+            _, rows, (x, y) = drawn
+            at_cursor = []  # the cursor's row up to the cursor: the rows it is moved down by
+            for cell in rows[y]:
+                if sum(at_cursor) + cell > x:
+                    break
+                at_cursor.append(cell)
+            extra = sum(reflowed_rows(row, width) - 1 for row in [*rows[:y], at_cursor])
+            if extra > 0:
+                app.output.write_raw("\r")
+                app.output.cursor_up(extra)
+                app.output.erase_down()
+        if app.renderer.last_rendered_screen is None:  # erased (or to be drawn afresh): from its first row
+            self._drawn = None
 
     def _invalidate(self) -> None:
         if self._session is not None and self._session.app.is_running:
@@ -468,4 +557,4 @@ class Screen:
                                   "beginning with '/')", S_WARN))
 
 
-__all__ = ["Screen", "terminal_width"]
+__all__ = ["Screen", "reflowed_rows", "terminal_width"]
