@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from urllib.parse import urlsplit
 
 import attrs
@@ -94,25 +94,39 @@ def state_dirs(args: argparse.Namespace, environ: Mapping[str, str] | None = Non
     """The state directories to look in, in order (the module doc)."""
     env = os.environ if environ is None else environ
     given = getattr(args, "state_dir", None) or env.get("TRELLIS_STATE_DIR")
-    return [given] if given else [nearest_state_dir() or DEFAULT_STATE_DIR, user_state_dir(env)]
+    if given:
+        return [given]
+    nearest = nearest_state_dir()
+    if nearest is None and not os.path.lexists(DEFAULT_STATE_DIR):
+        nearest = DEFAULT_STATE_DIR  # none yet: where `trellis serve` would make one (never one passed over)
+    return [d for d in (nearest, user_state_dir(env)) if d is not None]
 
 
 def nearest_state_dir(start: str | None = None) -> str | None:
     """The nearest ``.trellis`` directory in ``start`` (the current directory) or one of its parents that
     :func:`unsafe_state_dir` accepts: relative (``.trellis``) when it is in ``start``, else absolute. None when
     there is none."""
+    for candidate, why, here in _state_dirs_above(start):
+        if why is None:
+            return DEFAULT_STATE_DIR if here and start is None else candidate
+    return None
+
+
+def _state_dirs_above(start: str | None) -> Iterator[tuple[str, str | None, bool]]:
+    """Each ``.trellis`` directory in ``start`` (the current directory) and its parents, nearest first:
+    ``(path, why it may not be trusted or None, whether it is in start itself)``."""
     try:
         here = os.path.abspath(start if start is not None else os.getcwd())
     except OSError:  # the current directory was deleted
-        return None
+        return
     first = here
     while True:
         candidate = os.path.join(here, DEFAULT_STATE_DIR)
-        if os.path.isdir(candidate) and unsafe_state_dir(candidate) is None:
-            return DEFAULT_STATE_DIR if here == first and start is None else candidate
+        if os.path.isdir(candidate):
+            yield candidate, unsafe_state_dir(candidate), here == first
         parent = os.path.dirname(here)
         if parent == here:
-            return None
+            return
         here = parent
 
 
@@ -132,22 +146,12 @@ def unsafe_state_dir(path: str) -> str | None:
 
 def skipped_state_dirs(start: str | None = None) -> list[str]:
     """Why each ``.trellis`` nearer than the one the search found (or than the root) was passed over."""
-    try:
-        here = os.path.abspath(start if start is not None else os.getcwd())
-    except OSError:
-        return []
     out = []
-    while True:
-        candidate = os.path.join(here, DEFAULT_STATE_DIR)
-        if os.path.isdir(candidate):
-            why = unsafe_state_dir(candidate)
-            if why is None:
-                return out
-            out.append(why)
-        parent = os.path.dirname(here)
-        if parent == here:
-            return out
-        here = parent
+    for _, why, _ in _state_dirs_above(start):
+        if why is None:
+            break
+        out.append(why)
+    return out
 
 
 def read_daemon_file(state_dir: str) -> RunningDaemon | None:

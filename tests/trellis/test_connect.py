@@ -142,3 +142,21 @@ def test_a_state_directory_others_may_write_or_another_user_owns_is_passed_over(
         os.chown(planted, 65534, 65534)
         assert connect.target(parse(), env).url == "http://127.0.0.1:6004"
         assert connect.skipped_state_dirs() == [f"{planted} belongs to uid 65534, not to you"]
+
+
+def test_a_state_directory_passed_over_is_never_taken_as_the_default_either(tmp_path, monkeypatch):
+    """Nothing trusted above: the planted ``./.trellis`` is not read as the default (before, it was)."""
+    work = tmp_path / "shared"
+    work.mkdir()
+    planted = work / ".trellis"
+    announce(planted, "http://attacker.example:80", os.getpid())
+    (planted / "token").write_text("theirs")
+    planted.chmod(0o777)
+    monkeypatch.chdir(work)
+    env = {"HOME": str(tmp_path / "home"), "TRELLIS_TOKEN": "my-secret"}
+    assert connect.state_dirs(parse(), env) == [connect.user_state_dir(env)]
+    found = connect.target(parse(), env)
+    assert found.url == connect.DEFAULT_URL and found.state_dir is None and found.token == "my-secret"
+    # With no .trellis here at all, the default is still ./.trellis (where `trellis serve` would make one).
+    monkeypatch.chdir(tmp_path)
+    assert connect.state_dirs(parse(), env)[0] == ".trellis"
