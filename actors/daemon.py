@@ -386,8 +386,8 @@ class Daemon:
             self._deleting.discard(session_id)
         log.info("session %s deleted", session_id, extra={"session_id": session_id})
         if checkpoints is not None and not self._sweep_due:
-            self._sweep_due = True  # one sweep after a batch of deletions, not one each
             self._nursery.start_soon(self._sweep_after_deletions, name="daemon:checkpoint-sweep")
+            self._sweep_due = True  # one sweep after a batch of deletions, not one each
         return True
 
     async def _sweep_after_deletions(self) -> None:
@@ -396,6 +396,9 @@ class Daemon:
             deleted, freed = await self.sweep_checkpoints()
         except StorageError as exc:
             log.warning("checkpoint objects not swept: %s", exc)
+            return
+        except Exception:  # a sweep's fault must not end the daemon's sessions with it
+            log.exception("checkpoint objects not swept")
             return
         if deleted:
             log.info("checkpoint sweep deleted %d objects (%d bytes)", deleted, freed)

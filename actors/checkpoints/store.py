@@ -32,6 +32,7 @@ import hashlib
 import os
 import secrets
 import stat
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,6 +59,9 @@ class Store:
         self.objects = self.root / "objects"
         self.sessions = self.root / "sessions"
         self.fsync = fsync
+        # Between a sweep's look at an object and its unlink, no walk may find it and use it again (touch):
+        # held for one object at a time.
+        self._objects_lock = threading.Lock()
         for directory in (self.root, self.objects, self.sessions):
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
 
@@ -69,6 +73,18 @@ class Store:
     def has(self, sha: str) -> bool:
         return self.path(sha).exists()
 
+    def touch(self, sha: str) -> bool:
+        """Whether the object exists, marking it used now if so: a sweep spares what was used within its
+        grace (:meth:`sweep`)."""
+        with self._objects_lock:
+            try:
+                os.utime(self.path(sha))
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                raise StorageError(f"cannot touch checkpoint object {sha}: {exc.strerror or exc}") from None
+        return True
+
     def get(self, sha: str) -> bytes:
         try:
             return self.path(sha).read_bytes()
@@ -78,14 +94,9 @@ class Store:
     def put(self, data: bytes, sha: str | None = None) -> tuple[str, bool]:
         """Store ``data``; its sha256 and whether it was new."""
         sha = sha or hashlib.sha256(data).hexdigest()
-        final = self.path(sha)
-        try:
-            os.utime(final)  # used again: a sweep spares what was used within its grace (:meth:`sweep`)
+        if self.touch(sha):  # there already: used again
             return sha, False
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise StorageError(f"cannot touch checkpoint object {final}: {exc.strerror or exc}") from None
+        final = self.path(sha)
         final.parent.mkdir(mode=0o700, exist_ok=True)
         temporary = final.with_name(f".{final.name}.{secrets.token_hex(4)}.tmp")
         try:
@@ -167,43 +178,48 @@ class Store:
                     manifest = self.manifest(manifest_id)
                 except StorageError:
                     continue  # gone already: nothing of it to keep
-                except (ValueError, KeyError, TypeError) as exc:
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not a manifest's shape
                     raise StorageError(f"checkpoint manifest {manifest_id} unreadable, nothing swept: {exc}"
                                        ) from None
                 reached.update(e.sha for e in manifest.entries.values() if e.sha is not None)
         deleted = freed = 0
-        for shard in sorted(self.objects.iterdir()):
-            if not shard.is_dir() or shard.is_symlink():
-                continue
-            for obj in shard.iterdir():
-                name = obj.name
-                sha = shard.name + name
-                if sha in reached and not name.startswith("."):
+        try:
+            for shard in sorted(self.objects.iterdir()):
+                if not shard.is_dir() or shard.is_symlink():
                     continue
-                try:
-                    st = obj.lstat()
-                    if now - st.st_mtime < grace_seconds:
+                for obj in shard.iterdir():
+                    name = obj.name
+                    if shard.name + name in reached and not name.startswith("."):
                         continue
-                    obj.unlink()
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    raise StorageError(f"cannot delete checkpoint object {obj}: {exc.strerror or exc}") from None
-                deleted += 1
-                freed += st.st_size
+                    with self._objects_lock:
+                        try:
+                            st = obj.lstat()
+                            if now - st.st_mtime < grace_seconds:
+                                continue
+                            obj.unlink()
+                        except FileNotFoundError:
+                            continue
+                    deleted += 1
+                    freed += st.st_size
+        except OSError as exc:
+            raise StorageError(f"checkpoint objects not swept past {deleted} ({self.objects}): "
+                               f"{exc.strerror or exc}") from None
         return deleted, freed
 
 
 def log_references(log: dict[str, Any]) -> tuple[set[str], set[str]]:
     """The manifests and the other objects a session's log names (see the log's shape in :mod:`.keeper`)."""
-    manifests: set[str] = set()
-    for entry in log.get("entries") or ():
-        manifests.update(entry.get(k) for k in ("start", "end"))
+    manifests: set[Any] = set()
+    blobs: set[Any] = set()
+    entries, undos = log.get("entries"), log.get("undo")
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, dict):
+            manifests.update(entry.get(k) for k in ("start", "end"))
     manifests.add(log.get("lastEnd"))
-    blobs: set[str] = set()
-    for undo in log.get("undo") or ():
-        manifests.update((undo.get("manifest"), undo.get("lastEnd")))
-        blobs.add(undo.get("history"))
+    for undo in undos if isinstance(undos, list) else ():
+        if isinstance(undo, dict):
+            manifests.update((undo.get("manifest"), undo.get("lastEnd")))
+            blobs.add(undo.get("history"))
     return {m for m in manifests if isinstance(m, str)}, {b for b in blobs if isinstance(b, str)}
 
 
@@ -331,7 +347,7 @@ class Walker:
             os.close(fd)
         data = b"".join(parts)
         sha = hashlib.sha256(data).hexdigest()
-        if self.store is not None and not self.store.has(sha):
+        if self.store is not None and not self.store.touch(sha):  # touched: a sweep spares content used again
             if len(data) > self.bytes_left - self.new_bytes:
                 self.skipped[relpath] = "the session's checkpoint cap (checkpoints.maxSessionBytes) is reached"
                 return

@@ -308,3 +308,26 @@ def test_using_an_object_again_spares_it_and_an_unreadable_log_stops_the_sweep(t
     store.delete_log("broken")
     store.delete_log("broken")  # gone already is fine
     assert store.sweep(grace_seconds=3600) == (1, len(b"old content"))
+
+
+def test_content_a_walk_finds_stored_already_is_spared_by_the_next_sweep(tmp_path):
+    """A deleted session's object whose content another session's walk meets again: the walk uses it (no new
+    copy) and marks it used, so a sweep that read the logs before the walk's log was written spares it."""
+    store = Store(tmp_path / "cp", fsync=False)
+    blob, _ = store.put(b"shared content\n")  # once a deleted session's, now no log reaches it
+    _age(store.path(blob), 7200)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "f.txt").write_bytes(b"shared content\n")
+    manifest = take(work, store)
+    assert manifest.entries["f.txt"].sha == blob
+    assert store.sweep(grace_seconds=3600) == (0, 0)  # its log is not written yet: the grace keeps it
+    assert store.path(blob).exists()
+
+
+def test_a_log_of_the_wrong_shape_reaches_nothing_and_breaks_no_sweep(tmp_path):
+    store = Store(tmp_path / "cp", fsync=False)
+    blob, _ = store.put(b"x")
+    _age(store.path(blob), 7200)
+    store.write_log("odd", {"entries": ["not an entry", 3, None], "undo": "nope", "lastEnd": 7})
+    assert store.sweep(grace_seconds=3600) == (1, 1)
