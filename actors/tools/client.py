@@ -43,7 +43,15 @@ PRIVATE_SETTING = "tools.webFetchAllowPrivateAddresses"
 LIFTED = frozenset({"loopback", "private"})  # the kinds of address the setting lets web_fetch connect to
 # Cloud metadata services outside link-local: AWS's over IPv6 (a unique-local address) and Alibaba's (in the
 # shared 100.64/10): never fetched, whatever the setting.
-METADATA = frozenset({ipaddress.ip_address("fd00:ec2::254"), ipaddress.ip_address("100.100.100.200")})
+METADATA = frozenset({ipaddress.ip_address(a) for a in ("fd00:ec2::254", "100.100.100.200", "192.0.0.192")})
+# IANA's special-purpose registries, written out: the interpreter's is_global changed with its patch releases
+# (CVE-2024-4032), and what web_fetch may reach must not depend on which one runs the daemon.
+SPECIAL = tuple(ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
+    "192.0.2.0/24", "192.31.196.0/24", "192.52.193.0/24", "192.88.99.0/24", "192.168.0.0/16", "192.175.48.0/24",
+    "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "240.0.0.0/4", "255.255.255.255/32",
+    "::/128", "::1/128", "64:ff9b:1::/48", "100::/64", "2001::/23", "2001:db8::/32", "2620:4f:8000::/48",
+    "3fff::/20", "5f00::/16", "fc00::/7", "fe80::/10"))
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _CHARSET = re.compile(r";\s*charset\s*=\s*[\"']?([A-Za-z0-9_.:+-]{1,40})", re.IGNORECASE)
 
@@ -116,7 +124,8 @@ def address_kind(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | Non
         return "link-local"
     if ip.is_multicast:
         return "multicast"
-    if not ip.is_global or ip.is_reserved or (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local):
+    if (not ip.is_global or ip.is_reserved or (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local)
+            or any(ip in network for network in SPECIAL if network.version == ip.version)):
         return "private"
     return None
 

@@ -83,6 +83,7 @@ def is_text_type(content_type: str) -> bool:
 # HTML to text, in one pass that never looks at a character more than a few times: HTMLParser rescans the rest of
 # the page for each "<" it cannot close (quadratic: a 120 KB page of "<a" held the daemon 18 s).
 SKIP = frozenset({"template", "svg", "math"})  # elements whose content is markup nobody reads as text
+FOREIGN = frozenset({"svg", "math"})  # of them, those a "/>" closes (foreign content, as browsers read it)
 RAW = frozenset({"script", "style", "noscript", "xmp", "iframe", "noembed", "noframes"})  # content is not HTML
 RCDATA = frozenset({"title", "textarea"})  # content is text, without tags
 BLOCK = frozenset({"p", "div", "br", "li", "ul", "ol", "tr", "table", "section", "article", "header", "footer",
@@ -163,8 +164,8 @@ def html_text(html: str) -> str:
             in_head = True
         elif tag == "body":
             in_head = False  # a head left open ends here
-        elif tag in SKIP:
-            skipping += 1
+        elif tag in SKIP and not (tag in FOREIGN and html[end - 2:end] == "/>"):
+            skipping += 1  # a self-closed <svg/> or <math/> (foreign content) holds nothing to skip
         block(tag)
         if tag in RAW or tag in RCDATA:  # its content up to its end tag is no markup
             close = _CLOSE[tag].search(html, pos)
@@ -262,7 +263,7 @@ class WebFetchTool:
             return ToolResult.failure(f"{final} is binary data, not text; web_fetch returns text only")
         try:
             text = body.decode(encoding, errors="replace")
-        except LookupError:  # an unknown charset name
+        except (LookupError, UnicodeError):  # an unknown charset name, or a codec not for text (idna)
             text = body.decode("utf-8", errors="replace")
         html = "html" in content_type.lower() or (not content_type and text.lstrip()[:15].lower().startswith(
             ("<!doctype html", "<html")))

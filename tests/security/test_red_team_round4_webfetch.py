@@ -214,6 +214,9 @@ def test_the_text_of_html_is_what_a_reader_sees():
     assert html_text(page) == "# T & t\n\nHead's\n\nOne <two>\nthree\n\nfour\n\nfive\nsix\n\na < b and c\nUPPER"
     # A head left open does not swallow the body.
     assert html_text("<html><head><title>x</title><body><p>body text") == "# x\n\nbody text"
+    # A self-closed <svg/> (an icon) holds nothing: the page goes on after it; an unclosed one hides the rest.
+    assert html_text('<p>a</p><svg viewBox="0 0 1 1"/><p>after the icon</p>') == "a\n\nafter the icon"
+    assert html_text("<p>a</p><math/><p>b</p><svg><text>drawn</text></svg><p>c</p>") == "a\n\nb\n\nc"
 
 
 async def test_a_hostile_html_page_does_not_hold_the_daemons_event_loop(tmp_path):
@@ -406,3 +409,24 @@ async def test_a_redirect_is_followed_on_its_host_only_and_another_host_is_asked
     assert results[1].endswith("\n\nthe second host"), results[1]
     assert results[2].startswith(f"{first.base}/here — HTTP 200 OK") and results[2].endswith("the same host")
     assert results[3] == f"Error: {first.base}/loop redirected more than 5 times", results[3]
+
+
+ADDRESS_KINDS = {  # IANA's special-purpose registries, whatever the interpreter's own tables say
+    "8.8.8.8": None, "1.1.1.1": None, "2001:4860:4860::8888": None,
+    "127.0.0.1": "loopback", "::1": "loopback", "10.1.2.3": "private", "172.16.0.1": "private",
+    "192.168.1.1": "private", "100.64.0.1": "private", "192.0.0.8": "private", "198.18.0.1": "private",
+    "192.0.2.1": "private", "2001:db8::1": "private", "fd12::1": "private", "240.0.0.1": "private",
+    "169.254.169.254": "link-local", "fe80::1": "link-local", "192.0.0.192": "metadata",
+    "100.100.100.200": "metadata", "fd00:ec2::254": "metadata", "::ffff:192.0.0.192": "metadata",
+    "0.0.0.0": "unspecified", "224.0.0.1": "multicast",
+}
+
+
+@pytest.mark.parametrize("address", list(ADDRESS_KINDS))
+def test_what_web_fetch_may_connect_to_is_a_fixed_table(address):
+    """Python 3.11.7 takes 192.0.0.192 (Oracle Cloud's metadata service) and 192.0.0.8 for global addresses."""
+    import ipaddress
+
+    from actors.tools.client import address_kind
+
+    assert address_kind(ipaddress.ip_address(address)) == ADDRESS_KINDS[address]

@@ -34,6 +34,7 @@ class Server:
             "/missing": ("404 Not Found", {"Content-Type": "text/plain"}, b"no such page"),
             "/moved": ("302 Found", {"Location": "/text"}, b""),
             "/to-file": ("302 Found", {"Location": "file:///etc/passwd"}, b""),
+            "/idna": ("200 OK", {"Content-Type": "text/plain; charset=idna"}, b"read as utf-8\n"),
         }
 
     async def handle(self, stream: Any) -> None:
@@ -79,6 +80,12 @@ async def test_text_comes_back_after_asking_with_kind_fetch(nursery):
     [asked] = services.asked
     assert asked["kind"] == "fetch" and asked["title"] == f"web_fetch http://127.0.0.1:{server.port}/text"
     assert asked["planRefuses"] is False  # plan mode asks rather than refuses
+
+
+async def test_a_charset_no_text_is_written_in_is_read_as_utf_8(nursery):
+    """``idna`` is a codec, but not for bodies: it raised UnicodeError and ended the whole turn."""
+    result, _, _ = await fetch(nursery, "/idna")
+    assert result.error is None and result.content.endswith("\n\nread as utf-8\n")
 
 
 async def test_html_is_reduced_to_its_text(nursery):
