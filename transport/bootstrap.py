@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
 import trio
@@ -157,13 +157,17 @@ def configure_logging(args: argparse.Namespace, environ: Mapping[str, str]) -> N
 
 
 def _passwords(url: str | None) -> tuple[str, ...]:
-    """The password in a ``scheme://user:password@host`` URL as written and percent-decoded, as the clients
-    use it (so no log line carries either)."""
+    """The passwords in a URL (``scheme://user:password@host``, and ``password=`` / ``sslpassword=``
+    parameters) as written and percent-decoded, as the clients use them (so no log line carries either)."""
     try:
-        written = urlsplit(url).password if url else None
+        parts = urlsplit(url) if url else None
+        written = [parts.password] if parts is not None else []
     except ValueError:  # not a URL at all: ClusterConfig refuses it, naming it
         return ()
-    return tuple(dict.fromkeys((written, unquote(written)))) if written else ()
+    if parts is not None:
+        written += [value for key, value in parse_qsl(parts.query, keep_blank_values=False)
+                    if key.lower() in ("password", "sslpassword")]
+    return tuple(dict.fromkeys(p for w in written if w for p in (w, unquote(w))))
 
 
 def cluster_config(args: argparse.Namespace, environ: Mapping[str, str], token: str | None, auth: bool,

@@ -40,9 +40,10 @@ def redact(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
+    # A password= parameter first: its value may hold "@", which would pass for the end of the user part.
+    rest = _PASSWORD_PARAM.sub(r"\1***", rest)
     # The last "@": a password left unencoded may hold "@" or "/" and must not show either way.
     credentials, at, host = rest.rpartition("@")
-    host = _PASSWORD_PARAM.sub(r"\1***", host)
     if not at:
         return f"{scheme}://{host}"
     user, colon, _ = credentials.partition(":")

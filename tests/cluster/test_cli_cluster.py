@@ -82,6 +82,7 @@ def test_the_urls_are_secrets_withheld_from_the_process_image():
     assert _passwords("postgresql://u@h/db") == () and _passwords("redis://h:6379") == ()
     # Written percent-encoded, used decoded: both are kept out of the log.
     assert _passwords("redis://:p%2Fw%40d@h:6379") == ("p%2Fw%40d", "p/w@d")
+    assert _passwords("postgresql://h/db?sslmode=require&password=s3cr@t") == ("s3cr@t",)
     argv = ["--store", "postgresql://u:hunter2@h/db", "--events=redis://:pw@h", "--node-id", "a"]
     clean, env, secrets = withhold(argv, {"TRELLIS_STORE": "postgresql://u:x@h/db", "PATH": "/bin"})
     assert clean == ["--node-id", "a"] and "TRELLIS_STORE" not in env and env["PATH"] == "/bin"

@@ -54,6 +54,10 @@ def test_urls_are_redacted_the_same_way_for_both_backends() -> None:
     assert redact("postgresql://trellis:p%40ss@h:5432/db") == "postgresql://trellis:***@h:5432/db"
     assert redact("postgresql://h/db?sslmode=require&password=pw") == \
         "postgresql://h/db?sslmode=require&password=***"
+    # A parameter's value holding "@" does not pass for the end of the user part (it was shown whole).
+    assert redact("postgresql://db.internal/trellis?password=s3cr@t") == \
+        "postgresql://db.internal/trellis?password=***"
+    assert redact("postgresql://u:p@ss@h/db?password=x@y") == "postgresql://u:***@h/db?password=***"
     for plain in ("postgresql://open@h/db", "redis://h:6379/0", "postgresql:///db"):
         assert redact(plain) == plain
 
