@@ -81,8 +81,6 @@ class Body(Protocol):
 
     async def receive(self) -> bytes: ...
 
-    async def aread(self) -> bytes: ...
-
     async def aclose(self) -> None: ...
 
 
@@ -124,9 +122,6 @@ class Proxied:
             if data:
                 return data
         return b""
-
-    async def aread(self) -> bytes:
-        return await self.response.aread()
 
     async def aclose(self) -> None:
         await self._chunks.aclose()

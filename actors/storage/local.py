@@ -208,6 +208,8 @@ class LocalStore:
                 fsync_directory(self.directory)
             except FileNotFoundError:
                 pass
+            except OSError as exc:
+                raise StorageError(f"cannot sync {self.directory}: {exc.strerror or exc}") from None
 
 
 def _read_lines(path: Path) -> list[Any]:
