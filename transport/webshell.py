@@ -35,6 +35,7 @@ from quart_trio import QuartTrio
 from werkzeug.routing import PathConverter
 
 from actors import Daemon, SessionHandle, UnknownSession
+from actors.model import configured_model
 from actors.settings import APPROVAL_MODES
 
 from .errors import HttpError, json_response, not_found_session
@@ -80,8 +81,7 @@ def workspace_id(cwd: str) -> str:
 
 def model_name(daemon: Daemon) -> str:
     """The name of the model new sessions call (the OpenAI-compatible model's ``--openai-model``)."""
-    provider = daemon.runtime.provider
-    return getattr(provider, "model", None) or provider.name
+    return configured_model(daemon.runtime.provider)
 
 
 def primary_workspace(daemon: Daemon) -> str:

@@ -15,6 +15,7 @@ from .base import (
     ToolCall,
     ToolSpec,
     Usage,
+    configured_model,
 )
 from .from_settings import provider_from_settings
 from .scripted import ScriptedModel, ScriptError, load_script
@@ -22,5 +23,5 @@ from .scripted import ScriptedModel, ScriptError, load_script
 __all__ = [
     "ChatMessage", "ChatRequest", "ContextWindowExceeded", "Finish", "ImagePart", "ModelError", "ModelProvider",
     "ScriptError", "ScriptedModel", "StreamItem", "TextDelta", "ThoughtDelta", "ToolCall", "ToolSpec",
-    "Usage", "load_script", "provider_from_settings",
+    "Usage", "configured_model", "load_script", "provider_from_settings",
 ]

@@ -140,3 +140,9 @@ class ModelProvider(Protocol):
     name: str
 
     def stream(self, request: ChatRequest) -> AbstractAsyncContextManager[AsyncIterator[StreamItem]]: ...
+
+
+def configured_model(provider: ModelProvider) -> str:
+    """The model a provider's requests name unless a session overrides it: its ``model`` (an OpenAI-compatible
+    server's ``--openai-model``), else the provider's own name."""
+    return getattr(provider, "model", None) or provider.name

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .. import wire
-from ..model import ChatMessage, ChatRequest, ContextWindowExceeded, ModelError, Usage
+from ..model import ChatMessage, ChatRequest, ContextWindowExceeded, ModelError, Usage, configured_model
 from ..model.estimate import Calibration, text_tokens
 from ..model.overflow import ContextOverflow, EmptyResponse
 from .outcomes import Send, TokenLimit
@@ -174,7 +174,7 @@ class ContextKeeper:
     def model_in_use(self) -> str:
         """The name of the model the next call goes to: the session's ``/model`` override, else the one the
         provider is configured with (an OpenAI-compatible server's ``model``), else the provider's own name."""
-        return self.model_name or getattr(self.provider, "model", None) or self.provider.name
+        return self.model_name or configured_model(self.provider)
 
     def use_model(self, name: str) -> None:
         """Another model from the next call on: what was learnt of the last one no longer holds."""
