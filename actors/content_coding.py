@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import zlib
 
-import httpx
-
 CODINGS = ("gzip", "deflate")  # the codings decoded; others are the caller's to refuse or pass through
 MAX_DECODED = 128 * 2**20  # bytes one read may decompress to: deflate alone stays under 70 MiB a 64 KiB read
+
+
+class DecodingFailed(ValueError):
+    """A body that does not decode, or one read of it that would decompress past the bound. The HTTP clients
+    say it in their own terms (httpx's ``DecodingError`` for the model client's callers)."""
 
 
 class Decoder:
     """``Content-Encoding`` gzip / deflate, innermost last, as httpx decodes them.
 
     Each step of a read gives at most a bound of bytes: :meth:`decode` refuses a read that would decompress to
-    more than :data:`MAX_DECODED` (:class:`httpx.DecodingError`); :meth:`decode_upto` stops at the bound it is
+    more than :data:`MAX_DECODED` (:class:`DecodingFailed`); :meth:`decode_upto` stops at the bound it is
     given and sets :attr:`over` (the decoder is then spent: what was left undecoded is dropped)."""
 
     def __init__(self, codings: list[str]) -> None:
@@ -44,12 +47,12 @@ class Decoder:
                 data = step.decompress(data, limit)
                 if step.unconsumed_tail:
                     if strict:
-                        raise httpx.DecodingError(f"one read of the body decompresses to more than {limit:,} bytes")
+                        raise DecodingFailed(f"one read of the body decompresses to more than {limit:,} bytes")
                     self.over = True
                 elif end and not self.over:
                     data += step.flush()
         except zlib.error as exc:
-            raise httpx.DecodingError(str(exc)) from exc
+            raise DecodingFailed(str(exc)) from exc
         return data
 
 
@@ -78,4 +81,4 @@ class _Deflate:
         return self._inner.flush()
 
 
-__all__ = ["CODINGS", "MAX_DECODED", "Decoder"]
+__all__ = ["CODINGS", "MAX_DECODED", "Decoder", "DecodingFailed"]

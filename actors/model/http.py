@@ -264,6 +264,9 @@ class Response:
         except ProtocolError as exc:
             self._fail()
             raise httpx.RemoteProtocolError(str(exc)) from None
+        except content_coding.DecodingFailed as exc:
+            self._fail()
+            raise httpx.DecodingError(str(exc)) from exc
         except _STREAM_ERRORS as exc:
             self._fail()
             raise httpx.ReadError(f"reading the response: {exc}") from exc

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import httpx
 
-from ..content_coding import CODINGS, Decoder
+from ..content_coding import CODINGS, Decoder, DecodingFailed
 
 
 MAX_LINE_BYTES = 32 * 2**20  # an SSE line (one chunk) no server needs longer: a whole answer, escaped
@@ -111,16 +111,19 @@ class Proxied:
     complete = False  # not known: httpx reads on
 
     async def receive(self) -> bytes:
-        while not self._ended:
-            try:
-                data = await self._chunks.__anext__()
-            except StopAsyncIteration:
-                self._ended = True
-                return self._decoder.decode(b"", True) if self._decoder is not None else b""
-            if self._decoder is not None:
-                data = self._decoder.decode(data, False)
-            if data:
-                return data
+        try:
+            while not self._ended:
+                try:
+                    data = await self._chunks.__anext__()
+                except StopAsyncIteration:
+                    self._ended = True
+                    return self._decoder.decode(b"", True) if self._decoder is not None else b""
+                if self._decoder is not None:
+                    data = self._decoder.decode(data, False)
+                if data:
+                    return data
+        except DecodingFailed as exc:
+            raise httpx.DecodingError(str(exc)) from exc
         return b""
 
     async def aclose(self) -> None:

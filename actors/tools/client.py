@@ -35,7 +35,7 @@ import httpcore
 import httpx
 import trio
 
-from ..content_coding import CODINGS, Decoder
+from ..content_coding import CODINGS, Decoder, DecodingFailed
 
 USER_AGENT = "trellis-web-fetch"
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -273,7 +273,7 @@ async def get(url: str, *, timeout: float, max_bytes: int, max_redirects: int, i
         raise
     except httpcore.TimeoutException:
         raise FetchTimeout(f"{url} did not answer within {timeout:g} s") from None
-    except httpx.DecodingError as exc:
+    except DecodingFailed as exc:
         raise FetchFailed(f"cannot fetch {url}: its body does not decode: {exc}") from None
     except (httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol, httpcore.ProxyError,
             ssl.SSLError) as exc:
