@@ -35,9 +35,9 @@ import re
 import shlex
 import socket
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import attrs
-import httpx
 import pathspec
 
 from .. import checked
@@ -100,13 +100,17 @@ def canonical_host(host: str) -> str:
 
 
 def url_host(url: Any) -> str | None:
-    """The canonical host (:func:`canonical_host`) ``url`` is fetched from, read as ``web_fetch`` reads it
-    (httpx's parser: userinfo, IDNA, full-width dots), or ``None`` when it is no URL with a host."""
+    """The canonical host (:func:`canonical_host`) of ``url`` (userinfo dropped, a name IDNA-encoded), or
+    ``None`` when it is no URL with a host. URL parsers part ways on odd spellings (blanks, backslashes):
+    ``web_fetch`` fetches a URL only when its HTTP client reads the same host
+    (:func:`actors.tools.client.check_url`), so a rule never judges one host while another is fetched."""
     if not isinstance(url, str):
         return None
     try:
-        host = httpx.URL(url).raw_host.decode("ascii")
-    except (httpx.InvalidURL, TypeError, UnicodeError):
+        host = urlsplit(url).hostname
+        if host and not host.isascii():
+            host = host.encode("idna").decode("ascii")
+    except (ValueError, UnicodeError):
         return None
     return canonical_host(host) if host else None
 

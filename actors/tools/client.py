@@ -36,6 +36,7 @@ import httpx
 import trio
 
 from ..content_coding import CODINGS, Decoder, DecodingFailed
+from ..permission_rules import canonical_host, url_host
 
 USER_AGENT = "trellis-web-fetch"
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -100,6 +101,14 @@ def check_url(raw: str) -> str | None:
         return f"web_fetch fetches http:// and https:// URLs only; {raw!r} has {scheme}"
     if not url.host:
         return f"{raw!r} has no host"
+    try:
+        fetched = canonical_host(url.raw_host.decode("ascii"))
+    except UnicodeError:
+        fetched = None
+    if fetched is None or fetched != url_host(raw):
+        # Permission rules judge the host url_host reads; the request would go where httpx reads it.
+        return (f"{raw!r} does not read as the same host to every URL parser (blanks, control characters or "
+                "backslashes in its host?): write it plainly")
     return None
 
 

@@ -192,6 +192,9 @@ def redirect_policy(context: ToolContext, url: str) -> Callable[[str, str], bool
     refused_by_rule = getattr(context.services, "refused_by_rule", None)
 
     def follows(current: str, target: str) -> bool:
+        problem = client.check_url(target)  # the host the rules judge is the host it would go to
+        if problem is not None:
+            raise client.FetchFailed(f"{current} redirects to {target}: {problem}")
         refused = refused_by_rule("web_fetch", {"url": target}, context.cwd) if refused_by_rule else None
         if refused is not None:
             raise client.FetchFailed(f"{current} redirects to {target}: {refused}")

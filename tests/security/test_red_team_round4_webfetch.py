@@ -430,3 +430,17 @@ def test_what_web_fetch_may_connect_to_is_a_fixed_table(address):
     from actors.tools.client import address_kind
 
     assert address_kind(ipaddress.ip_address(address)) == ADDRESS_KINDS[address]
+
+
+def test_a_url_the_rules_and_the_client_would_read_as_two_hosts_is_never_fetched():
+    """Permission rules read a URL's host with the standard library, the fetch with httpx: where the two part
+    ways (a blank in the host: ``a b.com`` against ``a%20b.com``) the URL is refused, before anyone is asked,
+    so no rule judges one host while another is fetched; where they agree it is the same canonical host."""
+    from actors.permission_rules import url_host
+    from actors.tools.client import check_url
+
+    assert "does not read as the same host to every URL parser" in check_url("http://a b.com/")
+    for url, host in {"http://127.1/": "127.0.0.1", "http://user:pw@Example.COM./x": "example.com",
+                      "http://a.com:@b.com/": "b.com", "http://bücher.de/": "xn--bcher-kva.de",
+                      "http://[::ffff:127.0.0.1]/": "127.0.0.1", "http://0x7f000001/": "127.0.0.1"}.items():
+        assert check_url(url) is None and url_host(url) == host, url
