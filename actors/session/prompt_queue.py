@@ -290,7 +290,7 @@ class PromptQueue:
 
     def mid_turn_listing(self) -> dict[str, Any]:
         """The waiting mid-turn input, and where the last ones went (``GET /session/:id/mid-turn-messages``)."""
-        return {"messages": [i.to_wire() for i in self.mid_turn], "settledMessageIds": list(self.settled_ids),
+        return {"messages": [i.waiting_wire() for i in self.mid_turn], "settledMessageIds": list(self.settled_ids),
                 "promotedMessageIds": list(self.promoted_ids)}
 
     def turn(self, prompt_id: str) -> dict[str, Any] | None:

@@ -82,7 +82,12 @@ class MidTurnItem:
     text: str
 
     def to_wire(self) -> dict[str, Any]:
+        """As a turn takes it (the drain answer, ``mid_turn_message_injected``)."""
         return {"messageId": self.message_id, "displayText": self.text, "content": [{"type": "text", "text": self.text}]}
+
+    def waiting_wire(self) -> dict[str, Any]:
+        """As ``GET /session/:id/mid-turn-messages`` lists it while it waits (qwen's form)."""
+        return {"messageId": self.message_id, "text": self.text}
 
 
 def admitted_record(entry: PendingPrompt) -> dict[str, Any]:

@@ -312,8 +312,7 @@ class MidTurnAnswer:
 
 @attrs.frozen(kw_only=True)
 class MidTurnItem:
-    """One mid-turn message: as ``GET /session/:id/mid-turn-messages`` lists it and ``mid_turn_message_injected``
-    carries it."""
+    """One mid-turn message taken into a turn, as ``mid_turn_message_injected`` and the drain answer carry it."""
 
     messageId: str
     displayText: str
@@ -321,11 +320,20 @@ class MidTurnItem:
 
 
 @attrs.frozen(kw_only=True)
+class MidTurnWaiting:
+    """One mid-turn message still waiting, as ``GET /session/:id/mid-turn-messages`` lists it: qwen's form
+    (``text``, not the drain's ``displayText``), which its Web Shell reads to rebuild its queue view."""
+
+    messageId: str
+    text: str
+
+
+@attrs.frozen(kw_only=True)
 class MidTurnMessages:
     """The mid-turn messages waiting for a tool boundary, and the ids of the last 200 taken into a turn
     (``settledMessageIds``) or run as a prompt of their own (``promotedMessageIds``)."""
 
-    messages: list[MidTurnItem]
+    messages: list[MidTurnWaiting]
     settledMessageIds: list[str]
     promotedMessageIds: list[str]
 

@@ -241,3 +241,24 @@ def test_text_typed_while_a_turn_runs_goes_in_mid_turn_and_no_unserved_route_is_
     assert any("and then say bye" in u for u in users), users
     # The capabilities name no feature whose routes Trellis does not serve (mid-turn-messages were polled).
     assert not [m for m in missing if "mid-turn-messages" in m], missing
+
+
+def test_mid_turn_input_another_client_sent_is_listed_in_the_page_by_its_text(page, daemons, shell_origin):
+    """A queued prompt makes the shell refresh its queue view from ``GET /session/:id/mid-turn-messages``; a
+    message another client sent is new to it and rebuilt from the listing's ``text`` (without one the page broke)."""
+    d = start(daemons, shell_origin, [[{"text": "working on it"}, {"sleep": 60}, {"text": "never shown"}],
+                                      [{"text": "bye then"}]])
+    open_shell(page, shell_origin, d)
+    send(page, "work slowly")
+    expect(page.get_by_text("working on it")).to_be_visible(timeout=WAIT)
+    sid = only_session(d)
+    with d.client() as client:
+        attached = client.post("/session", json={"sessionId": sid}).json()  # another client attaches
+        other = {"X-Qwen-Client-Id": attached["clientId"]}
+        posted = client.post(f"/session/{sid}/mid-turn-message", json={"message": "look at the tests too"},
+                             headers=other).json()
+        assert posted["accepted"] is True
+        assert client.post(f"/session/{sid}/prompt", json=text("then tidy up"), headers=other).status_code == 202
+    queue = page.locator("[data-web-shell-queued-prompts]")
+    expect(queue).to_contain_text("look at the tests too", timeout=WAIT)
+    expect(page.get_by_text("Something went wrong")).to_have_count(0)
