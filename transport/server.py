@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ import trio
 from hypercorn.config import Config
 
 from actors import Daemon
+from actors.hosts import is_loopback_host
 
 from .access_log import AccessLog
 from .app import create_app
@@ -25,15 +25,6 @@ class InsecureBind(ValueError):
     """A bind that would expose the daemon without authentication (refused)."""
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_bind(host: str, auth: bool = True, token_given: bool = True) -> None:
     """Refuse to turn authentication off, or to mint a token, anywhere but on a loopback address.
 
@@ -41,10 +32,10 @@ def check_bind(host: str, auth: bool = True, token_given: bool = True) -> None:
     a minted one lives only in the local token file, out of reach of the
     remote clients such a bind is for.
     """
-    if not auth and not is_loopback(host):
+    if not auth and not is_loopback_host(host):
         raise InsecureBind(f"refusing to serve on {host} without authentication: --no-auth (auth=False) is "
                            "only allowed on a loopback address such as 127.0.0.1")
-    if auth and not token_given and not is_loopback(host):
+    if auth and not token_given and not is_loopback_host(host):
         raise InsecureBind(f"refusing to serve on {host} without a token: pass --token or set TRELLIS_TOKEN "
                            "(a non-loopback bind does not mint one)")
 

@@ -216,7 +216,10 @@ def target(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -
 
 
 def is_loopback(url: str) -> bool:
-    """Whether ``url`` names this machine (``localhost`` or a loopback address): proxies never apply."""
+    """Whether ``url`` names this machine (``localhost`` or a loopback address): proxies never apply.
+
+    :func:`actors.hosts.is_loopback_host`'s rule, written again: importing ``actors`` would load the whole
+    runtime into every client command (about a second)."""
     host = urlsplit(url).hostname or ""
     if host == "localhost":
         return True

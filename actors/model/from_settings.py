@@ -6,7 +6,6 @@ One path for both ways a daemon starts: :func:`actors.open_daemon` given no ``mo
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -15,6 +14,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from ..hosts import is_loopback_host
 from ..settings import Settings, SettingsError
 from .base import ModelProvider
 from .scripted import ScriptedModel
@@ -117,17 +117,7 @@ def _check_openai(settings: Mapping[str, Any], environ: Mapping[str, str], overr
         # Not echoed: a URL may carry credentials (user:password@host).
         raise SettingsError(f"{which}: the base URL ({given}) must be an http:// or https:// URL with a host "
                             "(e.g. http://127.0.0.1:8080/v1)", source=source)
-    if not api_key and not _is_loopback(host):
+    if not api_key and not is_loopback_host(host):
         return [f"no API key for the model server at {host}: requests go without Authorization "
                 "(set $OPENAI_API_KEY or settings model.apiKey if it wants one)"]
     return []
-
-
-def _is_loopback(host: str) -> bool:
-    # transport.server.is_loopback's rule; actors/ cannot import transport/.
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
