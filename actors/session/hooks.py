@@ -73,7 +73,8 @@ def _compiled(matcher: str | None) -> re.Pattern[str] | None:
     return None if matcher in (None, "", "*") else re.compile(matcher)  # type: ignore[arg-type]
 
 
-@checked.form("One command hook (Claude Code's form). Other members are ignored.", unknown=checked.IGNORE)
+@checked.form("One command hook (Claude Code's form). Other members are ignored with a warning (a misspelt "
+              "timeout would otherwise silently keep the default).")
 @attrs.frozen
 class HookCommand:
     command: NonEmpty = checked.field(
@@ -88,7 +89,7 @@ class HookCommand:
     type: Literal["command"] = checked.field("command", "Only command hooks exist; may be left out.", kw_only=True)
 
 
-@checked.form("Hooks run for the tools the matcher matches. Other members are ignored.", unknown=checked.IGNORE)
+@checked.form("Hooks run for the tools the matcher matches. Other members are ignored with a warning.")
 @attrs.frozen
 class HookGroup:
     matcher: Matcher | None = checked.field(

@@ -102,6 +102,17 @@ def test_a_misspelt_member_of_model_or_subagents_is_warned_of(tmp_path: Path) ->
     assert s.model.get("name") == "x"  # the rest is read as before
 
 
+def test_a_misspelt_member_of_a_hook_or_its_group_is_warned_of_and_the_hook_still_runs(tmp_path: Path) -> None:
+    """Before, ``timout`` was ignored without a word: the hook kept the 60-second default."""
+    path = write(tmp_path, {"hooks": {"Stop": [{"matcher": "", "macher": "Bash",
+                                                "hooks": [{"command": "make check", "timout": 5}]}]}})
+    s = load_settings(path)
+    assert sorted(w.split("unknown key ")[1] for w in s.warnings) == [
+        "'hooks.Stop[0].hooks[0].timout' ignored", "'hooks.Stop[0].macher' ignored"]
+    [group] = s.hook_config.stop
+    assert [(c.command, c.timeout) for c in group.commands] == [("make check", 60.0)]
+
+
 def test_an_openai_model_the_settings_leave_without_a_url_is_refused_naming_the_file(tmp_path: Path) -> None:
     from actors import provider_from_settings
     path = write(tmp_path, {"model": {"provider": "openai"}})
