@@ -43,6 +43,7 @@ import trio
 from actors.permission_rules import RuleLists, RuleSet, answer_rules, decide, parse_rule
 from actors.settings_file import SCHEMA_PATH, load_settings
 from actors.tools.client import check_url
+from tests.canned_site import Site
 from tests.e2e.isolation_harness import Running, hostile_daemon
 from tests.e2e.sse_client import frames
 
@@ -59,38 +60,6 @@ def call(tool: str, n: int, /, **arguments: Any) -> list[dict[str, Any]]:
 def fetches(*urls: str) -> list[Any]:
     """A model response per URL, each one web_fetch call, then done."""
     return [call("web_fetch", i, url=url) for i, url in enumerate(urls)] + [DONE]
-
-
-class Site:
-    """A loopback HTTP/1.1 server on ``host``: one canned answer per path (404 for the rest); every request's path
-    is noted in ``seen``."""
-
-    def __init__(self, host: str, routes: dict[str, tuple[str, dict[str, str], bytes]] | None = None) -> None:
-        self.host = host
-        self.routes = routes or {}
-        self.seen: list[str] = []
-        self.base = ""
-
-    async def handle(self, stream: Any) -> None:
-        data = b""
-        with trio.move_on_after(10):
-            while b"\r\n\r\n" not in data:
-                chunk = await stream.receive_some(4096)
-                if not chunk:
-                    return
-                data += chunk
-            path = data.split(b" ", 2)[1].decode()
-            self.seen.append(path)
-            status, headers, body = self.routes.get(path, ("404 Not Found", {"Content-Type": "text/plain"}, b"no"))
-            head = f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
-            head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-            await stream.send_all(head.encode() + b"\r\n" + body)
-        await stream.aclose()
-
-    async def start(self, nursery: trio.Nursery) -> str:
-        listeners = await nursery.start(functools.partial(trio.serve_tcp, self.handle, 0, host=self.host))
-        self.base = f"http://{self.host}:{listeners[0].socket.getsockname()[1]}"
-        return self.base
 
 
 def peak_memory(pid: int) -> int:

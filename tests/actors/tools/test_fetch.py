@@ -3,29 +3,26 @@
 from __future__ import annotations
 
 import json
-from functools import partial
 from typing import Any
 
-import trio
 
 from actors.runtime import default_tools
 from actors.settings import Settings
 from actors.settings_file import load_settings
 from actors.tools import WebFetchTool
 from tests.actors.tools.harness import Services, call, runtime
+from tests.canned_site import Site
 
 PAGE = b"""<!doctype html><html><head><title>The Page</title><style>body{color:red}</style>
 <script>var secret = "not text";</script></head>
 <body><h1>Heading</h1><p>First &amp; only paragraph.</p><ul><li>one</li><li>two</li></ul></body></html>"""
 
 
-class Server:
-    """A tiny HTTP/1.1 server on 127.0.0.1: one canned answer per path, ``/stall`` never answers."""
+class Server(Site):
+    """The site these tests fetch from, on 127.0.0.1."""
 
     def __init__(self) -> None:
-        self.seen: list[str] = []
-        self.port = 0
-        self.routes: dict[str, tuple[str, dict[str, str], bytes]] = {
+        super().__init__("127.0.0.1", {
             "/text": ("200 OK", {"Content-Type": "text/plain; charset=utf-8"}, "plain text — ü\n".encode()),
             "/html": ("200 OK", {"Content-Type": "text/html; charset=utf-8"}, PAGE),
             "/json": ("200 OK", {"Content-Type": "application/json"}, b'{"a": 1}'),
@@ -35,29 +32,7 @@ class Server:
             "/moved": ("302 Found", {"Location": "/text"}, b""),
             "/to-file": ("302 Found", {"Location": "file:///etc/passwd"}, b""),
             "/idna": ("200 OK", {"Content-Type": "text/plain; charset=idna"}, b"read as utf-8\n"),
-        }
-
-    async def handle(self, stream: Any) -> None:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = await stream.receive_some(4096)
-            if not chunk:
-                return
-            data += chunk
-        path = data.split(b" ", 2)[1].decode()
-        self.seen.append(path)
-        if path == "/stall":
-            await trio.sleep_forever()
-        status, headers, body = self.routes[path]
-        head = f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        await stream.send_all(head.encode() + b"\r\n" + body)
-        await stream.aclose()
-
-    async def start(self, nursery: trio.Nursery) -> str:
-        listeners = await nursery.start(partial(trio.serve_tcp, self.handle, 0, host="127.0.0.1"))
-        self.port = listeners[0].socket.getsockname()[1]
-        return f"http://127.0.0.1:{self.port}"
+        })
 
 
 def loopback_services(**kw: Any) -> Services:
