@@ -8,7 +8,9 @@ stream), in these states:
 
 - ``HEAD``: bytes up to the blank line ending the head (CR LF or LF line ends;
   at most :data:`MAX_HEAD` bytes, else :class:`ProtocolError`). A 1xx other than
-  101 is skipped, and the next head read; a 101 is an error (we never ask for an
+  101 is skipped, and the next head read, up to :data:`MAX_INTERIM` of them (one
+  more is an error: a server sending them without end would keep the call
+  waiting, and the parser busy); a 101 is an error (we never ask for an
   upgrade). A final head decides the body's framing, the first that applies:
   204 or 304: no body (``DONE``); ``Transfer-Encoding: chunked``: ``CHUNK_SIZE``
   (another transfer-coding is an error); ``Content-Length: n``: ``LENGTH`` (``DONE``
@@ -36,6 +38,7 @@ import re
 
 MAX_HEAD = 16384  # as h11's default max_incomplete_event_size
 MAX_LINE = 4096  # a chunk-size line
+MAX_INTERIM = 8  # 1xx heads skipped before a response's final one (a server sends one 100 or 103, if any)
 
 HEAD, LENGTH, CHUNK_SIZE, CHUNK_DATA, CHUNK_END, TRAILERS, CLOSE, DONE, FAILED = range(9)
 
@@ -131,7 +134,7 @@ def _parse_head(block: bytes) -> Head:
 class ResponseParser:
     """The responses on one connection, one at a time (see the module doc for the states)."""
 
-    __slots__ = ("state", "reusable", "_buf", "_eof", "_left")
+    __slots__ = ("state", "reusable", "_buf", "_eof", "_left", "_interim")
 
     def __init__(self) -> None:
         self.state = HEAD
@@ -139,6 +142,7 @@ class ResponseParser:
         self._buf = b""
         self._eof = False
         self._left = 0  # bytes still to come: of the LENGTH body, or of the current chunk
+        self._interim = 0  # 1xx heads skipped for this response
 
     @property
     def done(self) -> bool:
@@ -158,6 +162,7 @@ class ResponseParser:
             raise ProtocolError("the connection cannot carry another request")
         self.state = HEAD
         self.reusable = False
+        self._interim = 0
 
     def _fail(self, message: str) -> ProtocolError:
         self.state = FAILED
@@ -188,6 +193,12 @@ class ResponseParser:
             if code < 200:
                 if code == 101:
                     raise self._fail(f"unexpected {head!r} instead of a response (no upgrade was asked for)")
+                # Counted: sent without end they would keep the call waiting, each skip slicing the buffer anew
+                # (one read can hold thousands of small heads).
+                self._interim += 1
+                if self._interim > MAX_INTERIM:
+                    raise self._fail(f"the server sent more than {MAX_INTERIM} interim (1xx) responses before its "
+                                     f"answer (at most {MAX_INTERIM} are skipped)")
                 continue  # 100 Continue, 103 Early Hints: the response follows
             self._frame(head)
             return head

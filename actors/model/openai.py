@@ -39,9 +39,12 @@ no chunk came at all), ``server_error``, ``context_overflow`` (an ``error`` firs
 ``response_too_large``.
 
 One response is bounded (``docs/reference/limits.md``): at most :data:`MAX_RESPONSE_CHARS` characters
-of text, thought and tool-call arguments together, :data:`MAX_RESPONSE_TOOL_CALLS` tool calls, and SSE
-lines of eight bytes a character of that; past any of them the stream is closed and the call ends with
-``response_too_large`` naming the bound.
+of text, thought and tool-call arguments together, :data:`MAX_RESPONSE_TOOL_CALLS` tool calls, SSE
+lines of eight bytes a character of that, :data:`MAX_RESPONSE_BYTES` bytes of stream in all (chunks
+that carry no text still cost their parse), :data:`MAX_CHUNK_VALUES` JSON values in one chunk (told by
+its separators before it is parsed: a line of ``{},{},...`` would take thirty times its size as Python
+objects) and :data:`MAX_CHOICES` choices in one chunk; past any of them the stream is closed and the
+call ends with ``response_too_large`` naming the bound.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ from .tool_calls import ToolCallAccumulator, encode_json
 from .encoded import messages_json, messages_json_between
 from .estimate import estimate_request
 from .http import Response, Target, Transport, prepare
-from .sse import Body, LineTooLong, Proxied as _Proxied, data_payloads as _data_payloads
+from .sse import Body, BodyTooLong, LineTooLong, Proxied as _Proxied, data_payloads as _data_payloads
 from .overflow import EmptyResponse, overflow_from_chunk, overflow_from_response
 from .text_tools import STYLES as TEXT_TOOL_STYLES
 from .text_tools import TextToolCalls
@@ -97,6 +100,14 @@ MAX_RESPONSE_CHARS = 4 * 2**20
 MAX_ERROR_BODY = 64 * 1024  # bytes of an error response read to quote it (it is cut to 300 characters)
 MAX_REPORTED_TOKENS = 2**40  # a token count at or past this, from one call, is taken as none
 MAX_RESPONSE_TOOL_CALLS = 128  # calls in one response (loop protection ends a turn at 64 by default)
+# One response's bytes as read, every line whatever it carries: chunks with no text (a role, an empty delta) or
+# comments count against nothing else, and a server sending them without end kept a turn parsing. A chunk is
+# 150 to 400 bytes a token, so this is some 200,000 tokens, past any model's longest answer.
+MAX_RESPONSE_BYTES = 64 * 2**20
+# JSON values in one stream chunk: orjson makes an object of each (some 90 bytes for the three of "{},"), so a
+# line within its byte bound could take a gigabyte. A chunk is a few dozen; a whole answer in one, far below this.
+MAX_CHUNK_VALUES = 2**20
+MAX_CHOICES = 8  # choices read of one chunk: we ask for one (n is not sent), and each is a pass of the loop
 CONVERSATION_MEMO = "openai_conversation"  # the message memo key of the kept messages array (actors.model.encoded)
 TextToolStyle = Literal[TEXT_TOOL_STYLES]  # type: ignore[valid-type]
 
@@ -119,8 +130,9 @@ class OpenAIConfig:
     # Whether the model reads images: prompts' image blocks are then sent as image_url parts (data URLs);
     # off, such prompts are refused at admission. Many OpenAI-compatible servers serve text-only models.
     supports_images: bool = False
-    # Not a setting: the bound on one response (MAX_RESPONSE_CHARS), smaller in tests.
+    # Not settings: the bounds on one response (MAX_RESPONSE_CHARS, MAX_RESPONSE_BYTES), smaller in tests.
     max_response_chars: int = MAX_RESPONSE_CHARS
+    max_response_bytes: int = MAX_RESPONSE_BYTES
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> OpenAIConfig:
@@ -347,6 +359,12 @@ def _chunk_problem(chunk: dict[str, Any]) -> str | None:
             if function and function.get("name") is not None and not isinstance(function["name"], str):
                 return f"{where}.function.name is not a string"
     return None
+
+
+def _most_values(payload: bytes) -> int:
+    """At most how many values (keys among them) parsing ``payload`` makes: each but the first follows a ``[``,
+    ``{``, ``,`` or ``:``. Those in strings count too, so this can only overestimate; four passes at C speed."""
+    return 1 + sum(map(payload.count, (b",", b":", b"[", b"{")))
 
 
 def _shown(payload: bytes) -> str:
@@ -607,7 +625,7 @@ class OpenAIModel:
         kept = 0  # characters of text, thought and tool-call arguments, against the budget
         over_budget = f"{budget:,} characters of text, thought and tool-call arguments"
         # A line may carry a whole answer, escaped (\uXXXX is 6 bytes a character).
-        lines = _data_payloads(response, max(64 * 1024, 8 * budget))
+        lines = _data_payloads(response, max(64 * 1024, 8 * budget), self.config.max_response_bytes)
         try:
             async for payload in lines:
                 if payload == b"[DONE]":
@@ -620,6 +638,11 @@ class OpenAIModel:
                             async for _ in lines:
                                 pass
                     break
+                # A line can hold at most as many values as bytes: only a long one is counted.
+                if len(payload) > MAX_CHUNK_VALUES and (values := _most_values(payload)) > MAX_CHUNK_VALUES:
+                    raise self._error("response_too_large", f"the model server sent a stream chunk of up to "
+                                      f"{values:,} JSON values (at most {MAX_CHUNK_VALUES:,} are parsed), so the "
+                                      "response was ended there", committed=True)
                 try:
                     chunk = orjson.loads(payload)
                 except orjson.JSONDecodeError:
@@ -641,6 +664,10 @@ class OpenAIModel:
                 choices = chunk.get("choices") or ()
                 if choices and choices.__class__ is not list:
                     raise self._malformed(chunk, payload)
+                if len(choices) > MAX_CHOICES:
+                    raise self._error("response_too_large", f"the model server sent a chunk with {len(choices):,} "
+                                      f"choices (at most {MAX_CHOICES} are read), so the response was ended there",
+                                      committed=True)
                 # The shapes are checked where the values are taken, cheaply: a hostile or broken server's chunk
                 # ends the call malformed_stream naming the part, never an internal error far from here.
                 for choice in choices:
@@ -698,6 +725,8 @@ class OpenAIModel:
                               committed=True) from None
         except LineTooLong as exc:
             raise self._too_large(f"{exc.limit:,} bytes in one stream line") from None
+        except BodyTooLong as exc:
+            raise self._too_large(f"{exc.limit:,} bytes of event stream") from None
         accumulated = calls.calls()
         if text_calls is not None:
             rest = text_calls.finish()

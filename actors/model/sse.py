@@ -3,11 +3,13 @@
 :class:`Body` is the face both paths show: :class:`~.http.Response` (the direct
 path) and :class:`Proxied` round an :class:`httpx.Response` (the full client,
 when a proxy is named). :func:`data_payloads` splits either's bytes into the
-payloads of its ``data:`` lines.
+payloads of its ``data:`` lines, within a bound on one line and one on the
+whole body.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Mapping
 from typing import Protocol
 
@@ -27,7 +29,16 @@ class LineTooLong(ValueError):
         self.limit = limit
 
 
-async def data_payloads(response: Body, max_line: int = MAX_LINE_BYTES) -> AsyncIterator[bytes]:
+class BodyTooLong(ValueError):
+    """The body ran past the bound on its bytes :func:`data_payloads` was given."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"an event stream ran past {limit:,} bytes")
+        self.limit = limit
+
+
+async def data_payloads(response: Body, max_line: int = MAX_LINE_BYTES,
+                        max_body: float = math.inf) -> AsyncIterator[bytes]:
     """The payload of each SSE ``data:`` line, split from the body's bytes (LF, CR LF or CR).
 
     Blank lines, comments and the ``event:``/``id:``/``retry:`` fields are skipped.
@@ -36,11 +47,17 @@ async def data_payloads(response: Body, max_line: int = MAX_LINE_BYTES) -> Async
     is JSON, so a CR can only be a line end. A line still unended past ``max_line``
     bytes raises :class:`LineTooLong`: a server that never ends one must not fill
     the memory. The pieces of a long line are joined once it ends, not at each read.
+    Every byte read counts against ``max_body`` (past it, :class:`BodyTooLong`): lines
+    that say nothing (comments, chunks without text) cost their parse all the same.
     """
     pieces: list[bytes] = []  # the line not ended yet, as it arrived
     held = 0
+    read = 0  # bytes of the body so far
     receive = response.receive
     while data := await receive():
+        read += len(data)
+        if read > max_body:
+            raise BodyTooLong(int(max_body))
         if pieces:
             if b"\n" not in data and b"\r" not in data:
                 pieces.append(data)
