@@ -38,7 +38,7 @@ from actors.telemetry import configure_from_environment, include_content
 from actors.model import ModelProvider
 from actors.model.from_settings import Overrides
 
-from .auth import TokenFileError, token_path
+from .auth import TokenFileError, persisted_token, token_path
 from .daemon_lock import HeldStateDir, StateDirInUse, hold_state_dir
 from .gc_policy import FreezeSurvivors
 from .logs import add_secret, configure, say
@@ -282,7 +282,8 @@ def run_daemon(args: argparse.Namespace, environ: Mapping[str, str], *, token: s
                         say(f"token: {token_path(config.state_dir)} (send it as Authorization: Bearer)")
                     assert held is not None
                     try:
-                        held.announce(url)  # where clients find it (trellis.connect); removed on exit
+                        # Where clients find it (trellis.connect), with the proof that it knows its token.
+                        held.announce(url, (token or persisted_token(config.state_dir)) if auth else None)
                     except StorageError as exc:
                         say(f"{exc}: clients must be given --url", "warning")
                     print(f"listening on {url}", flush=True)

@@ -11,8 +11,11 @@ The ACP agent on stdio (``trellis acp``) holds the same lock, so an editor's
 agent and a daemon never share a state directory either.
 
 Once it serves, the daemon writes ``<state-dir>/daemon.json``,
-``{"url": ..., "pid": ...}``, which clients read to find it
-(:mod:`trellis.connect`); it is removed on exit. A killed daemon leaves it
+``{"url": ..., "pid": ..., "proof": ...}``, which clients read to find it
+(:mod:`trellis.connect`); it is removed on exit. ``proof`` shows the daemon
+knows its token (:func:`trellis.connect.daemon_file_proof`; absent when it
+wants none): clients take only a file that proves it, so one a sandboxed
+command planted in its cwd cannot draw their token to a listener of its own. A killed daemon leaves it
 behind: clients check that its pid is alive, and the next daemon replaces it.
 """
 
@@ -27,6 +30,7 @@ from pathlib import Path
 import orjson
 
 from actors.storage import StorageError, replace_private
+from trellis.connect import daemon_file_proof
 
 LOCK_FILE = "daemon.lock"
 DAEMON_FILE = "daemon.json"
@@ -47,10 +51,13 @@ class HeldStateDir:
     def daemon_file(self) -> Path:
         return self.state_dir / DAEMON_FILE
 
-    def announce(self, url: str) -> None:
-        """Write ``daemon.json`` with ``url`` and this pid (``StorageError`` naming the file; not fatal to a
-        daemon: its clients can still be given ``--url``)."""
-        data = orjson.dumps({"url": url, "pid": os.getpid()})
+    def announce(self, url: str, token: str | None) -> None:
+        """Write ``daemon.json`` with ``url``, this pid and the proof that it knows ``token`` (``None``: the
+        daemon wants none). ``StorageError`` naming the file; not fatal to a daemon: its clients can still be
+        given ``--url``."""
+        pid = os.getpid()
+        proof = {"proof": daemon_file_proof(token, url, pid)} if token else {}
+        data = orjson.dumps({"url": url, "pid": pid, **proof})
         replace_private(self.daemon_file, data, sync=False)  # StorageError naming the file
         self.announced = True
 

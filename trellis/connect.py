@@ -11,11 +11,19 @@ counts only if it is the user's own and no one else may write to it: another
 user's ``daemon.json`` (in ``/tmp/.trellis``, say) could otherwise send the
 token of ``$TRELLIS_TOKEN`` to a URL of their choosing.
 A running daemon writes ``<state-dir>/daemon.json`` (its URL and pid) at its
-start and removes it on exit (:mod:`transport.daemon_lock`).
+start and removes it on exit (:mod:`transport.daemon_lock`). With it goes a
+proof that the daemon knows its token (:func:`daemon_file_proof`): a client
+takes a ``daemon.json``'s URL only when the proof holds for the token it would
+send there. A sandboxed command may create ``.trellis/daemon.json`` in its
+cwd, naming a listener of its own; without the proof, a client run there would
+send that listener the token of ``$TRELLIS_TOKEN``.
 
 - the URL: ``--url``, else ``$TRELLIS_URL``, else the URL in the first of
   those directories whose ``daemon.json`` names a live process, else
-  ``http://127.0.0.1:4170`` (the daemon's default address);
+  ``http://127.0.0.1:4170`` (the daemon's default address). A ``daemon.json``
+  counts only if it proves its daemon knows the token: the one given, else the
+  one in its own directory's ``token`` file (none at all: a ``daemon.json``
+  without a proof, a daemon run with ``--no-auth``);
 - the token: ``--token``, else ``$TRELLIS_TOKEN``, else the ``token`` file
   of the directory the URL came from (with ``--url``/``$TRELLIS_URL``: the
   one whose ``daemon.json`` names that URL), else of the first directory
@@ -29,6 +37,8 @@ to prefer the environment or the file.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
 import ipaddress
 import os
 from collections.abc import Iterator, Mapping
@@ -63,6 +73,22 @@ class RunningDaemon:
 
     url: str
     pid: int
+    proof: str | None = attrs.field(default=None, repr=False)  # daemon_file_proof of its token; None: no auth
+
+    def proven_by(self, token: str | None) -> bool:
+        """Whether this daemon knows ``token`` (``None``: whether it wants none)."""
+        if token is None:
+            return self.proof is None
+        return self.proof is not None and hmac.compare_digest(self.proof, daemon_file_proof(token, self.url,
+                                                                                             self.pid))
+
+
+def daemon_file_proof(token: str, url: str, pid: int) -> str:
+    """What a daemon's ``daemon.json`` carries to show it knows ``token``: an HMAC of its URL and pid, keyed
+    with the token (written by :meth:`transport.daemon_lock.HeldStateDir.announce`). It says nothing of the
+    token to whoever reads the file, and no one who does not know the token can make one."""
+    message = f"trellis daemon.json\n{url}\n{pid}".encode()
+    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -165,7 +191,8 @@ def read_daemon_file(state_dir: str) -> RunningDaemon | None:
         return None
     if not pid_alive(data["pid"]):
         return None
-    return RunningDaemon(data["url"].rstrip("/"), data["pid"])
+    proof = data.get("proof")
+    return RunningDaemon(data["url"].rstrip("/"), data["pid"], proof if isinstance(proof, str) else None)
 
 
 def pid_alive(pid: int) -> bool:
@@ -190,12 +217,14 @@ def _read_token(state_dir: str) -> str | None:
         return None
 
 
-def _choose(dirs: list[str], url: str | None) -> tuple[str | None, RunningDaemon | None]:
+def _choose(dirs: list[str], url: str | None, token: str | None) -> tuple[str | None, RunningDaemon | None]:
     """The state directory to take the daemon and token from: the first whose live daemon is the one asked for
-    (any, without a URL), else the first with a token file."""
+    (any, without a URL) and proves it knows the token (``token``, else the directory's own), else the first
+    with a token file."""
     for state_dir in dirs:
         running = read_daemon_file(state_dir)
-        if running is not None and (url is None or running.url == url):
+        if running is not None and (url is None or running.url == url) \
+                and running.proven_by(token if token is not None else _read_token(state_dir)):
             return state_dir, running
     for state_dir in dirs:
         if os.path.isfile(os.path.join(state_dir, TOKEN_FILE)):
@@ -207,9 +236,9 @@ def target(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -
     """The daemon ``args`` name, by the rules of the module doc."""
     env = os.environ if environ is None else environ
     given_url = (args.url or env.get("TRELLIS_URL") or "").rstrip("/") or None
-    state_dir, running = _choose(state_dirs(args, env), given_url)
-    url = given_url or (running.url if running is not None else DEFAULT_URL)
     token = args.token or env.get("TRELLIS_TOKEN") or None
+    state_dir, running = _choose(state_dirs(args, env), given_url, token)
+    url = given_url or (running.url if running is not None else DEFAULT_URL)
     if token is None and state_dir is not None:
         token = _read_token(state_dir)
     return Target(url, token, state_dir)
@@ -230,4 +259,4 @@ def is_loopback(url: str) -> bool:
 
 
 __all__ = ["DAEMON_FILE", "DEFAULT_STATE_DIR", "DEFAULT_URL", "RunningDaemon", "Target", "add_arguments",
-           "is_loopback", "read_daemon_file", "state_dirs", "target", "user_state_dir"]
+           "daemon_file_proof", "is_loopback", "read_daemon_file", "state_dirs", "target", "user_state_dir"]

@@ -3,6 +3,7 @@ runs, and the token it keeps across restarts (refused when others may read it)."
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import signal
 import trio
 
 from tests.conftest import daemon_process
+from trellis.connect import daemon_file_proof, target
 
 
 async def test_a_second_daemon_on_the_same_state_directory_refuses_naming_the_first(tmp_path):
@@ -17,7 +19,12 @@ async def test_a_second_daemon_on_the_same_state_directory_refuses_naming_the_fi
     with trio.fail_after(60):
         async with daemon_process(state_dir=state) as first:
             announced = json.loads((state / "daemon.json").read_text())
-            assert announced == {"url": first.url, "pid": first.pid}
+            # With the proof that it knows its token, which the clients check (trellis.connect).
+            proof = daemon_file_proof(first.token(), first.url, first.pid)
+            assert announced == {"url": first.url, "pid": first.pid, "proof": proof}
+            assert first.token() not in (state / "daemon.json").read_text()
+            found = target(argparse.Namespace(url=None, token=None, state_dir=str(state)), {})
+            assert (found.url, found.token) == (first.url, first.token())
             second = await trio.run_process(
                 [*_command(state)], capture_stdout=True, capture_stderr=True, check=False,
                 env={k: v for k, v in os.environ.items() if k != "TRELLIS_TOKEN"})

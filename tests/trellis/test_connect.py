@@ -57,14 +57,16 @@ def test_no_token_anywhere_sends_no_authorization(tmp_path):
     assert "s3cret" not in repr(given)  # never printed
 
 
-def announce(state_dir, url: str, pid: int) -> None:
+def announce(state_dir, url: str, pid: int, token: str | None = None) -> None:
+    """What a daemon knowing ``token`` writes (transport.daemon_lock); ``None``: one run with ``--no-auth``."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    (state_dir / "daemon.json").write_text(json.dumps({"url": url, "pid": pid}))
+    proof = {"proof": connect.daemon_file_proof(token, url.rstrip("/"), pid)} if token else {}
+    (state_dir / "daemon.json").write_text(json.dumps({"url": url, "pid": pid, **proof}))
 
 
 def test_a_running_daemons_file_names_the_url_after_the_flag_and_the_environment(tmp_path):
     state = tmp_path / "state"
-    announce(state, "http://127.0.0.1:5555/", os.getpid())  # a live pid: this test's
+    announce(state, "http://127.0.0.1:5555/", os.getpid(), "its-token")  # a live pid: this test's
     (state / "token").write_text("its-token")
     given = ["--state-dir", str(state)]
     assert connect.target(parse(*given), {}).url == "http://127.0.0.1:5555"
@@ -92,12 +94,12 @@ def test_without_a_state_directory_given_the_current_one_comes_before_the_per_us
     assert connect.user_state_dir({"HOME": "/h"}) == "/h/.local/state/trellis"
     assert connect.user_state_dir({"HOME": "/h", "XDG_STATE_HOME": "relative"}) == "/h/.local/state/trellis"
     # Only the per-user daemon runs: clients anywhere find it, and its token.
-    announce(user, "http://127.0.0.1:6001", os.getpid())
+    announce(user, "http://127.0.0.1:6001", os.getpid(), "user-token")
     (user / "token").write_text("user-token")
     found = connect.target(parse(), env)
     assert (found.url, found.token, found.state_dir) == ("http://127.0.0.1:6001", "user-token", str(user))
     # One in ./.trellis too: it wins.
-    announce(tmp_path / ".trellis", "http://127.0.0.1:6002", os.getpid())
+    announce(tmp_path / ".trellis", "http://127.0.0.1:6002", os.getpid(), "local-token")
     (tmp_path / ".trellis" / "token").write_text("local-token")
     found = connect.target(parse(), env)
     assert (found.url, found.token) == ("http://127.0.0.1:6002", "local-token")
@@ -112,7 +114,7 @@ def test_a_client_below_the_daemons_directory_finds_its_state_directory(tmp_path
     project = tmp_path / "project"
     deep = project / "src" / "pkg"
     deep.mkdir(parents=True)
-    announce(project / ".trellis", "http://127.0.0.1:6003", os.getpid())
+    announce(project / ".trellis", "http://127.0.0.1:6003", os.getpid(), "project-token")
     (project / ".trellis" / "token").write_text("project-token")
     monkeypatch.chdir(deep)
     env = {"HOME": str(tmp_path / "home")}
@@ -127,10 +129,9 @@ def test_a_client_below_the_daemons_directory_finds_its_state_directory(tmp_path
 def test_a_state_directory_others_may_write_or_another_user_owns_is_passed_over(tmp_path, monkeypatch):
     project = tmp_path / "project"
     (project / "sub").mkdir(parents=True)
-    announce(project / ".trellis", "http://127.0.0.1:6004", os.getpid())
-    (project / ".trellis" / "token").write_text("project-token")
+    announce(project / ".trellis", "http://127.0.0.1:6004", os.getpid(), "my-secret")  # run with $TRELLIS_TOKEN
     planted = project / "sub" / ".trellis"  # as another user could leave one in /tmp
-    announce(planted, "http://attacker.example:80", os.getpid())
+    announce(planted, "http://attacker.example:80", os.getpid(), "my-secret")  # as if it knew it
     planted.chmod(0o777)
     monkeypatch.chdir(project / "sub")
     env = {"HOME": str(tmp_path / "home"), "TRELLIS_TOKEN": "my-secret"}
@@ -160,3 +161,34 @@ def test_a_state_directory_passed_over_is_never_taken_as_the_default_either(tmp_
     # With no .trellis here at all, the default is still ./.trellis (where `trellis serve` would make one).
     monkeypatch.chdir(tmp_path)
     assert connect.state_dirs(parse(), env)[0] == ".trellis"
+
+
+def test_a_daemon_file_that_does_not_prove_the_token_never_draws_it(tmp_path, monkeypatch):
+    """Red team round 5: a sandboxed command wrote ``.trellis/daemon.json`` in its cwd (the user's own, mode
+    0755), naming a listener of its own with a live pid; ``trellis sessions`` run there sent it the token of
+    ``$TRELLIS_TOKEN``, and the model drove the daemon with it."""
+    xdg = tmp_path / "xdg"
+    announce(xdg / "trellis", "http://127.0.0.1:6101", os.getpid(), "my-secret")  # the real daemon, per-user
+    project = tmp_path / "project"
+    planted = project / ".trellis"
+    announce(planted, "http://127.0.0.1:6666", 1)  # no proof: it cannot make one without the token
+    planted.chmod(0o755)
+    monkeypatch.chdir(project)
+    env = {"XDG_STATE_HOME": str(xdg), "HOME": str(tmp_path / "home"), "TRELLIS_TOKEN": "my-secret"}
+    found = connect.target(parse(), env)
+    assert (found.url, found.token) == ("http://127.0.0.1:6101", "my-secret")
+    # A proof made with another token (its own token file's) does not do either.
+    announce(planted, "http://127.0.0.1:6666", 1, "the-models-own")
+    (planted / "token").write_text("the-models-own")
+    assert connect.target(parse(), env).url == "http://127.0.0.1:6101"
+    # Without $TRELLIS_TOKEN the planted directory's own token goes there: the model's token, nothing of ours.
+    unset = {k: v for k, v in env.items() if k != "TRELLIS_TOKEN"}
+    assert (connect.target(parse(), unset).url, connect.target(parse(), unset).token) == (
+        "http://127.0.0.1:6666", "the-models-own")
+
+
+def test_a_daemon_run_without_auth_is_found_by_a_client_with_no_token_only(tmp_path):
+    state = tmp_path / "state"
+    announce(state, "http://127.0.0.1:6201", os.getpid())  # --no-auth: no proof
+    assert connect.target(parse("--state-dir", str(state)), {}).url == "http://127.0.0.1:6201"
+    assert connect.target(parse("--state-dir", str(state)), {"TRELLIS_TOKEN": "t"}).url == connect.DEFAULT_URL
