@@ -19,7 +19,16 @@ import orjson
 from ..model import ChatMessage, ToolCall
 from ..storage.files import AppendFiles
 
-_SAFE_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+# A session id names the session's files: ``sessions/<id>`` + a suffix (``.jsonl``, the transcript, here, and
+# ``.journal.jsonl``, ``.replay.jsonl``, ``.session.json`` in :mod:`actors.storage.local`), its checkpoint log
+# ``checkpoints/sessions/<id>.json``, its home ``homes/<id>/``. Every suffix starts with a dot, so with no dot
+# in an id the id is all of a file name before its first dot: two ids never name one file, whatever the
+# suffixes (``<sid>.journal`` was an id once, and its transcript was session ``<sid>``'s journal). The daemon
+# mints ``session-<hex>`` and qwen's clients send those or UUIDs; a dotted id only ever came from a client.
+SESSION_ID_RULE = ("1 to 128 letters, digits, '_' and '-'; no '.' (a session's files are named by its id and a "
+                   "suffix starting with '.', so a dotted id could name another session's file)")
+_SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+TRANSCRIPT_SUFFIX = ".jsonl"
 
 
 class TranscriptError(ValueError):
@@ -27,8 +36,9 @@ class TranscriptError(ValueError):
 
 
 def is_safe_session_id(session_id: str) -> bool:
-    """Session ids become file names, so only a conservative alphabet is accepted."""
-    return bool(_SAFE_ID.fullmatch(session_id)) and session_id not in (".", "..")
+    """Whether ``session_id`` is a session id (:data:`SESSION_ID_RULE`): the one check of every id a client
+    gives, a store lists or a file is named by."""
+    return bool(_SAFE_ID.fullmatch(session_id))
 
 
 def message_to_dict(m: ChatMessage) -> dict[str, Any]:
@@ -60,7 +70,7 @@ class Transcript:
     """The append-only conversation log of one session."""
 
     def __init__(self, state_dir: Path | None, session_id: str, *, files: AppendFiles | None = None) -> None:
-        self.path = None if state_dir is None else Path(state_dir) / "sessions" / f"{session_id}.jsonl"
+        self.path = None if state_dir is None else Path(state_dir) / "sessions" / f"{session_id}{TRANSCRIPT_SUFFIX}"
         self._files = files if files is not None else AppendFiles(limit=1)
 
     @property

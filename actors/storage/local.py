@@ -5,6 +5,13 @@
     <id>.session.json   the session record
     <id>.replay.jsonl   the compacted replay: one folded turn (a JSON array of events) a line
 
+A file's name is the session's id and one of :data:`SUFFIXES`. Every suffix
+starts with a dot and an id has none (:func:`~actors.session.transcript.is_safe_session_id`),
+so a name reads back one way only, the id being what comes before its first
+dot: two sessions never share a file. The store names no file by an id outside
+that rule (``ValueError``; the daemon refuses one before, ``invalid_session_id``)
+and lists no file whose name does not read back so.
+
 The compacted replay is what a restored session shows its clients of earlier
 turns (:mod:`actors.events.compaction`). It is appended without ``fsync``: it
 is a view, not a promise; the transcript stays the record of the conversation,
@@ -50,11 +57,31 @@ from typing import Any
 
 import orjson
 
-from ..session.transcript import Transcript
+from ..session.transcript import SESSION_ID_RULE, TRANSCRIPT_SUFFIX, Transcript, is_safe_session_id
 from .base import StorageError
 from .files import AppendFiles, fsync_directory
 
 FSYNC_POLICIES = ("always", "never")
+
+JOURNAL_SUFFIX = ".journal.jsonl"
+RECORD_SUFFIX = ".session.json"
+REPLAY_SUFFIX = ".replay.jsonl"
+# Every file a session has here is ``<id><suffix>``, one of these.
+SUFFIXES = (TRANSCRIPT_SUFFIX, JOURNAL_SUFFIX, RECORD_SUFFIX, REPLAY_SUFFIX)
+
+
+def session_file(directory: Path, session_id: str, suffix: str) -> Path:
+    """``<directory>/<session_id><suffix>``; ``ValueError`` for an id that is not a session id, which could name
+    another session's file (``<id>.journal`` + ``.jsonl`` is ``<id>``'s journal)."""
+    if not is_safe_session_id(session_id):
+        raise ValueError(f"not a session id: {session_id!r} (a session id is {SESSION_ID_RULE})")
+    return directory / f"{session_id}{suffix}"
+
+
+def session_of(name: str) -> str | None:
+    """The session whose file ``name`` is, if it is one: its id before the first dot, a suffix after it."""
+    session_id, dot, rest = name.partition(".")
+    return session_id if dot and dot + rest in SUFFIXES and is_safe_session_id(session_id) else None
 
 
 class LocalStore:
@@ -73,19 +100,22 @@ class LocalStore:
         self.swept = sweep_leftovers(self.directory)  # what crashed rewrites left
 
     def transcript(self, session_id: str) -> Transcript:
+        session_file(self.directory, session_id, TRANSCRIPT_SUFFIX)  # refuses an id that is not one
         return Transcript(self.directory.parent, session_id, files=self.files)
 
     def close(self, session_id: str) -> None:
         """The session closed: its files are closed too (they reopen if it is restored)."""
-        self.files.close([self._journal(session_id), self._replay(session_id),
-                          self.directory / f"{session_id}.jsonl"])
+        self.files.close([self._journal(session_id), self._replay(session_id), self._transcript(session_id)])
         self._journals.pop(session_id, None)
 
+    def _transcript(self, session_id: str) -> Path:
+        return session_file(self.directory, session_id, TRANSCRIPT_SUFFIX)
+
     def _journal(self, session_id: str) -> Path:
-        return self.directory / f"{session_id}.journal.jsonl"
+        return session_file(self.directory, session_id, JOURNAL_SUFFIX)
 
     def _record(self, session_id: str) -> Path:
-        return self.directory / f"{session_id}.session.json"
+        return session_file(self.directory, session_id, RECORD_SUFFIX)
 
     # ------------------------------------------------------------- journal
 
@@ -135,7 +165,7 @@ class LocalStore:
     # ------------------------------------------------------------- compacted replay
 
     def _replay(self, session_id: str) -> Path:
-        return self.directory / f"{session_id}.replay.jsonl"
+        return session_file(self.directory, session_id, REPLAY_SUFFIX)
 
     def replay_append(self, session_id: str, segment: list[dict[str, Any]]) -> int:
         return self._append(self._replay(session_id), orjson.dumps(segment) + b"\n", fsync=False)
@@ -177,24 +207,20 @@ class LocalStore:
             names = os.listdir(self.directory)
         except FileNotFoundError:
             return []
-        ids = set()
-        for name in names:
-            for suffix in (".journal.jsonl", ".replay.jsonl", ".session.json", ".jsonl"):
-                if name.endswith(suffix) and not name.startswith("."):
-                    ids.add(name[: -len(suffix)])
-                    break
-        return sorted(ids)
+        return sorted({s for s in map(session_of, names) if s is not None})
 
     def exists(self, session_id: str) -> bool:
+        """Whether the session has a transcript, journal or record (one made, never prompted, has only a
+        record; one whose first prompt is queued, a journal too); ``ValueError`` if it is no session id."""
         return any(p.exists() for p in (self._journal(session_id), self._record(session_id),
-                                        self.directory / f"{session_id}.jsonl"))
+                                        self._transcript(session_id)))
 
     def delete(self, session_id: str) -> None:
         """Delete every file of a closed session. The journal goes first, so a crash half-way never leaves
         queued prompts a restart would run; the record last, so what is left is still listed and can be
         deleted again. Safe in a worker thread: it touches no open file (the session's were closed, on the
         loop, by :meth:`close`)."""
-        paths = (self._journal(session_id), self.directory / f"{session_id}.jsonl", self._replay(session_id),
+        paths = (self._journal(session_id), self._transcript(session_id), self._replay(session_id),
                  self._record(session_id))
         for path in paths:
             try:
