@@ -35,7 +35,7 @@ from actors import (
 )
 from actors.session.fifo import StorageUnavailable
 from actors.session.images import ImageRefused
-from actors.session.transcript import TranscriptError
+from actors.session.transcript import SESSION_ID_RULE, TranscriptError
 from actors.storage import StorageError
 from actors.wire import answers
 
@@ -166,8 +166,8 @@ def create_app(
         try:
             yield
         except InvalidSessionId as exc:
-            raise HttpError(400, f"invalid or taken session id {str(exc)!r}: use letters, digits, '.', '_' "
-                                 "and '-' (at most 128)", "invalid_session_id", id_path) from None
+            raise HttpError(400, f"invalid or taken session id {str(exc)!r}: a session id is {SESSION_ID_RULE}",
+                            "invalid_session_id", id_path) from None
         except InvalidCwd as exc:
             raise HttpError(400, str(exc), "invalid_cwd", "$.cwd") from None
         except SessionStarting as exc:
@@ -289,8 +289,7 @@ def create_app(
             except DeletionUnavailable as exc:
                 raise HttpError(409, str(exc), "deletion_unavailable") from None
             except InvalidSessionId:
-                refused(sid, "invalid_session_id", "not a session id: use letters, digits, '.', '_' and '-' "
-                                                   "(at most 128)")
+                refused(sid, "invalid_session_id", f"not a session id: a session id is {SESSION_ID_RULE}")
             except SessionStarting as exc:
                 refused(sid, "session_starting", str(exc))
             except StorageError as exc:

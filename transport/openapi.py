@@ -20,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from actors.session.transcript import SESSION_ID_RULE
 from actors.wire import bodies
 from actors.wire import answers as a
 from actors.wire import event_data as ev
@@ -38,8 +39,8 @@ STARTS_WORK = ("shutting_down",)
 STARTS_SESSION = ("invalid_session_id", "invalid_cwd", "session_starting", "too_many_sessions",
                   "transcript_corrupt", "storage_unavailable", "node_draining", "session_elsewhere")
 
-SESSION_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$",
-              "description": "A session id: letters, digits, '.', '_' and '-', at most 128 (not '.' or '..')."}
+SESSION_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$",
+              "description": f"A session id: {SESSION_ID_RULE}."}
 AN_ID = {"type": "string", "minLength": 1}  # prompt, request and task ids are opaque: an unknown one is not found
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from actors import InvalidSessionId, NotStartedHere, TooManySessions, UnknownSession, wire
 from actors.session import commands
-from actors.session.transcript import TranscriptError, is_safe_session_id
+from actors.session.transcript import SESSION_ID_RULE, TranscriptError, is_safe_session_id
 
 from . import mapping, params as p
 from .jsonrpc import INTERNAL_ERROR, SERVER_BUSY, Request, RpcError, invalid_params
@@ -40,7 +40,7 @@ def restoring(session_id: str) -> Iterator[None]:
     except UnknownSession:
         raise invalid_params(f"no session {wire.excerpt(session_id)} on disk", "$.sessionId") from None
     except InvalidSessionId:
-        raise invalid_params("may use only letters, digits, '.', '_' and '-'", "$.sessionId") from None
+        raise invalid_params(f"is not a session id: a session id is {SESSION_ID_RULE}", "$.sessionId") from None
     except TranscriptError as exc:
         raise RpcError(INTERNAL_ERROR, f"transcript unreadable: {exc}", {"code": "transcript_corrupt"}) from None
     except TooManySessions as exc:
@@ -129,7 +129,7 @@ async def fork_session(conn: AcpConnection, request: Request, mcp_servers: tuple
             await daemon.load_session(source_id)  # a stored source is restored first: forks copy live history
         handle = await daemon.fork_session(source_id)
     except InvalidSessionId:
-        raise invalid_params("may use only letters, digits, '.', '_' and '-'", "$.sessionId") from None
+        raise invalid_params(f"is not a session id: a session id is {SESSION_ID_RULE}", "$.sessionId") from None
     except UnknownSession:
         raise invalid_params(f"no live session {wire.excerpt(source_id)} (resume or load it first)",
                              "$.sessionId") from None
