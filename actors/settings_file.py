@@ -95,8 +95,10 @@ class Checkpoints:
         "checkpoint_max_file_bytes", "A file larger than this is not saved: a notice names it, and a rewind leaves "
                                      "it alone.")
     max_session_bytes: PositiveInt = _setting(
-        "checkpoint_max_session_bytes", "New bytes one session's checkpoints may store in all; past it, changed "
-                                        "files are no longer saved (a notice names them).")
+        "checkpoint_max_session_bytes", "Bytes one session's checkpoints may keep in all (file contents, manifests, "
+                                        "the conversation copies a rewind keeps, their log); changed files that "
+                                        "do not fit are not saved, and once a checkpoint does not fit no more are "
+                                        "taken (a notice says so).")
 
 
 @checked.form("Metrics and traces (docs/how-to/operations.md): GET /metrics, and OpenTelemetry spans when the "

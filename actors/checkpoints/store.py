@@ -7,7 +7,10 @@ Everything here is plain blocking I/O; :mod:`.keeper` runs it in a worker thread
 
 An object is written under a temporary name (``O_EXCL``, 0600), fsynced when
 ``storage.fsync`` is ``always``, then renamed into place; one that exists
-already is not written again.
+already is not written again (and costs its session nothing: the keeper counts
+the bytes actually written against ``checkpoints.maxSessionBytes``, file
+contents, manifests and conversation copies alike; :meth:`Store.put_within`
+refuses a new object that does not fit).
 
 The walk (:func:`snapshot`) goes under the session's cwd in name order: every
 ``.git`` entry is skipped (never read, never written), so are the daemon's
@@ -118,6 +121,16 @@ class Store:
             raise StorageError(f"cannot write checkpoint object {final}: {exc.strerror or exc}") from None
         return sha, True
 
+    def put_within(self, data: bytes, room: int | None = None) -> tuple[str | None, int]:
+        """Store ``data`` unless it is new and longer than ``room`` (None: whatever its length): its sha256
+        (None: not stored, it did not fit) and the bytes written (0 when it was stored already: content
+        addressed, it costs nothing again)."""
+        sha = hashlib.sha256(data).hexdigest()
+        if room is not None and len(data) > room and not self.touch(sha):
+            return None, 0
+        sha, new = self.put(data, sha)
+        return sha, len(data) if new else 0
+
     def put_manifest(self, manifest: Manifest) -> str:
         data = manifest.to_bytes()
         return self.put(data, hashlib.sha256(data).hexdigest())[0]
@@ -139,8 +152,11 @@ class Store:
             raise StorageError(f"checkpoint log {self.log_path(session_id)} unreadable: {exc}") from None
         return data if isinstance(data, dict) else {}
 
-    def write_log(self, session_id: str, log: dict[str, Any]) -> None:
-        replace_private(self.log_path(session_id), orjson.dumps(log), sync=self.fsync)
+    def write_log(self, session_id: str, log: dict[str, Any]) -> int:
+        """Replace the session's log with ``log``: the bytes it now takes."""
+        data = orjson.dumps(log)
+        replace_private(self.log_path(session_id), data, sync=self.fsync)
+        return len(data)
 
     def delete_log(self, session_id: str) -> None:
         """A deleted session's log goes; its objects stay until :meth:`sweep` finds no log using them."""
@@ -358,13 +374,23 @@ class Walker:
         self.entries[relpath] = Entry(FILE, sha=sha, size=len(data), mode=stat.S_IMODE(opened.st_mode), stat=key)
 
 
-def snapshot(root: str, scope: Scope, store: Store | None, previous: Manifest | None, *, max_file_bytes: int,
-             bytes_left: int) -> tuple[Manifest, str | None, int, list[str]]:
-    """Walk ``root``: its manifest, the manifest's id when stored, the bytes of new objects, and notes."""
+def walk_tree(root: str, scope: Scope, store: Store | None, previous: Manifest | None, *, max_file_bytes: int,
+              bytes_left: int) -> tuple[Manifest, int, list[str]]:
+    """Walk ``root``: its manifest (not stored: the caller decides whether it fits the session's cap), the
+    bytes of the new file contents stored (at most ``bytes_left``), and notes."""
     walker = Walker(root, scope, store, previous, max_file_bytes=max_file_bytes, bytes_left=bytes_left)
     manifest = walker.run()
+    return manifest, walker.new_bytes, walker.notes
+
+
+def snapshot(root: str, scope: Scope, store: Store | None, previous: Manifest | None, *, max_file_bytes: int,
+             bytes_left: int) -> tuple[Manifest, str | None, int, list[str]]:
+    """Walk ``root``: its manifest, the manifest's id when stored (whatever its size), the bytes of new file
+    contents, and notes. The keeper uses :func:`walk_tree` and stores the manifest within the session's cap."""
+    manifest, new_bytes, notes = walk_tree(root, scope, store, previous, max_file_bytes=max_file_bytes,
+                                           bytes_left=bytes_left)
     manifest_id = store.put_manifest(manifest) if store is not None else None
-    return manifest, manifest_id, walker.new_bytes, walker.notes
+    return manifest, manifest_id, new_bytes, notes
 
 
 # ----------------------------------------------------------------- restoring
@@ -575,4 +601,4 @@ def _file_diff(path: str, a: Entry | None, b: Entry | None, old: Callable[[Entry
     return f"diff --trellis {name_a} {name_b}\n{mode}{body}"
 
 
-__all__ = ["MAX_ENTRIES", "Store", "Walker", "apply", "read_tree_file", "snapshot", "unified_diff"]
+__all__ = ["MAX_ENTRIES", "Store", "Walker", "apply", "read_tree_file", "snapshot", "unified_diff", "walk_tree"]
