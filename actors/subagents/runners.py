@@ -237,8 +237,9 @@ class CommandRunner:
             yield CommandTurns(self.template, run, self.sandbox)
             return
         # A home of the run's own, for its turns (claude's ~/.claude, qwen's ~/.qwen, npm's cache), never
-        # the user's nor a sibling run's; deleted when the run ends.
-        home = make_home(self.state_dir, f"subagent-{run.name}-{run.scope_key}")
+        # the user's nor a sibling run's; deleted when the run ends. Dotted: never a session's (homes/<session-id>:
+        # a session id has no dot).
+        home = make_home(self.state_dir, f"subagent.{run.name}.{run.scope_key}")
         try:
             yield CommandTurns(self.template, run, self.sandbox.with_home(home))
         finally:
