@@ -74,7 +74,9 @@ TOOLS = _tools()
 
 _RULE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)(?:\((.*)\))?", re.DOTALL)
 _MCP = re.compile(r"mcp__([A-Za-z0-9_-]+?)(?:__([A-Za-z0-9_*-]+))?")
-_HOST = re.compile(r"(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.?")
+# A host name's labels: letters, digits, "-" and "_" (not a DNS host name's, but URL parsers take it and
+# resolvers look it up: a host a fetch can go to must be one a rule can name).
+_HOST = re.compile(r"(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?")
 _NUMERIC_IPV4 = re.compile(r"[0-9a-fx.]+")  # what inet_aton may read as an address (127.1, 0x7f000001, 0177.0.0.1)
 
 
@@ -341,11 +343,11 @@ def _decide_command(rules: RuleSet, tool: str, command: str) -> Verdict:
             if not rule.covers(tool):
                 continue
             hit = next((words for words in read.commands if _command_matches(rule, words, loose=True)), None)
-            if hit is not None or (rule.kind == "any"):
+            if hit is not None or rule.kind == "any" or _whole_line(rule, command):
                 part = f" (in {shlex.join(hit)})" if hit is not None and len(read.commands) > 1 else ""
                 return Verdict(effect, (rule.text,), f"{effect} rule {rule.text} matches{part}")
-    bare = next((r for r in rules.allow if r.covers(tool) and r.kind == "any"), None)
-    if bare is not None:
+    bare = next((r for r in rules.allow if r.covers(tool) and (r.kind == "any" or _whole_line(r, command))), None)
+    if bare is not None:  # every command, or this line exactly (one that cannot be read in full too)
         return Verdict("allow", (bare.text,), f"allow rule {bare.text} matches")
     if read.opaque is not None:
         return Verdict(None, (), f"no allow rule applies: {read.opaque}; the approval mode decides")
@@ -364,39 +366,136 @@ def _decide_command(rules: RuleSet, tool: str, command: str) -> Verdict:
                                              f"{', '.join(deciding)} match{'' if len(deciding) > 1 else 'es'}")
 
 
-# Commands whose second word names what they do (git status, npm test): an "always" answer covers that pair.
+def _whole_line(rule: Rule, command: str) -> bool:
+    """Whether ``rule`` is a command rule without a wildcard written as this command line exactly (its text,
+    blanks at either end aside): ``Bash(for f in *; do …; done)`` as the line it was made from, which no rule
+    could allow word by word (it cannot be read in full)."""
+    return rule.kind == "command" and rule.spec is not None and "*" not in rule.spec \
+        and rule.spec == command.strip()
+
+
+# What an "always" answer to one simple command becomes (answer_rules): its name, ``Bash(ls:*)``; for a
+# command whose second word names what it does (git status, npm test), the pair, ``Bash(git status:*)``. The
+# exact command instead where a prefix would cover far more than the call shown:
 _WITH_SUBCOMMANDS = frozenset({
     "git", "npm", "pnpm", "yarn", "bun", "cargo", "go", "docker", "podman", "kubectl", "helm", "pip", "pip3",
     "uv", "poetry", "gh", "terraform", "systemctl", "apt", "apt-get", "brew", "dotnet", "mvn", "gradle", "npx",
 })
 _SUBCOMMAND = re.compile(r"[a-z][a-z0-9_:.-]*")
+# ... the command runs code its arguments give or name (python3 x.py: Bash(python3:*) would cover
+# python3 -c '…'; tar -cf: tar --checkpoint-action=exec=…; vim -c '!…'), runs as another user (sudo -s reads
+# commands from stdin) or on another host; a version suffix aside (python3.12, lua5.4). Not every such command
+# (see the permission rules guide), the usual ones.
+_RUNS_CODE = frozenset({
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox", "eval", "source", ".",
+    "python", "pypy", "node", "nodejs", "deno", "perl", "ruby", "php", "lua", "luajit", "tclsh", "wish", "julia",
+    "Rscript", "R", "pwsh", "powershell", "osascript", "awk", "gawk", "mawk", "nawk", "sed", "make", "gmake",
+    "tar", "zip", "rsync", "scp", "sftp", "vi", "vim", "nvim", "ex", "emacs", "less", "more", "man", "gdb", "lldb",
+    "parallel", "expect", "sudo", "doas", "su", "runuser", "ssh",
+})
+# ... a subcommand runs what its next word names (npm run build, uv run pytest, docker exec box): the three
+# words, when that word is a name (npm run build:* is not uv run:*)
+_RUNS_NEXT = frozenset({"run", "exec", "x", "dlx", "run-script"})
+# ... the subcommand sets what later commands run (npm config set script-shell …, gh alias set x '!…',
+# kubectl config set-credentials --exec-command …), or runs a command one of its options or arguments
+# names (git grep -O'cmd', git rebase -x cmd, git fetch --upload-pack=cmd, git bisect run cmd)
+_SETS_COMMANDS = frozenset({"config", "alias"})
+_RUNS_OPTION = {"git": frozenset({"rebase", "bisect", "submodule", "filter-branch", "grep", "difftool", "fetch",
+                                  "pull", "push", "clone", "ls-remote", "archive", "send-email", "instaweb"})}
+
+
+def _runs_code(name: str) -> bool:
+    base = os.path.basename(name) or name
+    return base in _RUNS_CODE or (base.rstrip("0123456789.") or base) in _RUNS_CODE
+
+
+def _prefix_words(words: tuple[str, ...]) -> int | None:
+    """How many of ``words`` an "always" answer's ``:*`` rule keeps (``None``: the rule is the exact command).
+    The command is named by its base name (``/usr/bin/git`` is git) to choose, and as written in the rule."""
+    base = os.path.basename(words[0])
+    if _runs_code(base):
+        return None
+    if base not in _WITH_SUBCOMMANDS:
+        return 1
+    # An option before the subcommand (git --no-pager log, git -c alias.x='!cmd' x) can change what any
+    # subcommand runs: the exact command. So for a command alone (git: Bash(git:*) is every git command).
+    if len(words) < 2 or not _SUBCOMMAND.fullmatch(words[1]) or words[1] in _SETS_COMMANDS \
+            or words[1] in _RUNS_OPTION.get(base, ()):
+        return None
+    if words[1] in _RUNS_NEXT:
+        if len(words) < 3 or not _SUBCOMMAND.fullmatch(words[2]) or _runs_code(words[2]):
+            return None
+        return 3
+    return 2
+
+
+def _simple_answer(words: tuple[str, ...]) -> str | None:
+    n = _prefix_words(words)
+    if n is not None:
+        return f"Bash({shlex.join(words[:n])}:*)"
+    exact = shlex.join(words)
+    return None if "*" in exact else f"Bash({exact})"  # a * in a rule is a wildcard: no rule says it exactly
+
+
+def _command_answer(command: str) -> tuple[str, ...]:
+    read = simple_commands(command)
+    if read.opaque is None and read.commands:
+        texts = [_simple_answer(words) for words in read.commands]
+        if None not in texts:
+            return tuple(dict.fromkeys(t for t in texts if t is not None))
+    # A line that cannot be read in full (a for loop, a here-document, $CMD), or a command no rule can say
+    # word by word: the line exactly (_whole_line), when a rule can be written for it.
+    line = command.strip()
+    return (f"Bash({line})",) if line and "*" not in line else ()
 
 
 def answer_rules(tool: str | None, arguments: Any, kind: str) -> tuple[str, ...]:
     """The rules an "always allow" or "always reject" answer to a call of ``tool`` becomes, for the rest of
-    the session: for a command, its command names (``Bash(npm test:*)``, one per simple command); for a
-    file edit, ``Edit``; for a fetch, its host; otherwise the tool. Empty when no rule can say it (a
-    command that cannot be read, an edit a tool asks for on another's behalf): the answer then holds for
-    the call's kind, as an answer without rules did."""
+    the session, each one covering the call:
+
+    - a command: one rule per simple command, its name (``Bash(ls:*)``), the name and subcommand
+      (``Bash(git status:*)``), or, where such a prefix would cover far more, the exact command
+      (``Bash(git --no-pager log)``, ``Bash(python3 x.py)``); a line that cannot be read in full: the line
+      exactly (``Bash(for f in a; do echo $f; done)``);
+    - a file edit (``write_file``, ``edit``): ``Edit``;
+    - a fetch: its host exactly (``WebFetch(domain:docs.python.org)``);
+    - otherwise the tool (``agent``, ``mcp__github__create_issue``).
+
+    Empty when no rule can say it (a line with a ``*`` that cannot be read in full, a host no rule can name,
+    an edit a tool asks for on another's behalf): the call then offers no "always" answer. Never a rule for
+    the call's whole kind."""
     args = arguments if isinstance(arguments, dict) else {}
     if tool is None:
         return ()
     if tool in COMMAND_TOOLS:
-        read = simple_commands(args.get("command")) if isinstance(args.get("command"), str) else None
-        if read is None or read.opaque is not None or not read.commands:
-            return ()
-        out = []
-        for words in read.commands:
-            second = words[1:2] if words[0] in _WITH_SUBCOMMANDS and len(words) > 1 \
-                and _SUBCOMMAND.fullmatch(words[1]) else ()
-            out.append(f"Bash({shlex.join((words[0], *second))}:*)")
-        return tuple(t for t in dict.fromkeys(out) if _readable(t))
-    if kind == "edit":
-        return ("Edit",) if tool in EDIT_TOOLS else ()
-    if tool == "web_fetch":
+        command = args.get("command")
+        texts = _command_answer(command) if isinstance(command, str) else ()
+    elif kind == "edit":
+        texts = ("Edit",) if tool in EDIT_TOOLS else ()
+    elif tool == "web_fetch":
         hosts = _subjects(tool, args, "/", "/")
-        return (f"WebFetch(domain:{hosts[0]})",) if hosts and _readable(f"WebFetch(domain:{hosts[0]})") else ()
-    return (tool,) if _readable(tool) else ()
+        texts = (f"WebFetch(domain:{hosts[0]})",) if hosts else ()
+    else:
+        texts = (tool,)
+    return texts if texts and _covers_only(texts, tool, args) else ()
+
+
+def _covers_only(texts: tuple[str, ...], tool: str, args: dict[str, Any]) -> bool:
+    """Whether ``texts`` are rules that allow the call, each no wider than :func:`answer_rules` means it: a
+    command's exact words or a prefix made of them, the call's host exactly (not ``*.`` its subdomains), one
+    MCP tool (not its server's)."""
+    try:
+        rules = tuple(parse_rule(text) for text in texts)
+    except RuleError:
+        return False
+    for rule in rules:
+        if rule.kind == "command" and rule.spec is not None and "*" in rule.spec.removesuffix(":*"):
+            return False
+        if rule.kind == "domain" and (rule.spec is None or rule.spec.startswith("*.")):
+            return False
+        if rule.kind == "mcp" and rule.tools != (tool,):
+            return False
+    return decide(RuleSet(allow=rules), tool, args, "/", "/").effect == "allow"
 
 
 def _readable(text: str) -> bool:

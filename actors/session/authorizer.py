@@ -26,19 +26,20 @@ from ..events import EventBus
 from ..ids import IdSource
 import attrs
 
-from ..permission_rules import (EFFECTS, RuleError, RuleLists, RuleSet, Verdict, anchored,
-                                answer_rules, decide, parse_rule)
+from ..permission_rules import EFFECTS, RuleLists, RuleSet, Verdict, anchored, answer_rules, decide, parse_rule
 from ..settings import APPROVAL_MODES
 from ..telemetry import span
 from ..weak import weakly
 from .outcomes import PermissionCancelled
-from .permissions import DEFAULT_OPTIONS, PermissionBroker
+from .permissions import DEFAULT_OPTIONS, PermissionBroker, PermissionOption
 from .tools import ToolContext
 
 
 _NO_RULES = RuleSet()
 _NO_RULE_LISTS = RuleLists()
 _NONE: frozenset[str] = frozenset()
+_ONCE = tuple(o for o in DEFAULT_OPTIONS if o.kind in ("allow_once", "reject_once"))
+RULES_SHOWN = 300  # characters of an "always" option's rules its name shows (the rest counted)
 
 # What ``auto-edit`` runs without asking, by the kind a tool asks with (and, for ``explain``, the tools): file
 # edits, and web fetches, which qwen-code's auto-edit also lets through. Commands, MCP tools and subagent
@@ -50,9 +51,17 @@ def unasked(mode: str, kind: str) -> bool:
     """Whether the approval mode ``mode`` runs a call of ``kind`` that asks without asking (no rule deciding)."""
     return mode == "yolo" or (mode == "auto-edit" and kind in AUTO_EDIT_KINDS)
 
-# An "always" answer held for a call's kind (no rule could say it), as the rules that say the same to a child
-# session: kind execute is every command and a subagent's start, as the agent tool asks for it.
-_KIND_RULES = {"execute": ("Bash", "agent"), "edit": ("Edit",), "fetch": ("WebFetch",)}
+
+def options_for(always: tuple[str, ...]) -> tuple[PermissionOption, ...]:
+    """The options of a request whose "always" answers become the rules ``always``, named in them ("Always
+    allow in this session: Bash(git status:*)"); only "Allow" and "Reject" when no rule can say the call."""
+    if not always:
+        return _ONCE
+    named = ", ".join(always)
+    if len(named) > RULES_SHOWN:
+        named = f"{named[:RULES_SHOWN]}… ({len(named) - RULES_SHOWN} more characters)"
+    return tuple(attrs.evolve(o, name=f"{o.name}: {named}") if o.kind in ("allow_always", "reject_always") else o
+                 for o in DEFAULT_OPTIONS)
 
 
 class Authorizer:
@@ -68,14 +77,17 @@ class Authorizer:
         self.rules = self._in_force(self.session_rules)
         self._rules_changed = rules_changed
         self.broker = PermissionBroker(session_id, bus, ids)
-        # "Always" answers no rule can say (a command that cannot be read): held for the call's kind. Shared
-        # empty sets until the first such answer (replaced, not changed in place).
-        self.always_allowed: frozenset[str] = _NONE
-        self.always_denied: frozenset[str] = _NONE
         self._bus = bus
         self.grace_seconds = grace_seconds  # how long a question outlives every client
         self._nursery = nursery  # the session's, while it runs
         bus.on_last_unsubscribe = weakly(self.clients_left)  # the bus is the authorizer's: no cycle
+
+    @property
+    def always_denied(self) -> frozenset[str]:
+        """The kinds of call an "always reject" refuses without a rule: none. Every "always" answer is a rule
+        of the session's own (:func:`actors.permission_rules.answer_rules`); a call no rule can say offers no
+        "always" answer."""
+        return _NONE
 
     def set_mode(self, mode: str) -> bool:
         """``False`` for a mode that does not exist (the handle checks; a bad message must change nothing)."""
@@ -112,8 +124,8 @@ class Authorizer:
 
     def for_child(self, cwd: str, child_cwd: str) -> RuleLists:
         """The rules a child session this one starts (the ``agent`` tool's) takes as its own, so that it is never
-        more permissive than this session: the session's own rules, its "always" answers held for a kind, and,
-        for a child in another cwd, the settings' rules that start from the cwd. Every path pattern that starts
+        more permissive than this session: the session's own rules (its "always" answers among them) and, for a
+        child in another cwd, the settings' rules that start from the cwd. Every path pattern that starts
         from the cwd is anchored at ``cwd``, this session's, as this session reads it (deny and ask rules at its
         real path too). A :class:`RuleError` when one cannot be carried (the child must then not start)."""
         real = os.path.realpath(cwd)
@@ -125,18 +137,6 @@ class Authorizer:
                           if rule.kind == "path" and rule.spec is not None and not rule.spec.startswith(("/", "~/"))]
             bases = (cwd,) if effect == "allow" or real == cwd else (cwd, real)
             out[effect] += [anchored(text, base, settings_dir) for text, settings_dir in texts for base in bases]
-        for effect, kinds in (("deny", self.always_denied), ("allow", self.always_allowed)):
-            for kind in sorted(kinds):
-                rules = _KIND_RULES.get(kind)
-                if rules is None:
-                    try:
-                        rules = (parse_rule(kind).text,)  # an MCP tool's own name
-                    except RuleError:
-                        if effect == "allow":
-                            continue  # the child asks where this session would not: stricter, never laxer
-                        raise RuleError(f"the user's \"always reject\" of {kind!r} calls cannot be carried "
-                                        "into a child session") from None
-                out[effect] += rules
         return RuleLists(**{effect: tuple(dict.fromkeys(texts)) for effect, texts in out.items()})
 
     def listed_rules(self) -> dict[str, dict[str, list[str]]]:
@@ -174,15 +174,8 @@ class Authorizer:
         """The settings' rules and the session's own (the settings' alone, shared, while it has none)."""
         return self.settings_rules + RuleSet.of(lists) if lists else self.settings_rules
 
-    def _remember(self, context: ToolContext, raw_input: Any, kind: str, key: str, effect: str) -> None:
-        """An "always" answer: a rule of the session's own, or, when no rule can say it, the call's kind."""
-        texts = answer_rules(context.tool_name, raw_input, kind)
-        if not texts:
-            if effect == "allow":
-                self.always_allowed = self.always_allowed | {key}
-            else:
-                self.always_denied = self.always_denied | {key}
-            return
+    def _remember(self, texts: tuple[str, ...], effect: str) -> None:
+        """An "always" answer: the rules its option named, rules of the session's own."""
         listed = getattr(self.session_rules, effect)
         added = tuple(t for t in texts if t not in listed)
         if added:
@@ -194,30 +187,29 @@ class Authorizer:
         """Apply the approval mode to one tool call; ask the client in ``default`` mode.
 
         ``details`` are more ACP tool-call fields for the request to show (an edit's diff ``content``,
-        its ``locations``). An "always" answer is remembered for ``rule`` (an MCP tool's own
-        name), else for ``kind``. ``always_ask`` (why) asks in every mode, ``yolo`` included, whatever
-        a hook or an earlier "always" allowed, and offers no "always" answer: a write that can make
+        its ``locations``). An "always" answer becomes the rules :func:`answer_rules` makes of the call,
+        which its option names; a call no rule can say offers none (``rule``, an MCP tool's own name, is
+        the tool's: its rule is its name). ``always_ask`` (why) asks in every mode, ``yolo`` included,
+        whatever a hook or an earlier "always" allowed, and offers no "always" answer: a write that can make
         code run later (under ``.git/``, a file a hook runs) is the user's call each time."""
         mode = self.mode
-        rule = rule or kind
         if mode == "plan" and plan_refuses:
             return "plan mode: execution is refused until the plan is approved"
-        if rule in self.always_denied:  # a user's rule, as Claude's deny rules: a hook's allow does not lift it
-            return "the user denied such calls for the rest of this session"
         if always_ask is None:
             if context.permission == "allow":  # a PreToolUse hook allowed it
                 return None
-            runs = unasked(mode, kind)
-            if context.permission != "ask" and (runs or rule in self.always_allowed):
+            if context.permission != "ask" and unasked(mode, kind):
                 return None
         tool_call = {"toolCallId": context.tool_call_id, "status": "pending", "title": title, "kind": kind,
                      "rawInput": raw_input, **(details or {})}
         if context.rule is not None and context.permission == "ask":
             tool_call["_meta"] = {"rule": context.rule}  # the ask rule that made it ask
-        options = DEFAULT_OPTIONS
+        # What an "always" answer would become: rules the user can see (named in the option, then listed by
+        # GET /session/:id/permissions) covering this call narrowly; never the call's whole kind.
+        always = answer_rules(context.tool_name, raw_input, kind) if always_ask is None else ()
+        options = options_for(always)
         if always_ask is not None:
             tool_call["title"] = f"{title} (asked in every mode: {always_ask})"
-            options = tuple(o for o in DEFAULT_OPTIONS if o.kind in ("allow_once", "reject_once"))
         if self._bus.subscriber_count == 0 and self._bus.had_subscribers:
             # The clients already left: the grace starts now. (A prompt admitted before anyone ever
             # subscribed still waits: its client may connect later and vote from the replay.)
@@ -235,10 +227,10 @@ class Authorizer:
             raise PermissionCancelled(title)
         if not decision.allowed:
             if decision.option is not None and decision.option.kind == "reject_always":
-                self._remember(context, raw_input, kind, rule, "deny")
+                self._remember(always, "deny")
             return "the user denied this call"
         if decision.option is not None and decision.option.kind == "allow_always":
-            self._remember(context, raw_input, kind, rule, "allow")
+            self._remember(always, "allow")
         return None
 
     def clients_left(self) -> None:

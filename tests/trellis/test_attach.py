@@ -50,7 +50,9 @@ def test_a_permission_request_is_answered_with_a_single_key(world):
     screen.session_id()
     screen.line("run the commands")
     screen.expect("? permission: execute: echo approved-output")
-    screen.expect("[a] Allow  [A] Always allow in this session  [r] Reject  [R] Always reject in this session")
+    # The "always" options name the rule they make (an "always" answer is that rule, nothing wider).
+    screen.expect("[a] Allow  [A] Always allow in this session: Bash(echo:*)  [r] Reject  "
+                  "[R] Always reject in this session: Bash(echo:*)")
     time.sleep(GRACE + 0.2)  # a key pressed sooner than anyone can read the question is typed, not a vote
     screen.child.send("a")
     screen.expect("→ Allow")

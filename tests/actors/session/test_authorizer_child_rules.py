@@ -10,7 +10,7 @@ import trio
 
 from actors.events import EventBus
 from actors.ids import CountingIds
-from actors.permission_rules import RuleError, RuleLists, RuleSet, decide
+from actors.permission_rules import RuleLists, RuleSet, decide
 from actors.session.authorizer import Authorizer
 
 
@@ -55,16 +55,19 @@ def test_a_symlinked_cwd_anchors_deny_rules_at_both_paths(tmp_path):
     assert child.allow == (f"Read(/{link}/pub/**)",)  # as the parent reads it: no wider
 
 
-def test_always_answers_held_for_a_kind_pass_as_rules():
+def test_always_answers_pass_to_the_child_as_the_rules_they_became_and_nothing_for_a_kind():
+    """An "always" answer is a rule of the session's own (answer_rules): the child takes exactly that rule. No
+    answer is held for a kind of call any more (an opaque command's answer once became Bash and agent)."""
     parent = authorizer()
-    parent.always_denied = frozenset({"edit", "mcp__srv__drop"})
-    parent.always_allowed = frozenset({"execute", "no such tool ("})
+    parent._remember(("Bash(for f in a; do echo $f; done)",), "allow")
+    parent._remember(("Bash(git --no-pager log)",), "deny")
+    assert parent.always_denied == frozenset()
     child = parent.for_child("/w", "/w")
-    assert set(child.deny) == {"Edit", "mcp__srv__drop"}
-    assert child.allow == ("Bash", "agent")  # what cannot be said is left out: the child asks
-    parent.always_denied = frozenset({"no such tool ("})
-    with pytest.raises(RuleError, match="cannot be carried"):
-        parent.for_child("/w", "/w")
+    assert child == RuleLists(allow=("Bash(for f in a; do echo $f; done)",), deny=("Bash(git --no-pager log)",))
+    rules = RuleSet.of(child)
+    assert decide(rules, "shell", {"command": "for f in a; do echo $f; done"}, "/w").effect == "allow"
+    assert decide(rules, "shell", {"command": "touch x"}, "/w").effect is None
+    assert decide(rules, "agent", {"name": "a", "brief": "b"}, "/w").effect is None
 
 
 @pytest.mark.parametrize(("tool", "kind", "arguments", "outcome"), [
