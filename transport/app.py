@@ -7,6 +7,7 @@ validated by :mod:`actors.wire` before anything changes.
 from __future__ import annotations
 
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,6 +47,7 @@ from .admission import admission_answer
 from .checkpoints import register as register_checkpoints, rewind_files
 from .errors import HttpError, framework_error, int_query, json_response, not_found_session, session_closing
 from .hosts import HostPolicy
+from .load_replay import LoadReplay, Replayed
 from .mcp import register as register_mcp
 from .metrics import register as register_metrics
 from .openapi import openapi_document
@@ -75,21 +77,43 @@ CLIENTS_PER_SESSION = 64
 
 
 class ClientRegistry:
-    """Client ids handed out per session (``X-Qwen-Client-Id``), the newest kept."""
+    """Client ids handed out per session (``X-Qwen-Client-Id``), the newest kept; beside the id a load
+    handed out, what that load showed its client until the client's stream takes it (transport/load_replay.py)."""
 
     def __init__(self) -> None:
-        self._clients: dict[str, OrderedDict[str, None]] = {}
+        self._clients: dict[str, OrderedDict[str, LoadReplay | None]] = {}
 
-    def register(self, session_id: str, live: set[str] | None = None) -> str:
+    def register(self, session_id: str, live: set[str] | None = None, replay: LoadReplay | None = None) -> str:
         if live is not None:  # forget the clients of sessions that are gone (closed, crashed)
             for gone in [s for s in self._clients if s not in live and s != session_id]:
                 del self._clients[gone]
         clients = self._clients.setdefault(session_id, OrderedDict())
+        now = time.monotonic()
+        for known, kept in list(clients.items()):  # replays no stream came for: let their events go
+            if kept is not None and kept.expired(now):
+                clients[known] = None
         client_id = secrets.token_hex(12)
-        clients[client_id] = None
+        clients[client_id] = replay
         while len(clients) > CLIENTS_PER_SESSION:
             clients.popitem(last=False)
         return client_id
+
+    def take_replay(self, session_id: str, client_id: str | None, cursor: int | None,
+                    epoch: str | None) -> tuple[str, LoadReplay] | None:
+        """What a load kept for this stream, once, and the client id it was kept beside: the stream of the
+        client it answered, from the ``lastEventId`` it answered (a stream without a client id: the oldest
+        such live load of the session)."""
+        clients = self._clients.get(session_id)
+        if not clients or cursor is None:
+            return None
+        now = time.monotonic()
+        for known in ([client_id] if client_id is not None else list(clients)):
+            kept = clients.get(known)
+            if kept is not None and not kept.expired(now) and kept.fits(cursor, epoch) \
+                    and (client_id is not None or kept.by_cursor):
+                clients[known] = None
+                return known, kept
+        return None
 
     def knows(self, session_id: str, client_id: str) -> bool:
         return client_id in self._clients.get(session_id, {})
@@ -98,6 +122,13 @@ class ClientRegistry:
         if client_id is not None and not self.knows(session_id, client_id):
             raise HttpError(400, "unknown or stale client id; resume the session to get a new one",
                             "invalid_client_id", "header.X-Qwen-Client-Id")
+
+    def give_back(self, session_id: str, taken: tuple[str, LoadReplay]) -> None:
+        """A replay taken by a stream that could not open: the client's next try takes it."""
+        client_id, replay = taken
+        clients = self._clients.get(session_id)
+        if clients is not None and client_id in clients and clients[client_id] is None:
+            clients[client_id] = replay
 
     def forget(self, session_id: str) -> None:
         self._clients.pop(session_id, None)
@@ -318,7 +349,9 @@ def create_app(
                                                            permissions=session_rules(b.permissions))
         if b.approvalMode is not None:
             await handle.set_approval_mode(b.approvalMode)
-        return answer(_session_info(handle, attached, clients.register(handle.session_id, live_ids())))
+        # Attached to a live session, or restored with prompts to run: it may well have one under way.
+        return answer(_session_info(handle, attached, clients.register(handle.session_id, live_ids()),
+                                    await prompt_active(handle)))
 
     # ------------------------------------------------------------- one session
 
@@ -429,7 +462,7 @@ def create_app(
         b = await body(wire.ForkBody, optional=True)
         with starting_a_session():
             handle = await daemon.fork_session(session_id, b.sessionId)
-        return answer(_session_info(handle, False, clients.register(handle.session_id, live_ids())))
+        return answer(_session_info(handle, False, clients.register(handle.session_id, live_ids()), False))
 
     @app.post("/session/<session_id>/cwd")
     async def change_cwd(session_id: str) -> Response:
@@ -477,8 +510,6 @@ def create_app(
         try:
             with starting_a_session("url.sessionId"):
                 live = session_id in {h.session_id for h in daemon.sessions()}
-                # The cursor a stream shows the conversation once from: a live load publishes it again.
-                before = daemon.get(session_id).last_event_id if live and not resume else 0
                 if resume and live:
                     handle, attached = daemon.get(session_id), True
                 else:
@@ -486,9 +517,20 @@ def create_app(
         except UnknownSession:
             raise HttpError(404, f"no live session and no transcript for {session_id!r}",
                             "session_not_found", "url.sessionId") from None
-        info = _session_info(handle, attached, clients.register(session_id, live_ids()))
+        active = await prompt_active(handle)
+        replay = None
+        # A stream from 0 replays the session (the ring, or the compacted replay): resume's, and a restoring
+        # load's as before. A live load answers the id it had published its replay after, as before.
+        cursor = 0
+        if not resume:
+            # What this client is shown first on its stream (the earlier turns, the running one with its
+            # pending permission requests): to it alone, no longer on the bus (transport/load_replay.py).
+            events, after = handle.load_replay(active)
+            cursor = after if live else 0
+            replay = LoadReplay(events, after, cursor, handle.epoch, by_cursor=live)
+        info = _session_info(handle, attached, clients.register(session_id, live_ids(), replay), active)
         restored = len([r for r in handle.transcript() if r.get("type") == "message"])
-        return answer(answers.LoadedSessionInfo(**attrs.asdict(info), restoredMessages=restored, lastEventId=before,
+        return answer(answers.LoadedSessionInfo(**attrs.asdict(info), restoredMessages=restored, lastEventId=cursor,
                                                 eventEpoch=handle.epoch))
 
     @app.get("/session/<session_id>/transcript")
@@ -512,10 +554,17 @@ def create_app(
             # Headers only, no subscription: a HEAD answer must end, and an event stream never does (it kept
             # its subscriber and its keep-alive connection forever).
             return Response(b"", headers=headers)
+        # The stream of a client that loaded the session: what the load showed it comes first, then the bus's
+        # events after it.
+        taken = clients.take_replay(session_id, request.headers.get("X-Qwen-Client-Id"), cursor, epoch)
         try:
-            subscription = handle.subscribe(cursor, epoch, max_queued)
+            subscription: Any = handle.subscribe(cursor if taken is None else taken[1].after, epoch, max_queued)
         except TooManySubscribers as exc:
+            if taken is not None:
+                clients.give_back(session_id, taken)
             raise HttpError(503, str(exc), "too_many_subscribers") from None
+        if taken is not None:
+            subscription = Replayed(subscription, taken[1].events)
         response = await make_response(sse.frames(subscription), {**headers, "X-Accel-Buffering": "no"})
         response.timeout = None
         return response
@@ -535,9 +584,17 @@ def create_app(
     return app
 
 
-def _session_info(handle: SessionHandle, attached: bool, client_id: str) -> answers.SessionInfo:
+def _session_info(handle: SessionHandle, attached: bool, client_id: str, active: bool) -> answers.SessionInfo:
     return answers.SessionInfo(sessionId=handle.session_id, workspaceCwd=handle.cwd, attached=attached,
-                               clientId=client_id, createdAt=handle.created_at, title=handle.summary()["title"])
+                               clientId=client_id, createdAt=handle.created_at, title=handle.summary()["title"],
+                               hasActivePrompt=active)
+
+
+async def prompt_active(handle: SessionHandle) -> bool:
+    """qwen serve's ``hasActivePrompt``: a prompt admitted and not ended (running or queued), or an automatic
+    turn running (qwen counts its background turns); a follow-up suggestion's call is not a turn."""
+    status = await handle.status()
+    return status["pendingCount"] > 0 or status["activeWorkState"] in ("prompt", "automatic")
 
 
 def answer(body: Any, status: int = 200) -> Response:

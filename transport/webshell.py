@@ -181,7 +181,8 @@ async def session_entry(daemon: Daemon, stored: dict[str, Any]) -> dict[str, Any
         "sourceType": "default",
         "isArchived": False,
     }
-    title = title_of(daemon, session_id)
+    # The session's title (given, set, or taken from its first prompt); the first prompt's start when it has none.
+    title = stored.get("title") or title_of(daemon, session_id)
     if title is not None:
         entry["displayName"] = title
     handle = _live(daemon, session_id)

@@ -396,8 +396,8 @@ class EventBus:
             return events
         earliest = self.earliest_available_id
         if start < earliest:  # the running turn began before the ring's oldest event
-            events.append(wire.history_truncated(earliest - start, len(self.ring), max_events=self._ring_size,
-                                                 scope="live_journal"))
+            events.append(wire.history_truncated(earliest - start, len(self.ring), max_bytes=self._ring_bytes_max,
+                                                 max_events=self._ring_size, scope="live_journal"))
         events.extend(self.events_after(max(start, earliest) - 1))
         return events
 

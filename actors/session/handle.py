@@ -1,7 +1,8 @@
 """The public face of a running session: every call that reads or changes it is a message to one of its actors.
 
-Two things are read without a message, as snapshots: :meth:`SessionHandle.summary` (a listing of many
-sessions must not wait on each of them) and the transcript on disk. Subscriptions are the session's
+Three things are read without a message, as snapshots: :meth:`SessionHandle.summary` (a listing of many
+sessions must not wait on each of them), what a loading client is shown first
+(:meth:`SessionHandle.load_replay`) and the transcript on disk. Subscriptions are the session's
 event bus's own (:mod:`actors.events`).
 """
 
@@ -15,6 +16,7 @@ from . import fifo as f
 from ..settings import APPROVAL_MODES
 from .images import accepts_images, prompt_images
 from .transcript import TranscriptError
+from .persistence import load_replay
 from .messages import (
     NOT_REPLACING, AddMcpServers, AddTools, Cancel, ChangeCwd, GetStatus, KillTask, LendClientServices, LendDrainSource, Load,
     CheckpointCall, PendingPermissions, PermissionEnded, ReleaseQueuedPromptWait, Rewind, SessionRecord, SetApprovalMode,
@@ -267,6 +269,11 @@ class SessionHandle:
         if isinstance(answer, str):
             raise TranscriptError(answer)
         return answer
+
+    def load_replay(self, turn_active: bool) -> tuple[list[wire.Event], int]:
+        """What a client loading this session is shown first, and the event id its stream goes on after
+        (:func:`.persistence.load_replay`): a snapshot, read without a message, like :meth:`summary`."""
+        return load_replay(self._bus, turn_active)
 
     def subscribe(self, last_event_id: int | None = None, epoch: str | None = None,
                   max_queued: int | None = None) -> Subscription:

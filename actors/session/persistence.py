@@ -28,23 +28,39 @@ log = logging.getLogger("trellis.session")
 
 
 def restore_conversation(conversation: Conversation, publisher: Publisher, store: Any) -> int:
-    """Replace the conversation with the transcript on disk, and show it to clients; how many messages.
+    """Replace the conversation with the transcript on disk; how many messages.
 
     A session restored after a restart seeds its replay with its earlier turns
-    (compacted, guard chunks intact); a live one reloading publishes its messages.
+    (compacted, guard chunks intact). A live one reloading publishes nothing: its
+    bus already holds what its clients were shown, and a client that loads it is
+    shown that (:func:`load_replay`), not the others.
     """
     messages = conversation.reload()
     bus = publisher.bus
     if bus.seedable:
         bus.seed(replay_segments(store, publisher.session_id, messages))
-        return len(messages)
-    for m in messages:
-        if m.role == "user":
-            if shown_as_user_text(m):
-                publisher.update(wire.text_update("user_message_chunk", m.content, {"replay": True}))
-        elif m.role == "assistant" and m.content:
-            publisher.update(wire.text_update("agent_message_chunk", m.content, {"replay": True}))
     return len(messages)
+
+
+TURN_ENDS = frozenset({"turn_complete", "turn_error"})
+
+
+def load_replay(bus: EventBus, turn_active: bool) -> tuple[list[Event], int]:
+    """What the client that loads a session is shown first on its stream, and the id it goes on after.
+
+    The earlier turns as the compacted replay keeps them (tool calls included), then the turn still
+    running as it streamed, its pending permission requests among its events (``bus.resync_replay``,
+    with no ``state_resync_required``: the client asked for the session, it did not lose its place).
+    While a prompt is active (``turn_active``) the earlier turns' ``turn_complete``/``turn_error`` are left
+    out: qwen's Web Shell takes the first turn end it reads after loading a session with an active prompt
+    for that prompt's end, and would show the running turn as over. The events keep their ids, all up to
+    the returned one.
+    """
+    last = bus.last_event_id
+    events = bus.resync_replay()
+    if turn_active:
+        events = [e for e in events if e.type not in TURN_ENDS]
+    return events, last
 
 
 def end_interrupted(publisher: Publisher, transcript: Any, prompt_id: str, code: str = DAEMON_RESTARTED) -> None:

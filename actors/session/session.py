@@ -681,11 +681,14 @@ class Session:
             self.records.save_soon(self._nursery)
 
     def _set_title(self, title: str | None, *, only_if_untitled: bool) -> bool:
-        """Change the title (published as ``session_info_update``); whether it changed."""
+        """Change the title (published as ``session_info_update``, and as qwen serve's ``session_metadata_updated``
+        for qwen's Web Shell); whether it changed."""
         if title == self.title or (only_if_untitled and self.title is not None):
             return False
         self.title = title
         self.publisher.update(wire.session_info_update(title, self.runtime.clock_ms()))
+        self.publisher.event("session_metadata_updated",
+                             wire.session_metadata_updated(self.session_id, title, automatic=only_if_untitled))
         return True
 
     def _invalidate(self) -> None:
@@ -795,6 +798,7 @@ class Session:
             "sessionId": self.session_id,
             "workspaceCwd": self.cwd,
             "title": self.title,
+            "displayName": self.title,  # qwen serve's name for it, which qwen's Web Shell reads
             **self.work_counts(),
             "activeWorkState": work.kind if running else "idle",
             "hasActivePrompt": running and work.kind == "prompt",

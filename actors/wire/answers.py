@@ -127,7 +127,10 @@ class SubagentRuns:
 
 @attrs.frozen(kw_only=True)
 class SessionInfo:
-    """What ``POST /session`` and ``fork`` answer (each answer hands out a new ``clientId``)."""
+    """What ``POST /session`` and ``fork`` answer (each answer hands out a new ``clientId``).
+
+    ``hasActivePrompt`` (qwen serve's name, which qwen's Web Shell reads): a prompt was admitted and has not
+    ended (running or queued), or an automatic turn runs."""
 
     sessionId: str
     workspaceCwd: str
@@ -135,12 +138,14 @@ class SessionInfo:
     clientId: str
     createdAt: int
     title: str | None
+    hasActivePrompt: bool
 
 
 @attrs.frozen(kw_only=True)
 class LoadedSessionInfo(SessionInfo):
     """What ``load`` and ``resume`` answer: session info, the transcript's message count, and the cursor a
-    stream shows the conversation once from."""
+    stream goes on from (``load``: the loading client's stream first replays the session to it; ``resume``:
+    ``0``, from where a stream replays the session from its start)."""
 
     restoredMessages: int
     lastEventId: int
@@ -228,6 +233,7 @@ class SessionStatus:
     sessionId: str
     workspaceCwd: str
     title: str | None
+    displayName: str | None  # the title again, by qwen serve's name for it (qwen's Web Shell reads this)
     state: Literal["idle", "running"]
     queuedCount: int
     pendingCount: int

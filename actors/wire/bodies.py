@@ -238,7 +238,15 @@ class PromptBody:
     # qwen's Web Shell: how much of a subagent's inner events to stream. Trellis streams none of them into
     # the session (a run has its own transcript), so both values give the same stream.
     eventDetailMode: Literal["summary", "full"] | None = None
+    # qwen's Web Shell's "Retry" after a failed turn (qwen serve's top-level ``retry``): the same trusted retry
+    # as ``_meta.retry: true``, so it is folded into ``meta`` here, the one place the queue and the session
+    # read it from. ``false`` is no retry; anything but a boolean is refused.
+    retry: bool = False
     meta: dict[str, Any] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.retry and (self.meta or {}).get("retry") is not True:
+            object.__setattr__(self, "meta", {**(self.meta or {}), "retry": True})
 
     @property
     def text(self) -> str:

@@ -226,9 +226,22 @@ class HookResult:
 
 @attrs.frozen(kw_only=True)
 class FollowupSuggestion:
+    """``suggestion``: the first of ``suggestions`` (qwen serve sends that one; its Web Shell reads only it)."""
+
     sessionId: str
     promptId: str
+    suggestion: str
     suggestions: list[str]
+
+
+@attrs.frozen(kw_only=True)
+class SessionMetadataUpdated:
+    """qwen serve's event for a title change (published with ``session_info_update``): ``displayName`` is the
+    title, ``null`` when cleared; ``titleSource`` ``auto`` (from the first prompt) or ``manual`` when set."""
+
+    sessionId: str
+    displayName: str | None
+    titleSource: Literal["auto", "manual"] = "manual"
 
 
 @attrs.frozen(kw_only=True)
@@ -281,7 +294,7 @@ class HistoryTruncated:
     truncatedEvents: int
     retainedEvents: int
     fullTranscriptAvailable: Literal[True]
-    maxBytes: int = 0
+    maxBytes: int
     maxEvents: int = 0
     truncatedTurns: int = 0
     scope: Literal["live_journal"] = "live_journal"
@@ -326,6 +339,7 @@ EVENT_DATA: dict[str, type] = {
     "background_task": BackgroundTask,
     "hook_result": HookResult,
     "followup_suggestion": FollowupSuggestion,
+    "session_metadata_updated": SessionMetadataUpdated,
     "conversation_rewound": ConversationRewound,
     "rewind_undone": RewindUndone,
     "session_closed": SessionClosed,

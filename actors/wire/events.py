@@ -308,7 +308,9 @@ def hook_result(session_id: str, hook_event: str, system_messages: list[str], fa
 
 
 def followup_suggestion(session_id: str, prompt_id: str, suggestions: list[str]) -> dict[str, Any]:
-    return {"sessionId": session_id, "promptId": prompt_id, "suggestions": suggestions}
+    """``suggestion``: the first, as qwen serve sends its one (qwen's Web Shell reads only that); ``suggestions``:
+    all of them (at least one), for Trellis's own clients."""
+    return {"sessionId": session_id, "promptId": prompt_id, "suggestion": suggestions[0], "suggestions": suggestions}
 
 
 def mode_update(mode: str) -> dict[str, Any]:
@@ -324,6 +326,16 @@ def iso_time(ms: int) -> str:
 def session_info_update(title: str | None, updated_at_ms: int) -> dict[str, Any]:
     """ACP's ``session_info_update``: the session's title changed (``None``: it has none now)."""
     return {"sessionUpdate": "session_info_update", "title": title, "updatedAt": iso_time(updated_at_ms)}
+
+
+def session_metadata_updated(session_id: str, title: str | None, *, automatic: bool) -> dict[str, Any]:
+    """qwen serve's ``session_metadata_updated``, published with :func:`session_info_update`: the title as qwen's
+    ``displayName`` (``None``: cleared), and ``titleSource`` — ``auto`` (from the first prompt) or ``manual``
+    (a client set it) — when there is one. qwen's Web Shell reads only this event for a title change."""
+    data: dict[str, Any] = {"sessionId": session_id, "displayName": title}
+    if title is not None:
+        data["titleSource"] = "auto" if automatic else "manual"
+    return data
 
 
 def conversation_rewound(session_id: str, turn: int, history_length: int, undo_id: str | None) -> dict[str, Any]:
@@ -355,13 +367,14 @@ def replay_complete(replayed_count: int, last_replayed_event_id: int, last_event
     )
 
 
-def history_truncated(truncated_events: int, retained_events: int, *, max_bytes: int | None = None,
+def history_truncated(truncated_events: int, retained_events: int, *, max_bytes: int,
                       truncated_turns: int = 0, max_events: int | None = None, scope: str | None = None) -> Event:
-    """The compacted replay (or, ``scope="live_journal"``, the running turn) lost its oldest events."""
+    """The compacted replay (or, ``scope="live_journal"``, the running turn) lost its oldest events.
+    ``maxBytes``, the bound that dropped them, is always there: qwen serve always sends it, and qwen's Web
+    Shell refuses the frame without it."""
     data: dict[str, Any] = {"reason": "replay_window_exceeded", "truncatedEvents": truncated_events,
-                            "retainedEvents": retained_events, "fullTranscriptAvailable": True}
-    if max_bytes is not None:
-        data["maxBytes"] = max_bytes
+                            "retainedEvents": retained_events, "fullTranscriptAvailable": True,
+                            "maxBytes": max_bytes}
     if max_events is not None:
         data["maxEvents"] = max_events
     if truncated_turns:

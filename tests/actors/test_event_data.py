@@ -61,6 +61,8 @@ BUILT = [
     ("background_task", wire.background_task("s", "t", "output", kind="shell", label="ls", text="x", truncated=0)),
     ("hook_result", wire.hook_result("s", "Stop", ["m"], [], "stopped")),
     ("followup_suggestion", wire.followup_suggestion("s", "p", ["next"])),
+    ("session_metadata_updated", wire.session_metadata_updated("s", "A title", automatic=True)),
+    ("session_metadata_updated", wire.session_metadata_updated("s", None, automatic=False)),
     ("conversation_rewound", wire.conversation_rewound("s", 1, 4, None)),
     ("conversation_rewound", wire.conversation_rewound("s", 0, 0, "u1")),
     ("rewind_undone", wire.rewind_undone("s", "u1", 6, "u2")),
@@ -68,7 +70,8 @@ BUILT = [
     ("state_resync_required", wire.state_resync_required("ring_evicted", 3, 9).data),
     ("replay_complete", wire.replay_complete(3, 57, 57).data),
     ("history_truncated", wire.history_truncated(5, 7, max_bytes=10, truncated_turns=2).data),
-    ("history_truncated", wire.history_truncated(5, 7, max_events=8000, scope="live_journal").data),
+    ("history_truncated", wire.history_truncated(5, 7, max_bytes=8 * 2**20, max_events=8000,
+                                                 scope="live_journal").data),
     ("slow_client_warning", wire.slow_client_warning(192, 256, 10, 20, 57, "frames").data),
     ("client_evicted", wire.client_evicted("queue_overflow", 256, 256, 10, 20, 58, event_bytes=4).data),
 ]

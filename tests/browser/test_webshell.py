@@ -262,3 +262,46 @@ def test_mid_turn_input_another_client_sent_is_listed_in_the_page_by_its_text(pa
     queue = page.locator("[data-web-shell-queued-prompts]")
     expect(queue).to_contain_text("look at the tests too", timeout=WAIT)
     expect(page.get_by_text("Something went wrong")).to_have_count(0)
+
+
+def test_a_failed_turn_is_retried_from_the_page(page, daemons, shell_origin):
+    """The turn's error offers the shell's retry: it sends the prompt again with a top-level ``retry: true``
+    (qwen serve's form), which Trellis takes as a trusted retry (it refused the field before: 400)."""
+    d = start(daemons, shell_origin, [{"refuse": {"code": "rate_limited", "message": "slow down"}},
+                                      [{"text": "Recovered after the retry."}]])
+    refused: list[str] = []
+    page.on("response", lambda r: refused.append(f"{r.status} {r.request.method} {r.url}")
+            if r.status >= 400 and r.url.endswith("/prompt") else None)
+    open_shell(page, shell_origin, d)
+    send(page, "fix the parser")
+    retry = page.get_by_role("button", name="Press Ctrl+Y to retry or click to retry")
+    expect(retry).to_be_visible(timeout=WAIT)
+    retry.click()
+    expect(page.get_by_text("Recovered after the retry.")).to_be_visible(timeout=WAIT)
+    assert not refused, refused
+    with d.client() as client:
+        users = [r["message"]["content"] for r in client.get(f"/session/{only_session(d)}/transcript").json()["entries"]
+                 if r["message"]["role"] == "user"]
+    assert users == ["fix the parser"]  # retried as it stood, not asked a second time
+
+
+def test_a_renamed_sessions_title_shows_in_the_sidebar_and_a_rename_reaches_the_open_page(page, daemons,
+                                                                                          shell_origin):
+    """The shell lists a session by its ``displayName`` (Trellis's title, once always its first prompt) and
+    learns of a rename only from ``session_metadata_updated`` (it drops ``session_info_update``)."""
+    d = start(daemons, shell_origin, [[{"text": "Bring the blanket."}]])
+    with d.client() as client:
+        sid = client.post("/session", json={}).json()["sessionId"]
+        admitted = client.post(f"/session/{sid}/prompt", json=text("plan a picnic")).json()
+        assert wait_turn(client, sid, admitted["promptId"])["state"] == "completed"
+        assert client.post(f"/session/{sid}/title", json={"title": "Picnic for six"}).status_code == 200
+    open_shell(page, shell_origin, d)
+    renamed = page.get_by_text("Picnic for six", exact=True)
+    expect(renamed).to_be_visible(timeout=WAIT)
+    expect(page.get_by_text("plan a picnic", exact=True)).to_have_count(0)
+    renamed.click()
+    expect(page.get_by_text("Bring the blanket.")).to_be_visible(timeout=WAIT)
+    with d.client() as client:  # renamed by another client while the page shows the session
+        assert client.post(f"/session/{sid}/title", json={"title": "Picnic for eight"}).status_code == 200
+    expect(page.get_by_text("Picnic for eight", exact=True).first).to_be_visible(timeout=WAIT)
+    expect(page.get_by_text("Picnic for six", exact=True)).to_have_count(0)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,47 @@ def test_a_session_deleted_in_the_delete_dialog_is_gone_and_the_other_stays(page
     expect(dialog).to_be_visible(timeout=WAIT)
     expect(dialog.get_by_role("option")).to_have_count(1)
     expect(dialog.get_by_role("option", name="plan a hike")).to_be_visible()
+
+
+# --------------------------------------------------------------------------- a session waiting for approval
+
+
+def test_a_session_waiting_for_approval_opens_busy_with_the_approval_choices(page, daemons, shell_origin):
+    """Another client's turn waits for a shell command's approval when the shell opens the session: the load
+    answers ``hasActivePrompt: true`` and the shell's stream first replays the session to it, the running
+    turn's permission request included (before, the shell showed it idle and never showed the request)."""
+    d = start(daemons, shell_origin, [[{"text": "Bring the blanket."}],
+                                      [{"tool_call": {"name": "shell", "arguments": {"command": "echo hi"}}}],
+                                      [{"text": "Ran it."}]])
+    with d.client() as client:
+        sid = client.post("/session", json={}).json()["sessionId"]
+        first = client.post(f"/session/{sid}/prompt", json=text("plan a picnic")).json()
+        assert wait_turn(client, sid, first["promptId"])["state"] == "completed"
+        second = client.post(f"/session/{sid}/prompt", json=text("run echo hi")).json()
+        deadline = time.monotonic() + WAIT / 1000
+        while not client.get(f"/session/{sid}/status").json()["pendingPermissions"]:
+            assert time.monotonic() < deadline, "the turn did not ask for approval"
+            time.sleep(0.05)
+    open_shell(page, shell_origin, d)
+    title = page.get_by_role("complementary", name="Workspace sidebar").get_by_text("plan a picnic", exact=True)
+    expect(title).to_be_visible(timeout=WAIT)
+    title.click()
+    expect(page.get_by_text("Bring the blanket.")).to_be_visible(timeout=WAIT)
+    expect(page.get_by_text("Bring the blanket.")).to_have_count(1)  # the conversation once
+    expect(page.get_by_text("run echo hi", exact=True)).to_be_visible()  # the running turn's prompt
+    # The request it waits on, with its choices (they stand in for the composer while it waits).
+    expect(page.get_by_role("alertdialog", name="echo hi")).to_be_visible(timeout=WAIT)
+    allow = page.get_by_role("radio", name="Yes, allow once")
+    expect(allow).to_be_visible()
+    allow.click()
+    expect(page.get_by_text("Ran it.", exact=True)).to_be_visible(timeout=WAIT)
+    with d.client() as client:
+        assert wait_turn(client, sid, second["promptId"])["state"] == "completed"
+        [record] = [r for r in client.get(f"/session/{sid}/transcript").json()["entries"]
+                    if r["message"]["role"] == "tool"]
+        assert "hi" in record["message"]["content"]  # it ran, allowed from the page
+    expect(page.get_by_role("button", name="Send message")).to_be_visible(timeout=WAIT)  # the turn is over
+    expect(page.get_by_role("button", name="esc to cancel")).to_have_count(0)
 
 
 # --------------------------------------------------------------------------- daemon notices

@@ -89,7 +89,8 @@ async def test_a_restored_session_replays_its_compacted_turns_with_guard_chunks_
             # The title the first prompt gave the session comes first, as it was published.
             assert kinds.count("plan") == 1 and kinds[:3] == ["session_info_update", "user_message_chunk",
                                                                "agent_message_chunk"]
-            assert restored[2]["data"]["update"]["content"]["text"] == "Planning. "  # two chunks, folded
+            assert restored[1]["type"] == "session_metadata_updated"  # the title again, as qwen serve's event
+            assert restored[3]["data"]["update"]["content"]["text"] == "Planning. "  # two chunks, folded
             # The restored session goes on: its new events follow the restored ids.
             pid = (await client.post(f"/session/{sid}/prompt",
                                      json={"prompt": [{"type": "text", "text": "and now?"}]})).json()["promptId"]

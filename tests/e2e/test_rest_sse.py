@@ -50,8 +50,11 @@ async def test_prompt_without_subscriber_then_replay_from_admission_cursor():
             assert events[0]["id"] == admitted["lastEventId"] + 1
             assert [e["id"] for e in events] == list(range(events[0]["id"], events[-1]["id"] + 1))
             # First the title the prompt gave the session at its admission: the session's, not the prompt's.
-            title, *events = events
+            title, metadata, *events = events  # the title, then the same as qwen serve's event for qwen's Web Shell
             assert title["data"]["update"]["sessionUpdate"] == "session_info_update" and "promptId" not in title
+            assert metadata["type"] == "session_metadata_updated" and "promptId" not in metadata
+            assert metadata["data"] == {"sessionId": sid, "displayName": title["data"]["update"]["title"],
+                                        "titleSource": "auto"}
             assert events[-1]["type"] == "turn_complete"
             assert events[-1]["data"] == {"sessionId": sid, "stopReason": "end_turn", "promptId": admitted["promptId"]}
             updates = [e["data"]["update"]["sessionUpdate"] for e in events if e["type"] == "session_update"]

@@ -125,10 +125,17 @@ class _Agent:
                 handle = await self.daemon.load_session(session_id, cwd, mcp_servers=servers)
                 binding = await self.conn.bind(handle, 0)
             else:
-                # Live: bind first, so the pump sees the history the load replays.
-                binding = await self.conn.bind(handle, None)
+                # Live: reloading publishes nothing to the session's other clients; this connection is sent
+                # the history itself (the earlier turns compacted, the running one as it streamed), then
+                # the pump goes on after it.
                 await handle.add_mcp_servers(servers)  # those it has none of that name of yet
                 await handle.load()
+                history, cursor = handle.load_replay(False)
+                for event in history:
+                    if event.type == "session_update":
+                        await self.conn.peer.notify("session/update", mapping.session_update(event.data),
+                                                    session_id=session_id)
+                binding = await self.conn.bind(handle, cursor)
         # ACP: the history is streamed before the answer.
         await binding.caught_up(handle.last_event_id)
         status = await handle.status()

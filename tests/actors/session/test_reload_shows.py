@@ -1,6 +1,13 @@
-"""What a live session's reload (``POST /session/:id/load``) shows its clients of the conversation: the user's
-own messages and the model's answers, never the texts only the model reads (the guard's continuations, a Stop
-hook's reasons, mid-turn input folded into tool results). Before, each was shown as a message the user typed."""
+"""What a reloaded session shows its clients of the conversation.
+
+Restored after a restart without a compacted replay on disk, it replays the transcript: the user's own
+messages and the model's answers, never the texts only the model reads (the guard's continuations, a Stop
+hook's reasons, mid-turn input folded into tool results). Before, each was shown as a message the user typed.
+
+A live session reloading (``POST /session/:id/load``) publishes nothing: it used to publish its transcript
+again on its bus, spliced into every open stream (a running turn's too) and kept in the bus's compacted
+replay. The loading client alone is shown the bus's own replay (:func:`load_replay`, transport/load_replay.py).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ from actors.guard import continuation_prompt
 from actors.model import ChatMessage
 from actors.session.conversation import Conversation
 from actors.session.outcomes import MID_TURN_PREFIX
-from actors.session.persistence import replay_segments, restore_conversation
+from actors.session.persistence import load_replay, replay_segments, restore_conversation
 from actors.session.publisher import Publisher
 from actors.session.transcript import Transcript
 
@@ -42,12 +49,41 @@ def written(tmp_path) -> Conversation:
     return Conversation(transcript)
 
 
-def test_a_live_reload_shows_what_the_user_said_and_the_model_answered(tmp_path) -> None:
+def test_a_live_reload_publishes_nothing(tmp_path) -> None:
     bus = EventBus()
     bus.publish("session_update", {"sessionId": "s1", "update": {"sessionUpdate": "current_mode_update",
                                                                  "currentModeId": "default"}})  # live: not seedable
-    assert restore_conversation(written(tmp_path), Publisher("s1", bus), None) == len(CONVERSATION)
-    assert shown(bus.ring) == SHOWN
+    subscription = bus.subscribe()
+    conversation = written(tmp_path)
+    assert restore_conversation(conversation, Publisher("s1", bus), None) == len(CONVERSATION)
+    assert len(conversation) == len(CONVERSATION)  # taken from the transcript
+    assert bus.last_event_id == 1 and subscription.get_nowait() is None
+
+
+def update(bus: EventBus, kind: str, text: str, prompt_id: str) -> None:
+    bus.publish("session_update", {"sessionId": "s1", "update": {"sessionUpdate": kind,
+                                                                 "content": {"type": "text", "text": text}}}, prompt_id)
+
+
+def test_a_loading_client_is_shown_the_earlier_turns_compacted_then_the_running_turn_as_it_streamed() -> None:
+    bus = EventBus()
+    update(bus, "user_message_chunk", "plan a picnic", "p1")
+    update(bus, "agent_message_chunk", "Bring the ", "p1")
+    update(bus, "agent_message_chunk", "blanket.", "p1")
+    bus.publish("turn_complete", {"sessionId": "s1", "stopReason": "end_turn", "promptId": "p1"}, "p1")
+    update(bus, "user_message_chunk", "run echo hi", "p2")
+    bus.publish("permission_request", {"sessionId": "s1", "requestId": "r1"}, "p2")
+
+    events, last = load_replay(bus, turn_active=False)
+    assert last == bus.last_event_id == 6
+    assert [(e.type, e.id) for e in events] == [("session_update", 1), ("session_update", 3), ("turn_complete", 4),
+                                               ("session_update", 5), ("permission_request", 6)]
+    assert shown(events) == [("user_message_chunk", "plan a picnic"), ("agent_message_chunk", "Bring the blanket."),
+                             ("user_message_chunk", "run echo hi")]
+    # While a prompt is active, no earlier turn's end: qwen's Web Shell would take it for the active one's.
+    events, _ = load_replay(bus, turn_active=True)
+    assert [e.type for e in events] == ["session_update", "session_update", "session_update", "permission_request"]
+    assert bus.last_event_id == 6  # nothing published
 
 
 def test_a_restart_without_a_compacted_replay_shows_the_same(tmp_path) -> None:
