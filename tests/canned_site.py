@@ -1,13 +1,34 @@
-"""A loopback HTTP/1.1 site with canned answers, for the web_fetch tests (unit, e2e and security alike)."""
+"""A loopback HTTP/1.1 site with canned answers, for the web_fetch tests (unit, e2e and security alike), and the
+reading of one request, for the tests' hostile model servers."""
 
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import trio
 
-Route = tuple[str, dict[str, str], bytes]  # status line's rest ("200 OK"), headers, body
+Route = tuple[str, dict[str, str], bytes]
+
+_LENGTH = re.compile(rb"(?i)content-length:\s*(\d+)")
+
+
+async def read_request(stream: Any) -> tuple[bytes, bytes] | None:
+    """One HTTP/1.1 request from ``stream``: its head and its body (``Content-Length`` of it); ``None`` when the
+    peer closed before a whole head came."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if not (got := await stream.receive_some(65536)):
+            return None
+        data += got
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = _LENGTH.search(head)
+    while length is not None and len(body) < int(length.group(1)):
+        if not (got := await stream.receive_some(65536)):
+            break
+        body += got
+    return head, body  # status line's rest ("200 OK"), headers, body
 NOT_FOUND: Route = ("404 Not Found", {"Content-Type": "text/plain"}, b"no")
 
 

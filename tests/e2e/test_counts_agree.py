@@ -67,6 +67,13 @@ async def build_state(client: httpx.AsyncClient, cwd: str) -> tuple[str, dict[st
             await trio.sleep(0.02)
 
 
+async def watch(client: httpx.AsyncClient, sid: str) -> None:
+    """Stay subscribed to ``sid``'s events until cancelled (however long nothing comes)."""
+    async with client.stream("GET", f"/session/{sid}/events", timeout=None) as events:
+        async for _ in events.aiter_raw():
+            pass
+
+
 def table_rows(stdout: str) -> dict[str, list[str]]:
     """``trellis sessions``' table: session id -> its cells (columns are at least two spaces apart)."""
     header, *rows = stdout.splitlines()
@@ -83,8 +90,12 @@ async def test_every_count_agrees_with_the_status_route(tmp_path):
     with trio.fail_after(90):
         async with scripted_daemon(tmp_path, *SCRIPT) as daemon:
             args = daemon_args(daemon)
-            async with daemon.client(daemon.token()) as client:
+            async with daemon.client(daemon.token()) as client, trio.open_nursery() as watching:
                 sid, status = await build_state(client, str(tmp_path))
+                # A client watches the session throughout, as one does while a permission waits: with none, the
+                # request is cancelled once limits.clientGraceSeconds (10 s) pass, and the turn moves on while
+                # the CLI commands below start (a fresh clone compiles them first).
+                watching.start_soon(watch, client, sid)
                 listed = (await client.get("/session")).json()["sessions"]
                 pending = (await client.get(f"/session/{sid}/pending-prompts")).json()["pendingPrompts"]
                 current = (await client.get(f"/session/{sid}/turns/current")).json()
@@ -94,6 +105,7 @@ async def test_every_count_agrees_with_the_status_route(tmp_path):
                 shown = await trellis("status", *args, sid, cwd=tmp_path)
                 again = (await client.get(f"/session/{sid}/status")).json()  # nothing moved meanwhile
                 await client.post(f"/session/{sid}/cancel")
+                watching.cancel_scope.cancel()
 
     # The state is the one built: a running prompt, two queued, two calls, one permission waiting.
     assert status["state"] == "running" and status["hasActivePrompt"] is True

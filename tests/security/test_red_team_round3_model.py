@@ -15,7 +15,6 @@ never ends, a bare SSE server below. Findings of /tmp/w/redteam3/REPORT.md:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,6 +26,7 @@ import trio
 
 from actors.model.openai import MAX_RESPONSE_CHARS
 from actors.model.tool_calls import MAX_ARGUMENT_DEPTH
+from tests.canned_site import read_request
 from tests.conftest import DaemonProcess, daemon_process
 from tests.e2e.sse_client import collect
 from tests.e2e.test_openai_daemon import prompt, wait_turn
@@ -56,15 +56,9 @@ async def endless_server(kind: str, task_status: Any = trio.TASK_STATUS_IGNORED)
 
     async def handle(stream: trio.SocketStream) -> None:
         nonlocal requests
-        data = b""
-        while b"\r\n\r\n" not in data:
-            if not (got := await stream.receive_some(65536)):
-                return
-            data += got
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
-        while len(body) < length:
-            body += await stream.receive_some(65536)
+        if (request := await read_request(stream)) is None:
+            return
+        head, body = request
         requests += 1
         await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
         try:

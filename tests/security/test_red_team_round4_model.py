@@ -15,13 +15,13 @@ model server in this process.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pytest
 import trio
 
 from actors.model.openai import MAX_ERROR_BODY, MAX_REPORTED_TOKENS
+from tests.canned_site import read_request
 from tests.security.test_red_team_round3_model import daemon_on, rss, sse, turn
 from transport.fake_openai import FakeOpenAI
 
@@ -36,15 +36,9 @@ async def error_then_answer(task_status: Any = trio.TASK_STATUS_IGNORED) -> None
 
     async def handle(stream: trio.SocketStream) -> None:
         nonlocal requests
-        data = b""
-        while b"\r\n\r\n" not in data:
-            if not (got := await stream.receive_some(65536)):
-                return
-            data += got
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
-        while len(body) < length:
-            body += await stream.receive_some(65536)
+        if (request := await read_request(stream)) is None:
+            return
+        head, body = request
         requests += 1
         try:
             if requests > 1:

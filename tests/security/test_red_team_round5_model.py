@@ -18,7 +18,6 @@ test runs the real daemon. Bounds are asserted by what was read or parsed, not b
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,6 +33,7 @@ from actors.model.openai import MAX_CHOICES, MAX_CHUNK_VALUES, OpenAIConfig, Ope
 from actors.model.sse import BodyTooLong
 from tests.actors.model.test_openai import HELLO, KEY, collect
 from tests.actors.model.test_openai_http import Chunks, Pieces
+from tests.canned_site import read_request
 from tests.security.test_red_team_round3_model import daemon_on, turn, turn_error
 
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
@@ -59,15 +59,9 @@ class Hostile:
             await trio.serve_listeners(self._handle, listeners, handler_nursery=nursery)
 
     async def _handle(self, stream: trio.SocketStream) -> None:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            if not (got := await stream.receive_some(65536)):
-                return
-            data += got
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
-        while len(body) < length:
-            body += await stream.receive_some(65536)
+        if (request := await read_request(stream)) is None:
+            return
+        head, body = request
         self.requests += 1
 
         async def send(data: bytes) -> None:
