@@ -25,8 +25,7 @@ from ..storage.files import AppendFiles
 # in an id the id is all of a file name before its first dot: two ids never name one file, whatever the
 # suffixes (``<sid>.journal`` was an id once, and its transcript was session ``<sid>``'s journal). The daemon
 # mints ``session-<hex>`` and qwen's clients send those or UUIDs; a dotted id only ever came from a client.
-SESSION_ID_RULE = ("1 to 128 letters, digits, '_' and '-'; no '.' (a session's files are named by its id and a "
-                   "suffix starting with '.', so a dotted id could name another session's file)")
+SESSION_ID_RULE = "letters, digits, '_' and '-' (no '.': a file's suffix starts with one), at most 128"
 _SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 TRANSCRIPT_SUFFIX = ".jsonl"
 
