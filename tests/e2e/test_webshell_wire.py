@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 import trio
 
 from actors import Limits, Settings, load_script
 from actors.events.bus import DEFAULT_RING_BYTES
 from tests.conftest import live_daemon
 from tests.e2e.sse_client import collect
+from tests.transport.test_webshell_routes import wait_turn
 
 
 def prompt(text: str, **extra: Any) -> dict[str, Any]:
@@ -33,15 +33,6 @@ def prompt(text: str, **extra: Any) -> dict[str, Any]:
 
 def shell_create(cwd: Path) -> dict[str, Any]:
     return {"cwd": str(cwd), "sessionScope": "thread", "approvalMode": "default", "sourceType": "default"}
-
-
-async def settle(client: httpx.AsyncClient, sid: str, pid: str) -> dict[str, Any]:
-    with trio.fail_after(10):
-        while True:
-            r = await client.get(f"/session/{sid}/turns/{pid}")
-            if r.status_code == 200 and r.json()["state"] in ("completed", "error", "cancelled"):
-                return r.json()
-            await trio.sleep(0.01)
 
 
 async def ring(daemon: Any, sid: str) -> list[dict[str, Any]]:
@@ -57,12 +48,12 @@ async def test_the_shells_retry_after_a_failed_turn_resends_the_conversation_wit
         async with live_daemon(model=model) as (_, client):
             sid = (await client.post("/session", json=shell_create(tmp_path))).json()["sessionId"]
             r = await client.post(f"/session/{sid}/prompt", json=prompt("fix the parser"))
-            failed = await settle(client, sid, r.json()["promptId"])
+            failed = await wait_turn(client, sid, r.json()["promptId"])
             assert failed["state"] == "error", failed
 
             r = await client.post(f"/session/{sid}/prompt", json=prompt("fix the parser", retry=True))
             assert r.status_code == 202, r.text
-            assert (await settle(client, sid, r.json()["promptId"]))["state"] == "completed"
+            assert (await wait_turn(client, sid, r.json()["promptId"]))["state"] == "completed"
             # A trusted retry: the failed turn's prompt is sent once more as it stands, not added a second time.
             users = [m.content for m in model.calls[1].messages if m.role == "user"]
             assert users == ["fix the parser"]
@@ -82,9 +73,9 @@ async def test_retry_false_is_an_ordinary_prompt_and_a_retry_that_is_not_a_boole
                                                                        "expected a boolean"), value
             r = await client.post(f"/session/{sid}/prompt", json=prompt("hello", retry=False))
             assert r.status_code == 202, r.text
-            await settle(client, sid, r.json()["promptId"])
+            await wait_turn(client, sid, r.json()["promptId"])
             r = await client.post(f"/session/{sid}/prompt", json=prompt("again", retry=False))
-            await settle(client, sid, r.json()["promptId"])
+            await wait_turn(client, sid, r.json()["promptId"])
             assert [m.content for m in model.calls[1].messages if m.role == "user"] == ["hello", "again"]
 
 
@@ -98,7 +89,7 @@ async def test_a_followup_suggestion_carries_the_one_suggestion_the_shell_reads(
             sid = (await client.post("/session", json=shell_create(tmp_path))).json()["sessionId"]
             r = await client.post(f"/session/{sid}/prompt", json=prompt("question"))
             pid = r.json()["promptId"]
-            await settle(client, sid, pid)
+            await wait_turn(client, sid, pid)
             with trio.fail_after(10):
                 while not [e for e in await ring(daemon, sid) if e["type"] == "followup_suggestion"]:
                     await trio.sleep(0.01)
@@ -127,7 +118,7 @@ async def test_a_running_turn_longer_than_the_ring_is_marked_truncated_with_the_
                     await trio.sleep(0.01)
             got = await collect(client, sid, headers={"Last-Event-ID": "0"}, until="replay_complete")
             await client.post(f"/session/{sid}/cancel")
-            await settle(client, sid, pid)
+            await wait_turn(client, sid, pid)
     resync, truncated = got[0], got[1]
     assert resync["type"] == "state_resync_required"
     assert truncated["type"] == "history_truncated"
@@ -152,7 +143,7 @@ async def test_a_title_is_the_shells_displayname_in_status_in_its_list_and_in_a_
             status = (await client.get(f"/session/{sid}/status")).json()
             assert status["title"] is None and status["displayName"] is None
             r = await client.post(f"/session/{sid}/prompt", json=prompt("plan a picnic\nwith details"))
-            await settle(client, sid, r.json()["promptId"])
+            await wait_turn(client, sid, r.json()["promptId"])
             status = (await client.get(f"/session/{sid}/status")).json()
             assert status["displayName"] == status["title"] == "plan a picnic"
 
@@ -190,7 +181,7 @@ async def test_a_stored_session_is_listed_by_its_title_after_a_restart(tmp_path)
         async with live_daemon(model=load_script([[{"text": "ok"}]]), state_dir=state) as (_, client):
             sid = (await client.post("/session", json=shell_create(tmp_path))).json()["sessionId"]
             r = await client.post(f"/session/{sid}/prompt", json=prompt("remember this"))
-            await settle(client, sid, r.json()["promptId"])
+            await wait_turn(client, sid, r.json()["promptId"])
             await client.post(f"/session/{sid}/title", json={"title": "Kept on disk"})
         async with live_daemon(state_dir=state) as (_, client):
             [entry] = (await client.get(f"/workspace/{quote(str(tmp_path), safe='')}/sessions")).json()["sessions"]
