@@ -38,7 +38,13 @@ which is not a hold), is a stall "outside a task step"
 held by another thread). Only waits late past the threshold are counted (an
 ``epoll`` timeout is rounded up to the millisecond, so a millisecond late is
 usual). A wait that ended early, on I/O, and then waited for the GIL is not
-seen: only the part past its timeout is.
+seen: only the part past its timeout is. The thread can be held, too, in
+the scheduler's own code between a step's end and the next step or wait
+(the GIL taken while it reads the run-queue delay, a ``pread`` that lets
+go of it): that *gap* is timed from the end of one step or wait to the
+start of the next, and one over the threshold, less the run-queue delay
+meanwhile, is a stall outside a task step as well. It costs nothing more
+a step: both ends are the clock readings the steps already take.
 
 Steps are counted from :meth:`StallWatch.arm` on (the daemon arms it when it
 listens): start-up before it — imports done, but the HTTP app's routes
@@ -172,6 +178,7 @@ class StallWatch(trio.abc.Instrument):
         self._slices_at_batch = -1
         self._cpu_at_batch = 0.0
         self._wait_started: float | None = None  # the current I/O wait's start (None: not timed)
+        self._between_since: float | None = None  # the last step's or wait's end: the current gap's start
         self._delay_at_wait = 0.0
         self._logged_at = float("-inf")
         self._unlogged = 0
@@ -203,6 +210,7 @@ class StallWatch(trio.abc.Instrument):
 
     def before_run(self) -> None:
         gc.callbacks.append(self._on_collection)
+        self._between_since = self._clock() if self.armed else None  # the first gap: to the first step or wait
         if self._run_delay is None or self._own_run_delay is not None:  # (re)opened by each run's thread
             self._own_run_delay = RunDelay()
             self._run_delay = self._own_run_delay
@@ -218,47 +226,63 @@ class StallWatch(trio.abc.Instrument):
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         if not self.armed:
             return  # start-up: nothing to read
-        self._gc_in_step, self._gc_generation = 0.0, -1
-        self._started = self._clock()
+        self._started = now = self._clock()
+        self._end_gap(now)
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
         started = self._started
         if not self.armed or started is None:  # start-up, or armed within this step
             return
-        now = self._clock()
+        now = self._between_since = self._clock()
         wall = now - started
         if wall * 1000 > self.longest_any_wall_ms:
             self.longest_any_wall_ms = wall * 1000
         if wall <= self.threshold and wall * 1000 <= self.longest_ms:
+            self._gc_in_step, self._gc_generation = 0.0, -1  # what follows is the gap's
             return  # held no longer than its wall time: neither a stall nor the longest
-        # Read against the batch's start (the last I/O wait's end), not the step's, so that a step costs two
-        # clock reads: of the delay since then, at most the time before this step can be the earlier steps'.
-        before = max(0.0, started - self._batch_started)
-        delayed = 0.0
-        if self._run_delay is not None:
-            delayed = max(0.0, self._run_delay() - self._delay_at_batch - before)
-        held = max(0.0, wall - delayed)
+        held = max(0.0, wall - self._delayed_since(started))
         if self._slices is not None and self._slices() == self._slices_at_batch >= 0:
             # Ran through on its CPU since the batch began: what it held is at most what was used since.
             held = min(held, max(0.0, self._on_cpu() - self._cpu_at_batch))
         self._held(now, held, wall, task.name)
+        self._gc_in_step, self._gc_generation = 0.0, -1  # what follows is the gap's
+
+    def _delayed_since(self, started: float, reading: float | None = None) -> float:
+        """The run-queue delay put down to the time since ``started``: read against the batch's start (the
+        last I/O wait's end), not ``started``, so that a step costs two clock reads; of the delay since the
+        batch began, at most the time that passed before ``started`` can be the earlier steps'."""
+        if self._run_delay is None:
+            return 0.0
+        before = max(0.0, started - self._batch_started)
+        return max(0.0, (self._run_delay() if reading is None else reading) - self._delay_at_batch - before)
+
+    def _end_gap(self, now: float, reading: float | None = None) -> None:
+        """A step or wait starts at ``now``: the gap since the last one's end is a stall if over the threshold."""
+        since, self._between_since = self._between_since, None
+        if since is not None and now - since > self.threshold:
+            gap = now - since
+            if gap * 1000 > self.longest_any_wall_ms:
+                self.longest_any_wall_ms = gap * 1000
+            self._held(now, max(0.0, gap - self._delayed_since(since, reading)), gap, OUTSIDE_A_STEP)
+        self._gc_in_step, self._gc_generation = 0.0, -1
 
     def before_io_wait(self, timeout: float) -> None:
         if not self.armed:
             return
         self._delay_at_wait = self._run_delay() if self._run_delay is not None else 0.0
-        self._gc_in_step, self._gc_generation = 0.0, -1
-        self._wait_started = self._clock()
+        self._wait_started = now = self._clock()
+        self._end_gap(now, self._delay_at_wait)  # read first: a hold in the reading is in the gap
 
     def after_io_wait(self, timeout: float) -> None:
         started = self._wait_started
         if started is None:  # start-up, or armed during the wait
             return
         self._wait_started = None
-        now = self._clock()
+        now = self._between_since = self._clock()  # the readings below are in the gap that follows
         late = now - started - timeout  # the loop thread could not come back: the GIL, or a stopped process
         if late > self.threshold:
             self._held_in_wait(now, late)
+        self._gc_in_step, self._gc_generation = 0.0, -1
         self._batch_started = self._clock()  # the readings the batch's steps are measured against
         self._delay_at_batch = self._run_delay() if self._run_delay is not None else 0.0
         if self._slices is not None:

@@ -1,6 +1,6 @@
 """StallWatch: the longest task step, by name, less its run-queue delay, and rate-limited warnings of steps
 over the threshold; counted once armed. A thread that holds the GIL between steps is seen as an I/O wait that
-came back late."""
+came back late, or a gap between one step's end and the next step or wait."""
 
 from __future__ import annotations
 
@@ -291,6 +291,35 @@ def test_an_io_wait_late_only_by_waiting_for_a_cpu_or_by_less_than_the_threshold
     rounded = HeldBetweenSteps(threshold_ms=20, late=0.001)  # epoll rounds its timeout up to the millisecond
     sleep_in_steps(rounded)
     assert rounded.stalls == 0 and rounded.longest_task != OUTSIDE_A_STEP
+
+
+class HeldInAReading(StallWatch):
+    """A StallWatch whose loop thread is held ``hold`` seconds in its ``reading``-th run-queue delay reading (a
+    ``pread`` lets go of the GIL; another thread takes it and keeps it), between steps, outside any I/O wait."""
+
+    def __init__(self, threshold_ms: float, hold: float, reading: int) -> None:
+        self.fake = SteppedClock()
+        self.readings = 0
+
+        def run_delay() -> float:
+            self.readings += 1
+            if self.readings == reading:
+                self.fake.now += hold
+            return 0.0
+
+        super().__init__(threshold_ms, clock=self.fake, run_delay=run_delay)
+
+
+@pytest.mark.parametrize("reading", [1, 2, 3, 4])  # before a wait, after it (before the next step), alternately
+def test_a_hold_between_a_step_and_the_next_step_or_wait_is_a_stall_outside_a_task_step(reading, caplog):
+    watch = HeldInAReading(threshold_ms=100, hold=0.5, reading=reading)
+    with caplog.at_level(logging.WARNING, logger="trellis.loop"):
+        sleep_in_steps(watch)
+    assert watch.readings > reading  # the hold came while the loop ran, not at its end
+    assert watch.stalls == 1 and watch.longest_task == OUTSIDE_A_STEP, watch.report()
+    assert watch.longest_ms == pytest.approx(500.0) and watch.longest_any_wall_ms == pytest.approx(500.0)
+    assert [r.getMessage() for r in caplog.records] == [
+        "event loop stalled 500.0 ms outside a task step: the loop thread was held (GIL held by another thread?)"]
 
 
 def gil_holding_input(seconds: float) -> str:
