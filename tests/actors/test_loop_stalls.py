@@ -356,6 +356,8 @@ def test_a_thread_holding_the_gil_while_the_loop_sleeps_is_reported_on_the_real_
     with caplog.at_level(logging.WARNING, logger="trellis.loop"):
         trio.run(main, instruments=[watch])
     assert held[0] > 0.3, f"the hold took only {held[0]:.2f} s; the test needs a longer one"
-    assert watch.stalls >= 1 and watch.longest_task == OUTSIDE_A_STEP, watch.report()
-    assert watch.longest_ms > 200
-    assert any("outside a task step" in r.getMessage() for r in caplog.records)
+    assert watch.stalls >= 1 and watch.longest_ms > 200, watch.report()
+    if watch.longest_task == OUTSIDE_A_STEP:
+        assert any("outside a task step" in r.getMessage() for r in caplog.records)
+    else:  # the thread woke while a step ran, and took the GIL from it mid-step (1 in a few hundred)
+        assert watch.longest_task.endswith("<locals>.main"), watch.report()
