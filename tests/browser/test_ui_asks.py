@@ -112,3 +112,25 @@ def test_the_header_names_the_model_the_session_calls_not_its_provider(page, dae
         client.post(f"/session/{sid}/model", json={"model": "other-model"})
     page.reload()  # a /model made elsewhere: the status read on opening names it
     expect(page.locator("#model")).to_have_text("⚙ other-model")
+
+
+def test_an_always_button_names_the_rule_it_grants_and_a_command_no_rule_reads_offers_no_always(page, daemons):
+    d = daemons().start([
+        [{"tool_call": {"name": "shell", "arguments": {"command": "git log -n 1"}}}],
+        [{"tool_call": {"name": "shell", "arguments": {"command": "for f in *; do echo $f; done"}}}],
+        [{"text": "both asked"}],
+    ])
+    open_ui(page, d)
+    new_session(page)
+    send(page, "look around")
+    asked = page.get_by_role("region", name="Permission requests")
+    expect(asked).to_contain_text("git log -n 1")
+    expect(asked.get_by_role("button", name="Always allow: Bash(git log:*)", exact=True)).to_be_visible()
+    expect(asked.get_by_role("button", name="Always reject: Bash(git log:*)", exact=True)).to_be_visible()
+    asked.get_by_role("button", name="Reject", exact=True).click()
+    expect(asked).to_contain_text("for f in *")
+    buttons = asked.get_by_role("button")
+    expect(buttons).to_have_count(2)  # no rule can say a loop: it can only be allowed or rejected once
+    assert sorted(buttons.all_inner_texts()) == ["Allow", "Reject"]
+    asked.get_by_role("button", name="Reject", exact=True).click()
+    expect(conversation(page).get_by_text("both asked")).to_be_visible()

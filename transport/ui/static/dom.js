@@ -136,10 +136,17 @@ export function diffPreview(diff) {
   return { text: visible([`--- ${diff.path} ${where}`, ...lines].join("\n")), hidden, total: changed.length };
 }
 
-// A permission option's button label: by its kind, so that the names are always the same.
+// A permission option's button label: by its kind, so that the names are always the same, and for an
+// "always" option the rules it grants, as the daemon names them after ": " ("Always allow in this session:
+// Bash(git log:*)"): an "always" is only as safe as its rule, so the button says which.
 const OPTION_NAMES = { allow_once: "Allow", allow_always: "Always allow", reject_once: "Reject",
   reject_always: "Always reject" };
+const RULE_CHARS = 120; // of the rules an "always" button shows (the daemon's name keeps at most 300)
 
 export function optionName(option) {
-  return OPTION_NAMES[option.kind] || option.name || option.optionId;
+  const named = OPTION_NAMES[option.kind];
+  if (!named) return option.name || option.optionId;
+  const name = typeof option.name === "string" ? option.name : "";
+  const rules = option.kind.endsWith("_always") && name.includes(": ") ? name.slice(name.indexOf(": ") + 2) : "";
+  return rules ? `${named}: ${short(rules, RULE_CHARS)}` : named;
 }
