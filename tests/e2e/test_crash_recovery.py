@@ -198,21 +198,34 @@ async def test_random_kills_during_a_burst_lose_no_admitted_prompt_and_run_none_
                     for sid in sessions:
                         assert (await d.client.post(f"/session/{sid}/load", json={})).status_code == 200
                 burst = min(PROMPTS - sent, rng.randint(20, 60))
+                # Killed once a random share of the burst is admitted, the rest still in flight: counted in
+                # answers, not seconds, so a loaded machine (slower answers) kills no earlier in the burst.
+                kill_after = rng.randint(burst // 3, burst)
+                answered = finished = 0
+                enough = trio.Event()
 
                 async def send(n: int) -> None:
+                    nonlocal answered, finished
                     sid = sessions[n % SESSIONS]
                     body = f"p{n}"
                     try:
                         r = await d.client.post(f"/session/{sid}/prompt", json=text(body))
                     except httpx.HTTPError:
                         return  # killed before it answered: no promise was made
+                    finally:
+                        finished += 1
+                        if finished == burst:
+                            enough.set()  # all answered (some refused): killed now, turns running
                     if r.status_code == 202:
                         admitted[r.json()["promptId"]] = (sid, body)
+                        answered += 1
+                        if answered >= kill_after:
+                            enough.set()
 
                 async with trio.open_nursery() as nursery:
                     for n in range(sent, sent + burst):
                         nursery.start_soon(send, n)
-                    await trio.sleep(rng.uniform(0.0, 0.3))
+                    await enough.wait()
                     d.kill()
                 sent += burst
 
