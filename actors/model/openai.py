@@ -36,7 +36,9 @@ non-2xx statuses below 500, ``server_error`` (5xx), ``context_overflow`` (a
 context, in OpenAI's, vLLM's or llama-server's words). After it (``committed=True``):
 ``timeout``, ``stream_interrupted``, ``malformed_stream`` (:class:`~.overflow.EmptyResponse` when
 no chunk came at all), ``server_error``, ``context_overflow`` (an ``error`` first chunk saying so),
-``response_too_large``.
+``response_too_large``. Either side, ``timeout`` also when the call ran past ``request_timeout``
+(``model.requestTimeout``), the most one call may take in all, retries and the stream included
+(:meth:`OpenAIModel.stream`); its message names the bound.
 
 One response is bounded (``docs/reference/limits.md``): at most :data:`MAX_RESPONSE_CHARS` characters
 of text, thought and tool-call arguments together, :data:`MAX_RESPONSE_TOOL_CALLS` tool calls, SSE
@@ -94,6 +96,7 @@ log = logging.getLogger(__name__)
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 MAX_BACKOFF = 30.0
+DEFAULT_REQUEST_TIMEOUT = 600.0  # seconds one call may take in all (model.requestTimeout), as OpenAI's own client
 # One response's text, thought and tool-call arguments together, in characters (about a million tokens, far past
 # any model's answer): a server looping without end, or a hostile one, must not fill the daemon's memory.
 MAX_RESPONSE_CHARS = 4 * 2**20
@@ -121,6 +124,9 @@ class OpenAIConfig:
     model: str = DEFAULT_MODEL
     connect_timeout: float = 10.0
     read_timeout: float = 120.0  # the longest silence tolerated between two reads
+    # The longest one call may take in all, from sending the request (retries included) to the stream's end: a
+    # server that sends a byte just within the read timeout, again and again, must not hold a turn forever.
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     context_window: int | None = None
     max_tokens: int | None = None
     max_retries: int = 0  # retries before the commit point (429, 5xx, connection errors)
@@ -184,6 +190,9 @@ class ModelSettings:
     connect_timeout: PositiveNumber | None = checked.field(None, "Seconds (--model-connect-timeout; default 10).")
     read_timeout: PositiveNumber | None = checked.field(
         None, "The longest silence between two reads of a stream, in seconds (--model-read-timeout; default 120).")
+    request_timeout: PositiveNumber | None = checked.field(
+        None, "The longest one model call may take in all, in seconds, from sending the request (retries included) "
+              "to the stream's end; past it the call ends with a timeout error naming this setting (default 600).")
     context_window: PositiveInt | None = checked.field(
         None, "Tokens; a request that would not fit is compacted or refused before it is sent (--context-window).")
     max_tokens: PositiveInt | None = checked.field(None, "max_tokens of each call (--max-tokens).")
@@ -522,21 +531,36 @@ class OpenAIModel:
 
     @asynccontextmanager
     async def stream(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[StreamItem]]:
-        """Send ``request``; entering returns once a 2xx status and headers are read."""
+        """Send ``request``; entering returns once a 2xx status and headers are read.
+
+        The whole call — sending (retries and their waits included), the head, every read of the stream —
+        runs within ``request_timeout`` (``model.requestTimeout``): one deadline, kept by one cancel scope
+        round the caller's reading too (it only takes the items in), so a server that sends a byte just
+        within the read timeout, again and again, cannot hold the call open. Past it the call ends with a
+        ``timeout`` :class:`ModelError` naming the bound (``committed`` once the stream was returned).
+        """
         content = self.request_content(request)
-        response = await self._open(content)
-        items = self._items(response, self._text_tool_calls(request))
-        try:
-            yield items
-        finally:
-            if items.ag_frame is None and type(response) is Response:  # type: ignore[attr-defined]
-                # Finished (read to its end, the usual case, or ended by an error): closing awaits nothing
-                # (see Response.aclose), so no shield to enter and leave.
-                await response.aclose()
-            else:
-                with trio.CancelScope(shield=True):
-                    await items.aclose()
+        committed = False
+        with trio.CancelScope(deadline=trio.current_time() + self.config.request_timeout) as bound:
+            response = await self._open(content)
+            committed = True
+            items = self._items(response, self._text_tool_calls(request))
+            try:
+                yield items
+            finally:
+                if items.ag_frame is None and type(response) is Response:  # type: ignore[attr-defined]
+                    # Finished (read to its end, the usual case, or ended by an error): closing awaits nothing
+                    # (see Response.aclose), so no shield to enter and leave.
                     await response.aclose()
+                else:
+                    with trio.CancelScope(shield=True):
+                        await items.aclose()
+                        await response.aclose()
+        if bound.cancelled_caught:
+            raise self._error("timeout", f"the model call ran past {self.config.request_timeout:g} s, the most "
+                              f"one call may take (model.requestTimeout), so it was ended there "
+                              f"({'mid-stream' if committed else 'before a response'} from {self._url})",
+                              committed=committed)
 
     async def _open(self, content: bytes) -> Body:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
