@@ -16,11 +16,15 @@ committed file is what it generates).
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import stat
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
@@ -375,38 +379,111 @@ def user_settings_path(environ: Mapping[str, str]) -> str:
     return os.path.join(base, "trellis", "settings.json")
 
 
+RULE_LOCK_WAIT = 10.0  # seconds a rule's write waits for another writer of the same directory
+
+
+@contextmanager
+def _directory_locked(directory: Path, source: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``directory`` while the block runs: the writers of a rule into a settings file
+    there take turns, threads of this daemon (each lock is on its own open directory) and other daemons alike.
+    Waited for at most :data:`RULE_LOCK_WAIT` seconds: a process holding it without end (a model's command,
+    ``flock DIR sleep``) makes the write fail, not hang."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SettingsError(f"cannot add a rule to it: cannot open its directory: {exc.strerror or exc}",
+                            source=source) from None
+    try:
+        deadline = time.monotonic() + RULE_LOCK_WAIT
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise SettingsError(f"cannot add a rule to it: its directory stayed locked by another writer "
+                                        f"for {RULE_LOCK_WAIT:g} s", source=source) from None
+                time.sleep(pause)
+                pause = min(2 * pause, 0.05)
+            except OSError as exc:
+                raise SettingsError(f"cannot add a rule to it: cannot lock its directory: {exc.strerror or exc}",
+                                    source=source) from None
+        yield
+    finally:
+        os.close(fd)  # and the lock with it
+
+
+def _read_to_edit(path: Path, source: str) -> tuple[bytes | None, int | None]:
+    """The settings file's bytes and permission bits, never through a symlink (``None, None``: no file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SettingsError("cannot add a rule to it: it is a symbolic link, and the daemon writes a rule into "
+                                "no file through one (nothing was changed); add the rule to the file it points to "
+                                "by hand", source=source) from None
+        raise SettingsError(f"cannot add a rule to it: {exc.strerror or exc}", source=source) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SettingsError("cannot add a rule to it: it is not a regular file (nothing was changed)",
+                                source=source)
+        parts = []
+        while chunk := os.read(fd, 1 << 20):
+            parts.append(chunk)
+    except OSError as exc:
+        raise SettingsError(f"cannot add a rule to it: {exc.strerror or exc}", source=source) from None
+    finally:
+        os.close(fd)
+    return b"".join(parts), stat.S_IMODE(st.st_mode)
+
+
 def add_permission_rule(path: str | Path, effect: str, rule: str) -> bool:
     """Write ``rule`` into ``permissions.<effect>`` of the settings file at ``path`` (made, mode 0600, if it
     does not exist), everything else in it kept; ``False`` when the rule is there already. The file is
     replaced atomically, and only when the result still reads as settings: a :class:`SettingsError` naming
-    the file (not JSON, not an object, a ``permissions`` that is not one) leaves it untouched."""
+    the file (not JSON, not an object, a ``permissions`` that is not one) leaves it untouched.
+
+    Never through a symlink: one at ``path`` (a model that can write where the file lives could plant one, to
+    have another file read and its content written out) is refused with a :class:`SettingsError` naming it,
+    nothing read or changed; so is anything but a regular file. Writers take turns (a lock on the file's
+    directory, :func:`_directory_locked`), so two rules kept at once both land: each reads what the other
+    wrote. The file keeps its permission bits, set before the rename."""
     from .storage import StorageError, replace_private  # the storage package imports the settings
 
     path = Path(path)
     source = str(path)
     try:
-        data = json.loads(path.read_text(), parse_constant=_refuse_constant) if path.exists() else {}
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise SettingsError(f"cannot add a rule to it: {exc}", source=source) from None
-    if not isinstance(data, dict):
-        raise SettingsError("cannot add a rule to it: it is not a JSON object", source=source)
-    holder = data.setdefault("permissions", {})
-    if not isinstance(holder, dict):
-        raise SettingsError("must be an object", path="permissions", source=source)
-    listed = holder.setdefault(effect, [])
-    if not isinstance(listed, list):
-        raise SettingsError("must be an array", path=f"permissions.{effect}", source=source)
-    if rule in listed:
-        return False
-    listed.append(rule)
-    settings_from_dict(data, source=source)  # a SettingsError names what would not read
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
-        replace_private(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
-        if mode is not None and mode != 0o600:
-            os.chmod(path, mode)  # the user's own file keeps the mode the user gave it
-    except (StorageError, OSError) as exc:
-        raise SettingsError(str(exc), source=source) from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SettingsError(f"cannot add a rule to it: {exc.strerror or exc}", source=source) from None
+    with _directory_locked(path.parent, source):
+        raw, mode = _read_to_edit(path, source)
+        try:
+            data = json.loads(raw, parse_constant=_refuse_constant) if raw is not None else {}
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise SettingsError(f"cannot add a rule to it: {exc}", source=source) from None
+        if not isinstance(data, dict):
+            raise SettingsError("cannot add a rule to it: it is not a JSON object", source=source)
+        holder = data.setdefault("permissions", {})
+        if not isinstance(holder, dict):
+            raise SettingsError("must be an object", path="permissions", source=source)
+        listed = holder.setdefault(effect, [])
+        if not isinstance(listed, list):
+            raise SettingsError("must be an array", path=f"permissions.{effect}", source=source)
+        if rule in listed:
+            return False
+        listed.append(rule)
+        settings_from_dict(data, source=source)  # a SettingsError names what would not read
+        try:
+            # The user's own file keeps the mode the user gave it.
+            replace_private(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(),
+                            mode=0o600 if mode is None else mode)
+        except (StorageError, OSError) as exc:
+            raise SettingsError(str(exc), source=source) from None
     return True
 
 

@@ -340,11 +340,11 @@ def _temporary_for(path: Path) -> Path:
     return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
 
 
-def _write_private(path: Path, data: bytes, *, sync: bool) -> None:
-    """``data`` to a new file ``path`` (``O_EXCL``, mode exactly 0600 whatever the umask), fsynced if ``sync``."""
+def _write_private(path: Path, data: bytes, *, sync: bool, mode: int = 0o600) -> None:
+    """``data`` to a new file ``path`` (``O_EXCL``, mode exactly ``mode`` whatever the umask), fsynced if ``sync``."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        os.fchmod(fd, 0o600)
+        os.fchmod(fd, mode)
         _write_all(fd, data)
         if sync:
             os.fsync(fd)
@@ -358,8 +358,9 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def replace_private(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically, mode exactly 0600; ``StorageError`` naming it on failure.
+def replace_private(path: Path, data: bytes, *, sync: bool = True, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data`` atomically, mode exactly 0600 (or ``mode``, set before the rename: never
+    by path, which a symlink swapped in could redirect); ``StorageError`` naming it on failure.
 
     Written under a fresh temporary name (``O_EXCL``, never readable by others),
     fsynced, renamed over the old file, the directory fsynced: a reader sees the
@@ -371,7 +372,7 @@ def replace_private(path: Path, data: bytes, *, sync: bool = True) -> None:
     temporary = _temporary_for(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_private(temporary, data, sync=sync)
+        _write_private(temporary, data, sync=sync, mode=mode)
         os.replace(temporary, path)
         if sync:
             fsync_directory(path.parent)
