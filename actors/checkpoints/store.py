@@ -33,6 +33,7 @@ import difflib
 import errno
 import hashlib
 import os
+import re
 import secrets
 import stat
 import threading
@@ -52,6 +53,7 @@ MAX_ENTRIES = 100_000  # directory entries one walk looks at; past that the mani
 CHUNK = 1024 * 1024
 MAX_DIFF_FILE_BYTES = 1024 * 1024  # a file larger than this is not shown line by line
 MAX_DIFF_CHARS = 4 * 1024 * 1024  # one diff answer, in all
+_OBJECT_NAME = re.compile(r"[0-9a-f]{64}")  # a sha256, as objects are named
 
 
 class Store:
@@ -175,7 +177,9 @@ class Store:
 
         A walk running meanwhile may have stored objects its session's log does not name yet, and may use an
         existing object again (:meth:`put` touches it): the grace spares both. A log that cannot be read stops
-        the sweep before it deletes anything, so an object is never lost to a log it could not see.
+        the sweep before it deletes anything, so an object is never lost to a log it could not see; so does a
+        manifest a log names that is there but cannot be read (an I/O error, no permission, a directory or a
+        symlink in its place): only one that is gone (no entry at all at its path) reaches nothing.
         """
         now = time.time() if now is None else now
         reached: set[str] = set()
@@ -190,10 +194,21 @@ class Store:
             reached |= blobs
             for manifest_id in manifests - reached:
                 reached.add(manifest_id)
+                if not _OBJECT_NAME.fullmatch(manifest_id):
+                    continue  # no object's name (a log of the wrong shape): it reaches nothing
+                where = self.path(manifest_id)
                 try:
-                    manifest = self.manifest(manifest_id)
-                except StorageError:
-                    continue  # gone already: nothing of it to keep
+                    data = where.read_bytes()
+                except FileNotFoundError:
+                    if not os.path.lexists(where):
+                        continue  # gone already: nothing of it to keep
+                    raise self._unreadable_manifest(where, "a dangling symbolic link") from None
+                except OSError as exc:
+                    # Not gone: unreadable (EIO, EACCES, a directory or a symlink loop in its place). What it
+                    # reaches is not known, so nothing may be deleted: it could be that.
+                    raise self._unreadable_manifest(where, exc.strerror or str(exc)) from None
+                try:
+                    manifest = Manifest.from_bytes(data)
                 except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not a manifest's shape
                     raise StorageError(f"checkpoint manifest {manifest_id} unreadable, nothing swept: {exc}"
                                        ) from None
@@ -221,6 +236,12 @@ class Store:
             raise StorageError(f"checkpoint objects not swept past {deleted} ({self.objects}): "
                                f"{exc.strerror or exc}") from None
         return deleted, freed
+
+
+    @staticmethod
+    def _unreadable_manifest(where: Path, why: str) -> StorageError:
+        return StorageError(f"checkpoint manifest {where} unreadable ({why}), nothing swept: it is left as it is, "
+                            "and every object with it, since what it reaches is not known")
 
 
 def log_references(log: dict[str, Any]) -> tuple[set[str], set[str]]:
