@@ -91,7 +91,7 @@ def make_model(args: argparse.Namespace, settings: Settings,
     flags = Overrides(provider=args.model, names=FLAG_NAMES, openai=dict(
         base_url=args.openai_base_url, model=args.openai_model, api_key=args.openai_api_key,
         context_window=args.context_window, max_tokens=args.max_tokens, connect_timeout=args.model_connect_timeout,
-        read_timeout=args.model_read_timeout, max_retries=args.model_retries, text_tool_calls=args.text_tool_calls,
+        read_timeout=args.model_read_timeout, request_timeout=args.model_request_timeout, max_retries=args.model_retries, text_tool_calls=args.text_tool_calls,
     ))
     return provider_from_settings(settings, environ, overrides=flags, warn=lambda line: say(line, "warning"))
 

@@ -85,6 +85,8 @@ def build_parser(*, stdio: bool = False) -> argparse.ArgumentParser:
                        help="connect timeout (default 10)")
     model.add_argument("--model-read-timeout", type=float, default=None, metavar="SECONDS",
                        help="longest silence between two reads of a stream (default 120)")
+    model.add_argument("--model-request-timeout", type=float, default=None, metavar="SECONDS",
+                       help="longest one model call may take in all, retries and the stream included (default 600)")
     model.add_argument("--model-retries", type=int, default=None, metavar="N",
                        help="retries of 429/5xx/connection errors before a stream is returned (default 0)")
     model.add_argument("--text-tool-calls", choices=["off", "hermes", "json"], default=None,

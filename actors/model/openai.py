@@ -192,7 +192,8 @@ class ModelSettings:
         None, "The longest silence between two reads of a stream, in seconds (--model-read-timeout; default 120).")
     request_timeout: PositiveNumber | None = checked.field(
         None, "The longest one model call may take in all, in seconds, from sending the request (retries included) "
-              "to the stream's end; past it the call ends with a timeout error naming this setting (default 600).")
+              "to the stream's end; past it the call ends with a timeout error naming this setting "
+              "(--model-request-timeout; default 600).")
     context_window: PositiveInt | None = checked.field(
         None, "Tokens; a request that would not fit is compacted or refused before it is sent (--context-window).")
     max_tokens: PositiveInt | None = checked.field(None, "max_tokens of each call (--max-tokens).")

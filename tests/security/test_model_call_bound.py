@@ -158,14 +158,18 @@ async def test_a_call_within_the_bound_is_as_before(autojump_clock: trio.testing
 # ----------------------------------------------------------------- the daemon
 
 
-async def test_the_daemons_turn_ends_naming_the_bound_and_the_session_goes_on(nursery, tmp_path: Path) -> None:
+@pytest.mark.parametrize("given_by", ["settings", "flag"])
+async def test_the_daemons_turn_ends_naming_the_bound_and_the_session_goes_on(nursery, tmp_path: Path,
+                                                                             given_by: str) -> None:
     url = await nursery.start(Hostile(drip_body(every=0.05, drips=400)).serve)  # 20 s of drips
     (tmp_path / "work").mkdir()
     settings = tmp_path / "settings.json"
-    settings.write_text(json.dumps({"approvalMode": "yolo", "model": {"requestTimeout": 1.5}}))
+    bound = {"requestTimeout": 1.5} if given_by == "settings" else {"requestTimeout": 500}  # the flag wins
+    settings.write_text(json.dumps({"approvalMode": "yolo", "model": bound}))
+    flag = () if given_by == "settings" else ("--model-request-timeout", "1.5")
     with trio.fail_after(90):
         async with daemon_process("--model", "openai", "--openai-base-url", url, "--openai-model", "m",
-                                  "--workspace", str(tmp_path / "work"), "--settings", str(settings),
+                                  "--workspace", str(tmp_path / "work"), "--settings", str(settings), *flag,
                                   state_dir=tmp_path / "state") as daemon:
             async with daemon.client(daemon.token()) as client:
                 sid = (await client.post("/session", json={})).json()["sessionId"]
