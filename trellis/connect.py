@@ -16,7 +16,12 @@ proof that the daemon knows its token (:func:`daemon_file_proof`): a client
 takes a ``daemon.json``'s URL only when the proof holds for the token it would
 send there. A sandboxed command may create ``.trellis/daemon.json`` in its
 cwd, naming a listener of its own; without the proof, a client run there would
-send that listener the token of ``$TRELLIS_TOKEN``.
+send that listener the token of ``$TRELLIS_TOKEN``. With no token given the
+proof can be made with a ``token`` file planted beside it, so on Linux a
+``daemon.json`` also counts only if the process it names, in this client's
+own PID namespace, holds the socket listening on its URL's port
+(:func:`listens_on`): a sandboxed command runs in a PID namespace of its own,
+and cannot name a process of this one that listens where it does.
 
 - the URL: ``--url``, else ``$TRELLIS_URL``, else the URL in the first of
   those directories whose ``daemon.json`` names a live process, else
@@ -189,7 +194,7 @@ def read_daemon_file(state_dir: str) -> RunningDaemon | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("url"), str) or type(data.get("pid")) is not int:
         return None
-    if not pid_alive(data["pid"]):
+    if not pid_alive(data["pid"]) or listens_on(data["pid"], data["url"]) is False:
         return None
     proof = data.get("proof")
     return RunningDaemon(data["url"].rstrip("/"), data["pid"], proof if isinstance(proof, str) else None)
@@ -207,6 +212,43 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+LISTEN = "0A"  # a TCP socket's state in /proc/net/tcp: listening
+
+
+def listens_on(pid: int, url: str) -> bool | None:
+    """Whether process ``pid``, of this client's PID namespace, holds a TCP socket listening on ``url``'s port;
+    ``None`` where that cannot be read (no ``/proc``: not Linux). A process another user's, or gone: ``False``."""
+    if not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        port = urlsplit(url).port or (443 if urlsplit(url).scheme == "https" else 80)
+        if os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid"):
+            return False  # a sandboxed command's (its own PID namespace), or one that cannot be read
+        listening = set()
+        for table in ("tcp", "tcp6"):
+            try:
+                with open(f"/proc/{pid}/net/{table}", encoding="ascii") as f:
+                    next(f, None)  # the header
+                    for line in f:
+                        fields = line.split()
+                        if len(fields) > 9 and fields[3] == LISTEN \
+                                and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                            listening.add(f"socket:[{fields[9]}]")
+            except FileNotFoundError:
+                continue  # no IPv6
+        if not listening:
+            return False
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in listening:
+                    return True
+            except OSError:
+                continue  # closed meanwhile
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _read_token(state_dir: str) -> str | None:
@@ -259,4 +301,5 @@ def is_loopback(url: str) -> bool:
 
 
 __all__ = ["DAEMON_FILE", "DEFAULT_STATE_DIR", "DEFAULT_URL", "RunningDaemon", "Target", "add_arguments",
-           "daemon_file_proof", "is_loopback", "read_daemon_file", "state_dirs", "target", "user_state_dir"]
+           "daemon_file_proof", "is_loopback", "listens_on", "read_daemon_file", "state_dirs", "target",
+           "user_state_dir"]
