@@ -33,7 +33,7 @@ from .ui import is_ui_path
 CORS_REQUEST_HEADERS = ("Authorization, Content-Type, Last-Event-ID, X-Qwen-Client-Id, X-Qwen-Event-Epoch, "
                         "Acp-Connection-Id, Acp-Session-Id, Mcp-Session-Id, Mcp-Protocol-Version")
 CORS_EXPOSED_HEADERS = "X-Qwen-Event-Epoch, Acp-Connection-Id, Mcp-Session-Id"
-PREFLIGHT_HEADERS = (("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"),
+PREFLIGHT_HEADERS = (("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE, OPTIONS"),  # PATCH: metadata
                      ("Access-Control-Allow-Headers", CORS_REQUEST_HEADERS),
                      ("Access-Control-Max-Age", "600"))
 

@@ -392,7 +392,8 @@ def create_app(
         b = await body(wire.MidTurnMessageBody)
         if not b.message.strip():
             raise HttpError(400, "message must not be empty", "empty_message", "$.message")
-        return json_response(await handle.post_mid_turn_message(b.message, b.messageId))
+        return json_response(await handle.post_mid_turn_message(
+            b.message, b.messageId, client_id=request.headers.get("X-Qwen-Client-Id")))
 
     @app.get("/session/<session_id>/mid-turn-messages")
     async def mid_turn_messages(session_id: str) -> Response:
@@ -576,7 +577,8 @@ def create_app(
     register_ui(app)  # the browser UI at / (transport/ui)
     register_acp(app, daemon, grace=acp_grace)  # ACP over HTTP at /acp
     register_mcp(app, daemon)  # MCP: /mcp (parent) and /signal/mcp/<token> (subagents)
-    register_webshell(app, daemon, auth=policy.token is not None, allowed_origins=allowed_origins)  # qwen's Web Shell
+    register_webshell(app, daemon, auth=policy.token is not None, allowed_origins=allowed_origins,
+                      session=session, body=body)  # qwen's Web Shell
     if cluster is not None:
         from .cluster import register as register_cluster  # imports the cluster extra's clients
 

@@ -27,6 +27,7 @@ import ipaddress
 import os
 import time
 from datetime import datetime, timezone
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -37,11 +38,13 @@ from werkzeug.routing import PathConverter
 from actors import Daemon, SessionHandle, UnknownSession
 from actors.model import configured_model
 from actors.settings import APPROVAL_MODES
+from actors.wire import SessionMetadataBody, answers, unstructure
 
 from .errors import HttpError, json_response, not_found_session
 
-# Features the shell checks before it sends a field (a new session's sourceType needs the first).
-WEBSHELL_FEATURES = ["session_source_metadata"]
+# Features the shell checks before it sends a field or offers an action (a new session's sourceType needs the
+# first; its sidebar offers Rename only with the second, and renames by PATCH /workspaces/:workspace/session/:id/metadata).
+WEBSHELL_FEATURES = ["session_source_metadata", "workspace_session_metadata"]
 # How qwen names Trellis's approval modes (its context route offers them by these names).
 MODE_NAMES = {
     "default": ("Default", "Require approval for edits and shell commands"),
@@ -293,11 +296,15 @@ def _rss_bytes() -> int | None:
         return None
 
 
-def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origins: tuple[str, ...] = ()) -> None:
+def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origins: tuple[str, ...] = (),
+             session: Callable[[str], SessionHandle] | None = None,
+             body: Callable[[type[Any]], Awaitable[Any]] | None = None) -> None:
     """Add the routes qwen's Web Shell needs beyond the core ones to ``app`` (see the module docstring).
 
     ``auth`` and ``allowed_origins`` are what :func:`transport.app.create_app` was given: the daemon status
-    reports them.
+    reports them. ``session`` and ``body`` are the app's: a live session looked up (404 otherwise, and its
+    ``X-Qwen-Client-Id`` checked) and a request body decoded (400 naming the bad field); without them the
+    metadata routes are not served.
     """
     if app.extensions.get("trellis.webshell") is daemon:
         return
@@ -420,6 +427,32 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
                 ],
             },
         })
+
+    if session is not None and body is not None:
+        found, decode = session, body
+
+        async def rename(handle: SessionHandle, b: SessionMetadataBody) -> Response:
+            """qwen serve's metadata update: ``displayName`` set as ``POST /session/:id/title`` sets the title
+            (published as ``session_info_update`` and ``session_metadata_updated``, kept in the record)."""
+            title = handle.summary()["title"] if b.displayName is None else await handle.set_title(b.displayName)
+            return json_response(unstructure(answers.SessionMetadata(sessionId=handle.session_id, displayName=title)))
+
+        @app.patch("/session/<session_id>/metadata")
+        async def session_metadata(session_id: str) -> Response:
+            handle = found(session_id)
+            return await rename(handle, await decode(SessionMetadataBody))
+
+        @app.patch("/workspaces/<anypath:selector>/session/<session_id>/metadata", merge_slashes=False)
+        async def workspace_session_metadata(selector: str, session_id: str) -> Response:
+            cwd = await workspace(selector)
+            handle = found(session_id)
+            b = await decode(SessionMetadataBody)
+            if handle.cwd != cwd:  # a live session of another workspace is not this one's to rename
+                raise HttpError(404, "that session does not work in that workspace", "session_not_found",
+                                "url.sessionId")
+            if b.displayName is None:  # qwen serve's workspace route wants something to change
+                raise HttpError(400, "displayName is required", "invalid_metadata", "$.displayName")
+            return await rename(handle, b)
 
     @app.get("/session/<session_id>/supported-commands")
     async def supported_commands(session_id: str) -> Response:

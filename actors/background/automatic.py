@@ -9,14 +9,20 @@ stalled dependency cannot grow it without limit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
 Source = Literal["notification", "wakeup", "cron", "loop"]
 MAX_NOTIFICATIONS = 20
 MAX_TIMED = 20  # queued wakeup and cron items
+LABEL_CHARS = 160  # of a label shown with a notification (the model reads the whole text)
+# qwen's Web Shell knows these three as ended (a background item's "killed" is its "cancelled").
+_SHOWN_STATUS = {"killed": "cancelled"}
+_NOTIFICATION = re.compile(r'<task-notification task_id="(?P<task>[^"]*)" kind="(?P<kind>[^"]*)">\n(?P<text>.*)\n'
+                           r'</task-notification>', re.DOTALL)
 
 
 @attrs.define
@@ -28,6 +34,8 @@ class AutomaticItem:
     recurring: bool = False
     coalesced: int = 0  # deferred fires folded into this one
     kind: str = ""  # for notifications: the kind of background item it is about
+    status: str = ""  # for notifications: the item's state when it was posted (a monitor's batch: running)
+    label: str = ""  # for notifications: the item's label (a shell's command, a monitor's, a run's name)
 
     def prompt_text(self) -> str:
         """What the model reads for this item."""
@@ -40,6 +48,27 @@ class AutomaticItem:
     @property
     def is_notification(self) -> bool:
         return self.source == "notification"
+
+    def background_task(self) -> dict[str, Any]:
+        """What a client is shown of a notification's item: ``_meta.backgroundTask`` of its
+        ``background_notification`` message, in qwen's form (a shell's command as ``commandLabel``, another
+        item's label as ``description``)."""
+        task: dict[str, Any] = {"taskId": self.task_id, "kind": self.kind}
+        if self.status:
+            task["status"] = _SHOWN_STATUS.get(self.status, self.status)
+        if self.label:
+            label = self.label if len(self.label) <= LABEL_CHARS else self.label[:LABEL_CHARS - 1] + "…"
+            task["commandLabel" if self.kind == "shell" else "description"] = label
+        return task
+
+
+def parse_notification(prompt_text: str) -> AutomaticItem | None:
+    """The notification a model-facing ``<task-notification>`` text was made from (:meth:`AutomaticItem.prompt_text`),
+    as far as the text keeps it (no status, no label); ``None`` for any other text."""
+    found = _NOTIFICATION.fullmatch(prompt_text)
+    if found is None:
+        return None
+    return AutomaticItem("", "notification", found["task"], found["text"], kind=found["kind"])
 
 
 @attrs.frozen

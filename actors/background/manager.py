@@ -425,10 +425,12 @@ class BackgroundManager:
                 if len(joined) > NOTIFICATION_TEXT_LIMIT:
                     joined = joined[-NOTIFICATION_TEXT_LIMIT:]
                 queued.text = joined
+                queued.status = item.state  # a monitor's last batch: it ended
                 return
         if len(text) > NOTIFICATION_TEXT_LIMIT:
             text = text[:NOTIFICATION_TEXT_LIMIT] + f"\n[{len(text) - NOTIFICATION_TEXT_LIMIT} characters cut]"
-        self.post(AutomaticItem(self._ids.new("auto"), "notification", item.task_id, text, kind=item.kind))
+        self.post(AutomaticItem(self._ids.new("auto"), "notification", item.task_id, text, kind=item.kind,
+                                status=item.state, label=item.label))
 
     # ------------------------------------------------------------- helpers
 

@@ -25,7 +25,7 @@ from . import fields as F
 from . import spec_invariants  # noqa: F401
 from .patterns import EventPattern, pattern
 from .registry import INVARIANTS, InvariantSpec, register_invariant
-from .trace import TERMINAL_TYPES, Trace, guard_update, is_turn_start, update_kind
+from .trace import TERMINAL_TYPES, Trace, guard_update, is_turn_start, mid_turn_ids, update_kind
 
 
 def _by_incarnation(trace: Trace) -> dict[tuple[str, int], list[dict[str, Any]]]:
@@ -60,7 +60,9 @@ def fifo_order(trace: Trace) -> list[str]:
 
 @register_invariant("one_terminal_per_prompt")
 def one_terminal_per_prompt(trace: Trace) -> list[str]:
-    """Every admitted prompt gets exactly one terminal event (none only if its session closed first)."""
+    """Every admitted prompt gets exactly one terminal event (none only if its session closed first). Waiting
+    mid-turn input is listed as a pending prompt under its message id: one a turn took, or taken back while it
+    waited, needs none (one promoted to a prompt of its own is listed again, and needs its one)."""
     admitted_at: dict[str, tuple[int, str]] = {}  # prompt id -> (record index, session label)
     terminals: dict[str, int] = defaultdict(int)
     closed_after: dict[str, list[int]] = defaultdict(list)
@@ -69,7 +71,13 @@ def one_terminal_per_prompt(trace: Trace) -> list[str]:
         if r["kind"] == "result" and isinstance(r["value"], dict) and "promptId" in r["value"]:
             admitted_at.setdefault(r["value"]["promptId"], (n, steps[r["step"]]["args"].get("session")))
         elif r["kind"] == "event":
-            if r["type"] == "pending_prompt_added" and r["promptId"]:
+            if r["type"] == "mid_turn_message_injected":
+                for message_id in r["data"].get("messageIds") or ():
+                    admitted_at.pop(message_id, None)
+            elif r["type"] == "pending_prompt_completed" and r["data"].get("state") == "removed" \
+                    and r["promptId"] in admitted_at and _waiting_mid_turn(trace, r["promptId"], n):
+                admitted_at.pop(r["promptId"])
+            elif r["type"] == "pending_prompt_added" and r["promptId"]:
                 admitted_at.setdefault(r["promptId"], (n, r["session"]))
             elif r["type"] in TERMINAL_TYPES and r["promptId"]:
                 terminals[r["promptId"]] += 1
@@ -83,6 +91,14 @@ def one_terminal_per_prompt(trace: Trace) -> list[str]:
         elif count == 0 and not any(c > n for c in closed_after[session]):
             out.append(f"{prompt_id} got no terminal event")
     return out
+
+
+def _waiting_mid_turn(trace: Trace, message_id: str, before: int) -> bool:
+    """``message_id`` is a mid-turn message's that was not promoted (listed once) before record ``before``."""
+    listed = sum(1 for r in trace.records[:before]
+                 if r["kind"] == "event" and r["type"] == "pending_prompt_added" and r["promptId"] == message_id)
+    return message_id in mid_turn_ids(trace) and listed == 1
+
 
 
 @register_invariant("ids_rise")

@@ -756,7 +756,7 @@ async def _call(pb: Playback, handle: Any, entry: Entry, do: str, args: dict[str
     if do == "abort":
         return await handle.abort_prompt(pb.translate(args["promptId"]))
     if do == "mid_turn":
-        return await handle.post_mid_turn_message(args["text"], args.get("messageId"))
+        return await handle.post_mid_turn_message(args["text"], args.get("messageId"), client_id=args.get("clientId"))
     if do == "remove_mid_turn":
         return answer_record(await handle.remove_mid_turn_message(args["messageId"]))
     if do == "cancel":

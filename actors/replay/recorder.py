@@ -490,9 +490,11 @@ class RecordingHandle(SessionHandle):
         return await self._call("abort", {"promptId": prompt_id},
                                 lambda: super(RecordingHandle, self).abort_prompt(prompt_id))
 
-    async def post_mid_turn_message(self, text: str, message_id: str | None = None) -> dict[str, Any]:
-        return await self._call("mid_turn", {"text": text, "messageId": message_id},
-                                lambda: super(RecordingHandle, self).post_mid_turn_message(text, message_id))
+    async def post_mid_turn_message(self, text: str, message_id: str | None = None, *,
+                                    client_id: str | None = None) -> dict[str, Any]:
+        args = {"text": text, "messageId": message_id, **({"clientId": client_id} if client_id is not None else {})}
+        return await self._call("mid_turn", args, lambda: super(RecordingHandle, self).post_mid_turn_message(
+            text, message_id, client_id=client_id))
 
     async def remove_mid_turn_message(self, message_id: str) -> Any:
         return await self._call("remove_mid_turn", {"messageId": message_id},

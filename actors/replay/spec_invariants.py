@@ -32,6 +32,7 @@ from .trace import (
     fingerprint,
     guard_update,
     is_turn_start,
+    mid_turn_ids,
     update_kind,
 )
 
@@ -184,6 +185,7 @@ def fifo_priority(trace: Trace) -> list[str]:
     out = []
     per_session = streams(trace)
     events = [(n, r) for n, r in enumerate(trace.records) if r["kind"] == "event"]
+    messages = mid_turn_ids(trace)
     for (session, gen), per in per_session.items():
         mine = [(n, e) for n, e in events if e["session"] == session and e["gen"] == gen]
         for s in per:
@@ -193,24 +195,32 @@ def fifo_priority(trace: Trace) -> list[str]:
             last = max((n for n, e in mine if n < s.index and e["promptId"] == turn), default=None)
             if last is None:
                 continue
-            waiting = _queued_at(mine, last, s.index)
+            waiting = _queued_at(mine, last, s.index, messages)
             if waiting:
                 out.append(f"{_where(s)} is guard-attributable while {sorted(waiting)[0]} waited "
                            f"(queued before the turn's event #{trace.records[last]['id']})")
     return out
 
 
-def _queued_at(events: list[tuple[int, dict[str, Any]]], before: int, until: int) -> set[str]:
-    """Prompts added before record ``before`` and neither started nor removed before record ``until``."""
+def _queued_at(events: list[tuple[int, dict[str, Any]]], before: int, until: int,
+               mid_turn: set[str] = frozenset()) -> set[str]:  # type: ignore[assignment]
+    """Prompts added before record ``before`` and neither started nor removed before record ``until``. A mid-turn
+    message (``mid_turn``: their ids) is listed pending while it waits; only its second listing, as a prompt of
+    its own, is a prompt."""
     queued: set[str] = set()
+    listed: dict[str, int] = {}
     for n, e in events:
         if n >= until:
             break
         pid = e["promptId"]
-        if e["type"] == "pending_prompt_added" and n < before:
+        if e["type"] == "pending_prompt_added":
+            listed[pid] = listed.get(pid, 0) + 1
+        if e["type"] == "pending_prompt_added" and n < before and (pid not in mid_turn or listed[pid] > 1):
             queued.add(pid)
         elif e["type"] in ("pending_prompt_started", "pending_prompt_completed") or is_turn_start(e):
             queued.discard(pid)
+        elif e["type"] == "mid_turn_message_injected":  # waiting mid-turn input (pending under its id) taken
+            queued.difference_update(e["data"].get("messageIds") or ())
     return queued
 
 

@@ -233,10 +233,22 @@ def update_kind(event: dict[str, Any]) -> str | None:
 
 
 def is_turn_start(event: dict[str, Any]) -> bool:
-    """The first event of a prompt's turn: its user message echoed (not a transcript replay)."""
-    if update_kind(event) != "user_message_chunk" or event["promptId"] is None:
+    """The first event of a turn: its user message echoed, or (an automatic turn's) the background result it
+    runs for shown (not a transcript replay)."""
+    kind = update_kind(event)
+    if kind not in ("user_message_chunk", "agent_message_chunk") or event["promptId"] is None:
         return False
-    return not (event["data"]["update"].get("_meta") or {}).get("replay")
+    meta = event["data"]["update"].get("_meta") or {}
+    if kind == "agent_message_chunk" and meta.get("source") != "background_notification":
+        return False
+    return not meta.get("replay")
+
+
+def mid_turn_ids(trace: Trace) -> set[str]:
+    """The ids of the mid-turn messages the timeline got accepted (each listed pending while it waits)."""
+    return {r["value"]["messageId"] for r in trace.records
+            if r["kind"] == "result" and r["do"] == "mid_turn" and isinstance(r["value"], dict)
+            and isinstance(r["value"].get("messageId"), str)}
 
 
 def terminal_state(event: dict[str, Any]) -> dict[str, Any]:

@@ -79,7 +79,7 @@ async def run(ports: TurnPorts, turn: TurnState, command: SlashCommand) -> None:
     elif command.name == "compact":
         text = await _compact(ports, turn, command)
     else:
-        text = await _model(ports, command)
+        text = await _model(ports, turn, command)
     ports.publisher.update(wire.text_update("agent_message_chunk", text, {"command": command.name}), turn.prompt_id)
 
 
@@ -104,10 +104,11 @@ async def _compact(ports: TurnPorts, turn: TurnState, command: SlashCommand) -> 
     return f"Compacted the conversation: {before} messages are now {len(ports.conversation)}."
 
 
-async def _model(ports: TurnPorts, command: SlashCommand) -> str:
+async def _model(ports: TurnPorts, turn: TurnState, command: SlashCommand) -> str:
     name = command.argument
     if not name or len(name) > MAX_MODEL_CHARS or any(c.isspace() for c in name):
         return f"Usage: /model <name> (one word, at most {MAX_MODEL_CHARS} characters); the model is unchanged."
     ports.context.use_model(name)  # as SetModel: no new work chain
+    ports.publisher.event("model_switched", wire.model_switched(ports.publisher.session_id, name), turn.prompt_id)
     await ports.save_record()
     return f"Model set to {name}."

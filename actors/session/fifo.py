@@ -117,9 +117,11 @@ class Settle:
 
 @attrs.frozen
 class SetActive:
-    """The session started (True) or finished (False) a piece of work; mid-turn input needs one."""
+    """The session started (True) or finished (False) a piece of work; mid-turn input needs one. ``prompt_id``:
+    the work's (an automatic turn's), under which the mid-turn input it takes is published."""
 
     active: bool
+    prompt_id: str | None = None
 
 
 @attrs.frozen
@@ -127,6 +129,7 @@ class PostMidTurn:
     text: str
     message_id: str | None
     reply: Reply[dict[str, Any]]
+    client_id: str | None = None  # X-Qwen-Client-Id: the originatorClientId of its pending_prompt_* events
 
 
 @attrs.frozen
@@ -262,10 +265,10 @@ class PromptFifo:
                 reply.send(self._take())
             case Settle(prompt_id, state, stop_reason, error):
                 self._settle(prompt_id, state, stop_reason, error)
-            case SetActive(active):
-                self._apply(queue.set_active(active, self._now_ms()))
-            case PostMidTurn(text, message_id, reply):
-                reply.send(self._post_mid_turn(text, message_id))
+            case SetActive(active, prompt_id):
+                self._apply(queue.set_active(active, self._now_ms(), prompt_id))
+            case PostMidTurn(text, message_id, reply, client_id):
+                reply.send(self._post_mid_turn(text, message_id, client_id))
             case RemoveMidTurn(message_id, reply):
                 reply.send(self._remove_mid_turn(message_id))
             case ListMidTurn(reply):
@@ -339,8 +342,8 @@ class PromptFifo:
         # One reading: the journal and the live record must agree after a restart.
         self._apply(self._queue.settle(prompt_id, state, stop_reason, error, self._now_ms()))
 
-    def _post_mid_turn(self, text: str, message_id: str | None) -> dict[str, Any]:
-        planned = self._queue.post_mid_turn(text, message_id)
+    def _post_mid_turn(self, text: str, message_id: str | None, client_id: str | None = None) -> dict[str, Any]:
+        planned = self._queue.post_mid_turn(text, message_id, client_id, self._now_ms())
         if isinstance(planned, Step):  # refused: idle, or full
             return self._apply(planned)
         try:
@@ -349,7 +352,7 @@ class PromptFifo:
             return {"accepted": False, "reason": "storage_unavailable"}
 
     def _remove_mid_turn(self, message_id: str) -> bool | StorageUnavailable:
-        planned = self._queue.remove_mid_turn(message_id)
+        planned = self._queue.remove_mid_turn(message_id, self._now_ms())
         if isinstance(planned, Step):  # not waiting (unknown, or taken already)
             return self._apply(planned)
         try:  # fail closed: a removal the journal lost would put the message in a turn after a restart
@@ -415,7 +418,8 @@ class PromptFifo:
         for effect in step.effects:
             kind = type(effect)
             if kind is Publish:
-                self._bus.publish(effect.name, effect.payload, effect.prompt_id)  # type: ignore[union-attr]
+                self._bus.publish(effect.name, effect.payload, effect.prompt_id,  # type: ignore[union-attr]
+                                  effect.originator)  # type: ignore[union-attr]
             elif kind is Record:
                 self._write_after(effect.record, durable=effect.durable)  # type: ignore[union-attr]
             elif kind is Wake:

@@ -88,9 +88,11 @@ class SessionHandle:
         """Abort a queued or running prompt; ``False`` if it is unknown or already settled."""
         return await self._fifo.ask(lambda r: f.Abort(prompt_id, r), ASK_TIMEOUT)
 
-    async def post_mid_turn_message(self, text: str, message_id: str | None = None) -> dict[str, Any]:
-        """Queue user input for the running turn: ``{accepted, messageId}`` or ``{accepted: False, reason}``."""
-        return await self._fifo.ask(lambda r: f.PostMidTurn(text, message_id, r), ASK_TIMEOUT)
+    async def post_mid_turn_message(self, text: str, message_id: str | None = None, *,
+                                    client_id: str | None = None) -> dict[str, Any]:
+        """Queue user input for the running turn: ``{accepted, messageId}`` or ``{accepted: False, reason}``.
+        ``client_id``: the sender's ``X-Qwen-Client-Id`` (its ``pending_prompt_*`` events' originator)."""
+        return await self._fifo.ask(lambda r: f.PostMidTurn(text, message_id, r, client_id), ASK_TIMEOUT)
 
     async def cancel(self) -> bool:
         """Cancel the running work, as a user cancellation."""

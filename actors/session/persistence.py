@@ -15,6 +15,7 @@ from typing import Any
 import trio
 
 from .. import wire
+from ..background.automatic import parse_notification
 from ..events import EventBus
 from ..model import ChatMessage
 from ..wire import Event
@@ -240,6 +241,12 @@ def replay_segments(store: Any, session_id: str, messages: list[ChatMessage]) ->
     segments = []
     for m in messages:  # a state directory from before the compacted replay, or one that lost it
         kind = "user_message_chunk" if m.role == "user" else "agent_message_chunk" if m.role == "assistant" else None
+        note = parse_notification(m.content) if m.origin == "automatic" and isinstance(m.content, str) else None
+        if note is not None:  # a background result: shown as it was live, not as the user's message
+            update = wire.background_notification_update(note.text, note.background_task())
+            update["_meta"]["replay"] = True
+            segments.append([Event("session_update", wire.session_update(session_id, update))])
+            continue
         if kind is not None and m.content and (kind != "user_message_chunk" or shown_as_user_text(m)):
             update = wire.text_update(kind, m.content, {"replay": True})
             segments.append([Event("session_update", wire.session_update(session_id, update))])

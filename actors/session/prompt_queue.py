@@ -12,7 +12,8 @@ and applies what the transition returns, in order. Theory of operation:
   queued, abandoned (the session is deleted) or settled on close.
 * **Active**: the session runs a piece of work (a prompt it took, or an
   automatic turn). Only then is mid-turn input accepted; when the work ends,
-  input no tool boundary drained is *promoted*: one new prompt at the head.
+  input no tool boundary drained is *promoted*: each message a prompt at the
+  head, under its message id.
 * **Turn records** of the last :data:`TURN_RECORDS_KEPT` prompts, and the
   session's cumulative **usage**.
 
@@ -53,18 +54,24 @@ take(now) ▲                    started (before)             the first queued -
 settle(id, state, ..., now)    ended (after, not durable)   removed, turn record ends; ``pending_prompt_completed``
                                                             (completed) if it waited; idle; promote
 set_active(active, now)        -                            active; going idle: promote
-post_mid_turn(text, id) ▲      mid_turn (before)            idle: refused ``session_idle``; ``max_mid_turn`` waiting:
-                                                            refused ``queue_full``; else appended (the client's id, or
-                                                            a fresh ``msg`` id)
-remove_mid_turn(id) ▲          drained (before)             waiting: removed, answer True; else (unknown, or taken
-                                                            already): answer False
+post_mid_turn(text, id) ▲      mid_turn (before)            an id known already (a retry): accepted again, no change,
+                                                            or refused ``message_id_conflict`` (another text, or a
+                                                            prompt's id); idle: refused ``session_idle``;
+                                                            ``max_mid_turn`` waiting: refused ``queue_full``; else
+                                                            appended (the client's id, or a fresh ``msg`` id);
+                                                            ``pending_prompt_added`` under its id (qwen serve's)
+remove_mid_turn(id) ▲          drained (before)             waiting: removed, ``pending_prompt_completed`` (removed),
+                               (promoted: aborted)          answer True; promoted and queued: as abort; else
+                                                            (unknown, or taken already): answer False
 restore_mid_turn(texts, now)   mid_turn each (after)        appended under fresh ids (a late drain's answer brought
                                                             them back); idle: promote
 drain(watch)                   drained (after)              the oldest :data:`MAX_DRAIN_ITEMS` waiting taken (their ids
-                                                            settled); ``mid_turn_message_injected``; answer
+                                                            settled); ``mid_turn_message_injected`` under the running
+                                                            work's prompt id; answer
                                                             :class:`DrainResult`
-(promote)                      promoted (after)             all waiting input -> one queued prompt at the head (their
-                                                            ids promoted); ``pending_prompt_added``; Wake
+(promote)                      promoted (after) each        each waiting message -> a queued prompt under its message
+                                                            id (a fresh one if a prompt has it), in order, at the head
+                                                            (their ids promoted); ``pending_prompt_added`` each; Wake
 restore(replayed, now, code)   ended each interrupted       turns, usage, queued prompts and waiting input taken from
                                (after)                      the journal; the interrupted end ``error`` with ``code``;
                                                             promote
@@ -149,6 +156,7 @@ class Publish:
     name: str
     payload: dict[str, Any]
     prompt_id: str | None = None
+    originator: str | None = None  # the envelope's originatorClientId: the client whose input it is about
 
 
 @attrs.frozen
@@ -221,6 +229,7 @@ class Removal:
 @attrs.frozen
 class MidTurnPost:
     item: MidTurnItem
+    queued_at: int
 
 
 @attrs.frozen
@@ -265,6 +274,7 @@ class PromptQueue:
         self.promoted_ids: list[str] = []  # the last MID_TURN_IDS_KEPT run as a prompt of their own
         self.turns: OrderedDict[str, TurnRecord] = OrderedDict()
         self.active = False
+        self.active_prompt_id: str | None = None  # the work running now (a prompt's or an automatic turn's id)
         self.usage = UsageLedger()  # the session's model calls, cumulative and journalled (status.usage)
         self._tick = 0  # transitions so far: a proposal is good until the next one
 
@@ -329,7 +339,7 @@ class PromptQueue:
         self._tick += 1
         if len(self.entries) >= self.max_pending:
             return Step(QueueFull(self.max_pending, len(self.entries)))
-        entry = PendingPrompt(self._new_id("prompt"), body, body.text, now, client_id)
+        entry = PendingPrompt(self._fresh_prompt_id(), body, body.text, now, client_id)
         entry.waited = self.active or bool(self.entries)
         return self._propose(admitted_record(entry), Admission(entry))
 
@@ -353,19 +363,28 @@ class PromptQueue:
         return self._propose({"op": "started", "promptId": entry.prompt_id, "startedAt": now},
                              Start(entry.prompt_id, now))
 
-    def post_mid_turn(self, text: str, message_id: str | None) -> Step[dict[str, Any]] | Proposal[dict[str, Any]]:
+    def post_mid_turn(self, text: str, message_id: str | None, client_id: str | None = None,
+                      now: int = 0) -> Step[dict[str, Any]] | Proposal[dict[str, Any]]:
         self._tick += 1
+        if message_id is not None:
+            known = self._known_message(message_id, text)
+            if known is not None:
+                return Step(known)
         if not self.active:
             return Step({"accepted": False, "reason": "session_idle"})
         if len(self.mid_turn) >= self.max_mid_turn:
             return Step({"accepted": False, "reason": "queue_full"})
-        item = MidTurnItem(message_id or self._new_id("msg"), text)
-        return self._propose({"op": "mid_turn", "messageId": item.message_id, "text": text}, MidTurnPost(item))
+        item = MidTurnItem(message_id or self._new_id("msg"), text, client_id)
+        return self._propose({"op": "mid_turn", "messageId": item.message_id, "text": text},
+                             MidTurnPost(item, now))
 
-    def remove_mid_turn(self, message_id: str) -> Step[bool] | Proposal[bool]:
-        self._tick += 1
+    def remove_mid_turn(self, message_id: str, now: int = 0) -> Step[bool] | Proposal[bool]:
         if not any(i.message_id == message_id for i in self.mid_turn):
+            if any(e.prompt_id == message_id and e.promoted and e.state == "queued" for e in self.entries):
+                return self.abort(message_id, now)  # run as a prompt of its own, under its id: taken back
+            self._tick += 1
             return Step(False)
+        self._tick += 1
         # Fail closed: a removal the journal lost would put the message in a turn after a restart.
         return self._propose({"op": "drained", "messageIds": [message_id]}, MidTurnRemoval(message_id))
 
@@ -386,26 +405,34 @@ class PromptQueue:
                 self.active = True
                 self._update(prompt_id, state="running", started_at=started_at)
                 effects: tuple[Effect, ...] = (HandedOver(prompt_id),)
+                self.active_prompt_id = prompt_id
                 if entry.waited:
                     effects += (Publish("pending_prompt_started",
                                         wire.pending_prompt_started(self.session_id, prompt_id, entry.text),
-                                        prompt_id),)
+                                        prompt_id, entry.client_id),)
                 return Step(entry, effects)
             case Removal(prompt_id, ended_at):
                 entry = self._entry(prompt_id)
                 entry.aborted = True
                 self.entries.remove(entry)
                 self._update(prompt_id, state="cancelled", stop_reason="cancelled", ended_at=ended_at)
-                effects = self._removed(prompt_id)
+                effects = self._removed(prompt_id, entry.client_id)
                 if not self.has_queued_prompt:
                     effects += (QUEUE_RELEASED,)
                 return Step(True, effects)
-            case MidTurnPost(item):
+            case MidTurnPost(item, queued_at):
                 self.mid_turn.append(item)
-                return Step({"accepted": True, "messageId": item.message_id})
+                # qwen serve's form: waiting input is a pending prompt under its message id, to every client.
+                return Step({"accepted": True, "messageId": item.message_id},
+                            (Publish("pending_prompt_added",
+                                     wire.pending_prompt_added(self.session_id, item.message_id, item.text, queued_at),
+                                     item.message_id, item.client_id),))
             case MidTurnRemoval(message_id):
+                removed = next(i for i in self.mid_turn if i.message_id == message_id)
                 self.mid_turn = [i for i in self.mid_turn if i.message_id != message_id]
-                return Step(True)
+                return Step(True, (Publish("pending_prompt_completed",
+                                           wire.pending_prompt_completed(self.session_id, message_id, "removed"),
+                                           message_id, removed.client_id),))
         raise TypeError(f"not a change: {proposal.change!r}")
 
     # ------------------------------------------------------------- transitions
@@ -445,16 +472,18 @@ class PromptQueue:
             if entry.waited:
                 effects.append(Publish("pending_prompt_completed",
                                        wire.pending_prompt_completed(self.session_id, prompt_id, "completed"),
-                                       prompt_id))
+                                       prompt_id, entry.client_id))
         self._update(prompt_id, state=state, stop_reason=stop_reason, error=error, ended_at=now)
         self.active = False
+        self.active_prompt_id = None
         effects += self._promote(now)
         return Step(None, tuple(effects))
 
-    def set_active(self, active: bool, now: int) -> Step[None]:
-        """The session started (True) or finished (False) a piece of work."""
+    def set_active(self, active: bool, now: int, prompt_id: str | None = None) -> Step[None]:
+        """The session started (True: ``prompt_id``'s, an automatic turn) or finished (False) a piece of work."""
         self._tick += 1
         self.active = active
+        self.active_prompt_id = prompt_id if active else None
         # Input an automatic turn never took runs next.
         return Step(None, () if active else self._promote(now))
 
@@ -476,10 +505,11 @@ class PromptQueue:
         del self.mid_turn[:len(items)]
         _keep_last(self.settled_ids, [i.message_id for i in items])
         effects: tuple[Effect, ...] = ()
-        if items:
+        if items:  # under the running turn's prompt id, as qwen serve publishes it
             effects = (Record({"op": "drained", "messageIds": [i.message_id for i in items]}),
                        Publish("mid_turn_message_injected",
-                               wire.mid_turn_message_injected(self.session_id, [i.to_wire() for i in items])))
+                               wire.mid_turn_message_injected(self.session_id, [i.to_wire() for i in items]),
+                               self.active_prompt_id))
         return Step(DrainResult(tuple(i.text for i in items), tuple(items),
                                 watch_queued_prompt and self.has_queued_prompt), effects)
 
@@ -509,7 +539,7 @@ class PromptQueue:
             else:  # promoted mid-turn input
                 body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=r.get("text", ""))])
             self.entries.append(PendingPrompt(r["promptId"], body, r.get("text", body.text), r.get("queuedAt") or 0,
-                                              r.get("clientId"), waited=True))
+                                              r.get("clientId"), waited=True, promoted="body" not in r))
         self.mid_turn.extend(MidTurnItem(m["messageId"], m["text"]) for m in replayed.mid_turn)
         effects: list[Effect] = []
         for prompt_id in replayed.interrupted:
@@ -526,7 +556,7 @@ class PromptQueue:
         for entry in [e for e in self.entries if e.state == "queued"]:
             effects.append(Record({"op": "aborted", "promptId": entry.prompt_id}))
             self.entries.remove(entry)
-            effects += self._removed(entry.prompt_id)
+            effects += self._removed(entry.prompt_id, entry.client_id)
             self._update(entry.prompt_id, state="cancelled", stop_reason="cancelled", ended_at=now)
         if self.mid_turn:
             effects.append(Record({"op": "drained", "messageIds": [i.message_id for i in self.mid_turn]}))
@@ -553,31 +583,69 @@ class PromptQueue:
         return next(e for e in self.entries if e.prompt_id == prompt_id)
 
     def _promote(self, now: int) -> tuple[Effect, ...]:
-        """Mid-turn input that no tool boundary took runs as the next turn of its own."""
+        """Mid-turn input that no tool boundary took runs next, each message a prompt of its own under its
+        message id (as qwen serve promotes it), in the order sent, ahead of the queue."""
         if not self.mid_turn:
             return ()
         items = list(self.mid_turn)
         self.mid_turn.clear()
         _keep_last(self.promoted_ids, [i.message_id for i in items])
-        text = "\n".join(i.text for i in items)
-        body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=text)])
-        entry = PendingPrompt(self._new_id("prompt"), body, text, now, waited=True)
-        self.entries.insert(0, entry)
-        self._record(TurnRecord(entry.prompt_id, "queued", text, now))
-        return (Record({"op": "promoted", "promptId": entry.prompt_id, "text": text, "queuedAt": now,
-                        "messageIds": [i.message_id for i in items]}),
-                *self._added(entry), WAKE)
+        promoted = []
+        for item in items:
+            taken = self._prompt_id_taken(item.message_id) or any(p.prompt_id == item.message_id for p in promoted)
+            prompt_id = self._fresh_prompt_id() if taken else item.message_id  # an id a prompt has: a fresh one
+            body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=item.text)])
+            promoted.append(PendingPrompt(prompt_id, body, item.text, now, item.client_id, waited=True,
+                                          promoted=True))
+        self.entries[:0] = promoted
+        for entry in promoted:
+            self._record(TurnRecord(entry.prompt_id, "queued", entry.text, now))
+        # The journal puts each promoted record at the head: the last message's first keeps them in order.
+        records = tuple(Record({"op": "promoted", "promptId": entry.prompt_id, "text": entry.text, "queuedAt": now,
+                                "clientId": entry.client_id, "messageIds": [item.message_id]})
+                        for entry, item in reversed(list(zip(promoted, items))))
+        return (*records, *(e for entry in promoted for e in self._added(entry)), WAKE)
+
+    def _known_message(self, message_id: str, text: str) -> dict[str, Any] | None:
+        """The answer to a mid-turn message whose id is known already (a client's retry), else ``None``: the
+        same message waiting or run as a prompt is accepted again, with no second copy; one taken into a turn
+        too; another text under a waiting or promoted message's id, or a prompt's id, is refused."""
+        waiting = next((i for i in self.mid_turn if i.message_id == message_id), None)
+        if waiting is not None:
+            same = waiting.text == text
+        elif message_id in self.settled_ids:
+            same = True
+        elif message_id in self.promoted_ids:
+            record = self.turns.get(message_id)
+            same = record is None or record.prompt_text == text
+        elif self._prompt_id_taken(message_id):
+            same = False
+        else:
+            return None
+        if same:
+            return {"accepted": True, "messageId": message_id}
+        return {"accepted": False, "reason": "message_id_conflict"}
+
+    def _prompt_id_taken(self, prompt_id: str) -> bool:
+        return prompt_id in self.turns or any(e.prompt_id == prompt_id for e in self.entries)
+
+    def _fresh_prompt_id(self) -> str:
+        """A new prompt id, never one a prompt has (a client's mid-turn message id may have become one)."""
+        while True:
+            prompt_id = self._new_id("prompt")
+            if not self._prompt_id_taken(prompt_id):
+                return prompt_id
 
     def _added(self, entry: PendingPrompt) -> tuple[Effect, ...]:
         if not entry.waited:  # nothing to wait behind: no pending_prompt_added
             return ()
         return (Publish("pending_prompt_added",
                         wire.pending_prompt_added(self.session_id, entry.prompt_id, entry.text, entry.queued_at),
-                        entry.prompt_id),)
+                        entry.prompt_id, entry.client_id),)
 
-    def _removed(self, prompt_id: str) -> tuple[Effect, ...]:
+    def _removed(self, prompt_id: str, client_id: str | None = None) -> tuple[Effect, ...]:
         return (Publish("pending_prompt_completed",
-                        wire.pending_prompt_completed(self.session_id, prompt_id, "removed"), prompt_id),
+                        wire.pending_prompt_completed(self.session_id, prompt_id, "removed"), prompt_id, client_id),
                 Publish("turn_complete", wire.turn_complete(self.session_id, prompt_id, "cancelled"), prompt_id))
 
     def _record(self, record: TurnRecord) -> None:

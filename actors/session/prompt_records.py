@@ -24,6 +24,7 @@ class PendingPrompt:
     started_at: int | None = None
     aborted: bool = False
     waited: bool = False  # it was admitted behind other work, so it gets pending_prompt_* events
+    promoted: bool = False  # mid-turn input run as a prompt of its own (its id is the message's)
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -80,6 +81,7 @@ class TurnRecord:
 class MidTurnItem:
     message_id: str
     text: str
+    client_id: str | None = None  # the X-Qwen-Client-Id it was sent with (its events' originatorClientId)
 
     def to_wire(self) -> dict[str, Any]:
         """As a turn takes it (the drain answer, ``mid_turn_message_injected``)."""

@@ -346,6 +346,7 @@ class Session:
             case SetModel(model, reply):
                 self.context.use_model(model)  # no new work chain
                 self.records.mark()
+                self.publisher.event("model_switched", wire.model_switched(self.session_id, model))
                 reply.send(model)
             case ChangeCwd(cwd, reply):
                 self.cwd = cwd
@@ -558,10 +559,13 @@ class Session:
         """An automatic turn: a notification, @wakeup or cron fire, run while no prompt waits."""
         prompt_id = self.runtime.ids.new("auto")
         self.chain.prepare_for_automatic_turn(item, plan=self.authorizer.mode == "plan")
-        text = item.prompt_text()
-        meta = {"source": item.source, "taskId": item.task_id}
-        self.publisher.update(wire.text_update("user_message_chunk", text, meta), prompt_id)
-        await self._tell_fifo(f.SetActive(True))
+        text = item.prompt_text()  # what the model reads
+        if item.is_notification:  # shown as qwen serve shows it: a notice about the item, not the user's message
+            self.publisher.update(wire.background_notification_update(item.text, item.background_task()), prompt_id)
+        else:
+            meta = {"source": item.source, "taskId": item.task_id}
+            self.publisher.update(wire.text_update("user_message_chunk", text, meta), prompt_id)
+        await self._tell_fifo(f.SetActive(True, prompt_id))
         try:
             await self._run_turn(TurnState(prompt_id, foreground=False), "automatic", text, "automatic")
         finally:
@@ -660,12 +664,15 @@ class Session:
     # ------------------------------------------------------------- lifecycle
 
     def _set_approval_mode(self, mode: str) -> str:
+        previous = self.authorizer.mode
         if not self.authorizer.set_mode(mode):  # the handle validates; a bad message must not crash the actor
             return self.authorizer.mode
         self.records.mark()
         if mode == "plan":
             self._invalidate()  # the guard is forced off in Plan; leaving Plan does not revive it
         self.publisher.update(wire.mode_update(mode))
+        # qwen serve's event for the same change, whoever made it: qwen's Web Shell reads only this one.
+        self.publisher.event("approval_mode_changed", wire.approval_mode_changed(self.session_id, previous, mode))
         return mode
 
     def _prompt_admitted(self, text: str) -> None:

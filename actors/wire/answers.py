@@ -20,7 +20,7 @@ ERROR_CODES: dict[str, int] = {
     "invalid_json": 400, "invalid_request": 400, "value_too_long": 400, "value_too_deep": 400,
     "empty_prompt": 400, "empty_message": 400, "invalid_client_id": 400, "invalid_session_id": 400,
     "invalid_cwd": 400, "unknown_option": 400, "invalid_turn": 400, "invalid_model": 400,
-    "too_many_sessions_named": 400,
+    "too_many_sessions_named": 400, "invalid_metadata": 400,
     "images_not_supported": 400, "invalid_image": 400, "image_too_large": 400, "too_many_images": 400,
     "missing_connection_id": 400, "invalid_rule": 400, "unknown_tool": 400, "not_recording": 400,
     "unauthorized": 401,
@@ -313,7 +313,7 @@ class MidTurnAnswer:
 
     accepted: bool
     messageId: str = ""
-    reason: Literal["session_idle", "queue_full", "storage_unavailable"] = "session_idle"
+    reason: Literal["session_idle", "queue_full", "storage_unavailable", "message_id_conflict"] = "session_idle"
 
 
 @attrs.frozen(kw_only=True)
@@ -461,6 +461,15 @@ class WorkspaceCwd:
 class TitleAnswer:
     sessionId: str
     title: str | None
+
+
+@attrs.frozen(kw_only=True)
+class SessionMetadata:
+    """``PATCH /session/:id/metadata``'s answer, as qwen serve's: the session's title as ``displayName``
+    (``null``: it has none)."""
+
+    sessionId: str
+    displayName: str | None
 
 
 @attrs.frozen(kw_only=True)

@@ -39,6 +39,7 @@ MAX_JSON_DEPTH = 32  # free-form objects (_meta, annotations): their own nesting
 _MAX_CHARS = "trellis.wire.max_chars"  # attrs metadata key: the field's limit, enforced when structuring
 _PATH = "trellis.wire.path"  # attrs metadata key: the field is a path, refused with this code if it holds a NUL
 _TITLE = "trellis.wire.title"  # attrs metadata key: a title, stripped, then bounded; empty is None
+_DISPLAY_NAME = "trellis.wire.display_name"  # attrs metadata key: qwen's displayName, a title that is never empty
 
 
 NOT_BLANK = "\\S"  # a JSON Schema pattern: at least one character that is not whitespace
@@ -312,6 +313,24 @@ class TitleBody:
     title: str | None = title_field()
 
 
+# A display name's wire form: a string that is not blank and holds no control character (stripped, then at
+# most MAX_TITLE_CHARS: the converter counts after stripping, so no maxLength here).
+DISPLAY_NAME_PATTERN = "^[^\\x00-\\x1f\\x7f]*[^\\s\\x00-\\x1f\\x7f][^\\x00-\\x1f\\x7f]*$"
+
+
+@attrs.frozen(kw_only=True)
+class SessionMetadataBody:
+    """``PATCH /session/:id/metadata`` (qwen serve's rename, which qwen's Web Shell sends): ``displayName`` is the
+    session's new title, set as ``POST /session/:id/title`` sets it (stripped, then at most 200 characters);
+    absent, nothing changes. It cannot clear the title: ``null``, a blank name or one holding a control character
+    is 400 ``invalid_metadata``, as qwen serve answers. qwen's ``pr`` (a pull request bound to the session) is
+    not taken: Trellis has no pull requests."""
+
+    wire_schema: ClassVar[dict[str, Any]] = {
+        "properties": {"displayName": {"type": "string", "pattern": DISPLAY_NAME_PATTERN}}}
+    displayName: str | None = attrs.field(default=None, metadata={_DISPLAY_NAME: True})
+
+
 @attrs.frozen(kw_only=True)
 class ForkBody:
     sessionId: str | None = None
@@ -424,6 +443,21 @@ def _title(value: Any, _: Any) -> Any:
     return value or None
 
 
+def _display_name(value: Any, _: Any) -> Any:
+    """The structure hook of :class:`SessionMetadataBody`'s ``displayName``: a title as :func:`_title` takes it,
+    but refused, as qwen serve refuses it, when it is not a string, holds a control character, or is blank."""
+    if type(value) is not str:
+        raise Refused("expected a string", "invalid_metadata")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise Refused("displayName must not contain control characters", "invalid_metadata")
+    value = value.strip()
+    if not value:
+        raise Refused("displayName must not be empty (POST /session/:id/title clears a title)", "invalid_metadata")
+    if len(value) > MAX_TITLE_CHARS:
+        raise TooLong(f"displayName is longer than {MAX_TITLE_CHARS:,} characters ({len(value):,} given, stripped)")
+    return value
+
+
 def _overrides(cls: type) -> dict[str, Any]:
     """cattrs overrides of ``cls``: ``_meta`` on the wire for ``meta``, and the limits of bounded fields."""
     out: dict[str, Any] = {}
@@ -432,6 +466,8 @@ def _overrides(cls: type) -> dict[str, Any]:
             out["meta"] = override(rename="_meta")
         elif _TITLE in field.metadata:
             out[field.name] = override(struct_hook=_title)
+        elif _DISPLAY_NAME in field.metadata:
+            out[field.name] = override(struct_hook=_display_name)
         elif _MAX_CHARS in field.metadata:
             out[field.name] = override(struct_hook=_bounded_str(field.name, field.metadata[_MAX_CHARS],
                                                                 field.default is None, field.metadata.get(_PATH)))
@@ -487,7 +523,8 @@ def _make_converter() -> cattrs.Converter:
         conv.register_unstructure_hook(
             cls, cattrs.gen.make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=True, meta=override(rename="_meta"))
         )
-    for cls in (MidTurnMessageBody, SelectedOutcome, CwdBody, ModelBody, TitleBody):  # bounded fields, no `_meta`
+    for cls in (MidTurnMessageBody, SelectedOutcome, CwdBody, ModelBody, TitleBody,
+                SessionMetadataBody):  # bounded fields, no `_meta`
         conv.register_structure_hook(
             cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **_overrides(cls))
         )

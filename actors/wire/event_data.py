@@ -51,6 +51,29 @@ class MessageChunk:
 
 
 @attrs.frozen(kw_only=True)
+class BackgroundNotificationTask:
+    """The background item a ``background_notification`` message is about (qwen's ``backgroundTask``):
+    ``status`` ``completed``, ``failed``, ``cancelled`` (a killed one) or ``running`` (a monitor's batch);
+    a shell's command is ``commandLabel``, another item's label ``description``."""
+
+    taskId: str
+    kind: Literal["shell", "monitor", "agent", "wakeup", "cron"]
+    status: str = ""
+    commandLabel: str = ""
+    description: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class BackgroundNotificationMeta:
+    """``_meta`` of the ``agent_message_chunk`` that shows a background item's result (:class:`MessageChunk`)
+    when its automatic turn starts (``wire.background_notification_update``)."""
+
+    source: Literal["background_notification"]
+    qwenDiscreteMessage: Literal[True]
+    backgroundTask: BackgroundNotificationTask
+
+
+@attrs.frozen(kw_only=True)
 class Location:
     path: str
     line: int | None = None
@@ -245,6 +268,28 @@ class SessionMetadataUpdated:
 
 
 @attrs.frozen(kw_only=True)
+class ApprovalModeChanged:
+    """qwen serve's event for an approval-mode change, whoever made it (a route, ACP, a subagent's start),
+    published right after its ``current_mode_update``: ``previous`` and ``next`` mode; ``persisted`` is always
+    ``false`` (qwen: also written to its settings file; Trellis never writes the mode there). qwen's Web Shell
+    moves its mode picker to ``next``."""
+
+    sessionId: str
+    previous: Literal["default", "auto-edit", "yolo", "plan"]
+    next: Literal["default", "auto-edit", "yolo", "plan"]
+    persisted: bool
+
+
+@attrs.frozen(kw_only=True)
+class ModelSwitched:
+    """qwen serve's event for a model change (``POST /session/:id/model``, a ``/model`` command, a subagent's
+    start): ``modelId`` is the model name from the next model call on. qwen's Web Shell moves its model picker to it."""
+
+    sessionId: str
+    modelId: str
+
+
+@attrs.frozen(kw_only=True)
 class ConversationRewound:
     """User turn ``turn`` (from 0, as a rewind counts them) and everything after it left the conversation;
     ``undoId`` when the files went back with it."""
@@ -340,6 +385,8 @@ EVENT_DATA: dict[str, type] = {
     "hook_result": HookResult,
     "followup_suggestion": FollowupSuggestion,
     "session_metadata_updated": SessionMetadataUpdated,
+    "approval_mode_changed": ApprovalModeChanged,
+    "model_switched": ModelSwitched,
     "conversation_rewound": ConversationRewound,
     "rewind_undone": RewindUndone,
     "session_closed": SessionClosed,

@@ -140,6 +140,15 @@ def text_update(kind: str, text: str, meta: dict[str, Any] | None = None) -> dic
     return update
 
 
+def background_notification_update(text: str, task: dict[str, Any]) -> dict[str, Any]:
+    """A background item's result as clients are shown it when its automatic turn starts, in qwen serve's form:
+    a discrete ``agent_message_chunk``, ``_meta.source: "background_notification"``, the item in
+    ``_meta.backgroundTask`` (``{taskId, kind, status?, commandLabel? | description?}``). The model reads the
+    ``<task-notification>`` text; qwen's Web Shell shows this as a notice, not as the user's message."""
+    return text_update("agent_message_chunk", text, {"source": "background_notification", "qwenDiscreteMessage": True,
+                                                     "backgroundTask": task})
+
+
 def content_update(kind: str, block: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
     update: dict[str, Any] = {"sessionUpdate": kind, "content": block}
     if meta:
@@ -336,6 +345,17 @@ def session_metadata_updated(session_id: str, title: str | None, *, automatic: b
     if title is not None:
         data["titleSource"] = "auto" if automatic else "manual"
     return data
+
+
+def approval_mode_changed(session_id: str, previous: str, next_mode: str) -> dict[str, Any]:
+    """qwen serve's ``approval_mode_changed``, published with :func:`mode_update` (qwen's Web Shell reads only
+    this one): ``persisted`` is ``false``, as Trellis never writes the mode into a settings file."""
+    return {"sessionId": session_id, "previous": previous, "next": next_mode, "persisted": False}
+
+
+def model_switched(session_id: str, model_id: str) -> dict[str, Any]:
+    """qwen serve's ``model_switched``: the session calls ``modelId`` from its next model call on."""
+    return {"sessionId": session_id, "modelId": model_id}
 
 
 def conversation_rewound(session_id: str, turn: int, history_length: int, undo_id: str | None) -> dict[str, Any]:

@@ -63,6 +63,8 @@ BUILT = [
     ("followup_suggestion", wire.followup_suggestion("s", "p", ["next"])),
     ("session_metadata_updated", wire.session_metadata_updated("s", "A title", automatic=True)),
     ("session_metadata_updated", wire.session_metadata_updated("s", None, automatic=False)),
+    ("approval_mode_changed", wire.approval_mode_changed("s", "default", "yolo")),
+    ("model_switched", wire.model_switched("s", "qwen3-coder")),
     ("conversation_rewound", wire.conversation_rewound("s", 1, 4, None)),
     ("conversation_rewound", wire.conversation_rewound("s", 0, 0, "u1")),
     ("rewind_undone", wire.rewind_undone("s", "u1", 6, "u2")),

@@ -910,6 +910,9 @@ class View:
                 return self.note(self._guard_line(meta, text), S_GUARD)
             if meta.get("source") == "daemon":
                 return self.note(f"! {text}", S_WARN)
+            if meta.get("source") == "background_notification":  # an automatic turn's background result
+                task = meta.get("backgroundTask") if isinstance(meta.get("backgroundTask"), dict) else {}
+                return self._user(text, {"source": "notification", "taskId": task.get("taskId")})
             if meta.get("qwenDiscreteMessage"):
                 return self.note(text, "")
             return self._stream("message", text)
@@ -1158,11 +1161,14 @@ class View:
 
     def _on_mid_turn_message_injected(self, data: dict[str, Any], prompt_id: str | None) -> list[Text]:
         messages = data.get("messages") if isinstance(data.get("messages"), list) else []
+        taken = [i for i in data.get("messageIds") or () if isinstance(i, str) and i in self.pending]
+        for message_id in taken:  # a waiting mid-turn message is listed pending (under its id) until taken
+            self.pending.pop(message_id)
         out = self.close_partial()
         for message in messages:
             out.append(Line(f"↳ mid-turn message taken: {short(str(message), max(20, self.width() - 30))}",
                             style=S_NOTE))
-        return out
+        return out + (self._pending_line() if taken else [])
 
     def _turn_figures(self, usage: dict[str, Any]) -> str:
         """The ending turn's tokens (the summary's, else those counted live) and time, for the status line."""

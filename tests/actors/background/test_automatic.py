@@ -176,3 +176,26 @@ def test_queued_task_ids() -> None:
     assert q.queued_task_ids() == frozenset({"shell-1", "cron-1", "wakeup-1"})
     q.take(q.items[0])
     assert q.queued_task_ids() == frozenset({"cron-1", "wakeup-1"})
+
+
+def test_a_notification_is_shown_in_qwens_background_notification_form() -> None:
+    from actors import wire
+    from actors.background.automatic import LABEL_CHARS, parse_notification
+    from actors.wire import event_data
+
+    item = AutomaticItem("auto-1", "notification", "shell-1", "Background shell shell-1 was killed.", kind="shell",
+                         status="killed", label="x" * 300)
+    update = wire.background_notification_update(item.text, item.background_task())
+    assert update["content"] == {"type": "text", "text": item.text}  # the model's <task-notification> is not shown
+    meta = wire.converter.structure(update["_meta"], event_data.BackgroundNotificationMeta)
+    task = meta.backgroundTask
+    assert (task.taskId, task.kind, task.status) == ("shell-1", "shell", "cancelled")  # qwen's word for killed
+    assert len(task.commandLabel) == LABEL_CHARS and task.commandLabel.endswith("…") and not task.description
+    monitor = AutomaticItem("auto-2", "notification", "monitor-1", "a line", kind="monitor", status="running",
+                            label="tail -f log")
+    assert monitor.background_task() == {"taskId": "monitor-1", "kind": "monitor", "status": "running",
+                                         "description": "tail -f log"}
+    # A transcript's automatic message (a session restored without its compacted replay) is read back
+    back = parse_notification(item.prompt_text())
+    assert back is not None and (back.task_id, back.kind, back.text) == ("shell-1", "shell", item.text)
+    assert parse_notification("@wakeup: check the build") is None

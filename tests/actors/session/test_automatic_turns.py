@@ -52,8 +52,16 @@ async def _notification_waits_for(foreground_end: dict, expected_end: str, tmp_p
             # No automatic turn started inside the foreground turn.
             assert not [e for e in first if e.update and (e.update.get("_meta") or {}).get("source")]
             second = await collect_until(sub, is_end)
-    echo = next(e for e in second if e.update and e.update["sessionUpdate"] == "user_message_chunk")
-    assert echo.update["_meta"]["source"] == "notification" and echo.update["_meta"]["taskId"] == "shell-1"
+    # Clients are shown the result as qwen serve shows it (a notice about the shell, not a user message) ...
+    assert not [e for e in second if e.update and e.update["sessionUpdate"] == "user_message_chunk"]
+    shown = next(e for e in second if e.update and e.update["sessionUpdate"] == "agent_message_chunk")
+    assert shown.prompt_id == second[-1].prompt_id and shown.update["_meta"] == {
+        "source": "background_notification", "qwenDiscreteMessage": True,
+        "backgroundTask": {"taskId": "shell-1", "kind": "shell", "status": "completed",
+                           "commandLabel": "sleep 0.2; echo finished-output"}}
+    assert shown.update["content"]["text"].startswith("Background shell shell-1 (`sleep 0.2; echo finished-output`) "
+                                                      "finished with exit code 0.")
+    # ... and the model reads it wrapped, as before
     assert second[-1].type == "turn_complete" and second[-1].prompt_id.startswith("auto-")
     text = model.calls[2].messages[-1].content
     assert '<task-notification task_id="shell-1" kind="shell">' in text and "exit code 0" in text

@@ -343,7 +343,7 @@ def test_drain_returns_at_most_ten_and_publishes_them() -> None:
     assert [i.message_id for i in first.items] == [f"id-{i}" for i in range(10)]
     [(kind, prompt_id, data)] = h.new_events()
     assert kind == "mid_turn_message_injected"
-    assert prompt_id is None
+    assert prompt_id == "prompt-1"  # the turn that took them (qwen serve's envelope promptId)
     assert data["sessionId"] == SID
     assert data["messages"] == [f"m{i}" for i in range(10)]
     assert data["messageIds"] == [f"id-{i}" for i in range(10)]
@@ -393,23 +393,23 @@ def test_leftover_mid_turn_messages_become_a_queued_prompt_at_the_head() -> None
     h.admit("running")
     h.take()
     h.admit("already queued")
-    h.post("left")
-    h.post("over")
+    h.post("left", "m-left")
+    h.post("over", "m-over")
     h.new_events()
     wakes = h.wakes
     h.settle("prompt-1")
     events = h.new_events()
-    assert events == [
-        ("pending_prompt_added", "prompt-3",
-         {"sessionId": SID, "promptId": "prompt-3", "text": "left\nover", "queuedAt": events[0][2]["queuedAt"]}),
-    ]
+    # Each runs as a prompt of its own under its message id (qwen serve's promotion), in the order sent
+    assert [(kind, prompt_id, data["text"]) for kind, prompt_id, data in events] == [
+        ("pending_prompt_added", "m-left", "left"), ("pending_prompt_added", "m-over", "over")]
     assert h.wakes == wakes + 1
-    assert [(p["promptId"], p["text"]) for p in h.pending()] == [("prompt-3", "left\nover"), ("prompt-2", "already queued")]
-    assert h.turn("prompt-3")["state"] == "queued"  # type: ignore[index]
+    assert [(p["promptId"], p["text"]) for p in h.pending()] == [
+        ("m-left", "left"), ("m-over", "over"), ("prompt-2", "already queued")]
+    assert h.turn("m-left")["state"] == "queued"  # type: ignore[index]
     assert h.stats()["midTurnQueued"] == 0
     nxt = h.take()
-    assert nxt is not None and nxt.prompt_id == "prompt-3"
-    assert nxt.body == prompt_body("left\nover")
+    assert nxt is not None and nxt.prompt_id == "m-left"
+    assert nxt.body == prompt_body("left")
     assert [e[0] for e in h.new_events()] == ["pending_prompt_started"]
 
 
@@ -579,8 +579,8 @@ def test_the_journal_gets_each_change_in_order_durable_or_not() -> None:
     assert journal.ops() == [
         ("admitted", "prompt-1", True), ("admitted", "prompt-2", True), ("started", "prompt-1", True),
         ("mid_turn", None, True), ("drained", None, True), ("mid_turn", None, True), ("usage", "prompt-1", False),
-        ("ended", "prompt-1", False), ("promoted", "prompt-3", True), ("aborted", "prompt-2", True),
-        ("mid_turn", None, True), ("promoted", "prompt-4", True),
+        ("ended", "prompt-1", False), ("promoted", "m-2", True), ("aborted", "prompt-2", True),
+        ("mid_turn", None, True), ("promoted", "m-3", True),
     ]
     assert journal.compactions == 12  # after each of the 11 messages, and after the model call
 

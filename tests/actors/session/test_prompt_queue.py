@@ -70,8 +70,8 @@ def take(q: PromptQueue, now: int = 200) -> PendingPrompt:
     return commit(q, q.take(now)).answer
 
 
-def publish(name: str, payload: dict[str, Any], prompt_id: str | None = None) -> Publish:
-    return Publish(name, payload, prompt_id)
+def publish(name: str, payload: dict[str, Any], prompt_id: str | None = None, originator: str | None = None) -> Publish:
+    return Publish(name, payload, prompt_id, originator)
 
 
 def fingerprint(q: PromptQueue) -> Any:
@@ -236,28 +236,37 @@ def test_settle_writes_the_end_unsynced_and_promotes_waiting_input() -> None:
     q.settle("prompt-1", "completed", "end_turn", None, 300)
     take(q, 400)
     commit(q, q.post_mid_turn("left", None))
-    commit(q, q.post_mid_turn("over", "client-id"))
+    commit(q, q.post_mid_turn("over", "client-id", "tab-1"))
     step = q.settle("prompt-2", "error", None, "boom", 500)
-    text = "left\nover"
+    # Each message runs as a prompt of its own under its message id (qwen serve's promotion), in the order
+    # sent; the journal puts each promoted record at the head, so the last one's comes first.
     assert step == Step(None, (
         Record({"op": "ended", "promptId": "prompt-2", "state": "error", "stopReason": None, "error": "boom",
                 "endedAt": 500}, durable=False),
         publish("pending_prompt_completed", wire.pending_prompt_completed(SID, "prompt-2", "completed"), "prompt-2"),
-        Record({"op": "promoted", "promptId": "prompt-4", "text": text, "queuedAt": 500,
-                "messageIds": ["msg-3", "client-id"]}),
-        publish("pending_prompt_added", wire.pending_prompt_added(SID, "prompt-4", text, 500), "prompt-4"),
+        Record({"op": "promoted", "promptId": "client-id", "text": "over", "queuedAt": 500, "clientId": "tab-1",
+                "messageIds": ["client-id"]}),
+        Record({"op": "promoted", "promptId": "msg-3", "text": "left", "queuedAt": 500, "clientId": None,
+                "messageIds": ["msg-3"]}),
+        publish("pending_prompt_added", wire.pending_prompt_added(SID, "msg-3", "left", 500), "msg-3"),
+        publish("pending_prompt_added", wire.pending_prompt_added(SID, "client-id", "over", 500), "client-id", "tab-1"),
         Wake()))
-    assert [e.prompt_id for e in q.entries] == ["prompt-4"] and not q.active and not q.mid_turn
-    assert q.entries[0].body == body(text)
+    assert [e.prompt_id for e in q.entries] == ["msg-3", "client-id"] and not q.active and not q.mid_turn
+    assert [e.body for e in q.entries] == [body("left"), body("over")]
+    assert [e.client_id for e in q.entries] == [None, "tab-1"] and all(e.promoted for e in q.entries)
+    written = [e.record for e in step.effects if isinstance(e, Record) and e.record["op"] == "promoted"]
+    assert [r["promptId"] for r in replay(written).queued] == ["msg-3", "client-id"]  # a restart keeps the order
 
 
 def test_mid_turn_posts_need_work_and_room() -> None:
     q = queue(max_mid_turn=1)
     assert q.post_mid_turn("idle", None) == Step({"accepted": False, "reason": "session_idle"})
     q.set_active(True, 100)
-    planned = q.post_mid_turn("one", None)
+    planned = q.post_mid_turn("one", None, "tab-1", 150)
     assert isinstance(planned, Proposal) and planned.record == {"op": "mid_turn", "messageId": "msg-1", "text": "one"}
-    assert q.commit(planned) == Step({"accepted": True, "messageId": "msg-1"})
+    # Listed to every client as a pending prompt under its message id (qwen serve's event), the sender its originator
+    assert q.commit(planned) == Step({"accepted": True, "messageId": "msg-1"}, (
+        publish("pending_prompt_added", wire.pending_prompt_added(SID, "msg-1", "one", 150), "msg-1", "tab-1"),))
     assert q.post_mid_turn("two", None) == Step({"accepted": False, "reason": "queue_full"})
 
 
@@ -265,7 +274,7 @@ def test_mid_turn_posts_need_work_and_room() -> None:
 @given(st.integers(min_value=0, max_value=3 * MAX_DRAIN_ITEMS), st.booleans())
 def test_a_drain_takes_at_most_ten_the_oldest_first(waiting: int, watch: bool) -> None:
     q = queue(max_mid_turn=3 * MAX_DRAIN_ITEMS)
-    q.set_active(True, 100)
+    q.set_active(True, 100, "auto-1")  # an automatic turn's: the drain publishes under its id
     for i in range(waiting):
         commit(q, q.post_mid_turn(f"m{i}", f"id-{i}"))
     taken: list[str] = []
@@ -280,7 +289,7 @@ def test_a_drain_takes_at_most_ten_the_oldest_first(waiting: int, watch: bool) -
         assert step.effects == (
             Record({"op": "drained", "messageIds": ids}),
             publish("mid_turn_message_injected",
-                    wire.mid_turn_message_injected(SID, [i.to_wire() for i in result.items])))
+                    wire.mid_turn_message_injected(SID, [i.to_wire() for i in result.items]), "auto-1"))
         taken += ids
     assert taken == [f"id-{i}" for i in range(waiting)]
 
@@ -289,11 +298,13 @@ def test_a_waiting_mid_turn_message_is_taken_back_once_the_journal_has_it() -> N
     q = queue()
     q.set_active(True, 100)
     commit(q, q.post_mid_turn("keep", "a"))
-    commit(q, q.post_mid_turn("drop", "b"))
+    commit(q, q.post_mid_turn("drop", "b", "tab-1"))
     planned = q.remove_mid_turn("b")
     assert isinstance(planned, Proposal) and planned.record == {"op": "drained", "messageIds": ["b"]}
     assert [i.message_id for i in q.mid_turn] == ["a", "b"]  # nothing changed before the journal took it
-    assert q.commit(planned) == Step(True)
+    # Every client's queue shows it leave (qwen serve's event), under its sender
+    assert q.commit(planned) == Step(True, (
+        publish("pending_prompt_completed", wire.pending_prompt_completed(SID, "b", "removed"), "b", "tab-1"),))
     assert [i.message_id for i in q.mid_turn] == ["a"]
     assert q.remove_mid_turn("b") == Step(False)  # gone already
     assert q.remove_mid_turn("nope") == Step(False)
@@ -315,7 +326,12 @@ def test_the_listing_says_where_taken_messages_went_for_the_last_few() -> None:
     assert listed["messages"] == []
     assert listed["settledMessageIds"] == [f"in-turn-{i}" for i in range(5, MID_TURN_IDS_KEPT + 5)]
     assert listed["promotedMessageIds"] == ["promoted-1"]
-    assert q.remove_mid_turn("promoted-1") == Step(False)  # it is a prompt now: abort that instead
+    assert [e.prompt_id for e in q.entries] == ["promoted-1"]  # a prompt now, under the message's id
+    # Taken back as a mid-turn message still: the queued prompt it became is aborted (as qwen serve does)
+    planned = q.remove_mid_turn("promoted-1", 300)
+    assert isinstance(planned, Proposal) and planned.record == {"op": "aborted", "promptId": "promoted-1"}
+    assert [type(e).__name__ for e in q.commit(planned).effects] == ["Publish", "Publish", "QueueReleased"]
+    assert q.entries == [] and q.remove_mid_turn("promoted-1") == Step(False)
 
 
 def test_a_late_drains_messages_come_back_under_fresh_ids_and_run_next_when_idle() -> None:
@@ -323,10 +339,10 @@ def test_a_late_drains_messages_come_back_under_fresh_ids_and_run_next_when_idle
     step = q.restore_mid_turn(("late",), 100)
     assert [type(e).__name__ for e in step.effects] == ["Record", "Record", "Publish", "Wake"]
     assert step.effects[0] == Record({"op": "mid_turn", "messageId": "msg-1", "text": "late"})
-    assert [e.text for e in q.entries] == ["late"]
+    assert [(e.prompt_id, e.text) for e in q.entries] == [("msg-1", "late")]
     q.set_active(True, 200)
     assert q.restore_mid_turn(("again",), 300).effects == (
-        Record({"op": "mid_turn", "messageId": "msg-3", "text": "again"}),)
+        Record({"op": "mid_turn", "messageId": "msg-2", "text": "again"}),)
     assert [i.text for i in q.mid_turn] == ["again"]
 
 
@@ -409,6 +425,34 @@ def test_the_snapshot_ends_with_the_sessions_usage_after_the_extra_records() -> 
     q.record_usage("prompt-1", "primary", Usage(prompt_tokens=1, completion_tokens=1))
     ops = [r["op"] for r in q.snapshot([{"op": "timer", "taskId": "t"}])]
     assert ops == ["admitted", "started", "usage", "timer", "session_usage"]
+
+
+def test_a_mid_turn_message_sent_again_under_its_id_is_the_same_one() -> None:
+    """A client's retry of a mid-turn post (same id) adds no second copy, wherever the first went; another text
+    under the id of a waiting or promoted message, or of a prompt, is refused (its id would name two prompts)."""
+    q = queue()
+    admit(q, "a")
+    take(q)
+    commit(q, q.post_mid_turn("one", "m1"))
+    assert q.post_mid_turn("one", "m1") == Step({"accepted": True, "messageId": "m1"})
+    assert q.post_mid_turn("other", "m1") == Step({"accepted": False, "reason": "message_id_conflict"})
+    assert q.post_mid_turn("x", "prompt-1") == Step({"accepted": False, "reason": "message_id_conflict"})
+    q.drain(False)
+    assert q.post_mid_turn("one", "m1") == Step({"accepted": True, "messageId": "m1"})  # taken into the turn
+    commit(q, q.post_mid_turn("two", "m2"))
+    q.settle("prompt-1", "completed", "end_turn", None, 300)  # m2 runs as prompt m2
+    assert q.post_mid_turn("two", "m2") == Step({"accepted": True, "messageId": "m2"})
+    assert q.post_mid_turn("three", "m2") == Step({"accepted": False, "reason": "message_id_conflict"})
+    assert [i.message_id for i in q.mid_turn] == [] and [e.prompt_id for e in q.entries] == ["m2"]
+
+
+def test_a_fresh_prompt_id_is_never_one_a_promoted_message_has() -> None:
+    q = queue()
+    q.set_active(True, 100)
+    commit(q, q.post_mid_turn("early", "prompt-1"))  # a client's id that the counter would draw next
+    q.set_active(False, 200)
+    assert admit(q, "b").prompt_id == "prompt-2"
+    assert [e.prompt_id for e in q.entries] == ["prompt-1", "prompt-2"]
 
 
 def test_the_module_documents_every_transition() -> None:

@@ -166,19 +166,23 @@ class PromptQueueMachine(RuleBasedStateMachine):
         return [(e.name, e.prompt_id) for e in self.events[since:]]
 
     def promoted(self, events_before: int) -> None:
-        """Model a promotion of the waiting input, if any (the queue just went idle)."""
+        """Model a promotion of the waiting input, if any (the queue just went idle): each message a prompt of
+        its own, in the order sent, at the head, under its message id (qwen serve's promotion)."""
         if not self.mid:
             assert not self.q.mid_turn
             return
-        assert self.q.entries, "the waiting input was not promoted"
-        head = self.q.entries[0]
-        assert self.q.turns[head.prompt_id].state == "queued"
-        self.entries.insert(0, head.prompt_id)
-        self.origin[head.prompt_id] = "promoted"
-        self.entered.append(head.prompt_id)
+        heads = self.q.entries[:len(self.mid)]
+        assert len(heads) == len(self.mid), "the waiting input was not promoted"
+        for message_id, head in zip(self.mid, heads):
+            assert message_id == "restored" or head.prompt_id == message_id  # restored: a fresh message id
+            assert self.q.turns[head.prompt_id].state == "queued" and head.promoted
+            self.origin[head.prompt_id] = "promoted"
+            self.entered.append(head.prompt_id)
+        self.entries[:0] = [h.prompt_id for h in heads]
         self.mid = []
         self.restored_waiting = 0
-        assert ("pending_prompt_added", head.prompt_id) in self.new_events(events_before)
+        added = [p for name, p in self.new_events(events_before) if name == "pending_prompt_added"]
+        assert added[-len(heads):] == [h.prompt_id for h in heads]
         assert isinstance(self.signals[-1], Wake)
 
     @initialize(reports_usage=st.booleans())
@@ -335,6 +339,7 @@ class PromptQueueMachine(RuleBasedStateMachine):
             return
         assert answer["accepted"] is True and (message_id is None or answer["messageId"] == message_id)
         self.mid.append(answer["messageId"])
+        assert self.events[-1].name == "pending_prompt_added" and self.events[-1].prompt_id == answer["messageId"]
 
     @rule(watch=st.booleans())
     def drain(self, watch: bool) -> None:
@@ -347,7 +352,8 @@ class PromptQueueMachine(RuleBasedStateMachine):
         assert result.has_queued_prompt == (watch and any(e.state == "queued" and not e.aborted
                                                           for e in self.q.entries))
         self.mid = self.mid[len(taken):]
-        assert self.new_events(events) == ([("mid_turn_message_injected", None)] if taken else [])
+        # Under the running prompt's id (an automatic turn's is the session's to give: none here)
+        assert self.new_events(events) == ([("mid_turn_message_injected", self.running)] if taken else [])
         if taken:
             self.last_drain = result
 
@@ -417,7 +423,7 @@ class PromptQueueMachine(RuleBasedStateMachine):
         self.running = None
         self.active = self.automatic = False
         self.last_drain = None
-        restored = [e for e in self.q.entries if e.state == "queued"][1 if self.mid else 0:]
+        restored = [e for e in self.q.entries if e.state == "queued"][len(self.mid):]  # after the promoted ones
         assert [e.to_wire() for e in restored] == [e.to_wire() for e in queued]
         assert all(e.waited for e in self.q.entries)
         self.promoted(events)

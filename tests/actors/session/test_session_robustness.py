@@ -228,7 +228,8 @@ async def test_mid_turn_input_posted_during_an_automatic_turn_runs_as_the_next_p
             posted = await session.post_mid_turn_message("also tidy up")
             assert posted["accepted"] is True
             auto = await next_automatic(session, run.end.id)
-            follow = await next_terminal(session, auto.end.id, "prompt")
+            # It runs under its message id, as qwen serve promotes a waiting mid-turn message.
+            follow = await next_terminal(session, auto.end.id, posted["messageId"])
     assert auto.stop_reason == "end_turn"
     assert follow.type == "turn_complete" and follow.data["stopReason"] == "end_turn"
     assert len(model.calls) == 4 and last_user(model.calls[3]).content == "also tidy up"

@@ -119,6 +119,16 @@ export class PendingPrompts {
   }
 
   feed(frame) {
+    if (frame.type === "mid_turn_message_injected") { // waiting mid-turn messages, pending under their ids, taken
+      const taken = Array.isArray(frame.data?.messageIds) ? frame.data.messageIds : [];
+      this.since?.push(frame);
+      for (const id of taken) {
+        this.gone.add(id);
+        this.items.delete(id);
+      }
+      if (taken.length) this.render();
+      return;
+    }
     const id = frame.promptId || frame.data?.promptId;
     if (!id) return;
     this.since?.push(frame);
@@ -148,7 +158,10 @@ export class PendingPrompts {
   async abort(id, button) {
     button.disabled = true;
     try {
-      const answer = await api("DELETE", path("session", this.session(), "pending-prompts", id));
+      let answer = await api("DELETE", path("session", this.session(), "pending-prompts", id));
+      if (!answer.removed) { // a waiting mid-turn message is listed under its id too
+        answer = await api("DELETE", path("session", this.session(), "mid-turn-messages", id));
+      }
       if (!answer.removed) {
         this.items.delete(id);
         this.render();

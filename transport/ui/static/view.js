@@ -211,6 +211,9 @@ export class Conversation {
   feed(frame) {
     const data = frame.data && typeof frame.data === "object" ? frame.data : {};
     const id = frame.promptId;
+    if (frame.type === "mid_turn_message_injected") { // waiting mid-turn messages (pending under their ids) taken
+      for (const taken of Array.isArray(data.messageIds) ? data.messageIds : []) this.waiting.delete(taken);
+    }
     if (frame.type === "pending_prompt_added" && id) this.waiting.add(id);
     else if ((frame.type === "pending_prompt_started" || frame.type === "session_update") && id) this.waiting.delete(id);
     else if ((frame.type === "turn_complete" || frame.type === "turn_error") && id && this.waiting.delete(id)) {
@@ -241,6 +244,9 @@ export class Conversation {
         if (meta.usage && !text) return; // a model call's usage: the header shows the total
         if (meta.source === GUARD_SOURCE) return this.guard(meta, text);
         if (meta.source === "daemon") return this.line(`! ${text}`, "warn");
+        if (meta.source === "background_notification") { // an automatic turn's background result
+          return this.user(text, { source: "notification", taskId: meta.backgroundTask?.taskId }, promptId);
+        }
         if (meta.qwenDiscreteMessage) return this.line(text, "plain");
         return this.stream("agent", text);
       case "agent_thought_chunk":
