@@ -326,7 +326,7 @@ class PromptQueue:
                 record = self.turns.get(e.prompt_id)
                 if record is not None and record.usage is not None:  # the running turn's calls so far
                     out.append({"op": "usage", "promptId": e.prompt_id, "usage": record.usage.to_wire()})
-        out += [{"op": "mid_turn", "messageId": i.message_id, "text": i.text} for i in self.mid_turn]
+        out += [i.record() for i in self.mid_turn]
         out += extra
         # Last: it sets the session's cumulative figures, the "usage" records above included.
         out.append({"op": "session_usage", "usage": self.usage.to_wire()})
@@ -375,8 +375,7 @@ class PromptQueue:
         if len(self.mid_turn) >= self.max_mid_turn:
             return Step({"accepted": False, "reason": "queue_full"})
         item = MidTurnItem(message_id or self._new_id("msg"), text, client_id)
-        return self._propose({"op": "mid_turn", "messageId": item.message_id, "text": text},
-                             MidTurnPost(item, now))
+        return self._propose(item.record(), MidTurnPost(item, now))
 
     def remove_mid_turn(self, message_id: str, now: int = 0) -> Step[bool] | Proposal[bool]:
         if not any(i.message_id == message_id for i in self.mid_turn):
@@ -493,7 +492,7 @@ class PromptQueue:
         effects: list[Effect] = []
         for text in messages:
             item = MidTurnItem(self._new_id("msg"), text)
-            effects.append(Record({"op": "mid_turn", "messageId": item.message_id, "text": text}))
+            effects.append(Record(item.record()))
             self.mid_turn.append(item)
         if not self.active:
             effects += self._promote(now)
@@ -540,7 +539,7 @@ class PromptQueue:
                 body = wire.PromptBody(prompt=[wire.TextBlock(type="text", text=r.get("text", ""))])
             self.entries.append(PendingPrompt(r["promptId"], body, r.get("text", body.text), r.get("queuedAt") or 0,
                                               r.get("clientId"), waited=True, promoted="body" not in r))
-        self.mid_turn.extend(MidTurnItem(m["messageId"], m["text"]) for m in replayed.mid_turn)
+        self.mid_turn.extend(MidTurnItem(m["messageId"], m["text"], m.get("clientId")) for m in replayed.mid_turn)
         effects: list[Effect] = []
         for prompt_id in replayed.interrupted:
             effects.append(Record({"op": "ended", "promptId": prompt_id, "state": "error", "error": message,

@@ -91,6 +91,14 @@ class MidTurnItem:
         """As ``GET /session/:id/mid-turn-messages`` lists it while it waits (qwen's form)."""
         return {"messageId": self.message_id, "text": self.text}
 
+    def record(self) -> dict[str, Any]:
+        """The journal's ``mid_turn`` record (:mod:`actors.storage.journal`): its sender's client id with it, so
+        that after a restart its events still name the client that sent it."""
+        out: dict[str, Any] = {"op": "mid_turn", "messageId": self.message_id, "text": self.text}
+        if self.client_id is not None:
+            out["clientId"] = self.client_id
+        return out
+
 
 def admitted_record(entry: PendingPrompt) -> dict[str, Any]:
     """The journal's ``admitted`` record of ``entry`` (:mod:`actors.storage.journal`)."""

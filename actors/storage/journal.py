@@ -14,7 +14,7 @@ record, appended before the change is acknowledged (a 202 is a promise):
                 errorCode, endedAt
     turn        record (a terminal turn record, kept      terminal (written by compaction)
                 when the journal is compacted)
-    mid_turn    messageId, text                           mid-turn input waiting
+    mid_turn    messageId, text, clientId?                mid-turn input waiting (its sender's client id)
     drained     messageIds                                mid-turn input taken by a turn
     usage       promptId, usage (one model call's         added to the prompt's turn record
                 figures; from compaction, a running       (if it has one) and to the
@@ -58,7 +58,7 @@ class Replayed:
     queued: list[dict[str, Any]] = attrs.Factory(list)  # admitted/promoted records, in FIFO order
     interrupted: list[str] = attrs.Factory(list)  # prompt ids that were running
     turns: OrderedDict[str, dict[str, Any]] = attrs.Factory(OrderedDict)  # prompt id -> turn record (wire form)
-    mid_turn: list[dict[str, Any]] = attrs.Factory(list)  # {messageId, text}, in order
+    mid_turn: list[dict[str, Any]] = attrs.Factory(list)  # {messageId, text, clientId?}, in order
     usage: dict[str, Any] = attrs.Factory(dict)  # the session's model usage (wire form), cumulative
     timers: list[dict[str, Any]] = attrs.Factory(list)  # live "timer" records, each with "lastFired" (or None)
 
@@ -94,6 +94,8 @@ def replay(records: list[dict[str, Any]]) -> Replayed:
             out.turns[turn["promptId"]] = dict(turn)
         elif op == "mid_turn" and isinstance(record.get("messageId"), str):
             waiting[record["messageId"]] = {"messageId": record["messageId"], "text": record.get("text", "")}
+            if isinstance(record.get("clientId"), str):
+                waiting[record["messageId"]]["clientId"] = record["clientId"]
         elif op == "drained":
             for message_id in record.get("messageIds", ()):
                 waiting.pop(message_id, None)

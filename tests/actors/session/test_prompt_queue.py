@@ -263,7 +263,8 @@ def test_mid_turn_posts_need_work_and_room() -> None:
     assert q.post_mid_turn("idle", None) == Step({"accepted": False, "reason": "session_idle"})
     q.set_active(True, 100)
     planned = q.post_mid_turn("one", None, "tab-1", 150)
-    assert isinstance(planned, Proposal) and planned.record == {"op": "mid_turn", "messageId": "msg-1", "text": "one"}
+    assert isinstance(planned, Proposal) and planned.record == {"op": "mid_turn", "messageId": "msg-1", "text": "one",
+                                                                "clientId": "tab-1"}
     # Listed to every client as a pending prompt under its message id (qwen serve's event), the sender its originator
     assert q.commit(planned) == Step({"accepted": True, "messageId": "msg-1"}, (
         publish("pending_prompt_added", wire.pending_prompt_added(SID, "msg-1", "one", 150), "msg-1", "tab-1"),))
@@ -408,6 +409,23 @@ def test_restore_takes_the_queue_back_and_ends_the_interrupted_prompt() -> None:
     assert [e.text for e in restored.entries] == ["left", "queued"]
     assert all(e.waited for e in restored.entries)
     assert restored.turn("prompt-1")["errorCode"] == NODE_LOST  # type: ignore[index]
+
+
+def test_waiting_mid_turn_input_keeps_its_senders_client_id_across_a_restart() -> None:
+    q = queue()
+    admit(q, "running")
+    take(q)
+    proposal = q.post_mid_turn("from the tab", "m-1", "tab-1")
+    record = {"op": "mid_turn", "messageId": "m-1", "text": "from the tab", "clientId": "tab-1"}
+    assert isinstance(proposal, Proposal) and proposal.record == record  # what the post journals
+    assert commit(q, proposal).answer["accepted"] is True
+    assert [r for r in q.snapshot() if r["op"] == "mid_turn"] == [record]  # as a compaction writes it
+    restored = queue(first_id=10)
+    step = restored.restore(replay([*q.snapshot()]), 900, NODE_LOST, NODE_LOST_MESSAGE)
+    # The interrupted turn is gone, so the waiting message runs next, as its own prompt, still the tab's.
+    assert [(e.prompt_id, e.client_id) for e in restored.entries] == [("m-1", "tab-1")]
+    added = [e for e in step.effects if isinstance(e, Publish) and e.name == "pending_prompt_added"]
+    assert [(e.prompt_id, e.originator) for e in added] == [("m-1", "tab-1")]
 
 
 def test_turn_records_are_kept_for_the_last_prompts_only() -> None:
