@@ -17,8 +17,12 @@ from tests.e2e.test_checkpoints_e2e import call, prompt_and_wait
 
 
 def session_files(state: Path, sid: str) -> list[str]:
-    """Every file of the state directory that names the session."""
-    return sorted(str(p.relative_to(state)) for p in state.rglob("*") if sid in p.name)
+    """Every file of the state directory that names the session. ``os.walk`` passes over a directory that goes
+    while it walks (a closed session's home, renamed and then removed in the background; ``rglob`` raised)."""
+    found = []
+    for top, dirs, files in os.walk(state):
+        found += [os.path.relpath(os.path.join(top, name), state) for name in [*dirs, *files] if sid in name]
+    return sorted(found)
 
 
 def object_path(state: Path, content: bytes) -> Path:

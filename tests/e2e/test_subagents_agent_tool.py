@@ -11,9 +11,10 @@ from actors import Settings
 from tests.transport.mcp.harness import mcp_daemon, routed, signal
 
 
-def _user_texts(events: list) -> list[str]:
-    return [e.data["update"]["content"]["text"] for e in events if e.type == "session_update"
-            and e.data["update"].get("sessionUpdate") == "user_message_chunk"]
+def _notifications(events: list) -> list[dict]:
+    """The background results shown to clients (qwen serve's form: an agent chunk marked as one)."""
+    return [e.data["update"] for e in events if e.type == "session_update"
+            and (e.data["update"].get("_meta") or {}).get("source") == "background_notification"]
 
 
 async def test_the_agent_tool_runs_a_subagent_as_background_work(tmp_path):
@@ -36,8 +37,7 @@ async def test_the_agent_tool_runs_a_subagent_as_background_work(tmp_path):
                     seen.append(event)
                     if event.type == "permission_request":  # default mode: starting a run is asked for
                         await parent.vote(event.data["requestId"], "selected", "proceed_once")
-                    if event.type == "turn_complete" and any(
-                            "<task-notification" in t for t in _user_texts(seen)):
+                    if event.type == "turn_complete" and _notifications(seen):
                         break
         run = daemon.subagents.get("kid")
         status = await parent.status()
@@ -50,8 +50,15 @@ async def test_the_agent_tool_runs_a_subagent_as_background_work(tmp_path):
     assert started and started[0]["kind"] == "agent"
     assert finished and finished[0]["kind"] == "agent" and finished[0]["state"] == "completed"
     assert finished[0]["taskId"] == started[0]["taskId"]
-    notification = next(t for t in _user_texts(seen) if "<task-notification" in t)
-    assert 'kind="agent"' in notification and started[0]["taskId"] in notification
+    (shown,) = _notifications(seen)
+    assert shown["sessionUpdate"] == "agent_message_chunk"
+    assert shown["_meta"]["backgroundTask"]["kind"] == "agent"
+    assert shown["_meta"]["backgroundTask"]["taskId"] == started[0]["taskId"]
+    assert "goal_reached" in shown["content"]["text"] and "there are 3 files" in shown["content"]["text"]
+    # The model reads the notification itself, in its automatic turn.
+    notification = model.routes["parent"].calls[2].messages[-1].content
+    assert notification.startswith("<task-notification") and 'kind="agent"' in notification
+    assert started[0]["taskId"] in notification
     assert "goal_reached" in notification and "self-reported" in notification
     assert "there are 3 files" in notification
     assert run.end_reason == "goal_reached" and run.status()["turn"] == 1
