@@ -157,3 +157,41 @@ def secret_paths(environ: Mapping[str, str] | None = None, home_dirs: Iterable[s
             if os.path.isabs(value):
                 out += [os.path.join(value, part) if part else value for part in inside]
     return list(dict.fromkeys(os.path.normpath(p) for p in out))
+
+
+# Files of the system only root may read: hidden from the commands of a daemon run as root. Such a daemon runs
+# its commands as uid 0 with no capability, and uid 0 still owns these files (mode 0600/0640, owner root): the
+# read needs no CAP_DAC_OVERRIDE. A daemon run as any other user cannot read them anyway. A directory hides
+# everything in it; /etc/ssh's host keys are matched by name (SSH_HOST_KEYS), the public halves stay.
+SYSTEM_SECRETS: tuple[str, ...] = (
+    # --- accounts: password hashes
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
+    # --- private keys of the host's services
+    "/etc/ssl/private", "/etc/pki/tls/private", "/etc/letsencrypt/archive", "/etc/letsencrypt/live",
+    "/etc/letsencrypt/keys", "/etc/letsencrypt/accounts", "/etc/krb5.keytab",
+    # --- networks and VPNs: Wi-Fi passwords, tunnel keys, node identities
+    "/etc/NetworkManager/system-connections", "/etc/wireguard", "/etc/openvpn", "/etc/ipsec.secrets",
+    "/etc/ipsec.d/private", "/etc/ppp/chap-secrets", "/etc/ppp/pap-secrets", "/var/lib/tailscale",
+    "/var/lib/zerotier-one/identity.secret", "/var/lib/iwd",
+    # --- clusters and databases: admin kubeconfigs, join tokens, maintenance passwords
+    "/etc/kubernetes/admin.conf", "/etc/kubernetes/super-admin.conf", "/etc/kubernetes/pki",
+    "/etc/rancher/k3s/k3s.yaml", "/etc/rancher/rke2/rke2.yaml", "/var/lib/rancher/k3s/server/token",
+    "/var/lib/rancher/k3s/server/tls", "/etc/mysql/debian.cnf",
+    # --- credentials systemd and sudo keep
+    "/etc/credstore", "/etc/credstore.encrypted", "/var/lib/systemd/credential.secret", "/var/lib/sudo",
+)
+SSH_HOST_KEYS = "/etc/ssh"  # ssh_host_*_key: the host's private keys (a leak lets one impersonate the host)
+
+
+def system_secret_paths() -> list[str]:
+    """The :data:`SYSTEM_SECRETS` that exist now, with the SSH host's private keys; empty unless this process
+    runs as root (no other user can read them)."""
+    if os.geteuid() != 0:
+        return []
+    found = [p for p in SYSTEM_SECRETS if os.path.lexists(p)]
+    try:
+        names = sorted(os.listdir(SSH_HOST_KEYS))
+    except OSError:
+        names = []
+    found += [os.path.join(SSH_HOST_KEYS, n) for n in names if n.startswith("ssh_host_") and n.endswith("_key")]
+    return found

@@ -15,6 +15,11 @@ One mechanism, chosen once at daemon start (:func:`resolve_process_limit`):
   desktop's browser alone may pass the default, failing every command) and never
   applies it to root.
 
+Memory, the same way (:func:`_memory_limit`, no setting): every sandboxed command of the daemon joins one memory
+cgroup bounded to :data:`MEMORY_SHARE` of what the daemon may use (a v1 ``memory`` group of its own,
+``trellis-memory-<pid>``; on cgroup v2 ``memory.max`` on the parent of the pids groups). A tmpfs's pages are
+charged to the group of the process that wrote them, so a command's private ``/tmp`` counts too.
+
 The limit is the ``sandbox.maxProcesses`` setting (:data:`ProcessCount`, default
 :data:`DEFAULT_MAX_PROCESSES`; ``0``: no limit), checked when the settings are read.
 """
@@ -42,6 +47,14 @@ MAX_PROCESSES = 4_194_304  # the kernel's own ceiling of pid_max
 _PREFIX = "trellis-"
 # The wrapper: join the group, then become bwrap (no fork, nothing of the command's runs before it joined).
 _JOIN = 'echo $$ > "$0" && exec "$@"'
+_JOIN_TWO = 'echo $$ > "$0" && echo $$ > "$1" && shift && exec "$@"'  # a pids group and a (v1) memory group
+# The memory all sandboxed commands of a daemon may hold together (anonymous memory and their /tmp, a tmpfs:
+# its pages are charged to the writer's group), as a share of what the daemon itself may use (the host's RAM,
+# or its own cgroup's limit when lower): past it the kernel kills inside the group, never the daemon, and a
+# write to /tmp fails. Without it, one command filling its /tmp (a tmpfs of half the RAM, per command) or
+# allocating took the host's memory, and the OOM killer chose among the daemon and every other process.
+MEMORY_SHARE = (3, 4)
+_MEMORY_PREFIX = "trellis-memory-"
 
 
 def _process_count(count: int) -> bool:
@@ -59,13 +72,30 @@ ProcessCount = checked.constrained(
 
 
 @attrs.frozen
+class MemoryLimit:
+    """The memory every sandboxed command of this daemon has together: ``limit`` bytes in the group whose
+    ``cgroup.procs`` is ``procs`` (a v1 memory group; on cgroup v2 the limit is on the pids groups' parent and
+    ``procs`` is ``None``), or none (``limit`` 0, ``reason`` says why)."""
+
+    limit: int = 0
+    procs: str | None = None
+    reason: str = ""
+
+    def describe(self) -> str:
+        if not self.limit:
+            return f"no memory limit ({self.reason})"
+        return f"at most {self.limit // 2**20:,} MiB of memory, /tmp included, for all of them together (memory cgroup)"
+
+
+@attrs.frozen
 class ProcessLimit:
-    """``how``: ``"cgroup"`` or ``"none"`` (``reason`` says why)."""
+    """``how``: ``"cgroup"`` or ``"none"`` (``reason`` says why); ``memory``: the memory bound of all commands."""
 
     count: int = 0
     how: str = "none"
     base: str | None = None  # cgroup: this daemon's directory, a group per home below it
     reason: str = ""
+    memory: MemoryLimit = MemoryLimit(reason="not resolved")
 
     def describe(self) -> str:
         if self.how == "none":
@@ -73,9 +103,16 @@ class ProcessLimit:
         return f"at most {self.count} processes per session (pids cgroup)"
 
     def prefix(self, home: str | None) -> list[str]:
-        """What goes before bwrap's argv so that the command runs under the limit (a session's group: ``home``)."""
+        """What goes before bwrap's argv so that the command runs under the limits (a session's group: ``home``)."""
+        groups = []
         if self.how == "cgroup":
-            return ["/bin/sh", "-c", _JOIN, os.path.join(self._group(home), "cgroup.procs")]
+            groups.append(os.path.join(self._group(home), "cgroup.procs"))
+        if self.memory.procs is not None:
+            groups.append(self.memory.procs)
+        if len(groups) == 2:
+            return ["/bin/sh", "-c", _JOIN_TWO, *groups]
+        if groups:
+            return ["/bin/sh", "-c", _JOIN, *groups]
         return []
 
     def _group(self, home: str | None) -> str:
@@ -142,13 +179,18 @@ def _mounts() -> list[tuple[str, str, str, set[str]]]:
 
 def _own_pids_cgroup() -> tuple[str, int] | None:
     """The directory of this process's cgroup in a hierarchy with the pids controller, and its version."""
+    return _own_cgroup("pids")
+
+
+def _own_cgroup(controller: str) -> tuple[str, int] | None:
+    """The directory of this process's cgroup in a hierarchy with ``controller``, and its version."""
     mounts = _mounts()
     with open("/proc/self/cgroup") as f:
         lines = [line.rstrip("\n").split(":", 2) for line in f]
     for _, controllers, path in lines:
-        if "pids" in controllers.split(","):
+        if controller in controllers.split(","):
             for root, point, fstype, options in mounts:
-                if fstype == "cgroup" and "pids" in options and (path + "/").startswith(root.rstrip("/") + "/"):
+                if fstype == "cgroup" and controller in options and (path + "/").startswith(root.rstrip("/") + "/"):
                     return os.path.join(point, path[len(root.rstrip("/")):].lstrip("/")), 1
     for hierarchy, controllers, path in lines:
         if hierarchy == "0" and controllers == "":
@@ -158,15 +200,15 @@ def _own_pids_cgroup() -> tuple[str, int] | None:
     return None
 
 
-def _sweep(parent: str) -> None:
+def _sweep(parent: str, prefix: str = _PREFIX) -> None:
     """Remove the groups of daemons that are gone (killed before they could), where they are empty."""
     try:
         names = os.listdir(parent)
     except OSError:
         return
     for name in names:
-        pid = name.removeprefix(_PREFIX)
-        if not name.startswith(_PREFIX) or not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+        pid = name.removeprefix(prefix)
+        if not name.startswith(prefix) or not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
             continue
         _remove_base(os.path.join(parent, name))
 
@@ -223,13 +265,73 @@ def _v2_pids_for_children(parent: str, base: str) -> bool:
         return False
 
 
+def _memory_total() -> int:
+    """The bytes of RAM of the host (``MemTotal``)."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    raise ValueError("no MemTotal in /proc/meminfo")
+
+
+def _read_limit(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max" (v2): none
+
+
+def memory_bound(own_limit: int | None = None) -> int:
+    """:data:`MEMORY_SHARE` of what the daemon may use: the host's RAM, or ``own_limit`` (its cgroup's) when lower."""
+    available = _memory_total()
+    if own_limit is not None and 0 < own_limit < available:
+        available = own_limit
+    return available * MEMORY_SHARE[0] // MEMORY_SHARE[1]
+
+
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def _memory_limit(pids_base: str | None) -> MemoryLimit:
+    """The memory group of this daemon's sandboxed commands, made now with its limit, or none and why."""
+    try:
+        found = _own_cgroup("memory")
+        if found is None:
+            return MemoryLimit(reason="no cgroup hierarchy with the memory controller")
+        parent, version = found
+        if version == 2:  # one hierarchy: the limit goes on the parent of the pids groups, which commands join
+            if pids_base is None:
+                return MemoryLimit(reason="on cgroup v2 the memory limit is set on the parent of the pids groups, "
+                                          "and there is none (sandbox.maxProcesses 0, or no pids controller)")
+            with open(os.path.join(parent, "cgroup.subtree_control")) as f:
+                enabled = "memory" in f.read().split()
+            if not enabled:
+                _write(os.path.join(parent, "cgroup.subtree_control"), "+memory")
+            limit = memory_bound(_read_limit(os.path.join(parent, "memory.max")))
+            _write(os.path.join(pids_base, "memory.max"), str(limit))
+            return MemoryLimit(limit)
+        _sweep(parent, _MEMORY_PREFIX)
+        group = os.path.join(parent, f"{_MEMORY_PREFIX}{os.getpid()}")
+        os.makedirs(group, exist_ok=True)
+        limit = memory_bound(_read_limit(os.path.join(parent, "memory.limit_in_bytes")))
+        _write(os.path.join(group, "memory.limit_in_bytes"), str(limit))
+        atexit.register(_remove_base, group)  # a killed daemon's is swept at the next start
+        return MemoryLimit(limit, os.path.join(group, "cgroup.procs"))
+    except (OSError, ValueError) as exc:
+        return MemoryLimit(reason=f"cannot make a memory cgroup: {exc}")
+
+
 def resolve_process_limit(count: int = DEFAULT_MAX_PROCESSES) -> ProcessLimit:
     """The limit sandboxed commands run under here, at most ``count`` processes a session (``0``: none);
     a ``ValueError`` naming ``sandbox.maxProcesses`` for a count the settings would have refused."""
     checked.structure(count, ProcessCount, "sandbox.maxProcesses")  # a SandboxSetting made in code
     if count == 0:
-        return ProcessLimit(reason="sandbox.maxProcesses is 0")
+        return ProcessLimit(reason="sandbox.maxProcesses is 0", memory=_memory_limit(None))
     base, why = _cgroup_base()
     if base is not None:
-        return ProcessLimit(count, "cgroup", base=base)
-    return ProcessLimit(count, reason=why)
+        return ProcessLimit(count, "cgroup", base=base, memory=_memory_limit(base))
+    return ProcessLimit(count, reason=why, memory=_memory_limit(None))

@@ -84,7 +84,14 @@ Inside a bwrap sandbox (see :meth:`Sandbox.wrap`):
   (:class:`SandboxForm`). The command's own home (:meth:`Sandbox.with_home`)
   is bound last;
 - at most ``sandbox.maxProcesses`` processes (default 1,024; ``0``: none) for
-  all the commands of one sandbox home together (:mod:`actors.process.limits`).
+  all the commands of one sandbox home together, and 3/4 of the daemon's memory
+  for all its commands together, ``/tmp`` included (:mod:`actors.process.limits`);
+- ``/proc/sys`` read-only (:data:`PROC_COVERS`: a root daemon's commands are uid
+  0, and a sysctl checks the uid, not a capability), and, for a root daemon,
+  the files only root may read hidden (:data:`~actors.process.home_secrets.SYSTEM_SECRETS`);
+- a seccomp filter that refuses setuid and setgid bits on files
+  (:mod:`actors.process.seccomp`): the host honours them on what a command
+  leaves in its cwd.
 """
 
 from __future__ import annotations
@@ -107,7 +114,8 @@ import attrs
 
 from .. import checked
 from ..checked import Invalid, shown
-from .home_secrets import HOME_SECRETS, homes, secret_paths
+from .home_secrets import HOME_SECRETS, homes, secret_paths, system_secret_paths
+from .seccomp import program, program_path
 from .limits import DEFAULT_MAX_PROCESSES, ProcessCount, ProcessLimit, release, resolve_process_limit
 
 SANDBOX_SETTINGS = ("auto", "bwrap", "off")
@@ -125,6 +133,13 @@ SOCKET_VARIABLES = frozenset({
     "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "DOCKER_HOST", "PULSE_SERVER",
 })
 PROBE_TIMEOUT = 10.0
+# The kernel's settings under the new /proc, read-only. A daemon run as root runs commands as uid 0 (the user
+# namespace maps it to the host's root), and a sysctl's write check is the uid, not a capability: with no
+# capability at all, such a command could set kernel.core_pattern to "|<a script in its cwd>", which the kernel
+# runs as the host's root, with every capability, at the next crash of any process. bwrap covers
+# /proc/sysrq-trigger, /proc/irq and /proc/bus itself, and /proc/sys only when access(W_OK) says it is writable,
+# which the directory never is (each sysctl decides for itself), so it is bound read-only here.
+PROC_COVERS = ("--ro-bind", "/proc/sys", "/proc/sys")
 MODULE_DEPTH = 4  # levels of nested submodules (.git/modules/a/modules/b/...) whose control files are protected
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -327,6 +342,10 @@ class Sandbox:
     # How many processes a session's commands may have at once (actors/process/limits.py): a fork bomb in
     # one command must not take every pid of the host.
     processes: ProcessLimit = ProcessLimit(reason="not resolved")
+    # Whether commands run under the seccomp filter that refuses setuid and setgid bits (actors/process/seccomp.py):
+    # a file a command makes is the daemon user's, and the host honours the bits (a setuid-root shell in a
+    # project, for a root daemon).
+    seccomp: bool = False
 
     def with_home(self, home: str) -> Sandbox:
         """This sandbox, its commands' HOME being ``home`` (writable, bound at its own path)."""
@@ -374,7 +393,8 @@ class Sandbox:
             args.append("--unshare-user")
         if not self.network:
             args.append("--unshare-net")
-        args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *PROC_COVERS,
+                 "--tmpfs", "/tmp"]
         # The settings' writable directories first: every protection below is mounted over them, so a
         # ~/.cache made writable keeps ~/.cache/huggingface/token hidden, and one holding the cwd keeps its
         # .git/config and hooks read-only (bound last, such a directory would cover all of those again).
@@ -411,13 +431,21 @@ class Sandbox:
         # daemon's own homes (make_home) come here: nothing protected lies inside one.
         if self.home is not None and os.path.isdir(self.home):
             args += ["--bind", self.home, self.home]
-        return [*self.processes.prefix(self.home), *args, "--chdir", cwd, "--", *argv]
+        bwrap = [*args, "--chdir", cwd, "--", *argv]
+        bpf = program_path() if self.seccomp else None
+        if bpf is not None:
+            # bwrap reads the filter from a descriptor: a shell opens it on the way (exec: the same process, the
+            # same group, no fork), so every caller of wrap gets it, however it starts the process.
+            bwrap = ["/bin/sh", "-c", 'exec "$@" 3<"$0"', bpf, bwrap[0], "--seccomp", "3", *bwrap[1:]]
+        return [*self.processes.prefix(self.home), *bwrap]
 
     def hidden_paths(self) -> list[str]:
         """What a command started now does not see: the daemon's own paths and the credentials that exist now."""
         found = [os.path.realpath(p) for p in secret_paths() if os.path.lexists(p)]
         # Never the home itself nor a directory above it (a variable naming one): a secret is inside a home.
         found = [p for p in found if not any(_is_within(home, p) for home in homes())]
+        # A root daemon's commands run as uid 0, which owns what only root may read (/etc/shadow, host keys).
+        found += [os.path.realpath(p) for p in system_secret_paths()]
         return list(dict.fromkeys([*self.hidden, *found]))
 
     def environment(self, env: Mapping[str, str], source: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -849,7 +877,7 @@ def resolve_sandbox(setting: str | SandboxSetting,
     writable, network = given.writable, given.network == "on"
     return Sandbox("bwrap", executable=executable, hidden=real, env=env, user_namespace=not no_userns,
                    no_user_namespace=no_userns, writable=tuple(os.path.realpath(p) for p in writable),
-                   network=network, processes=processes)
+                   network=network, processes=processes, seccomp=program() is not None)
 
 
 def make_home(state_dir: str | os.PathLike[str] | None, name: str) -> str:
@@ -973,6 +1001,15 @@ def log_sandbox(sandbox: Sandbox) -> None:
                         "pid left (docs/isolation.md)", sandbox.processes.describe())
         else:
             log.info("sandboxed commands: %s", sandbox.processes.describe())
+        if not sandbox.seccomp:
+            log.warning("no seccomp filter for this machine (%s): a command can make a setuid or setgid file in "
+                        "its cwd, which the host honours (docs/isolation.md)", os.uname().machine)
+        if sandbox.processes.memory.limit:
+            log.info("sandboxed commands: %s", sandbox.processes.memory.describe())
+        else:
+            log.warning("sandboxed commands have %s: one command can take the host's memory, and the kernel's "
+                        "OOM killer then picks among every process, the daemon included (docs/isolation.md)",
+                        sandbox.processes.memory.describe())
     else:
         log.warning("no sandbox (%s): commands the model runs have your rights and can read your files",
                     sandbox.reason)

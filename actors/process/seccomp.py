@@ -1,0 +1,145 @@
+"""A seccomp filter for sandboxed commands: no setuid or setgid file is made.
+
+A sandboxed command runs as the daemon's user (uid 0 for a root daemon), and the
+files it makes in its cwd are that user's. The sandbox's own mounts are
+``nosuid``, but the bits live in the file, and the host honours them: a command
+that ran ``cp /bin/sh ./x; chmod 4755 ./x`` left a setuid-root shell in the
+project, which any user of the host who can reach the directory ran as root.
+
+The filter makes every way of setting ``S_ISUID`` or ``S_ISGID`` on a file fail
+with ``EPERM``: ``chmod``, ``fchmod``, ``fchmodat``, ``fchmodat2``, and a mode
+given when a file is created (``open``, ``openat``, ``creat``, ``mknod``,
+``mknodat``). ``openat2`` and ``io_uring_setup`` are refused with ``ENOSYS``
+(the mode of the first is in memory a filter cannot read, and an io_uring
+``openat`` does not pass through it; C libraries fall back on ``ENOSYS``), as
+is every call of another ABI than the machine's own (32-bit and x32 calls on
+x86-64: their numbers differ). ``mkdir`` needs nothing: the kernel keeps only
+the permission bits and the sticky bit of its mode. Setting file capabilities
+(``security.capability``) already needs ``CAP_SETFCAP``, which no command holds.
+
+bwrap loads the program (``--seccomp FD``) just before it executes the command;
+:func:`program_path` writes it once per daemon process into a private directory
+and :meth:`actors.process.sandbox.Sandbox.wrap` opens it on the way to bwrap.
+Machines other than x86-64 and AArch64 get no filter (:func:`program` is
+``None``), and the start log says so.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import errno
+import os
+import platform
+import shutil
+import struct
+import tempfile
+import threading
+
+# Classic BPF, as seccomp reads it.
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_JGE_K = 0x35
+_JSET_K = 0x45
+_RET_K = 0x06
+_RET_ALLOW = 0x7FFF0000
+_RET_ERRNO = 0x00050000
+_NR, _ARCH = 0, 4  # offsets in struct seccomp_data
+
+
+def _arg(index: int) -> int:
+    return 16 + 8 * index  # the low 32 bits of args[index] (little-endian)
+
+
+SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
+
+# (audit arch, x32 bit or 0, {syscall: index of its mode argument}, syscalls refused outright)
+_TABLES: dict[str, tuple[int, int, dict[int, int], tuple[int, ...]]] = {
+    "x86_64": (0xC000003E, 0x40000000,
+               {90: 1, 91: 1, 268: 2, 452: 2,  # chmod fchmod fchmodat fchmodat2
+                2: 2, 257: 3, 85: 1, 133: 1, 259: 2},  # open openat creat mknod mknodat
+               (437, 425)),  # openat2 io_uring_setup
+    "aarch64": (0xC00000B7, 0,
+                {52: 1, 53: 2, 452: 2,  # fchmod fchmodat fchmodat2
+                 56: 3, 33: 2},  # openat mknodat
+                (437, 425)),
+}
+_MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+def program(machine: str | None = None) -> bytes | None:
+    """The filter for ``machine`` (this one's by default), as the bytes ``--seccomp`` reads; ``None`` where
+    there is no table for it."""
+    table = _TABLES.get(_MACHINES.get((machine or platform.machine()).lower(), ""))
+    if table is None:
+        return None
+    arch, x32, modes, refused = table
+    checks = sorted(modes.items())
+    # Layout: arch check, nr load, [x32 check], one jeq per checked and refused call, allow,
+    # then one "load the mode, test the bits" pair per argument index, then the three returns.
+    indexes = sorted(set(modes.values()))
+    head = 3 + (1 if x32 else 0)  # ld arch, jeq arch, ld nr, [jge x32]
+    n_jumps = len(checks) + len(refused)
+    first_check = head + n_jumps + 1  # after the jumps and the "allow" return
+    check_at = {index: first_check + 2 * i for i, index in enumerate(indexes)}
+    eperm = first_check + 2 * len(indexes)
+    enosys = eperm + 1
+    allow = eperm + 2
+    code: list[tuple[int, int, int, int]] = []
+
+    def jump(target: int) -> int:
+        offset = target - (len(code) + 1)
+        assert 0 <= offset < 256, offset
+        return offset
+
+    code.append((_LD_W_ABS, 0, 0, _ARCH))
+    code.append((_JEQ_K, 0, jump(enosys), arch))
+    code.append((_LD_W_ABS, 0, 0, _NR))
+    if x32:
+        code.append((_JGE_K, jump(enosys), 0, x32))
+    for nr, index in checks:
+        code.append((_JEQ_K, jump(check_at[index]), 0, nr))
+    for nr in refused:
+        code.append((_JEQ_K, jump(enosys), 0, nr))
+    code.append((_RET_K, 0, 0, _RET_ALLOW))
+    for index in indexes:
+        assert len(code) == check_at[index]
+        code.append((_LD_W_ABS, 0, 0, _arg(index)))
+        code.append((_JSET_K, jump(eperm), jump(allow), SET_ID_BITS))
+    assert len(code) == eperm
+    code.append((_RET_K, 0, 0, _RET_ERRNO | errno.EPERM))
+    code.append((_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS))
+    code.append((_RET_K, 0, 0, _RET_ALLOW))
+    return b"".join(struct.pack("<HBBI", *insn) for insn in code)
+
+
+_lock = threading.Lock()
+_written: dict[int, str] = {}  # this process's pid -> its file (a forked copy writes its own)
+
+
+def program_path() -> str | None:
+    """A file holding :func:`program`, private to this process and written again when it went missing (a
+    cleaner of the temporary directory); ``None`` where there is no filter for this machine."""
+    data = program()
+    if data is None:
+        return None
+    with _lock:
+        path = _written.get(os.getpid())
+        if path is not None and os.path.isfile(path):
+            return path
+        directory = tempfile.mkdtemp(prefix="trellis-seccomp-")
+        path = os.path.join(directory, "no-setid.bpf")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if not _written:
+            atexit.register(_remove_all)
+        _written[os.getpid()] = path
+        return path
+
+
+def _remove_all() -> None:
+    path = _written.pop(os.getpid(), None)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(os.path.dirname(path))
