@@ -9,7 +9,10 @@ server, so it reaches no access log) and keeps it in the tab's
 The answers carry a strict Content-Security-Policy: scripts and styles from
 the daemon only, no inline script, no frames, connections back to the daemon
 only — what the page shows of a session (model text, command output) is put
-in the DOM as text, and could not run even if it were not.
+in the DOM as text, and could not run even if it were not. The model's answers
+are markdown, parsed in a worker (``md-worker.js``, from the daemon too) within
+a time budget: a parse can take minutes over text a model chooses, and on the
+page's thread it would freeze the page, its permission requests included.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ STATIC = files(__package__) / "static"
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
          ".css": "text/css; charset=utf-8", ".png": "image/png"}
 HEADERS = {
-    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                                "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+    "Content-Security-Policy": ("default-src 'none'; script-src 'self'; worker-src 'self'; style-src 'self'; "
+                                "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+                                "frame-ancestors 'none'"),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",  # a new version of the daemon serves new files at the same names

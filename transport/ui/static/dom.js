@@ -145,8 +145,9 @@ const RULE_CHARS = 120; // of the rules an "always" button shows (the daemon's n
 
 export function optionName(option) {
   const named = OPTION_NAMES[option.kind];
-  if (!named) return option.name || option.optionId;
+  if (!named) return visible(String(option.name || option.optionId));
   const name = typeof option.name === "string" ? option.name : "";
   const rules = option.kind.endsWith("_always") && name.includes(": ") ? name.slice(name.indexOf(": ") + 2) : "";
-  return rules ? `${named}: ${short(rules, RULE_CHARS)}` : named;
+  // the rules are made of the model's command: their hidden characters shown, as the request's title
+  return rules ? `${named}: ${visible(short(rules, RULE_CHARS))}` : named;
 }

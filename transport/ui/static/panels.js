@@ -6,7 +6,7 @@
 // replay could not tell about (a permission resolved while away) does not linger.
 
 import { api, path } from "./api.js";
-import { diffPreview, el, optionName, short } from "./dom.js";
+import { diffPreview, el, optionName, short, visible } from "./dom.js";
 
 const OUTPUT_KEPT = 8000; // characters of a task's live output kept on the page
 const ENDED_TASKS_KEPT = 12;
@@ -302,9 +302,12 @@ export class Permissions {
       const call = d.toolCall || {};
       const raw = call.rawInput && typeof call.rawInput === "object" && typeof call.rawInput.command === "string"
         ? call.rawInput.command : null;
-      return el("div", { class: "permission", dataset: { requestId: id }, role: "group", "aria-label": `Permission: ${call.title || "a tool call"}` },
-        el("div", { class: "permission-title", text: `${call.kind ? `${call.kind}: ` : ""}${call.title || "a tool call"}` }),
-        raw && raw !== call.title ? el("code", { text: raw }) : null,
+      // The model chose the title and the command: their hidden characters (bidirectional overrides that show
+      // `curl …|sh` reversed, C0 controls) are made visible, as in the conversation — this is where the vote is.
+      const title = visible(call.title || "a tool call");
+      return el("div", { class: "permission", dataset: { requestId: id }, role: "group", "aria-label": `Permission: ${title}` },
+        el("div", { class: "permission-title", text: `${call.kind ? `${visible(call.kind)}: ` : ""}${title}` }),
+        raw && raw !== call.title ? el("code", { class: "permission-command", text: visible(raw) }) : null,
         changes(call),
         el("div", { class: "actions" }, (d.options || []).map((option) => el("button", {
           type: "button", class: option.kind?.startsWith("allow") ? "allow" : "reject",
@@ -365,7 +368,7 @@ export class SubagentRuns {
   // A permission request of the run's child that nobody has answered: only a client of that session can.
   waiting(run, vote) {
     return el("div", { class: "run-question" },
-      el("span", { text: `waits for a vote: ${short(vote.title, 160)} ` }),
+      el("span", { text: `waits for a vote: ${visible(short(vote.title, 160))} ` }),
       el("button", { type: "button", onclick: () => this.openSession(run.childSessionId) }, "Open its session"));
   }
 }

@@ -5,13 +5,15 @@
 // continuations and exhaustion, hook results, automatic turns and turn ends are lines of
 // their own. Everything is set as text (dom.js), but for the model's answers: markdown, rendered
 // to sanitized, inert DOM (markdown.js) — the open answer at most once per animation frame while
-// it streams, and once more when it closes; a closed one is never rendered again.
+// it streams, and once more when it closes; a closed one is never rendered again. The markdown is
+// parsed in a worker, each parse within a time budget: an answer whose parse overruns it (a model can
+// write text that takes marked minutes) is shown as plain text, and the page never waits for it.
 //
 // The log follows the stream while the reader is at its bottom; scrolling up stops that (and
 // ``onFollow(false)`` shows the "jump to latest" control) until they come back down or jump.
 
 import { el, inputPreview, optionName, short, textOf, toolOutput, visible } from "./dom.js";
-import { renderMarkdown } from "./markdown.js";
+import { parseMarkdown } from "./markdown.js";
 import { RecentSet } from "./panels.js";
 
 const GUARD_SOURCE = "todo_stop_guard";
@@ -170,8 +172,36 @@ export class Conversation {
     const open = this.open;
     if (!open || !open.dirty) return;
     open.dirty = false;
-    if (open.kind === "agent") open.node.replaceChildren(renderMarkdown(open.text));
+    if (open.kind === "agent") this.renderAnswer(open);
     else open.node.textContent = open.text;
+  }
+
+  // An answer's markdown, parsed in the worker (one parse of a bubble at a time; the latest text when it is
+  // back). Until the first is back the text is shown as it is; an answer whose parse overran its budget stays
+  // plain text, and is not parsed again.
+  renderAnswer(bubble) {
+    if (bubble.plain) {
+      bubble.node.textContent = bubble.text;
+      return;
+    }
+    if (bubble.parsing) return; // its end parses the latest text again
+    if (!bubble.node.hasChildNodes()) bubble.node.textContent = bubble.text;
+    bubble.parsing = true;
+    const text = bubble.text;
+    parseMarkdown(text).then((fragment) => {
+      bubble.parsing = false;
+      if (fragment === null) {
+        bubble.plain = true;
+        bubble.node.classList.remove("md");
+        bubble.node.classList.add("unparsed");
+        bubble.node.title = "Shown as plain text: its markdown took too long to render";
+        bubble.node.textContent = bubble.text;
+      } else {
+        bubble.node.replaceChildren(fragment);
+        if (bubble.text !== text) this.renderAnswer(bubble);
+      }
+      this.stick();
+    });
   }
 
   // The streamed bubble ends (anything else came): rendered one last time, then left alone.
