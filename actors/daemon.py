@@ -390,6 +390,49 @@ class Daemon:
             self._sweep_due = True  # one sweep after a batch of deletions, not one each
         return True
 
+    async def stored_record(self, session_id: str) -> dict[str, Any] | None:
+        """The record of a session that is on disk and not live here (read in a worker thread); ``None`` when
+        there is none such: no state directory, a live or starting session, an unsafe id, nothing stored, or
+        (cluster mode) a session whose row another node may hold (it is only renamed where it is live)."""
+        store = self.runtime.store
+        if (store is None or self.placement is not None or not is_safe_session_id(session_id)
+                or session_id in self._sessions or session_id in self._starting or session_id in self._deleting):
+            return None
+        if not await trio.to_thread.run_sync(store.exists, session_id):
+            return None
+        return await trio.to_thread.run_sync(store.record_read, session_id) or {}
+
+    async def retitle_stored(self, session_id: str, title: str | None) -> str | None:
+        """Give a stored session (on disk, not live) a title (stripped; ``None`` or blank: none), kept in its
+        record — its lists show it, and a restore (after a restart too) starts with it. The record's
+        ``updatedAt`` becomes now, as a live session's title change writes it. Returns the title.
+
+        Raises :class:`UnknownSession` when :meth:`stored_record` finds none such, and
+        :class:`SessionStarting` when the session starts (or is deleted) meanwhile. While the record is
+        rewritten, starting or deleting the session is refused as :class:`SessionStarting` (a restore then
+        reads the new title, never the old one over it).
+        """
+        title = (title or "").strip() or None
+        if await self.stored_record(session_id) is None:
+            raise UnknownSession(session_id)
+        if session_id in self._sessions or session_id in self._starting or session_id in self._deleting:
+            raise SessionStarting(f"session {session_id} is being started or deleted")
+        store = self.runtime.store
+        now = self.runtime.clock_ms()
+        self._starting.add(session_id)  # no restore or deletion reads or removes the record under this write
+
+        def rewrite() -> None:
+            record = store.record_read(session_id) or {"sessionId": session_id}
+            store.record_write(session_id, {**record, "title": title, "updatedAt": now})
+
+        try:
+            with trio.CancelScope(shield=True):  # once begun, the write lands
+                await trio.to_thread.run_sync(rewrite)
+        finally:
+            self._starting.discard(session_id)
+        log.info("stored session %s retitled", session_id, extra={"session_id": session_id})
+        return title
+
     async def _sweep_after_deletions(self) -> None:
         self._sweep_due = False
         try:

@@ -35,7 +35,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.routing import PathConverter
 
-from actors import Daemon, SessionHandle, UnknownSession
+from actors import Daemon, SessionHandle, SessionStarting, UnknownSession
 from actors.model import configured_model
 from actors.settings import APPROVAL_MODES
 from actors.wire import SessionMetadataBody, answers, unstructure
@@ -203,6 +203,52 @@ def _activity(status: dict[str, Any]) -> dict[str, Any]:
     return {"clientCount": status.get("subscribers", 0), "hasActivePrompt": bool(status.get("hasActivePrompt")),
             "activeWorkState": "idle" if status.get("state") == "idle" else "active",
             "isWaitingForPermission": waiting > 0, "pendingInteractionCount": waiting}
+
+
+def context_usage_of(status: dict[str, Any], details: bool) -> answers.SessionContextUsage:
+    """qwen serve's ``GET /session/:id/context-usage`` from a session's status (its ``context``): the last
+    request's size (the server's count, else Trellis's estimate) against the context window."""
+    context = status["context"]
+    reported, estimated = context.get("reportedTokens"), context.get("estimatedTokens")
+    total = reported if reported is not None else (estimated or 0)
+    window = context.get("window") or 0
+    base = context.get("baseTokens") or 0  # the system prompt and the tool schemas, estimated
+    system = min(base, total) if total else base  # before a request: the overhead the first one will carry
+    breakdown = answers.ContextBreakdown(systemPrompt=system, builtinTools=0, mcpTools=0, memoryFiles=0, skills=0,
+                                         messages=max(0, total - system), freeSpace=max(0, window - total),
+                                         autocompactBuffer=0)
+    figures = answers.ContextUsageFigures(modelName=status["modelName"], totalTokens=total,
+                                          contextWindowSize=window, breakdown=breakdown, builtinTools=[],
+                                          mcpTools=[], memoryFiles=[], skills=[], isEstimated=reported is None,
+                                          showDetails=details)
+    if not total:
+        text = "Context usage: no request sent yet"
+    elif window:
+        text = f"Context usage: {total:,} / {window:,} tokens ({total / window * 100:.1f}%)"
+    else:
+        text = f"Context usage: {total:,} tokens (context window unknown)"
+    if total and reported is None:
+        text += ", estimated"
+    return answers.SessionContextUsage(v=1, sessionId=status["sessionId"], workspaceCwd=status.get("workspaceCwd"),
+                                       usage=figures, formattedText=text)
+
+
+def stats_of(status: dict[str, Any], created_at: int, now_ms: int) -> answers.SessionStats:
+    """qwen serve's ``GET /session/:id/stats`` from a session's status (its ``usage``): the model calls and
+    tokens since the session began, under the model it uses now."""
+    usage = status["usage"]
+    models: dict[str, answers.ModelStats] = {}
+    if usage.get("calls"):
+        models[status["modelName"]] = answers.ModelStats(
+            api=answers.ModelApiStats(totalRequests=usage["calls"], totalErrors=0, totalLatencyMs=0),
+            tokens=answers.ModelTokenStats(prompt=usage["inputTokens"], candidates=usage["outputTokens"],
+                                           total=usage["totalTokens"], cached=usage["cachedReadTokens"], thoughts=0))
+    return answers.SessionStats(
+        v=1, sessionId=status["sessionId"], workspaceCwd=status.get("workspaceCwd"),
+        sessionStartTimeMs=created_at, durationMs=max(0, now_ms - created_at), models=models,
+        tools=answers.ToolCallTotals(totalCalls=0, totalSuccess=0, totalFail=0, totalDurationMs=0),
+        files=answers.FileLineTotals(totalLinesAdded=0, totalLinesRemoved=0),
+        skills=answers.SkillTotals(totalCalls=0, totalSuccess=0, totalFail=0, byName={}))
 
 
 def _live(daemon: Daemon, session_id: str) -> SessionHandle | None:
@@ -428,6 +474,18 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
             },
         })
 
+    @app.get("/session/<session_id>/context-usage")
+    async def context_usage(session_id: str) -> Response:
+        status = await handle_of(session_id).status()
+        return json_response(unstructure(context_usage_of(status, request.args.get("detail") == "true")))
+
+    @app.get("/session/<session_id>/stats")
+    async def stats(session_id: str) -> Response:
+        handle = handle_of(session_id)
+        status = await handle.status()
+        return json_response(unstructure(stats_of(status, handle.summary()["createdAt"], daemon.runtime.clock_ms())),
+                             headers={"Cache-Control": "no-store"})  # as qwen serve answers it (polled every 2 s)
+
     if session is not None and body is not None:
         found, decode = session, body
 
@@ -437,21 +495,52 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
             title = handle.summary()["title"] if b.displayName is None else await handle.set_title(b.displayName)
             return json_response(unstructure(answers.SessionMetadata(sessionId=handle.session_id, displayName=title)))
 
+        async def rename_stored(session_id: str, record: dict[str, Any], b: SessionMetadataBody) -> Response:
+            """A stored session (on disk, not live) renamed on disk, as qwen serve renames one: its record's
+            title, which its lists show and its restore (after a restart too) starts with. Nothing is published:
+            no stream is open on a session that is not live."""
+            title = record.get("title")
+            if b.displayName is not None:
+                try:
+                    title = await daemon.retitle_stored(session_id, b.displayName)
+                except UnknownSession:
+                    raise not_found_session(session_id) from None
+                except SessionStarting as exc:  # restored (or deleted) meanwhile
+                    raise HttpError(409, f"{exc}; try again", "session_starting", "url.sessionId") from None
+            return json_response(unstructure(answers.SessionMetadata(sessionId=session_id, displayName=title)))
+
+        async def live_or_stored(session_id: str) -> tuple[SessionHandle | None, dict[str, Any] | None]:
+            """The live session (its client id checked), else the record of the stored one, else 404."""
+            if _live(daemon, session_id) is not None:
+                return found(session_id), None
+            record = await daemon.stored_record(session_id)
+            if record is None:
+                return found(session_id), None  # live after all (restored meanwhile), or 404
+            return None, record
+
         @app.patch("/session/<session_id>/metadata")
         async def session_metadata(session_id: str) -> Response:
-            handle = found(session_id)
-            return await rename(handle, await decode(SessionMetadataBody))
+            handle, record = await live_or_stored(session_id)
+            b = await decode(SessionMetadataBody)
+            if handle is None:
+                assert record is not None
+                return await rename_stored(session_id, record, b)
+            return await rename(handle, b)
 
         @app.patch("/workspaces/<anypath:selector>/session/<session_id>/metadata", merge_slashes=False)
         async def workspace_session_metadata(selector: str, session_id: str) -> Response:
             cwd = await workspace(selector)
-            handle = found(session_id)
+            handle, record = await live_or_stored(session_id)
             b = await decode(SessionMetadataBody)
-            if handle.cwd != cwd:  # a live session of another workspace is not this one's to rename
+            where = handle.cwd if handle is not None else (record or {}).get("cwd")
+            if where != cwd:  # a session of another workspace is not this one's to rename
                 raise HttpError(404, "that session does not work in that workspace", "session_not_found",
                                 "url.sessionId")
             if b.displayName is None:  # qwen serve's workspace route wants something to change
                 raise HttpError(400, "displayName is required", "invalid_metadata", "$.displayName")
+            if handle is None:
+                assert record is not None
+                return await rename_stored(session_id, record, b)
             return await rename(handle, b)
 
     @app.get("/session/<session_id>/supported-commands")

@@ -175,6 +175,7 @@ class Session:
         authorizer = self.authorizer
         self.work = work = WorkItem()
         self._scope: trio.CancelScope | None = None  # the running work item's
+        self._cancelled_at: int | None = None  # when a cancel reached the running work item (clock_ms)
         self._wake = Wakeup()
         self._work_started = False  # the work loop starts with the session's first work (_wake_work)
         self._nursery: trio.Nursery | None = None
@@ -508,8 +509,10 @@ class Session:
         automatic items that waited for this work.
         """
         scope = trio.CancelScope()
+        self._cancelled_at = None
         if self.work.begin(prompt_id, kind):
             scope.cancel()  # cancelled between the hand-over and now: it ends as it begins
+            self._cancelled_at = self.runtime.clock_ms()
         self._scope = scope
         try:
             self.mcp.release(prompt_id)  # notices about MCP servers that did not start, once (see McpServers)
@@ -582,6 +585,7 @@ class Session:
         stop_reason: str | None = None
         error: Exception | None = None
         started = turn_log.turn_started(self.session_id, prompt_id, kind)
+        started_ms = self.runtime.clock_ms()
         try:
             async with self.work_item(prompt_id, kind) as scope:
                 try:
@@ -604,8 +608,11 @@ class Session:
                 self.fifo.settle_on_close(prompt_id)
             turn_log.turn_ended(self.session_id, prompt_id, kind, "cancelled", None, state.usage, started)
             raise
+        cancelled = None
         if scope.cancelled_caught:
             stop_reason = "cancelled"
+            cancelled_at = self._cancelled_at if self._cancelled_at is not None else self.runtime.clock_ms()
+            cancelled = wire.prompt_cancelled(cancelled_at, started_ms)
         if error is not None:
             code = error.code if isinstance(error, ModelError) else "internal_error"
             self.publisher.event("turn_error", wire.turn_error(self.session_id, prompt_id, self._error_message(error),
@@ -614,7 +621,7 @@ class Session:
             stop_reason = stop_reason or "end_turn"
             self.publisher.event("turn_complete", wire.turn_complete(self.session_id, prompt_id, stop_reason,
                                                                      state.usage.summary(), state.token_limit,
-                                                                     state.hook_stop_reason), prompt_id)
+                                                                     state.hook_stop_reason, cancelled), prompt_id)
         turn_log.turn_ended(self.session_id, prompt_id, kind, stop_reason if error is None else "error",
                             (error.code if isinstance(error, ModelError) else "internal_error") if error else None,
                             state.usage, started)
@@ -648,6 +655,8 @@ class Session:
         """A user's cancel (``prompt_id`` None) or the FIFO's abort of a handed-over prompt (:mod:`.work_item`)."""
         outcome = self.work.cancel(prompt_id)
         if outcome is CancelOutcome.CANCEL_SCOPE and self._scope is not None:
+            if self._cancelled_at is None:
+                self._cancelled_at = self.runtime.clock_ms()  # the first cancel's moment (turn_complete says it)
             self._scope.cancel()
         return outcome
 

@@ -331,7 +331,7 @@ class Turn:
             locate = getattr(tool, "locate", None)  # where it will look, when its arguments say
             ports.publisher.update(
                 wire.tool_call_update("tool_call", call.id, title=call.name, status="in_progress",
-                                      raw_input=arguments, tool_kind=tool.kind,
+                                      raw_input=arguments, tool_kind=tool.kind, tool_name=call.name,
                                       locations=locate(ports.cwd(), arguments) if locate is not None else None),
                 self.prompt_id,
             )
@@ -360,7 +360,7 @@ class Turn:
             return result
         status = "failed" if result.error else "completed"
         ports.publisher.update(
-            wire.tool_call_update("tool_call_update", call.id, status=status,
+            wire.tool_call_update("tool_call_update", call.id, status=status, tool_name=call.name,
                                   content=[{"type": "content", "content": {"type": "text", "text": result.content}},
                                            *result.acp_content],  # a diff, say
                                   locations=list(result.locations)),
@@ -372,10 +372,9 @@ class Turn:
         return await self.ports.hooks.post_tool_use(self.state, call, result)
 
     def _publish_failure(self, call: ToolCall, message: str, *, rule: str | None = None) -> ToolResult:
-        update = wire.tool_call_update("tool_call", call.id, title=call.name, status="failed",
-                                       content=[{"type": "content", "content": {"type": "text", "text": message}}])
-        if rule is not None:
-            update["_meta"] = {"rule": rule}  # the deny rule that refused it
+        update = wire.tool_call_update("tool_call", call.id, title=call.name, status="failed", tool_name=call.name,
+                                       content=[{"type": "content", "content": {"type": "text", "text": message}}],
+                                       rule=rule)  # the deny rule that refused it
         self.ports.publisher.update(update, self.prompt_id)
         self._refused = True
         return ToolResult.failure(message)
@@ -385,7 +384,7 @@ class Turn:
         no ``cancelled`` status for a tool call, so ``failed``, saying why."""
         why = "cancelled" if only_cancelled(exc) else "not finished: the turn failed"
         self.ports.publisher.update(
-            wire.tool_call_update("tool_call_update", call.id, status="failed",
+            wire.tool_call_update("tool_call_update", call.id, status="failed", tool_name=call.name,
                                   content=[{"type": "content", "content": {"type": "text", "text": why}}]),
             self.prompt_id,
         )

@@ -633,3 +633,120 @@ class SupportedCommands:
     sessionId: str
     availableCommands: list[Any]
     availableSkills: list[Any]
+
+
+@attrs.frozen(kw_only=True)
+class ContextBreakdown:
+    """Where a context's tokens go, by qwen's categories. Trellis estimates the system prompt and the tool
+    schemas together (``status.context.baseTokens``): all of it is ``systemPrompt``; ``messages`` is the rest
+    of the last request, ``freeSpace`` what the window has left; the categories Trellis does not count are 0."""
+
+    systemPrompt: int
+    builtinTools: int
+    mcpTools: int
+    memoryFiles: int
+    skills: int
+    messages: int
+    freeSpace: int
+    autocompactBuffer: int
+
+
+@attrs.frozen(kw_only=True)
+class ContextUsageFigures:
+    """``totalTokens``: the last request's size, the server's count of it when it gave one, else Trellis's
+    estimate (``isEstimated``); 0 before the first request. ``contextWindowSize``: 0 when no window is known."""
+
+    modelName: str
+    totalTokens: int
+    contextWindowSize: int
+    breakdown: ContextBreakdown
+    builtinTools: list[Any]
+    mcpTools: list[Any]
+    memoryFiles: list[Any]
+    skills: list[Any]
+    isEstimated: bool
+    showDetails: bool
+
+
+@attrs.frozen(kw_only=True)
+class SessionContextUsage:
+    """``GET /session/:id/context-usage`` (qwen serve's; its Web Shell's Context Usage panel), from the
+    session's ``status.context``."""
+
+    v: Literal[1]
+    sessionId: str
+    workspaceCwd: str | None
+    usage: ContextUsageFigures
+    formattedText: str
+
+
+@attrs.frozen(kw_only=True)
+class ModelApiStats:
+    """A model's requests: ``totalRequests`` is the session's model calls; errors and latency are not
+    counted (0)."""
+
+    totalRequests: int
+    totalErrors: int
+    totalLatencyMs: int
+
+
+@attrs.frozen(kw_only=True)
+class ModelTokenStats:
+    """qwen's token names: ``prompt`` input, ``candidates`` output, ``cached`` cache reads; ``thoughts`` 0 (not
+    counted apart from the output)."""
+
+    prompt: int
+    candidates: int
+    total: int
+    cached: int
+    thoughts: int
+
+
+@attrs.frozen(kw_only=True)
+class ModelStats:
+    api: ModelApiStats
+    tokens: ModelTokenStats
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallTotals:
+    """Tool calls: not counted per session (0)."""
+
+    totalCalls: int
+    totalSuccess: int
+    totalFail: int
+    totalDurationMs: int
+
+
+@attrs.frozen(kw_only=True)
+class FileLineTotals:
+    """Lines added and removed: not counted per session (0)."""
+
+    totalLinesAdded: int
+    totalLinesRemoved: int
+
+
+@attrs.frozen(kw_only=True)
+class SkillTotals:
+    totalCalls: int
+    totalSuccess: int
+    totalFail: int
+    byName: dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class SessionStats:
+    """``GET /session/:id/stats`` (qwen serve's; its Web Shell's Token Usage panel), from the session's
+    ``status.usage``: one entry of ``models``, the session's model, once it made a call (every source's calls:
+    the prompt's, the Todo Stop Guard's, compaction's, suggestions'). qwen's ``promptCount``, ``sources``
+    (its subagents) and ``tools.byName`` are left out: Trellis does not count them per session."""
+
+    v: Literal[1]
+    sessionId: str
+    workspaceCwd: str | None
+    sessionStartTimeMs: int
+    durationMs: int
+    models: dict[str, ModelStats]
+    tools: ToolCallTotals
+    files: FileLineTotals
+    skills: SkillTotals

@@ -80,6 +80,16 @@ class Location:
 
 
 @attrs.frozen(kw_only=True)
+class ToolCallMeta:
+    """``_meta`` of a tool call's updates: ``toolName``, the tool the model called (on the call's every update
+    but a client terminal's, as qwen serve stamps it; qwen's Web Shell labels the card by it), and ``rule``,
+    the permission rule that refused the call."""
+
+    toolName: str = ""
+    rule: str = ""
+
+
+@attrs.frozen(kw_only=True)
 class ToolCall:
     """ACP's ``tool_call`` (a call starts, or fails at once) and ``tool_call_update`` (it ended); the compacted
     replay merges a call and its updates into one ``tool_call``."""
@@ -92,7 +102,7 @@ class ToolCall:
     rawInput: Any = None
     content: list[dict[str, Any]] = attrs.Factory(list)
     locations: list[Location] = attrs.Factory(list)
-    meta: dict[str, Any] | None = None
+    meta: ToolCallMeta | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -179,13 +189,26 @@ class TokenLimit:
 
 
 @attrs.frozen(kw_only=True)
+class PromptCancelled:
+    """When a turn that had started was cancelled (``cancelledAt``, epoch milliseconds) and how long it had run
+    by then (``elapsedMs``): qwen serve's ``turn_complete.promptCancelled``."""
+
+    cancelledAt: int
+    elapsedMs: int
+
+
+@attrs.frozen(kw_only=True)
 class TurnComplete:
+    """A turn ended. ``promptCancelled`` is on a cancelled turn that had started (not on a queued prompt
+    taken back, nor on a turn its session's close ended)."""
+
     sessionId: str
     stopReason: Literal["end_turn", "cancelled", "max_tokens", "max_turn_requests", "refusal"]
     promptId: str
     hookStopReason: str = ""
     usage: UsageSummary | None = None
     tokenLimit: TokenLimit | None = None
+    promptCancelled: PromptCancelled | None = None
 
 
 @attrs.frozen(kw_only=True)

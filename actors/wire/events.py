@@ -170,9 +170,14 @@ def plan_update(todos: list[dict[str, Any]]) -> dict[str, Any]:
 def tool_call_update(
     kind: str, tool_call_id: str, *, title: str | None = None, status: str, raw_input: Any = None,
     content: list[dict[str, Any]] | None = None, tool_kind: str | None = None,
-    locations: list[dict[str, Any]] | None = None,
+    locations: list[dict[str, Any]] | None = None, tool_name: str | None = None, rule: str | None = None,
 ) -> dict[str, Any]:
-    """An ACP ``tool_call`` or ``tool_call_update``; ``locations``: ``[{path, line?}]`` (absent when empty)."""
+    """An ACP ``tool_call`` or ``tool_call_update``; ``locations``: ``[{path, line?}]`` (absent when empty).
+
+    ``tool_name``: the tool the model called, as ``_meta.toolName`` (qwen serve's ``tool_call`` and
+    ``tool_call_update`` carry it there; qwen's Web Shell labels a tool card by it, else ``unknown``);
+    ``rule``: the permission rule that refused the call, as ``_meta.rule``. :class:`event_data.ToolCallMeta`.
+    """
     update: dict[str, Any] = {"sessionUpdate": kind, "toolCallId": tool_call_id, "status": status}
     if title is not None:
         update["title"] = title
@@ -184,15 +189,24 @@ def tool_call_update(
         update["content"] = content
     if locations:
         update["locations"] = locations
+    meta: dict[str, Any] = {}
+    if tool_name is not None:
+        meta["toolName"] = tool_name
+    if rule is not None:
+        meta["rule"] = rule
+    if meta:
+        update["_meta"] = meta
     return update
 
 
 def turn_complete(session_id: str, prompt_id: str, stop_reason: str,
                   usage: dict[str, Any] | None = None, token_limit: dict[str, Any] | None = None,
-                  hook_stop_reason: str | None = None) -> dict[str, Any]:
+                  hook_stop_reason: str | None = None,
+                  prompt_cancelled: dict[str, Any] | None = None) -> dict[str, Any]:
     """``usage``: the turn's :func:`usage_summary`, when its model reported any; ``token_limit``: why a
     ``max_tokens`` turn stopped (:func:`token_limit`); ``hook_stop_reason``: a hook ended the turn
-    (``continue: false``'s ``stopReason``, or a UserPromptSubmit block's reason)."""
+    (``continue: false``'s ``stopReason``, or a UserPromptSubmit block's reason); ``prompt_cancelled``: when a
+    cancelled turn that had started was cancelled (:func:`prompt_cancelled`)."""
     data = {"sessionId": session_id, "stopReason": stop_reason, "promptId": prompt_id}
     if hook_stop_reason is not None:
         data["hookStopReason"] = hook_stop_reason
@@ -200,7 +214,16 @@ def turn_complete(session_id: str, prompt_id: str, stop_reason: str,
         data["usage"] = usage
     if token_limit is not None:
         data["tokenLimit"] = token_limit
+    if prompt_cancelled is not None:
+        data["promptCancelled"] = prompt_cancelled
     return data
+
+
+def prompt_cancelled(cancelled_at: int, started_at: int) -> dict[str, Any]:
+    """``turn_complete.promptCancelled`` of a cancelled turn, qwen serve's shape: ``cancelledAt``, when the
+    cancel came (epoch milliseconds), and ``elapsedMs``, how long the turn had run by then (never negative).
+    qwen's Web Shell shows it as "You cancelled this request after N seconds"."""
+    return {"cancelledAt": cancelled_at, "elapsedMs": max(0, cancelled_at - started_at)}
 
 
 def token_limit(cause: str, *, answer_cut: bool, message: str, limit: int | None = None,

@@ -73,7 +73,7 @@ async def test_a_denied_command_is_refused_without_asking_and_the_model_is_told_
     assert (work / "x").read_text() == "keep me"
     refusals = [f["data"]["update"] for f in events if f["type"] == "session_update"
                 and f["data"]["update"].get("status") == "failed"]
-    assert [r["_meta"] for r in refusals] == [{"rule": "Bash(rm:*)"}, {"rule": "Bash(rm:*)"}]
+    assert [r["_meta"] for r in refusals] == [{"rule": "Bash(rm:*)", "toolName": "shell"}] * 2
 
 
 async def test_a_command_no_rule_matches_asks(tmp_path):

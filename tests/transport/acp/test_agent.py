@@ -160,7 +160,7 @@ async def test_session_new_takes_permission_rules_in_meta_and_refuses_a_bad_one_
         assert permission_requests(client) == []  # refused by the rule, never asked
         refusals = [m["params"]["update"] for m in client.sent
                     if m.get("method") == "session/update" and m["params"]["update"].get("status") == "failed"]
-        assert [r["_meta"] for r in refusals] == [{"rule": "Bash(rm:*)"}]
+        assert [r["_meta"] for r in refusals] == [{"rule": "Bash(rm:*)", "toolName": "shell"}]
 
 
 async def test_a_daemon_notice_is_a_paragraph_of_its_own_in_the_agent_message(tmp_path) -> None:

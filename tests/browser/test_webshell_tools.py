@@ -1,0 +1,67 @@
+"""qwen-code's own Web Shell (0.24.4) against Trellis: what a tool card and a cancelled turn show.
+
+The shell is served and opened as in tests/browser/test_webshell.py (whose helpers and ``shell_origin``
+fixture these tests share). Things are found as a person finds them; Playwright's ``expect`` waits.
+
+A tool card is labelled by the call's tool name, which the shell reads from ``_meta.toolName`` of the
+``tool_call``/``tool_call_update`` (qwen serve stamps it there; without it the card reads ``unknown``), shown
+by its own display name for the tool (``glob``: "Glob"). A cancelled turn's ``turn_complete.promptCancelled``
+``{cancelledAt, elapsedMs}`` is the line "You cancelled this request after …".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import test_webshell as webshell
+from tests.browser.test_webshell import WAIT, open_shell, only_session, send, start
+
+playwright = pytest.importorskip("playwright.sync_api", reason="playwright drives the browser tests")
+expect = playwright.expect
+shell_origin = webshell.shell_origin  # the module-scoped fixture serving the shell, used here as well
+
+
+def test_a_tool_card_is_labelled_by_the_tools_name_not_unknown(page, daemons, shell_origin):
+    d = start(daemons, shell_origin, [[{"tool_call": {"id": "c_glob", "name": "glob",
+                                                      "arguments": {"pattern": "*.nothing-matches-this"}}}],
+                                      [{"text": "Nothing matched."}]])
+    open_shell(page, shell_origin, d)
+    send(page, "look for files")
+    expect(page.get_by_text("Nothing matched.")).to_be_visible(timeout=WAIT)
+    page.get_by_role("button", name="Expand steps").click()  # the turn's steps fold once it ended
+    expect(page.get_by_text("Glob", exact=True).first).to_be_visible(timeout=WAIT)  # the card, by the tool's name
+    expect(page.get_by_text("unknown", exact=True)).to_have_count(0)
+    with d.client() as client:  # the call ran (the card is of a real call)
+        [record] = [r for r in client.get(f"/session/{only_session(d)}/transcript").json()["entries"]
+                    if r["message"]["role"] == "tool"]
+        assert record["message"]["content"]
+
+
+def test_a_cancelled_turn_says_when_it_was_cancelled(page, daemons, shell_origin):
+    d = start(daemons, shell_origin, [[{"text": "working on it"}, {"sleep": 60}, {"text": "never shown"}]])
+    open_shell(page, shell_origin, d)
+    send(page, "work slowly")
+    expect(page.get_by_text("working on it")).to_be_visible(timeout=WAIT)
+    stop = page.get_by_role("button", name="esc to cancel")
+    stop.click()
+    expect(stop).to_have_count(0, timeout=WAIT)
+    expect(page.get_by_text("You cancelled this request", exact=False).first).to_be_visible(timeout=WAIT)
+
+
+def test_the_token_usage_and_context_usage_panels_load(page, daemons, shell_origin):
+    """``GET /session/:id/stats`` and ``/context-usage`` (404 before: "Failed to load ..."): the Token Usage panel
+    shows the session's model calls. The scripted model has no known context window, so the Context Usage panel
+    says it is unavailable (a window of 0; tests/e2e/test_webshell_usage_panels.py checks the figures with one)."""
+    d = start(daemons, shell_origin, [[{"text": "Counted."}, {"usage": {"prompt_tokens": 1234,
+                                                                       "completion_tokens": 56}}]])
+    open_shell(page, shell_origin, d)
+    send(page, "count me")
+    expect(page.get_by_text("Counted.")).to_be_visible(timeout=WAIT)
+    page.get_by_role("button", name="Session token usage").click()
+    expect(page.get_by_text("By model")).to_be_visible(timeout=WAIT)  # a model made calls: its card, not "no data"
+    expect(page.get_by_text("Failed to load token usage.")).to_have_count(0)
+    expect(page.get_by_text("No API calls in this session yet.")).to_have_count(0)
+    page.get_by_role("button", name="Context Usage").click()
+    panel = page.get_by_role("complementary", name="Right panel")
+    expect(panel.get_by_text("Context usage is unavailable for this session.")).to_be_visible(timeout=WAIT)
+    expect(panel.get_by_text("Failed to load context usage.")).to_have_count(0)
