@@ -27,7 +27,8 @@ WAIT = 10.0  # seconds for a turn to end (wait_turn)
 
 
 def environ(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and k != "NO_COLOR"}
+    # COLUMNS and LINES: a test's terminal has the size it gives it (pytest-xdist's workers export 80x24).
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV and k not in ("NO_COLOR", "COLUMNS", "LINES")}
     return env | extra
 
 

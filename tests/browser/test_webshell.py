@@ -14,6 +14,7 @@ titles. Playwright's ``expect`` waits for what a test looks for; nothing sleeps.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import http.server
 import json
@@ -52,10 +53,19 @@ def _version_of(package: Path) -> str | None:
 
 
 def shell_folder() -> Path:
-    """The package's ``web-shell`` folder: an installed copy, else its tarball from npm, unpacked (or skip)."""
-    for package in (INSTALLED, PACKED / "package"):
-        if _version_of(package) == VERSION:
-            return package / "web-shell"
+    """The package's ``web-shell`` folder: an installed copy, else its tarball from npm, unpacked (or skip).
+    One process at a time fetches and unpacks it (parallel test workers share the folder)."""
+    if _version_of(INSTALLED) == VERSION:
+        return INSTALLED / "web-shell"
+    PACKED.parent.mkdir(parents=True, exist_ok=True)
+    with open(PACKED.parent / f"{PACKED.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _unpacked_shell_folder()
+
+
+def _unpacked_shell_folder() -> Path:
+    if _version_of(PACKED / "package") == VERSION:
+        return PACKED / "package" / "web-shell"
     npm = shutil.which("npm")
     if shutil.which("node") is None or npm is None:
         pytest.skip(f"node and npm are needed to obtain {PACKAGE}@{VERSION} (its Web Shell)")

@@ -3,7 +3,7 @@
 ``grep`` matched the model's pattern with ``re`` in a worker thread, and ``re`` holds the GIL while it
 backtracks: ``/health`` waited seconds, SIGTERM too, and cancelling did not stop it. Glob patterns and
 ``.gitignore`` patterns (the model can write one) compile to regular expressions as well. The real daemon
-(served on loopback port 0, a scripted model making the tool calls) must keep answering within 200 ms while
+(served on loopback port 0, a scripted model making the tool calls) must keep answering within 500 ms while
 such a pattern is matched, and a grep that is too slow must end in a failure naming the pattern and the limit.
 """
 
@@ -19,7 +19,9 @@ from actors.tools.walk import MATCH_SECONDS
 from tests.conftest import live_daemon
 from tests.e2e.test_file_tools_e2e import call, events, open_session, prompt, text_of, tool_calls
 
-HEALTH_WITHIN = 0.2
+# re held the GIL about 0.7 s a line here (the daemon answered nothing meanwhile, seconds in all); the bound
+# stays under that, above what a machine shared with other test workers adds to a round trip.
+HEALTH_WITHIN = 0.5
 
 
 async def run_watching_health(tmp_path: Path, tool: dict) -> tuple[list[float], dict[str, list[dict]]]:
