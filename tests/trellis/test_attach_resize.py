@@ -55,9 +55,9 @@ def streamed(text: str, size: int = 40, pause: float = 0.05) -> list[dict[str, A
 class Tmux:
     """One tmux server of a test's own (its socket in the test's directory) running ``trellis attach``."""
 
-    def __init__(self, tmp: Path, daemon: Daemon, width: int, height: int = 40) -> None:
+    def __init__(self, tmp: Path, daemon: Daemon, width: int, height: int = 40, **env: str) -> None:
         self.socket = str(tmp / "tmux.sock")
-        self.env = environ(XDG_STATE_HOME=str(tmp / "xdg"), TERM="xterm-256color")
+        self.env = environ(XDG_STATE_HOME=str(tmp / "xdg"), TERM="xterm-256color", **env)
         self.env.pop("TMUX", None)
         command = " ".join([sys.executable, "-m", "trellis", "attach", "--new", "--url", daemon.url,
                             "--state-dir", str(daemon.state)])
@@ -103,10 +103,10 @@ needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None or os.name != "posi
 def terminal(tmp_path: Path) -> Iterator[Any]:
     made: list[Any] = []
 
-    def start(script: list[Any], width: int) -> Tmux:
+    def start(script: list[Any], width: int, **env: str) -> Tmux:
         daemon = Daemon(tmp_path).start(script)
         made.append(daemon)
-        tmux = Tmux(tmp_path, daemon, width)
+        tmux = Tmux(tmp_path, daemon, width, **env)
         made.append(tmux)
         tmux.wait_for("Ctrl-D leaves")
         return tmux
@@ -147,6 +147,18 @@ def test_widening_the_terminal_erases_nothing_printed(terminal):
     for printed in ("› Show me the release notes", "Release notes", "Some bold text, and code.", "A table",
                     "Final line with trailing text."):
         assert screen.count(printed) == 1, (printed, screen)
+
+
+@needs_tmux
+def test_a_columns_left_in_the_environment_does_not_set_the_width(terminal):
+    # A shell's or a test runner's exported COLUMNS=50 in a 120-column terminal: the lines above the prompt
+    # followed it (wrapping at 50 beside a prompt drawn at 120) and never followed a resize.
+    tmux = terminal([[{"text": "word " * 20}]], 120, COLUMNS="50", LINES="20")
+    screen = tmux.screen()
+    assert any("type a prompt; Ctrl-C cancels a turn, Ctrl-D leaves" in row for row in screen.splitlines()), screen
+    tmux.keys("Say it", "Enter")
+    screen = tmux.wait_for("✓ turn complete")
+    assert any(row.strip() == ("word " * 20).strip() for row in screen.splitlines()), screen
 
 
 # ---------------------------------------------------------------------------------------------------- rows

@@ -55,6 +55,7 @@ brings it back).
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sys
 import time
@@ -143,7 +144,13 @@ class Commands(Completer):
 
 
 def terminal_width() -> int:
-    return shutil.get_terminal_size((100, 40)).columns
+    """The width of the terminal attach writes to, asked of the terminal itself: prompt_toolkit draws the prompt
+    at that width, and a ``COLUMNS`` left in the environment (a shell's or a test runner's export) would make
+    the lines above it wrap at another and never follow a resize. ``COLUMNS``, else 100, only off a terminal."""
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 100
+    except (AttributeError, OSError, ValueError):
+        return shutil.get_terminal_size((100, 40)).columns
 
 
 def reflowed_rows(cells: list[int], width: int) -> int:
