@@ -230,10 +230,12 @@ class Scope:
 
 def home_secrets() -> list[str]:
     """The credentials the sandbox hides from commands (``~/.ssh``, ``~/.netrc``, agents' and package
-    managers' tokens, ...: :mod:`actors.process.home_secrets`), whether they exist yet or not."""
-    from ..process.home_secrets import secret_paths
+    managers' tokens, ...: :mod:`actors.process.home_secrets`), whether they exist yet or not; for a daemon
+    run as root, the system's files only root may read too (``/etc/shadow``, host keys: a root daemon's file
+    tools read as uid 0 as its commands do, which ``allowPathsOutsideCwd`` lets them reach)."""
+    from ..process.home_secrets import secret_paths, system_secret_paths
 
-    return secret_paths()
+    return [*secret_paths(), *system_secret_paths()]
 
 
 def scope_of(context: Any) -> Scope:

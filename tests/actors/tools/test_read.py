@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from actors.tools import ReadFileTool
 from actors.tools.common import MAX_FILE_BYTES, MAX_LINE_CHARS
 from actors.tools.read import MAX_CHARS
@@ -165,3 +167,19 @@ async def test_the_credentials_the_sandbox_hides_in_the_home_are_never_read(tmp_
 
     assert (await call(GlobTool, tmp_path, {"pattern": ".ssh/*"})).content.startswith("No files match")
     assert (await call(GrepTool, tmp_path, {"pattern": "PRIVATE|password"})).content.startswith("No matches")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/etc/shadow"),
+                    reason="a root daemon's file tools (CI runs as root), on a system with /etc/shadow")
+async def test_a_root_daemons_file_tools_never_read_what_only_root_may_even_outside_the_cwd(tmp_path):
+    # Red team round 6: the sandbox hides /etc/shadow from a root daemon's commands; the file tools, which run
+    # in the daemon as uid 0, read it once allowPathsOutsideCwd let them out of the cwd.
+    services = Services(runtime=runtime(tmp_path / "state", paths_outside_cwd=True))
+    result = await call(ReadFileTool, tmp_path, {"path": "/etc/shadow"}, services)
+    assert result.error is not None and "file tools never touch it" in result.error, result
+    assert "root:" not in result.content
+    from actors.tools import GrepTool
+
+    grep = await call(GrepTool, tmp_path, {"pattern": "^root:", "path": "/etc"}, services)
+    assert "shadow" not in grep.content, grep.content
+    assert (await call(ReadFileTool, tmp_path, {"path": "/etc/hostname"}, services)).error is None
