@@ -30,15 +30,17 @@ def terminal_content(terminal_id: str) -> dict[str, Any]:
 
 
 async def run_in_client_terminal(terminal: ClientTerminal, context: ToolContext, command: str,
-                                 timeout: float) -> ToolResult:
-    """Run ``command`` in the client's terminal; the result reads as a local foreground shell's."""
+                                 timeout: float, tool_name: str | None = None) -> ToolResult:
+    """Run ``command`` in the client's terminal; the result reads as a local foreground shell's. ``tool_name``:
+    the calling tool's, named in the update that embeds the terminal as in every other of the call's."""
 
     def embed(terminal_id: str) -> None:
         # The tool_call went out before the tool ran: this update adds the live terminal to it.
         publish = getattr(context.services, "publish_update", None)
         if publish is not None:
             publish(wire.tool_call_update("tool_call_update", context.tool_call_id, status="in_progress",
-                                          content=[terminal_content(terminal_id)]), context.prompt_id)
+                                          content=[terminal_content(terminal_id)], tool_name=tool_name),
+                    context.prompt_id)
 
     try:
         run = await terminal.run(command, cwd=context.cwd, timeout=timeout, on_created=embed)

@@ -76,7 +76,7 @@ class ShellTool(_Base):
                               {"taskId": item.task_id})
         terminal = terminal_of(context.services)
         if terminal is not None:  # the editor lent its terminal (ACP terminal/*): it runs there, unsandboxed
-            return await run_in_client_terminal(terminal, context, command, float(timeout))
+            return await run_in_client_terminal(terminal, context, command, float(timeout), tool_name=self.name)
         return await self._foreground(command, context.cwd, float(timeout), _manager(context).sandbox)
 
     async def _foreground(self, command: str, cwd: str, timeout: float, sandbox: Sandbox) -> ToolResult:

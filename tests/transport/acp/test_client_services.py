@@ -131,3 +131,22 @@ async def test_a_session_closed_under_a_binding_that_lent_services_leaves_the_co
             while sid in client.conn.bindings:
                 await trio.sleep(0.01)
             assert await new_session(client, str(tmp_path))  # the connection goes on
+
+
+async def test_the_update_that_embeds_the_editors_terminal_names_the_tool(tmp_path) -> None:
+    # Every update of a tool call carries _meta.toolName (qwen's Web Shell labels a card by it); the one that
+    # adds the live terminal to the call did not.
+    script = ([call("shell", command="true")], [{"text": "ok"}])
+    async with editor(*script) as (daemon, client):
+        client.handlers["terminal/create"] = lambda params: {"terminalId": "t-1"}
+        client.handlers["terminal/wait_for_exit"] = lambda params: {"exitCode": 0}
+        client.handlers["terminal/output"] = lambda params: {"output": "", "truncated": False,
+                                                             "exitStatus": {"exitCode": 0}}
+        client.handlers["terminal/release"] = lambda params: {}
+        sid = await new_session(client, str(tmp_path))
+        await client.result("session/set_mode", {"sessionId": sid, "modeId": "yolo"})
+        await client.result("session/prompt", {"sessionId": sid, "prompt": text("go")})
+        updates = [u for u in client.updates() if u.get("sessionUpdate") in ("tool_call", "tool_call_update")]
+        embedding = [u for u in updates if {"type": "terminal", "terminalId": "t-1"} in u.get("content", [])]
+        assert embedding, updates
+        assert all(u["_meta"]["toolName"] == "shell" for u in updates), updates
