@@ -390,46 +390,60 @@ class Daemon:
             self._sweep_due = True  # one sweep after a batch of deletions, not one each
         return True
 
+    def _may_be_stored(self, session_id: str) -> bool:
+        """Whether ``session_id`` can name a stored session here: a state directory, not cluster mode (another
+        node may hold its row: it is only renamed where it is live), a safe id."""
+        return self.runtime.store is not None and self.placement is None and is_safe_session_id(session_id)
+
+    def _live_or_moving(self, session_id: str) -> bool:
+        return session_id in self._sessions or session_id in self._starting or session_id in self._deleting
+
     async def stored_record(self, session_id: str) -> dict[str, Any] | None:
         """The record of a session that is on disk and not live here (read in a worker thread); ``None`` when
-        there is none such: no state directory, a live or starting session, an unsafe id, nothing stored, or
-        (cluster mode) a session whose row another node may hold (it is only renamed where it is live)."""
+        there is none such: no state directory, cluster mode, an unsafe id, a live or starting session, or
+        nothing stored."""
+        if not self._may_be_stored(session_id) or self._live_or_moving(session_id):
+            return None
         store = self.runtime.store
-        if (store is None or self.placement is not None or not is_safe_session_id(session_id)
-                or session_id in self._sessions or session_id in self._starting or session_id in self._deleting):
-            return None
-        if not await trio.to_thread.run_sync(store.exists, session_id):
-            return None
-        return await trio.to_thread.run_sync(store.record_read, session_id) or {}
+
+        def read() -> dict[str, Any] | None:
+            return (store.record_read(session_id) or {}) if store.exists(session_id) else None
+
+        return await trio.to_thread.run_sync(read)
 
     async def retitle_stored(self, session_id: str, title: str | None) -> str | None:
         """Give a stored session (on disk, not live) a title (stripped; ``None`` or blank: none), kept in its
         record — its lists show it, and a restore (after a restart too) starts with it. The record's
         ``updatedAt`` becomes now, as a live session's title change writes it. Returns the title.
 
-        Raises :class:`UnknownSession` when :meth:`stored_record` finds none such, and
-        :class:`SessionStarting` when the session starts (or is deleted) meanwhile. While the record is
+        Raises :class:`UnknownSession` where :meth:`stored_record` would find none, and
+        :class:`SessionStarting` when the session is live, starting or being deleted. While the record is
         rewritten, starting or deleting the session is refused as :class:`SessionStarting` (a restore then
         reads the new title, never the old one over it).
         """
         title = (title or "").strip() or None
-        if await self.stored_record(session_id) is None:
+        if not self._may_be_stored(session_id):
             raise UnknownSession(session_id)
-        if session_id in self._sessions or session_id in self._starting or session_id in self._deleting:
+        if self._live_or_moving(session_id):
             raise SessionStarting(f"session {session_id} is being started or deleted")
         store = self.runtime.store
         now = self.runtime.clock_ms()
         self._starting.add(session_id)  # no restore or deletion reads or removes the record under this write
 
-        def rewrite() -> None:
+        def rewrite() -> bool:
+            if not store.exists(session_id):
+                return False
             record = store.record_read(session_id) or {"sessionId": session_id}
             store.record_write(session_id, {**record, "title": title, "updatedAt": now})
+            return True
 
         try:
             with trio.CancelScope(shield=True):  # once begun, the write lands
-                await trio.to_thread.run_sync(rewrite)
+                written = await trio.to_thread.run_sync(rewrite)
         finally:
             self._starting.discard(session_id)
+        if not written:
+            raise UnknownSession(session_id)
         log.info("stored session %s retitled", session_id, extra={"session_id": session_id})
         return title
 
