@@ -233,8 +233,19 @@ def _cgroup_base() -> tuple[str | None, str]:
             os.rmdir(base)
         return None, (f"the cgroup v2 group {parent} does not give its children the pids controller "
                       "(run the daemon where it can: the root of a container's cgroup namespace)")
-    atexit.register(_remove_base, base)  # a killed daemon's is swept at the next start
+    _remove_at_exit(base)  # a killed daemon's is swept at the next start
     return base, ""
+
+
+_AT_EXIT: set[str] = set()
+
+
+def _remove_at_exit(group: str) -> None:
+    """Remove ``group`` when this process exits, registered once however many daemons it opens (tests open
+    thousands, each resolving its limits)."""
+    if group not in _AT_EXIT:
+        _AT_EXIT.add(group)
+        atexit.register(_remove_base, group)
 
 
 def _remove_base(base: str) -> None:
@@ -319,7 +330,7 @@ def _memory_limit(pids_base: str | None) -> MemoryLimit:
         os.makedirs(group, exist_ok=True)
         limit = memory_bound(_read_limit(os.path.join(parent, "memory.limit_in_bytes")))
         _write(os.path.join(group, "memory.limit_in_bytes"), str(limit))
-        atexit.register(_remove_base, group)  # a killed daemon's is swept at the next start
+        _remove_at_exit(group)  # a killed daemon's is swept at the next start
         return MemoryLimit(limit, os.path.join(group, "cgroup.procs"))
     except (OSError, ValueError) as exc:
         return MemoryLimit(reason=f"cannot make a memory cgroup: {exc}")
