@@ -70,9 +70,9 @@ def test_rendered_markdown_keeps_nothing_active(page, daemons):
     page.goto(d.url + "/")
     page.get_by_role("textbox", name="Token").wait_for()
     shown = page.evaluate("""async () => {
-        const { renderMarkdown } = await import('/ui/markdown.js');
+        const { parseMarkdown } = await import('/ui/markdown.js');
         const box = document.createElement('div');
-        box.append(renderMarkdown([
+        box.append(await parseMarkdown([
             '[click](javascript:alert(1)) [ok](https://example.org)',
             '![pic](https://example.org/x.png)',
             '<a href="javascript:alert(2)" onclick="alert(3)">raw</a>',

@@ -10,7 +10,7 @@
 // whose parse overruns the budget is shown as plain text, and the worker is ended and started anew.
 
 import DOMPurify from "./vendor/purify.es.js";
-import { escapeHtml, markdownHtml } from "./markdown-parse.js";
+import { escapeHtml } from "./markdown-parse.js";
 
 export { escapeHtml };
 
@@ -35,14 +35,8 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
 });
 
 // HTML made by markdownHtml as a DocumentFragment of plain, sanitized nodes.
-export function sanitize(html) {
+function sanitize(html) {
   return DOMPurify.sanitize(html, PURIFY);
-}
-
-// The markdown of ``text`` as a DocumentFragment of plain, sanitized nodes, parsed on this thread: for text
-// the page itself wrote. The model's answers go through parseMarkdown.
-export function renderMarkdown(text) {
-  return sanitize(markdownHtml(text));
 }
 
 // The one worker of the page: parses one text at a time, in the order asked, each within PARSE_BUDGET_MS.
