@@ -88,7 +88,9 @@ Inside a bwrap sandbox (see :meth:`Sandbox.wrap`):
   for all its commands together, ``/tmp`` included (:mod:`actors.process.limits`);
 - ``/proc/sys`` read-only (:data:`PROC_COVERS`: a root daemon's commands are uid
   0, and a sysctl checks the uid, not a capability), and, for a root daemon,
-  the files only root may read hidden (:data:`~actors.process.home_secrets.SYSTEM_SECRETS`);
+  the files only root may read hidden: the well-known ones by name
+  (:data:`~actors.process.home_secrets.SYSTEM_SECRETS`), the rest by their mode under
+  ``/etc``, ``/var`` and the other system directories (:mod:`actors.process.root_only`);
 - a seccomp filter that refuses setuid and setgid bits on files
   (:mod:`actors.process.seccomp`): the host honours them on what a command
   leaves in its cwd.
@@ -115,6 +117,7 @@ import attrs
 from .. import checked
 from ..checked import Invalid, shown
 from .home_secrets import HOME_SECRETS, homes, secret_paths, system_secret_paths
+from .root_only import around, root_only_paths, start_scan
 from .seccomp import program, program_path
 from .limits import DEFAULT_MAX_PROCESSES, ProcessCount, ProcessLimit, release, resolve_process_limit
 
@@ -380,6 +383,12 @@ class Sandbox:
             if _is_within(cwd, path):
                 raise SandboxRefusal(f"refusing to run a command in {cwd}: it lies inside {path}, "
                                      "which the sandbox hides")
+        expose = [os.path.realpath(p) for p in expose]
+        keep = [cwd, *homes(), self.home or "", *self.writable, *expose, *interpreter_paths()]
+        try:  # a root daemon's: what the scan found only root may read, but what this command must reach
+            hidden = list(dict.fromkeys([*hidden, *around(root_only_paths(), keep)]))
+        except OSError as exc:
+            raise SandboxRefusal(f"refusing to run a command in {cwd}: {exc}") from None
         for home in homes():
             if _is_within(home, cwd):
                 where = "it is the home directory" if home == cwd else f"the home directory {home} lies inside it"
@@ -424,8 +433,7 @@ class Sandbox:
                 args += ["--tmpfs", path]
             elif os.path.lexists(path):
                 args += ["--ro-bind", "/dev/null", path]
-        for path in expose:
-            real = os.path.realpath(path)
+        for real in expose:
             args += ["--ro-bind", real, real]
         # Last, so the command's own home under a hidden path (the state directory) is bound back. Only the
         # daemon's own homes (make_home) come here: nothing protected lies inside one.
@@ -798,6 +806,12 @@ def _resolver_binds() -> list[str]:
     return []
 
 
+def interpreter_paths() -> tuple[str, ...]:
+    """This interpreter's prefixes (resolved): what a command needs to run the daemon's own Python."""
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                             os.path.dirname(sys.executable))))
+
+
 @functools.lru_cache(maxsize=1)
 def interpreter_paths_under_tmp() -> tuple[str, ...]:
     """This interpreter's prefixes that lie under ``/tmp`` (a checkout or venv there, as in CI).
@@ -806,9 +820,7 @@ def interpreter_paths_under_tmp() -> tuple[str, ...]:
     the daemon's own Python (``sys.executable``, as command subagents are often
     configured). They hold no secret and are bound read-only.
     """
-    candidates = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
-                                                 os.path.dirname(sys.executable))}
-    under = sorted(p for p in candidates if _is_within(p, "/tmp") and p != "/tmp" and os.path.isdir(p))
+    under = sorted(p for p in interpreter_paths() if _is_within(p, "/tmp") and p != "/tmp" and os.path.isdir(p))
     # innermost first would be shadowed by its parent's bind: keep only the outermost of nested ones
     return tuple(p for p in under if not any(q != p and _is_within(p, q) for q in under))
 
@@ -853,6 +865,7 @@ def resolve_sandbox(setting: str | SandboxSetting,
     mode, env = setting_parts(setting)
     if mode not in SANDBOX_SETTINGS:
         raise ValueError(f"sandbox must be one of {list(SANDBOX_SETTINGS)}, got {mode!r}")
+    start_scan()  # a root daemon's scan for what only root may read, ready before the first command or tool call
     if mode == "off":
         return Sandbox("off", reason="the sandbox setting is off", env=env)
     executable = shutil.which("bwrap")

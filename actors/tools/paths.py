@@ -112,8 +112,8 @@ class Scope:
         hiding = self.hiding(real)
         if hiding is not None:
             if hiding in self.credentials:
-                raise PathRefused(f"{raw} is a credential in the home, hidden from the tools as from the "
-                                  f"sandbox's commands; file tools never touch it")
+                raise PathRefused(f"{raw} is a credential (in the home, or a file only root may read), hidden "
+                                  f"from the tools as from the sandbox's commands; file tools never touch it")
             raise PathRefused(f"{raw} is the daemon's own state; file tools never touch it")
         if not self.outside_allowed and not _inside(real, self.cwd):
             shown = raw if raw == real else f"{raw} ({real})"
@@ -246,9 +246,16 @@ def scope_of(context: Any) -> Scope:
 
 def scope_for(cwd: str, runtime: Any = None, hooks: Any = None) -> Scope:
     """The :class:`Scope` of ``cwd`` under a daemon's ``runtime`` and a session's ``hooks`` (either may be None)."""
+    from ..process.home_secrets import homes
+    from ..process.root_only import around, root_only_paths
     from ..session.hooks import hook_files
 
     secrets = [os.path.realpath(p) for p in home_secrets()]
+    keep = [os.path.realpath(cwd), *homes()]
+    try:  # a root daemon's: what the scan found only root may read, as the sandbox hides it from this cwd
+        secrets += around(root_only_paths(), keep)
+    except OSError:  # too much to hide around the cwd: the sandbox refuses its commands; the tools keep the cwd
+        secrets += [p for p in root_only_paths() if not any(_inside(k, p) or _inside(p, k) for k in keep)]
     state: list[str] = []
     outside = False
     if runtime is not None:

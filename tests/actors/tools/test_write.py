@@ -260,5 +260,5 @@ async def test_a_hard_link_to_a_credential_in_the_home_is_refused_as_one(tmp_pat
     os.link(home / ".netrc", work / "notes.txt")
     for path in ("notes.txt", "~/.netrc"):
         result = await call(ReadFileTool, work, {"path": path})
-        assert result.error == (f"{path} is a credential in the home, hidden from the tools as from the sandbox's "
-                                f"commands; file tools never touch it")
+        assert result.error == (f"{path} is a credential (in the home, or a file only root may read), hidden from "
+                                f"the tools as from the sandbox's commands; file tools never touch it")
