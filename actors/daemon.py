@@ -725,6 +725,8 @@ async def open_daemon(
                 # The actors live in a nursery shielded from cancellations of the caller's scope, so that
                 # a cancelled body still ends them in order: graceful shutdown first, then the rest cancelled.
                 nursery = await host.start(_actor_nursery)
+                if sandbox.disk is not None:
+                    nursery.start_soon(sandbox.disk.watch)  # the disk reserve, while commands run
                 daemon = Daemon(runtime, nursery)
                 daemon._host_scope = host.cancel_scope
                 daemon.subagents = subagents = SubagentRegistry(daemon, nursery)

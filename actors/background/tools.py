@@ -84,6 +84,7 @@ class ShellTool(_Base):
 
         output = sh.OutputBuffer()
         process = sh.ShellProcess(command, cwd, output, sandbox=sandbox)
+        kills = sandbox.disk.kills if sandbox.disk is not None else 0
         try:
             await process.start()
         except OSError as exc:
@@ -103,6 +104,10 @@ class ShellTool(_Base):
         if code is None:
             return ToolResult(f"{note}{text}\n[timed out after {timeout:g} s; the command was killed]",
                               {"exitCode": None, "timedOut": True}, error=f"timed out after {timeout:g} s")
+        stopped = sandbox.disk.stopped_since(kills) if sandbox.disk is not None else None
+        if stopped is not None:  # the disk reserve: say why, not only "exit code 137"
+            return ToolResult(f"{note}{text}\n[exit code {code}; {stopped}]", {"exitCode": code},
+                              error=stopped)
         result = f"{note}{text}\n[exit code {code}]"
         return ToolResult(result, {"exitCode": code}, error=None if code == 0 else f"exit code {code}")
 

@@ -115,6 +115,23 @@ class ProcessLimit:
             return ["/bin/sh", "-c", _JOIN, *groups]
         return []
 
+    @property
+    def listed(self) -> bool:
+        """Whether :meth:`processes` can list the commands (they join a cgroup)."""
+        return self.how == "cgroup" or self.memory.procs is not None
+
+    def processes(self) -> list[int]:
+        """Every process of this daemon's sandboxed commands now: the members of its groups."""
+        files = [self.memory.procs] if self.memory.procs is not None else []
+        if self.how == "cgroup" and self.base is not None:
+            with contextlib.suppress(OSError):
+                files += [os.path.join(self.base, name, "cgroup.procs") for name in os.listdir(self.base)]
+        pids: set[int] = set()
+        for path in files:
+            with contextlib.suppress(OSError), open(path) as f:
+                pids.update(int(line) for line in f if line.strip())
+        return sorted(pids)
+
     def _group(self, home: str | None) -> str:
         assert self.base is not None
         key = hashlib.sha256((home or "").encode()).hexdigest()[:16]

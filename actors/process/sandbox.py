@@ -91,6 +91,9 @@ Inside a bwrap sandbox (see :meth:`Sandbox.wrap`):
   the files only root may read hidden: the well-known ones by name
   (:data:`~actors.process.home_secrets.SYSTEM_SECRETS`), the rest by their mode under
   ``/etc``, ``/var`` and the other system directories (:mod:`actors.process.root_only`);
+- a disk reserve kept free on every file system a command may write, checked
+  at its start and watched while commands run (``sandbox.diskReserve``,
+  :mod:`actors.process.disk`);
 - a seccomp filter that refuses setuid and setgid bits on files
   (:mod:`actors.process.seccomp`): the host honours them on what a command
   leaves in its cwd.
@@ -119,6 +122,7 @@ from ..checked import Invalid, shown
 from .home_secrets import HOME_SECRETS, homes, secret_paths, system_secret_paths
 from .root_only import around, root_only_paths, start_scan
 from .seccomp import program, program_path
+from .disk import DiskGuard, DiskShortage, ReserveMiB
 from .limits import DEFAULT_MAX_PROCESSES, ProcessCount, ProcessLimit, release, resolve_process_limit
 
 SANDBOX_SETTINGS = ("auto", "bwrap", "off")
@@ -240,6 +244,7 @@ class SandboxSetting:
     writable: tuple[str, ...] = ()
     network: str = "on"
     max_processes: int = DEFAULT_MAX_PROCESSES
+    disk_reserve: int | None = None  # MiB kept free where commands write (None: the default; 0: none)
 
     @classmethod
     def parse(cls, value: Any, key: str = "sandbox") -> str | SandboxSetting:
@@ -298,12 +303,18 @@ class SandboxForm:
         "then fails to fork instead of taking the host's pids): a pids cgroup per session where the daemon can "
         "make one, else none, said at start (docs/isolation.md). 0: no limit; else at least 8 (bwrap and a "
         "shell).")
+    disk_reserve: ReserveMiB | None = checked.field(
+        None, "MiB kept free on every file system a sandboxed command may write (its cwd, its home, writable): "
+              "below it a command is refused at its start, and the daemon's running commands are killed "
+              "(docs/isolation.md). Default: 1024, or 5 % of the file system when that is less; 0: no reserve.")
 
     def setting(self) -> str | SandboxSetting:
         """The setting: its mode alone when the object sets nothing more."""
         env = env_additions(self.env)
-        if env or self.writable or self.network != "on" or self.max_processes != DEFAULT_MAX_PROCESSES:
-            return SandboxSetting(self.mode, env, self.writable, self.network, self.max_processes)
+        if (env or self.writable or self.network != "on" or self.max_processes != DEFAULT_MAX_PROCESSES
+                or self.disk_reserve is not None):
+            return SandboxSetting(self.mode, env, self.writable, self.network, self.max_processes,
+                                  self.disk_reserve)
         return self.mode
 
 
@@ -349,6 +360,9 @@ class Sandbox:
     # a file a command makes is the daemon user's, and the host honours the bits (a setuid-root shell in a
     # project, for a root daemon).
     seccomp: bool = False
+    # The disk reserve of the file systems commands write (actors/process/disk.py): checked at each start,
+    # watched while commands run. None: no reserve (a sandbox made in code, or no sandbox).
+    disk: DiskGuard | None = attrs.field(default=None, eq=False)
 
     def with_home(self, home: str) -> Sandbox:
         """This sandbox, its commands' HOME being ``home`` (writable, bound at its own path)."""
@@ -397,6 +411,11 @@ class Sandbox:
                     "home: it may write its cwd, and from there it could create what the home does not have yet "
                     "(~/.bash_profile, ~/.ssh/authorized_keys, ~/.config/git/config), which nothing hides in "
                     "advance. Use a directory under the home (a project) as the session's cwd")
+        if self.disk is not None:
+            try:
+                self.disk.admit([cwd, self.home or "", *self.writable])
+            except DiskShortage as exc:
+                raise SandboxRefusal(str(exc)) from None
         args = [self.executable, "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
         if self.user_namespace:
             args.append("--unshare-user")
@@ -888,9 +907,10 @@ def resolve_sandbox(setting: str | SandboxSetting,
     no_userns = probe_user_namespace(executable) or ""
     real = tuple(dict.fromkeys(os.path.realpath(p) for p in hidden))
     writable, network = given.writable, given.network == "on"
+    disk = DiskGuard(given.disk_reserve, processes.processes if processes.listed else None)
     return Sandbox("bwrap", executable=executable, hidden=real, env=env, user_namespace=not no_userns,
                    no_user_namespace=no_userns, writable=tuple(os.path.realpath(p) for p in writable),
-                   network=network, processes=processes, seccomp=program() is not None)
+                   network=network, processes=processes, seccomp=program() is not None, disk=disk)
 
 
 def make_home(state_dir: str | os.PathLike[str] | None, name: str) -> str:
@@ -1017,6 +1037,9 @@ def log_sandbox(sandbox: Sandbox) -> None:
         if not sandbox.seccomp:
             log.warning("no seccomp filter for this machine (%s): a command can make a setuid or setgid file in "
                         "its cwd, which the host honours (docs/isolation.md)", os.uname().machine)
+        if sandbox.disk is not None:
+            log.log(logging.INFO if sandbox.disk.watched or not sandbox.disk.enabled else logging.WARNING,
+                    "sandboxed commands: %s", sandbox.disk.describe())
         if sandbox.processes.memory.limit:
             log.info("sandboxed commands: %s", sandbox.processes.memory.describe())
         else:
