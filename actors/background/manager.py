@@ -104,6 +104,8 @@ class BackgroundManager:
         self._check_capacity()
         task_id = self._ids.new("shell")
         item = self.registry.add(BackgroundItem(task_id, "shell", command, started_at=trio.current_time()))
+        disk = self.sandbox.disk
+        kills = disk.kills if disk is not None else 0
 
         def on_output(text: str) -> None:
             self._output_event(item, text)
@@ -118,6 +120,9 @@ class BackgroundManager:
                 listen(None)
             self._event(item, "finished")
             verb = "was killed" if killed else f"finished with exit code {code}"
+            stopped = disk.stopped_since(kills) if disk is not None else None
+            if stopped is not None:  # the disk reserve killed it: say why
+                verb = f"finished with exit code {code}; {stopped}"
             self.notify(item, f"Background shell {task_id} (`{command}`) {verb}. "
                               f"Read its output with shell_output {{\"task_id\": \"{task_id}\"}}.")
 
