@@ -136,7 +136,8 @@ class DiskGuard:
         paths = [p for p in paths if p]
         found = shortage(paths, self.setting_mib)
         if found is not None:
-            raise DiskShortage(f"refusing to start a command: {found.describe()}. Free space there and try again")
+            raise DiskShortage(f"refusing to start a command: {found.describe()}. Free space there (or lower "
+                               "sandbox.diskReserve) and try again")
         for path in paths:
             try:
                 self._paths.setdefault(os.stat(path).st_dev, path)

@@ -459,7 +459,9 @@ class Sandbox:
         if self.home is not None and os.path.isdir(self.home):
             args += ["--bind", self.home, self.home]
         bwrap = [*args, "--chdir", cwd, "--", *argv]
-        bpf = program_path() if self.seccomp else None
+        # fallocate takes any size in one call: refused where a disk reserve is kept (actors/process/seccomp.py)
+        reserve = self.disk is not None and self.disk.enabled
+        bpf = program_path(fallocate=not reserve) if self.seccomp else None
         if bpf is not None:
             # bwrap reads the filter from a descriptor: a shell opens it on the way (exec: the same process, the
             # same group, no fork), so every caller of wrap gets it, however it starts the process.

@@ -17,6 +17,13 @@ x86-64: their numbers differ). ``mkdir`` needs nothing: the kernel keeps only
 the permission bits and the sticky bit of its mode. Setting file capabilities
 (``security.capability``) already needs ``CAP_SETFCAP``, which no command holds.
 
+Where the sandbox keeps a disk reserve (:mod:`actors.process.disk`),
+``fallocate`` is refused with ``EOPNOTSUPP``, as a file system without it
+answers: one call takes any size at once (``fallocate -l 70G x``), faster than
+any watch of the free space, while a write goes at the disk's speed. The C
+library's ``posix_fallocate`` then writes the blocks instead, so programs
+that preallocate keep working.
+
 bwrap loads the program (``--seccomp FD``) just before it executes the command;
 :func:`program_path` writes it once per daemon process into a private directory
 and :meth:`actors.process.sandbox.Sandbox.wrap` opens it on the way to bwrap.
@@ -53,38 +60,41 @@ def _arg(index: int) -> int:
 
 SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
 
-# (audit arch, x32 bit or 0, {syscall: index of its mode argument}, syscalls refused outright)
-_TABLES: dict[str, tuple[int, int, dict[int, int], tuple[int, ...]]] = {
+# (audit arch, x32 bit or 0, {syscall: index of its mode argument}, syscalls refused outright, fallocate)
+_TABLES: dict[str, tuple[int, int, dict[int, int], tuple[int, ...], int]] = {
     "x86_64": (0xC000003E, 0x40000000,
                {90: 1, 91: 1, 268: 2, 452: 2,  # chmod fchmod fchmodat fchmodat2
                 2: 2, 257: 3, 85: 1, 133: 1, 259: 2},  # open openat creat mknod mknodat
-               (437, 425)),  # openat2 io_uring_setup
+               (437, 425),  # openat2 io_uring_setup
+               285),
     "aarch64": (0xC00000B7, 0,
                 {52: 1, 53: 2, 452: 2,  # fchmod fchmodat fchmodat2
                  56: 3, 33: 2},  # openat mknodat
-                (437, 425)),
+                (437, 425),
+                47),
 }
 _MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
-def program(machine: str | None = None) -> bytes | None:
+def program(machine: str | None = None, *, fallocate: bool = True) -> bytes | None:
     """The filter for ``machine`` (this one's by default), as the bytes ``--seccomp`` reads; ``None`` where
-    there is no table for it."""
+    there is no table for it. ``fallocate=False``: ``fallocate`` refused with ``EOPNOTSUPP`` too."""
     table = _TABLES.get(_MACHINES.get((machine or platform.machine()).lower(), ""))
     if table is None:
         return None
-    arch, x32, modes, refused = table
+    arch, x32, modes, refused, fallocate_nr = table
     checks = sorted(modes.items())
     # Layout: arch check, nr load, [x32 check], one jeq per checked and refused call, allow,
     # then one "load the mode, test the bits" pair per argument index, then the three returns.
     indexes = sorted(set(modes.values()))
     head = 3 + (1 if x32 else 0)  # ld arch, jeq arch, ld nr, [jge x32]
-    n_jumps = len(checks) + len(refused)
+    n_jumps = len(checks) + len(refused) + (0 if fallocate else 1)
     first_check = head + n_jumps + 1  # after the jumps and the "allow" return
     check_at = {index: first_check + 2 * i for i, index in enumerate(indexes)}
     eperm = first_check + 2 * len(indexes)
     enosys = eperm + 1
-    allow = eperm + 2
+    unsupported = eperm + 2
+    allow = eperm + 3
     code: list[tuple[int, int, int, int]] = []
 
     def jump(target: int) -> int:
@@ -101,6 +111,8 @@ def program(machine: str | None = None) -> bytes | None:
         code.append((_JEQ_K, jump(check_at[index]), 0, nr))
     for nr in refused:
         code.append((_JEQ_K, jump(enosys), 0, nr))
+    if not fallocate:
+        code.append((_JEQ_K, jump(unsupported), 0, fallocate_nr))
     code.append((_RET_K, 0, 0, _RET_ALLOW))
     for index in indexes:
         assert len(code) == check_at[index]
@@ -109,37 +121,38 @@ def program(machine: str | None = None) -> bytes | None:
     assert len(code) == eperm
     code.append((_RET_K, 0, 0, _RET_ERRNO | errno.EPERM))
     code.append((_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS))
+    code.append((_RET_K, 0, 0, _RET_ERRNO | errno.EOPNOTSUPP))
     code.append((_RET_K, 0, 0, _RET_ALLOW))
     return b"".join(struct.pack("<HBBI", *insn) for insn in code)
 
 
 _lock = threading.Lock()
-_written: dict[int, str] = {}  # this process's pid -> its file (a forked copy writes its own)
+_written: dict[tuple[int, bool], str] = {}  # (this process's pid, fallocate) -> its file (a fork writes its own)
 
 
-def program_path() -> str | None:
+def program_path(*, fallocate: bool = True) -> str | None:
     """A file holding :func:`program`, private to this process and written again when it went missing (a
     cleaner of the temporary directory); ``None`` where there is no filter for this machine."""
-    data = program()
+    data = program(fallocate=fallocate)
     if data is None:
         return None
     with _lock:
-        path = _written.get(os.getpid())
+        key = (os.getpid(), fallocate)
+        path = _written.get(key)
         if path is not None and os.path.isfile(path):
             return path
         directory = tempfile.mkdtemp(prefix="trellis-seccomp-")
-        path = os.path.join(directory, "no-setid.bpf")
+        path = os.path.join(directory, "no-setid.bpf" if fallocate else "no-setid-no-fallocate.bpf")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         if not _written:
             atexit.register(_remove_all)
-        _written[os.getpid()] = path
+        _written[key] = path
         return path
 
 
 def _remove_all() -> None:
-    path = _written.pop(os.getpid(), None)
-    if path is not None:
+    for key in [k for k in _written if k[0] == os.getpid()]:
         with contextlib.suppress(OSError):
-            shutil.rmtree(os.path.dirname(path))
+            shutil.rmtree(os.path.dirname(_written.pop(key)))

@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import trio
 
+from actors.process.sandbox import SandboxSetting, resolve_sandbox
 from tests.e2e.isolation_harness import hostile_daemon, needs_bwrap, shell
 
 FILL = "i=0; while [ $i -lt 400 ]; do head -c 262144 /dev/zero >> fill; i=$((i+1)); sleep 0.01; done; echo END"
@@ -88,3 +91,31 @@ def test_a_background_shell_stopped_at_the_reserve_tells_the_model_why(tmp_path)
         subprocess.run(["umount", "-l", str(work)], check=False)
     assert re.search(r"finished with exit code (-9|137); the command was killed: the file system holding "
                      rf"{re.escape(str(work))} has \d+ MiB free, under the 8 MiB", told), told
+
+
+# ``fallocate`` takes any size in one call, faster than any watch: refused where the reserve is kept, as a file
+# system without it answers (EOPNOTSUPP), so that the C library's posix_fallocate writes the blocks instead.
+PREALLOCATE = ("fallocate -l 64M direct; echo direct=$?; "
+               f"{sys.executable} -c \"import os; fd = os.open('emulated', os.O_CREAT | os.O_WRONLY); "
+               "os.posix_fallocate(fd, 0, 1 << 20); print('emulated', os.fstat(fd).st_size)\"; echo END")
+
+
+@needs_bwrap
+@pytest.mark.skipif(shutil.which("fallocate") is None, reason="util-linux's fallocate is not installed")
+@pytest.mark.parametrize(("reserve", "refused"), [(8, True), (0, False)])
+def test_fallocate_is_refused_where_a_disk_reserve_is_kept_and_posix_fallocate_still_works(tmp_path, reserve,
+                                                                                          refused):
+    sandbox = resolve_sandbox(SandboxSetting("bwrap", disk_reserve=reserve))
+    if not sandbox.seccomp:
+        pytest.skip("no seccomp filter for this machine")
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(sandbox.wrap(["/bin/sh", "-c", PREALLOCATE], str(work)), cwd=work, capture_output=True,
+                          text=True, timeout=60, start_new_session=True)
+    assert "END" in done.stdout, done
+    assert "emulated 1048576" in done.stdout, done
+    if refused:
+        assert "direct=1" in done.stdout and "Operation not supported" in done.stderr, done
+        assert not (work / "direct").exists() or (work / "direct").stat().st_blocks == 0, done
+    else:
+        assert "direct=0" in done.stdout and (work / "direct").stat().st_size == 64 * 2**20, done
