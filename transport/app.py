@@ -459,11 +459,32 @@ def create_app(
 
     @app.post("/session/<session_id>/fork")
     async def fork(session_id: str) -> Response:
-        session(session_id)
+        source = session(session_id)
         b = await body(wire.ForkBody, optional=True)
+        if b.directive is not None:
+            return await fork_with_directive(source, session_id, b)
         with starting_a_session():
             handle = await daemon.fork_session(session_id, b.sessionId)
         return answer(_session_info(handle, False, clients.register(handle.session_id, live_ids()), False))
+
+    async def fork_with_directive(source: Any, session_id: str, b: wire.ForkBody) -> Response:
+        """qwen's ``/fork <directive>``: where qwen serve starts a background agent on a copy of the
+        conversation, Trellis starts a session with the copy and the directive as its first prompt (admitted
+        durably before the 202), titled with the directive; it is in the session lists (docs/webshell.md)."""
+        directive = (b.directive or "").strip()
+        if not directive:
+            raise HttpError(400, "`directive` is required and must be a non-empty string", "missing_directive",
+                            "$.directive")
+        if await source.pending_prompts():
+            raise HttpError(409, "Cannot fork while a response or tool call is in progress", "session_busy",
+                            "url.sessionId")
+        with starting_a_session():
+            handle = await daemon.fork_session(session_id, b.sessionId)
+        description = directive[:60]
+        await handle.set_title(description)
+        await handle.prompt(directive)
+        return answer(answers.ForkLaunched(sessionId=session_id, description=description, launched=True,
+                                           forkSessionId=handle.session_id), 202)
 
     @app.post("/session/<session_id>/cwd")
     async def change_cwd(session_id: str) -> Response:

@@ -79,6 +79,7 @@ class Operation:
     params: tuple[Param, ...] = ()
     open: bool = False  # served without a bearer token
     tag: str = "sessions"
+    also: tuple[tuple[int, type], ...] = ()  # other success answers: (status, body class)
 
 
 def _session(method: str, tail: str, summary: str, answer: type | None, *, errors: tuple[str, ...] = (),
@@ -173,8 +174,9 @@ OPERATIONS: tuple[Operation, ...] = (
              errors=BODY + ("session_busy", "checkpoint_not_found", "files_changed_outside",
                             "checkpoints_unavailable", "storage_unavailable"),
              params=(_id("undoId"),)),
-    _session("post", "/fork", "A new session with a copy of the conversation", a.SessionInfo, body=bodies.ForkBody,
-             body_optional=True, errors=BODY + STARTS_WORK + STARTS_SESSION),
+    _session("post", "/fork", "A new session with a copy of the conversation (with a directive: running it)",
+             a.SessionInfo, body=bodies.ForkBody, body_optional=True, also=((202, a.ForkLaunched),),
+             errors=BODY + STARTS_WORK + STARTS_SESSION + ("missing_directive", "session_busy")),
     _session("post", "/cwd", "Change the session's working directory", a.WorkspaceCwd, body=bodies.CwdBody,
              errors=BODY + ("invalid_cwd",)),
     _session("post", "/model", "Name the model from the next model call on", a.ModelAnswer, body=bodies.ModelBody,
@@ -358,6 +360,9 @@ def _operation(op: Operation) -> dict[str, Any]:
     else:
         responses[str(op.status)] = {"description": _first_line(op.answer),
                                      "content": {"application/json": {"schema": _ref(op.answer)}}}
+    for status, cls in op.also:
+        responses[str(status)] = {"description": _first_line(cls),
+                                  "content": {"application/json": {"schema": _ref(cls)}}}
     responses.update(_errors_by_status(op))
     out["responses"] = responses
     if op.open:
@@ -407,7 +412,7 @@ def component_schemas() -> dict[str, Any]:
     """Every schema the document names: generated from the wire classes, plus one envelope per event type."""
     classes: list[type] = [a.ErrorBody, ev.EventEnvelope, *ev.EVENT_DATA.values()]
     for op in OPERATIONS:
-        classes += [c for c in (op.body, op.answer) if c is not None]
+        classes += [c for c in (op.body, op.answer, *(cls for _, cls in op.also)) if c is not None]
     defs = schemas_of(*classes)
     for schema in defs.values():
         schema.pop("x-python-class", None)  # generation bookkeeping, not wire

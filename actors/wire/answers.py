@@ -20,7 +20,7 @@ ERROR_CODES: dict[str, int] = {
     "invalid_json": 400, "invalid_request": 400, "value_too_long": 400, "value_too_deep": 400,
     "empty_prompt": 400, "empty_message": 400, "invalid_client_id": 400, "invalid_session_id": 400,
     "invalid_cwd": 400, "unknown_option": 400, "invalid_turn": 400, "invalid_model": 400,
-    "too_many_sessions_named": 400, "invalid_metadata": 400,
+    "too_many_sessions_named": 400, "invalid_metadata": 400, "missing_directive": 400,
     "images_not_supported": 400, "invalid_image": 400, "image_too_large": 400, "too_many_images": 400,
     "missing_connection_id": 400, "invalid_rule": 400, "unknown_tool": 400, "not_recording": 400,
     "unauthorized": 401,
@@ -384,6 +384,17 @@ class TranscriptEntry:
 class Transcript:
     sessionId: str
     entries: list[TranscriptEntry]
+
+
+@attrs.frozen(kw_only=True)
+class ForkLaunched:
+    """A fork that runs a directive (qwen serve's ``POST /session/:id/fork`` answer, 202): ``sessionId`` is the
+    source's, as qwen's; ``forkSessionId`` the new session running the directive as its first prompt."""
+
+    sessionId: str
+    description: str
+    launched: bool
+    forkSessionId: str
 
 
 @attrs.frozen(kw_only=True)

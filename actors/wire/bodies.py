@@ -333,7 +333,11 @@ class SessionMetadataBody:
 
 @attrs.frozen(kw_only=True)
 class ForkBody:
+    """``{sessionId?}``: a copy of the conversation; ``{directive}`` (qwen's Web Shell's ``/fork <directive>``):
+    the copy also runs the directive as its first prompt."""
+
     sessionId: str | None = None
+    directive: str | None = None
 
 
 @attrs.frozen(kw_only=True)

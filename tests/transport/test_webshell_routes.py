@@ -351,3 +351,52 @@ async def test_the_shell_on_another_origin_gets_through_preflight_with_its_heade
         assert refused(await client.get("/brand", headers={**auth, "Origin": "http://127.0.0.1:5174"}), 403,
                        "header.Origin", "origin_not_allowed")
         assert (await client.get("/brand", headers={"Origin": origin})).status_code == 401
+
+
+# ----------------------------------------------------------------- /fork <directive>
+
+
+async def test_fork_with_a_directive_runs_it_in_a_copy_of_the_conversation(tmp_path, scripted):
+    """The shell's ``/fork <directive>`` posts ``{directive}``; qwen serve starts a background agent on a copy of the
+    conversation and answers 202. Trellis starts a session with the copy, titled with the directive, and runs
+    the directive there as its first prompt."""
+    model = scripted([{"text": "one"}], {"delay": 30, "steps": [{"text": "slow"}]}, [{"text": "forked answer"}])
+    async with live_daemon(model=model, state_dir=tmp_path / "state") as (_, client):
+        created = (await client.post("/session", json=shell_create(tmp_path))).json()
+        sid = created["sessionId"]
+        await turn(client, sid, "first")
+
+        async def session_count() -> int:
+            return len((await client.get("/session")).json()["sessions"])
+
+        before = await session_count()
+        for bad, code in (({"directive": "   "}, "missing_directive"), ({"directive": 5}, "invalid_request")):
+            r = await client.post(f"/session/{sid}/fork", json=bad)
+            assert refused(r, 400, "$.directive", code), r.text
+        running = (await client.post(f"/session/{sid}/prompt", json=prompt("second"))).json()["promptId"]
+        r = await client.post(f"/session/{sid}/fork", json={"directive": "write the tests"})
+        assert refused(r, 409, "url.sessionId", "session_busy"), r.text  # as qwen: not while a turn runs
+        assert await session_count() == before  # refused: nothing was started
+        assert (await client.post(f"/session/{sid}/cancel")).status_code == 204
+        await wait_turn(client, sid, running)
+
+        r = await client.post(f"/session/{sid}/fork", json={"directive": "  write the tests  "},
+                              headers={"X-Qwen-Client-Id": created["clientId"]})
+        assert r.status_code == 202, r.text
+        launched = r.json()
+        fork = launched.pop("forkSessionId")
+        assert launched == {"sessionId": sid, "description": "write the tests", "launched": True}
+        assert fork != sid
+        with trio.fail_after(10):
+            while True:
+                texts = [e["message"]["content"] for e in
+                         (await client.get(f"/session/{fork}/transcript")).json()["entries"]]
+                if texts[-1:] == ["forked answer"]:
+                    break
+                await trio.sleep(0.01)
+        # the copy (with the cancelled "second" the source kept), then the directive and its answer
+        assert texts[:2] == ["first", "one"] and texts[-2:] == ["write the tests", "forked answer"], texts
+        titles = {s["sessionId"]: s.get("title") for s in (await client.get("/session")).json()["sessions"]}
+        assert titles[fork] == "write the tests"
+        source = [e["message"]["content"] for e in (await client.get(f"/session/{sid}/transcript")).json()["entries"]]
+        assert source[:2] == ["first", "one"] and "write the tests" not in source  # the source is left as it was
