@@ -65,3 +65,26 @@ def test_the_token_usage_and_context_usage_panels_load(page, daemons, shell_orig
     panel = page.get_by_role("complementary", name="Right panel")
     expect(panel.get_by_text("Context usage is unavailable for this session.")).to_be_visible(timeout=WAIT)
     expect(panel.get_by_text("Failed to load context usage.")).to_have_count(0)
+
+
+def test_fork_with_a_directive_starts_a_session_that_runs_it(page, daemons, shell_origin):
+    """The shell's ``/fork <directive>`` (400 before: "Failed to launch fork"): the shell says it started a
+    background agent, and the directive runs in a new session holding a copy of the conversation."""
+    d = start(daemons, shell_origin, [[{"text": "First answer."}], [{"text": "Forked and done."}]])
+    open_shell(page, shell_origin, d)
+    send(page, "remember the plan")
+    expect(page.get_by_text("First answer.")).to_be_visible(timeout=WAIT)
+    source = only_session(d)
+    send(page, "/fork write the tests")
+    expect(page.get_by_text('Started background agent: "write the tests"', exact=False)).to_be_visible(timeout=WAIT)
+    expect(page.get_by_text("Failed to launch fork", exact=False)).to_have_count(0)
+    with d.client() as client:
+        forks = [s for s in client.get("/session").json()["sessions"] if s["sessionId"] != source]
+        assert [s.get("title") for s in forks] == ["write the tests"], forks
+        fork = forks[0]["sessionId"]
+        for _ in range(200):
+            texts = [e["message"]["content"] for e in client.get(f"/session/{fork}/transcript").json()["entries"]]
+            if texts[-1:] == ["Forked and done."]:
+                break
+            page.wait_for_timeout(50)
+        assert texts == ["remember the plan", "First answer.", "write the tests", "Forked and done."], texts
