@@ -726,7 +726,7 @@ async def open_daemon(
                 # a cancelled body still ends them in order: graceful shutdown first, then the rest cancelled.
                 nursery = await host.start(_actor_nursery)
                 if sandbox.disk is not None:
-                    nursery.start_soon(sandbox.disk.watch)  # the disk reserve, while commands run
+                    sandbox.disk.attach(nursery)  # the disk reserve's watch, from the first command on
                 daemon = Daemon(runtime, nursery)
                 daemon._host_scope = host.cancel_scope
                 daemon.subagents = subagents = SubagentRegistry(daemon, nursery)

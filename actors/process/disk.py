@@ -104,6 +104,8 @@ class DiskGuard:
         self._processes = processes
         self._paths: dict[int, str] = {}  # a file system (st_dev) -> a path on it a command may write
         self._token: trio.lowlevel.TrioToken | None = None
+        self._nursery: trio.Nursery | None = None  # where the watch starts, at the first command admitted
+        self._watching = False
         self._commands = trio.Event()  # set when a command started since the watch last found none running
         self._admitted = 0  # commands admitted: one about to start keeps the watch on before it has a process
         self.kills = 0  # how many times the watch killed the commands
@@ -144,8 +146,19 @@ class DiskGuard:
             except OSError:
                 pass
         self._admitted += 1
-        if self._token is not None:
-            self._token.run_sync_soon(self._commands.set)  # from any thread
+        if self._token is None:
+            return
+        if not self._watching and self._nursery is not None:
+            self._watching = True
+            self._token.run_sync_soon(self._nursery.start_soon, self.watch)  # from any thread
+        self._token.run_sync_soon(self._commands.set)
+
+    def attach(self, nursery: trio.Nursery) -> None:
+        """Watch from ``nursery`` (the daemon's) once a command is admitted: a daemon that runs none (a replay)
+        has no task of it, so its scheduler's draws, and a seeded replay's interleaving, stay as they were."""
+        if self.enabled and self._processes is not None:
+            self._token = trio.lowlevel.current_trio_token()
+            self._nursery = nursery
 
     def stopped_since(self, kills: int) -> str | None:
         """Why a command that started when :attr:`kills` was ``kills`` was stopped by the watch, if it was."""
@@ -159,6 +172,7 @@ class DiskGuard:
         if not self.enabled or self._processes is None:
             return
         self._token = trio.lowlevel.current_trio_token()
+        self._watching = True
         while True:
             if not self._processes():  # else commands started before the watch did
                 await self._commands.wait()
