@@ -15,9 +15,11 @@ use):
                                        cgroups list them), and the foreground shell
                                        says why (:meth:`stopped_since`)
 
-The reserve is ``sandbox.diskReserve`` MiB on every such file system; by
+The reserve is ``sandbox.diskReserve`` MiB on every such file system (and
+every one mounted below those paths: bwrap binds them recursively); by
 default the smaller of :data:`DEFAULT_RESERVE` and :data:`DEFAULT_SHARE` of its
-size; ``0`` turns both checks off. The watch looks every :data:`INTERVAL`
+size; ``0`` turns both checks off. Free inodes are kept too
+(:func:`inode_reserve`): empty files take no block, and every inode. The watch looks every :data:`INTERVAL`
 seconds, only while a sandboxed command has processes: a command writing
 faster than the reserve in that time can still pass it, and a daemon whose
 commands have no cgroup (the start log says) only refuses at the start.
@@ -43,6 +45,8 @@ DEFAULT_RESERVE = 1024 * MIB
 DEFAULT_SHARE = (1, 20)  # 5 % of the file system, when that is less
 INTERVAL = 0.25
 IDLE_TICKS = 8  # intervals with no command process before the watch rests
+INODE_RESERVE = 100_000  # inodes kept free, or 5 % of the file system's when that is less
+PATHS_PER_DEVICE = 8
 MAX_RESERVE_MIB = 2**30  # a petabyte: a bound for the setting's check, never reached by a real disk
 
 
@@ -68,21 +72,30 @@ class DiskShortage(OSError):
     """A command refused at its start: a file system it may write is below its reserve."""
 
 
+def inode_reserve(files: int) -> int:
+    """The inodes to keep free on a file system of ``files`` inodes (0: it does not count them, as btrfs)."""
+    return min(INODE_RESERVE, files * DEFAULT_SHARE[0] // DEFAULT_SHARE[1])
+
+
 @attrs.frozen
 class Shortage:
-    """``path``'s file system has ``free`` bytes, fewer than ``reserve``."""
+    """``path``'s file system has ``free`` bytes (inodes, with ``inodes``), fewer than ``reserve``."""
 
     path: str
     free: int
     reserve: int
+    inodes: bool = False
 
     def describe(self) -> str:
+        if self.inodes:
+            return (f"the file system holding {self.path} has {self.free:,} inodes free, under the "
+                    f"{self.reserve:,} the sandbox keeps free there (sandbox.diskReserve)")
         return (f"the file system holding {self.path} has {self.free // MIB:,} MiB free, under the "
                 f"{self.reserve // MIB:,} MiB the sandbox keeps free there (sandbox.diskReserve)")
 
 
 def shortage(paths: Iterable[str], setting_mib: int | None) -> Shortage | None:
-    """The first of ``paths`` whose file system is below its reserve, or ``None``."""
+    """The first of ``paths`` whose file system is below its reserve of blocks or of inodes, or ``None``."""
     for path in paths:
         try:
             st = os.statvfs(path)
@@ -92,7 +105,25 @@ def shortage(paths: Iterable[str], setting_mib: int | None) -> Shortage | None:
         reserve = reserve_for(setting_mib, size)
         if free < reserve:
             return Shortage(path, free, reserve)
+        inodes = inode_reserve(st.f_files)
+        if st.f_favail < inodes:  # empty files take no block, and every inode (ENOSPC for everyone)
+            return Shortage(path, st.f_favail, inodes, inodes=True)
     return None
+
+
+def mounts_below(paths: Iterable[str]) -> list[str]:
+    """The mount points at or below ``paths``: a command may write all of them (bwrap binds recursively)."""
+    paths = [os.path.realpath(p) for p in paths]
+    found: list[str] = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            points = [line.split()[4].replace("\\040", " ") for line in f]
+    except OSError:
+        return found
+    for point in points:
+        if any(point == p or point.startswith(p.rstrip(os.sep) + os.sep) for p in paths):
+            found.append(point)
+    return found
 
 
 class DiskGuard:
@@ -102,7 +133,9 @@ class DiskGuard:
     def __init__(self, setting_mib: int | None, processes: Callable[[], list[int]] | None) -> None:
         self.setting_mib = setting_mib
         self._processes = processes
-        self._paths: dict[int, str] = {}  # a file system (st_dev) -> a path on it a command may write
+        # A file system (st_dev) -> the paths on it commands were last admitted to write, newest last: one that
+        # is gone (a closed session's home) must not leave its file system unwatched.
+        self._paths: dict[int, list[str]] = {}
         self._token: trio.lowlevel.TrioToken | None = None
         self._nursery: trio.Nursery | None = None  # where the watch starts, at the first command admitted
         self._watching = False
@@ -136,15 +169,20 @@ class DiskGuard:
         if not self.enabled:
             return
         paths = [p for p in paths if p]
+        paths = list(dict.fromkeys([*paths, *mounts_below(paths)]))  # a volume mounted below the cwd too
         found = shortage(paths, self.setting_mib)
         if found is not None:
             raise DiskShortage(f"refusing to start a command: {found.describe()}. Free space there (or lower "
                                "sandbox.diskReserve) and try again")
         for path in paths:
             try:
-                self._paths.setdefault(os.stat(path).st_dev, path)
+                known = self._paths.setdefault(os.stat(path).st_dev, [])
             except OSError:
-                pass
+                continue
+            if path in known:
+                known.remove(path)
+            known.append(path)
+            del known[:-PATHS_PER_DEVICE]
         self._admitted += 1
         if self._token is None:
             return
@@ -185,11 +223,21 @@ class DiskGuard:
                     admitted = self._admitted
                     continue
                 idle = 0
-                found = shortage(list(self._paths.values()), self.setting_mib)
+                found = shortage(self._watched_paths(), self.setting_mib)
                 if found is not None:
                     self.last, self.kills = found, self.kills + 1
                     log.warning("sandboxed commands killed: %s", found.describe())
                     kill_all(self._processes)
+
+
+    def _watched_paths(self) -> list[str]:
+        """A path that still exists on each watched file system (the newest admitted first)."""
+        out = []
+        for known in self._paths.values():
+            alive = next((p for p in reversed(known) if os.path.exists(p)), None)
+            if alive is not None:
+                out.append(alive)
+        return out
 
 
 def kill_all(processes: Callable[[], list[int]], rounds: int = 3) -> None:

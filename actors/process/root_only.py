@@ -47,8 +47,17 @@ log = logging.getLogger("trellis.sandbox")
 # Where a system keeps configuration, state, logs and caches. Not /usr (packages' files, world-readable, and
 # 100,000s of entries), /root and /home (homes: their credentials are home_secrets', and uid 0 cannot read
 # another user's private files), /proc, /sys, /dev, /run and /tmp (the sandbox mounts its own or none).
-SCANNED_ROOTS = ("/etc", "/var", "/boot", "/srv", "/opt", "/usr/local", "/mnt", "/media")
+SCANNED_ROOTS = ("/etc", "/boot", "/var", "/srv", "/opt", "/usr/local", "/mnt", "/media", "/proc", "/sys/firmware",
+                 "/sys/kernel")
+SHALLOW_ROOTS = ("/proc",)  # its own files (slabinfo, timer_list), not the processes' (the sandbox has its own)
 ENTRY_LIMIT = 200_000
+DIRECTORY_LIMIT = 10_000  # entries listed of a directory anyone may write
+COALESCE_AT = 64  # a directory holding more hidden entries than this is hidden whole
+MOUNT_LIMIT = 2048  # hidden entries at most, the fullest directories hidden whole past it
+# The file systems the walk enters when one is mounted below a scanned root (a data volume, a USB disk): not a
+# network or FUSE one, whose walk may hang.
+LOCAL_FILE_SYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "vfat", "exfat", "ntfs",
+                                "ntfs3", "tmpfs", "overlay", "jfs", "reiserfs", "bcachefs"})
 REFRESH_SECONDS = 60.0
 AROUND_LIMIT = 4096  # entries hidden along the way to a cwd inside a hidden directory
 
@@ -65,13 +74,22 @@ def private_to(st: os.stat_result, uid: int = 0, gid: int = 0) -> bool:
     return bool((st.st_uid == uid and mode & owner) or (st.st_gid == gid and mode & group))
 
 
-def scan(roots: Iterable[str] = SCANNED_ROOTS, *, uid: int = 0, gid: int = 0,
-         limit: int = ENTRY_LIMIT) -> tuple[list[str], bool]:
+def scan(roots: Iterable[str] = SCANNED_ROOTS, *, uid: int = 0, gid: int = 0, limit: int = ENTRY_LIMIT,
+         skip: Iterable[str] = ()) -> tuple[list[str], bool]:
     """The entries under ``roots`` private to ``uid``/``gid`` (see the module's table), and whether the walk
-    stopped at ``limit`` entries before it was done."""
+    stopped at ``limit`` entries before it was done.
+
+    Roots are walked in their order. :data:`SHALLOW_ROOTS` are listed, not walked. The walk enters another
+    file system only of a :data:`LOCAL_FILE_SYSTEMS` type; lists at most :data:`DIRECTORY_LIMIT` entries of a
+    directory anyone may write (``/var/tmp``) and enters only its directories ``uid`` owns (another user's could
+    be made only to make the walk long); and never enters ``skip`` (where commands write, for the same
+    reason)."""
     found: list[str] = []
+    skipped = {os.path.realpath(p) for p in skip}
+    local = _local_mounts()
+    roots = list(dict.fromkeys(os.path.realpath(r) for r in roots))
     stack: list[tuple[str, int]] = []
-    for root in dict.fromkeys(os.path.realpath(r) for r in roots):
+    for root in reversed(roots):  # a stack: the first root is walked first
         try:
             st = os.lstat(root)
         except OSError:
@@ -83,15 +101,22 @@ def scan(roots: Iterable[str] = SCANNED_ROOTS, *, uid: int = 0, gid: int = 0,
     seen = 0
     while stack:
         directory, device = stack.pop()
+        shallow = directory in SHALLOW_ROOTS
         try:
+            mode = os.lstat(directory).st_mode
             entries = os.scandir(directory)
         except OSError:
             continue
+        shared = bool(mode & stat.S_IWOTH)  # anyone may make entries here: bounded, and only root's entered
         with entries:
-            for entry in entries:
+            for listed, entry in enumerate(entries):
                 seen += 1
                 if seen > limit:
                     return found, True
+                if shared and listed >= DIRECTORY_LIMIT:
+                    break
+                if shallow and (entry.name.isdigit() or entry.name in ("self", "thread-self")):
+                    continue
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
@@ -100,9 +125,49 @@ def scan(roots: Iterable[str] = SCANNED_ROOTS, *, uid: int = 0, gid: int = 0,
                     continue
                 if private_to(st, uid, gid):
                     found.append(entry.path)
-                elif stat.S_ISDIR(st.st_mode) and st.st_dev == device:
-                    stack.append((entry.path, device))
+                elif (stat.S_ISDIR(st.st_mode) and not shallow and entry.path not in skipped
+                      and (not shared or st.st_uid == uid) and (st.st_dev == device or entry.path in local)):
+                    stack.append((entry.path, st.st_dev))
     return found, False
+
+
+def _local_mounts() -> set[str]:
+    """The mount points of a :data:`LOCAL_FILE_SYSTEMS` type (a volume below a scanned root is walked too)."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            lines = [line.split() for line in f]
+    except OSError:
+        return set()
+    out = set()
+    for fields in lines:
+        dash = fields.index("-") if "-" in fields else -1
+        if dash > 0 and fields[dash + 1] in LOCAL_FILE_SYSTEMS:
+            out.add(fields[4].replace("\\040", " "))
+    return out
+
+
+def coalesce(paths: Sequence[str], *, per_directory: int = COALESCE_AT, total: int = MOUNT_LIMIT,
+             roots: Iterable[str] = SCANNED_ROOTS) -> list[str]:
+    """``paths`` with a directory holding more than ``per_directory`` of them hidden whole instead, and then the
+    fullest directories again until at most ``total`` are left: each is one mount of every command, and a
+    command that made 30,000 root-only files must not stop every other session's commands (an argument list
+    too long). A root (``/etc``) and what holds one are never hidden whole: commands need them."""
+    kept = {os.path.realpath(r) for r in roots}
+    kept |= {os.path.dirname(r) for r in list(kept)} | {os.sep}
+    out = list(dict.fromkeys(paths))
+    while True:
+        by_parent: dict[str, list[str]] = {}
+        for path in out:
+            by_parent.setdefault(os.path.dirname(path), []).append(path)
+        full = {parent for parent, held in by_parent.items()
+                if parent not in kept and (len(held) > per_directory or len(out) > total and len(held) > 1)}
+        if not full:
+            return out
+        if len(out) > total and not any(len(by_parent[p]) > per_directory for p in full):
+            full = {max(full, key=lambda p: len(by_parent[p]))}  # one at a time: the fullest first
+        out = [p for p in out if os.path.dirname(p) not in full]
+        out = list(dict.fromkeys([*out, *sorted(full)]))
+        out = [p for p in out if not any(p != q and _within(p, q) for q in full)]
 
 
 def around(hidden: Sequence[str], keep: Iterable[str]) -> list[str]:
@@ -160,6 +225,17 @@ class RootOnlyFiles:
         self._paths: tuple[str, ...] = ()
         self._scanned_at = 0.0
         self._scanning = False
+        self._writable: dict[str, None] = {}  # where commands write, newest last (not walked: see scan)
+
+    def note_writable(self, paths: Iterable[str]) -> None:
+        """Commands may write ``paths`` (a cwd, a home, sandbox.writable): later scans do not walk them."""
+        with self._lock:
+            for path in paths:
+                if path:
+                    self._writable.pop(path, None)
+                    self._writable[path] = None
+            while len(self._writable) > WRITABLE_KEPT:
+                del self._writable[next(iter(self._writable))]
 
     def start(self) -> None:
         """Begin a scan in a thread unless one is under way or the last is fresh."""
@@ -177,12 +253,17 @@ class RootOnlyFiles:
 
     def _scan(self) -> None:
         try:
-            found, stopped = scan(self.roots, uid=self.uid, gid=self.gid, limit=self.limit)
+            with self._lock:
+                skip = list(self._writable)
+            found, stopped = scan(self.roots, uid=self.uid, gid=self.gid, limit=self.limit, skip=skip)
             if stopped:
                 log.warning("sandboxed commands: the scan for files only root may read stopped after %d "
-                            "entries of %s; what lies beyond is not hidden", self.limit, ", ".join(self.roots))
+                            "entries of %s; what lies beyond is hidden only if an earlier scan found it",
+                            self.limit, ", ".join(self.roots))
             with self._lock:
-                self._paths = tuple(found)
+                if stopped:  # an entry found before stays hidden: a walk made long must not uncover it
+                    found = [*found, *(p for p in self._paths if os.path.lexists(p))]
+                self._paths = tuple(coalesce(found, roots=self.roots))
                 self._scanned_at = time.monotonic()
         finally:
             with self._lock:
@@ -191,6 +272,14 @@ class RootOnlyFiles:
 
 
 _SYSTEM = RootOnlyFiles()
+WRITABLE_KEPT = 1024
+
+
+def note_writable(paths: Iterable[str]) -> None:
+    """A root daemon's command may write ``paths``: the scan does not walk them (what a command makes there
+    could only make the walk long)."""
+    if os.geteuid() == 0:
+        _SYSTEM.note_writable(paths)
 
 
 def root_only_paths() -> tuple[str, ...]:

@@ -120,7 +120,7 @@ import attrs
 from .. import checked
 from ..checked import Invalid, shown
 from .home_secrets import HOME_SECRETS, homes, secret_paths, system_secret_paths
-from .root_only import around, root_only_paths, start_scan
+from .root_only import around, note_writable, root_only_paths, start_scan
 from .seccomp import program, program_path
 from .disk import DiskGuard, DiskShortage, ReserveMiB
 from .limits import DEFAULT_MAX_PROCESSES, ProcessCount, ProcessLimit, release, resolve_process_limit
@@ -398,6 +398,7 @@ class Sandbox:
                 raise SandboxRefusal(f"refusing to run a command in {cwd}: it lies inside {path}, "
                                      "which the sandbox hides")
         expose = [os.path.realpath(p) for p in expose]
+        note_writable([cwd, self.home or "", *self.writable])
         keep = [cwd, *homes(), self.home or "", *self.writable, *expose, *interpreter_paths()]
         try:  # a root daemon's: what the scan found only root may read, but what this command must reach
             hidden = list(dict.fromkeys([*hidden, *around(root_only_paths(), keep)]))

@@ -19,7 +19,9 @@ the permission bits and the sticky bit of its mode. Setting file capabilities
 
 Where the sandbox keeps a disk reserve (:mod:`actors.process.disk`),
 ``fallocate`` is refused with ``EOPNOTSUPP``, as a file system without it
-answers: one call takes any size at once (``fallocate -l 70G x``), faster than
+answers, and so are the ioctls that preallocate the same way
+(:data:`PREALLOCATING_IOCTLS`, XFS's ``FS_IOC_RESVSP`` family, which the
+kernel answers for every file system with fallocate): one call takes any size at once (``fallocate -l 70G x``), faster than
 any watch of the free space, while a write goes at the disk's speed. The C
 library's ``posix_fallocate`` then writes the blocks instead, so programs
 that preallocate keep working.
@@ -60,19 +62,22 @@ def _arg(index: int) -> int:
 
 SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
 
-# (audit arch, x32 bit or 0, {syscall: index of its mode argument}, syscalls refused outright, fallocate)
-_TABLES: dict[str, tuple[int, int, dict[int, int], tuple[int, ...], int]] = {
+# (audit arch, x32 bit or 0, {syscall: index of its mode argument}, syscalls refused outright, (fallocate, ioctl))
+_TABLES: dict[str, tuple[int, int, dict[int, int], tuple[int, ...], tuple[int, int]]] = {
     "x86_64": (0xC000003E, 0x40000000,
                {90: 1, 91: 1, 268: 2, 452: 2,  # chmod fchmod fchmodat fchmodat2
                 2: 2, 257: 3, 85: 1, 133: 1, 259: 2},  # open openat creat mknod mknodat
                (437, 425),  # openat2 io_uring_setup
-               285),
+               (285, 16)),
     "aarch64": (0xC00000B7, 0,
                 {52: 1, 53: 2, 452: 2,  # fchmod fchmodat fchmodat2
                  56: 3, 33: 2},  # openat mknodat
                 (437, 425),
-                47),
+                (47, 29)),
 }
+# The ioctls that preallocate as fallocate does (fs/ioctl.c answers them for every file system with fallocate:
+# ext4, tmpfs, btrfs, xfs): XFS's FS_IOC_RESVSP, FS_IOC_RESVSP64, FS_IOC_ZERO_RANGE, and the old ALLOCSP pair.
+PREALLOCATING_IOCTLS = (0x40305828, 0x4030582A, 0x40305839, 0x4030580A, 0x40305824)
 _MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
@@ -82,16 +87,17 @@ def program(machine: str | None = None, *, fallocate: bool = True) -> bytes | No
     table = _TABLES.get(_MACHINES.get((machine or platform.machine()).lower(), ""))
     if table is None:
         return None
-    arch, x32, modes, refused, fallocate_nr = table
+    arch, x32, modes, refused, (fallocate_nr, ioctl_nr) = table
     checks = sorted(modes.items())
     # Layout: arch check, nr load, [x32 check], one jeq per checked and refused call, allow,
     # then one "load the mode, test the bits" pair per argument index, then the three returns.
     indexes = sorted(set(modes.values()))
     head = 3 + (1 if x32 else 0)  # ld arch, jeq arch, ld nr, [jge x32]
-    n_jumps = len(checks) + len(refused) + (0 if fallocate else 1)
+    n_jumps = len(checks) + len(refused) + (0 if fallocate else 2)
     first_check = head + n_jumps + 1  # after the jumps and the "allow" return
     check_at = {index: first_check + 2 * i for i, index in enumerate(indexes)}
-    eperm = first_check + 2 * len(indexes)
+    ioctl_check = first_check + 2 * len(indexes)  # load the request, one jeq per ioctl, allow
+    eperm = ioctl_check + (0 if fallocate else 2 + len(PREALLOCATING_IOCTLS))
     enosys = eperm + 1
     unsupported = eperm + 2
     allow = eperm + 3
@@ -113,11 +119,18 @@ def program(machine: str | None = None, *, fallocate: bool = True) -> bytes | No
         code.append((_JEQ_K, jump(enosys), 0, nr))
     if not fallocate:
         code.append((_JEQ_K, jump(unsupported), 0, fallocate_nr))
+        code.append((_JEQ_K, jump(ioctl_check), 0, ioctl_nr))
     code.append((_RET_K, 0, 0, _RET_ALLOW))
     for index in indexes:
         assert len(code) == check_at[index]
         code.append((_LD_W_ABS, 0, 0, _arg(index)))
         code.append((_JSET_K, jump(eperm), jump(allow), SET_ID_BITS))
+    if not fallocate:
+        assert len(code) == ioctl_check
+        code.append((_LD_W_ABS, 0, 0, _arg(1)))  # an ioctl's request is an unsigned int: its low 32 bits
+        for request in PREALLOCATING_IOCTLS:
+            code.append((_JEQ_K, jump(unsupported), 0, request))
+        code.append((_RET_K, 0, 0, _RET_ALLOW))
     assert len(code) == eperm
     code.append((_RET_K, 0, 0, _RET_ERRNO | errno.EPERM))
     code.append((_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS))

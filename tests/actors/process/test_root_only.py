@@ -121,3 +121,30 @@ def test_the_last_scan_is_served_and_remade_in_a_thread_once_stale(tmp_path):
         assert time.monotonic() < deadline, files.paths()
         time.sleep(0.01)
     assert all(t.name != "trellis-root-only-scan" or t.daemon for t in threading.enumerate())
+
+
+def test_a_directory_full_of_hidden_entries_is_hidden_whole_but_never_a_root(tmp_path):
+    from actors.process.root_only import coalesce
+
+    root = tmp_path / "var"
+    many = [str(root / "log" / f"f{n}") for n in range(70)]
+    few = [str(root / "cache" / f"c{n}") for n in range(3)]
+    assert sorted(coalesce([*many, *few], roots=[str(root)])) == sorted([str(root / "log"), *few])
+    # past the total, the fullest directories go whole one at a time; the root itself never
+    direct = [str(root / f"d{n}") for n in range(100)]
+    assert coalesce(direct, roots=[str(root)]) == direct
+    assert len(coalesce([*few, *(str(root / "x" / f"y{n}") for n in range(5))], per_directory=64, total=4,
+                        roots=[str(root)])) <= 4
+
+
+def test_the_walk_does_not_enter_where_commands_write_nor_others_directories_in_a_shared_one(tmp_path):
+    root = made(tmp_path / "srv", 0o755, directory=True)
+    work = made(root / "work", 0o755, directory=True)
+    made(work / "made-by-a-command", 0o600)
+    shared = made(root / "tmp", 0o1777, directory=True)
+    mine = made(shared / "mine", 0o755, directory=True)
+    made(mine / "key", 0o600)
+    assert sorted(scan([str(root)], uid=UID, gid=GID, skip=[str(work)])[0]) == [str(mine / "key")]
+    if UID == 0:  # another user's directory in the shared one is not entered (it could be made to be long)
+        os.chown(mine, 12345, 12345)
+        assert scan([str(root)], uid=UID, gid=GID, skip=[str(work)])[0] == []
