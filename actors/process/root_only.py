@@ -15,12 +15,15 @@ applies, on the directories where a system keeps its state::
     a directory                                      the same with search (x) instead of read: the
                                                      whole directory, not descended into
 
-A directory anyone may search is descended into, on its own file system only
-(a mounted volume below a scanned root is not walked), at most
-:data:`ENTRY_LIMIT` entries in all (the start log says when a scan stopped
-there). What the scan found is what a command started later does not see.
+A directory anyone may search is descended into (a volume mounted below, when
+it is a local file system), at most :data:`ENTRY_LIMIT` entries in all. A
+command must not steer the walk (:func:`scan`): where commands write is not
+walked, a directory anyone may write is bounded, a walk stopped at the limit
+keeps hiding what an earlier one found, and a directory full of hidden
+entries is hidden whole (:func:`coalesce`: each entry is a mount of every
+command). What the scan found is what a command started later does not see.
 
-The scan takes about 0.1 s over 12,000 entries, so it is not made per command:
+The scan takes a tenth of a second or more, so it is not made per command:
 the first command waits for the first scan (:meth:`RootOnlyFiles.start` begins
 it when the daemon resolves its sandbox), and later commands use the last one
 while a thread makes the next once it is :data:`REFRESH_SECONDS` old. A
