@@ -16,8 +16,8 @@ import shutil
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,21 @@ TOKEN = "trellis-isolation-" + secrets.token_hex(12)
 _BWRAP = shutil.which("bwrap")
 HAVE_BWRAP = _BWRAP is not None and probe(_BWRAP) is None
 needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not usable here (CI installs it)")
+
+
+@contextmanager
+def small_tmpfs(path: Path, options: str = "size=32m") -> Iterator[Path]:
+    """``path`` (made here) as a tmpfs of its own for the time of the block, so that a test may fill it without
+    touching the host's disk; unmounted whatever happens. Skips the test where no tmpfs can be mounted (CI
+    runs as root)."""
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}): CI runs as root")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def shell(command: str, *, background: bool = False) -> dict[str, Any]:

@@ -22,7 +22,6 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +30,7 @@ import trio
 from actors.process import root_only
 from actors.process.disk import MIB, DiskGuard
 from actors.process.sandbox import SandboxSetting, make_home, resolve_sandbox
-from tests.e2e.isolation_harness import hostile_daemon, needs_bwrap, shell
+from tests.e2e.isolation_harness import hostile_daemon, needs_bwrap, shell, small_tmpfs
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs and attacks a root daemon (CI runs as root)")
 
@@ -40,17 +39,7 @@ SETTINGS = {"sandbox": {"mode": "bwrap", "diskReserve": RESERVE_MIB}}
 MARK = secrets.token_hex(8)
 
 
-@contextlib.contextmanager
-def tmpfs(path: Path, options: str = "size=32m") -> Iterator[Path]:
-    """``path`` (made here) as a tmpfs of its own for the time of the block; unmounted whatever happens."""
-    path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}): CI runs as root")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
+tmpfs = small_tmpfs
 
 
 def free_bytes(path: Path) -> int:

@@ -17,26 +17,15 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import trio
 
 from actors.process.sandbox import SandboxSetting, resolve_sandbox
-from tests.e2e.isolation_harness import hostile_daemon, needs_bwrap, shell
+from tests.e2e.isolation_harness import hostile_daemon, needs_bwrap, shell, small_tmpfs
 
 FILL = "i=0; while [ $i -lt 400 ]; do head -c 262144 /dev/zero >> fill; i=$((i+1)); sleep 0.01; done; echo END"
 AFTER = "echo still-here"
-
-
-def small_cwd(tmp_path) -> Path:
-    """``tmp_path/work`` (the hostile daemon's cwd), a 32 MiB tmpfs of its own."""
-    work = tmp_path / "work"
-    work.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(work)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}): CI runs as root")
-    return work
 
 
 SETTINGS = {"sandbox": {"mode": "bwrap", "diskReserve": 8}}
@@ -44,8 +33,7 @@ SETTINGS = {"sandbox": {"mode": "bwrap", "diskReserve": 8}}
 
 @needs_bwrap
 def test_a_command_filling_its_cwd_is_stopped_at_the_reserve_and_the_next_one_refused(tmp_path):
-    work = small_cwd(tmp_path)
-    try:
+    with small_tmpfs(tmp_path / "work") as work:  # the hostile daemon's cwd
         responses = [[shell(FILL)], [shell(AFTER)], [{"text": "done"}]]
 
         async def run() -> list[str]:
@@ -59,8 +47,6 @@ def test_a_command_filling_its_cwd_is_stopped_at_the_reserve_and_the_next_one_re
         filled, after = trio.run(run)
         st = os.statvfs(work)
         free = st.f_bavail * st.f_frsize
-    finally:
-        subprocess.run(["umount", "-l", str(work)], check=False)
     assert "END" not in filled, filled
     # -9: bwrap itself was killed; 137: it saw its command killed first and reported it as a shell does
     assert re.search(rf"\[exit code (-9|137); the command was killed: the file system holding {re.escape(str(work))} "
@@ -73,8 +59,7 @@ def test_a_command_filling_its_cwd_is_stopped_at_the_reserve_and_the_next_one_re
 
 @needs_bwrap
 def test_a_background_shell_stopped_at_the_reserve_tells_the_model_why(tmp_path):
-    work = small_cwd(tmp_path)
-    try:
+    with small_tmpfs(tmp_path / "work") as work:
         responses = [[shell(FILL, background=True)], [{"text": "started"}], [{"text": "noted"}]]
 
         async def run() -> str:
@@ -87,8 +72,6 @@ def test_a_background_shell_stopped_at_the_reserve_tells_the_model_why(tmp_path)
                 return json.dumps(d.fake.requests[2].body)
 
         told = trio.run(run)
-    finally:
-        subprocess.run(["umount", "-l", str(work)], check=False)
     assert re.search(r"finished with exit code (-9|137); the command was killed: the file system holding "
                      rf"{re.escape(str(work))} has \d+ MiB free, under the 8 MiB", told), told
 

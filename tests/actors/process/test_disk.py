@@ -15,20 +15,14 @@ import trio
 
 from actors.process.disk import MIB, DiskGuard, DiskShortage, Shortage, reserve_for, shortage
 from actors.process.sandbox import SandboxSetting
+from tests.e2e.isolation_harness import small_tmpfs
 
 
 @pytest.fixture
 def tmpfs(tmp_path) -> Iterator[Path]:
     """A 32 MiB tmpfs of its own."""
-    point = tmp_path / "small"
-    point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(point)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}): CI runs as root")
-    try:
+    with small_tmpfs(tmp_path / "small") as point:
         yield point
-    finally:
-        subprocess.run(["umount", "-l", str(point)], check=False)
 
 
 def free_mib(path: Path) -> float:
