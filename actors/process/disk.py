@@ -37,6 +37,7 @@ import trio
 
 from .. import checked
 from ..checked import Invalid
+from .mounts import is_local, mount_table
 
 log = logging.getLogger("trellis.sandbox")
 
@@ -111,19 +112,15 @@ def shortage(paths: Iterable[str], setting_mib: int | None) -> Shortage | None:
     return None
 
 
-def mounts_below(paths: Iterable[str]) -> list[str]:
-    """The mount points at or below ``paths``: a command may write all of them (bwrap binds recursively)."""
-    paths = [os.path.realpath(p) for p in paths]
-    found: list[str] = []
-    try:
-        with open("/proc/self/mountinfo") as f:
-            points = [line.split()[4].replace("\\040", " ") for line in f]
-    except OSError:
-        return found
-    for point in points:
-        if any(point == p or point.startswith(p.rstrip(os.sep) + os.sep) for p in paths):
-            found.append(point)
-    return found
+def local_paths(paths: Iterable[str]) -> list[str]:
+    """``paths`` and the mount points below them (a command may write all of them: bwrap binds recursively),
+    those on a local disk only: a network or FUSE file system is not the host's disk, and its ``statvfs`` can
+    hang while its server is away (:mod:`actors.process.mounts`)."""
+    table = mount_table()
+    paths = [os.path.realpath(p) for p in paths if p]
+    below = [point for point, _ in table
+             if any(point != p and point.startswith(p.rstrip(os.sep) + os.sep) for p in paths)]
+    return [p for p in dict.fromkeys([*paths, *below]) if is_local(p, table)]
 
 
 class DiskGuard:
@@ -168,8 +165,7 @@ class DiskGuard:
         reserve; else they are watched while it runs."""
         if not self.enabled:
             return
-        paths = [p for p in paths if p]
-        paths = list(dict.fromkeys([*paths, *mounts_below(paths)]))  # a volume mounted below the cwd too
+        paths = local_paths(paths)  # with a volume mounted below the cwd
         found = shortage(paths, self.setting_mib)
         if found is not None:
             raise DiskShortage(f"refusing to start a command: {found.describe()}. Free space there (or lower "

@@ -45,6 +45,8 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
+from .mounts import LOCAL_FILE_SYSTEMS, mount_table
+
 log = logging.getLogger("trellis.sandbox")
 
 # Where a system keeps configuration, state, logs and caches. Not /usr (packages' files, world-readable, and
@@ -57,10 +59,6 @@ ENTRY_LIMIT = 200_000
 DIRECTORY_LIMIT = 10_000  # entries listed of a directory anyone may write
 COALESCE_AT = 64  # a directory holding more hidden entries than this is hidden whole
 MOUNT_LIMIT = 2048  # hidden entries at most, the fullest directories hidden whole past it
-# The file systems the walk enters when one is mounted below a scanned root (a data volume, a USB disk): not a
-# network or FUSE one, whose walk may hang.
-LOCAL_FILE_SYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "vfat", "exfat", "ntfs",
-                                "ntfs3", "tmpfs", "overlay", "jfs", "reiserfs", "bcachefs"})
 REFRESH_SECONDS = 60.0
 AROUND_LIMIT = 4096  # entries hidden along the way to a cwd inside a hidden directory
 
@@ -89,7 +87,7 @@ def scan(roots: Iterable[str] = SCANNED_ROOTS, *, uid: int = 0, gid: int = 0, li
     reason)."""
     found: list[str] = []
     skipped = {os.path.realpath(p) for p in skip}
-    local = _local_mounts()
+    local = {point for point, fstype in mount_table() if fstype in LOCAL_FILE_SYSTEMS}
     roots = list(dict.fromkeys(os.path.realpath(r) for r in roots))
     stack: list[tuple[str, int]] = []
     for root in reversed(roots):  # a stack: the first root is walked first
@@ -132,21 +130,6 @@ def scan(roots: Iterable[str] = SCANNED_ROOTS, *, uid: int = 0, gid: int = 0, li
                       and (not shared or st.st_uid == uid) and (st.st_dev == device or entry.path in local)):
                     stack.append((entry.path, st.st_dev))
     return found, False
-
-
-def _local_mounts() -> set[str]:
-    """The mount points of a :data:`LOCAL_FILE_SYSTEMS` type (a volume below a scanned root is walked too)."""
-    try:
-        with open("/proc/self/mountinfo") as f:
-            lines = [line.split() for line in f]
-    except OSError:
-        return set()
-    out = set()
-    for fields in lines:
-        dash = fields.index("-") if "-" in fields else -1
-        if dash > 0 and fields[dash + 1] in LOCAL_FILE_SYSTEMS:
-            out.add(fields[4].replace("\\040", " "))
-    return out
 
 
 def coalesce(paths: Sequence[str], *, per_directory: int = COALESCE_AT, total: int = MOUNT_LIMIT,

@@ -97,3 +97,20 @@ async def test_the_watch_kills_the_commands_once_their_file_system_passes_its_re
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_volume_below_a_writable_path_is_watched_and_a_non_local_one_is_not(tmp_path):
+    from actors.process.disk import local_paths
+    from actors.process.mounts import file_system_type
+
+    with small_tmpfs(tmp_path / "work") as work, small_tmpfs(work / "data", "size=1m") as data:
+        proc = work / "proc"
+        proc.mkdir()
+        if subprocess.run(["mount", "-t", "proc", "proc", str(proc)], capture_output=True).returncode != 0:
+            pytest.skip("cannot mount a proc here")
+        try:
+            # a proc (like NFS, FUSE) is not the host's disk, and its statvfs may hang: never watched
+            assert file_system_type(str(proc)) == "proc" and file_system_type(str(data)) == "tmpfs"
+            assert local_paths([str(work)]) == [str(work), str(data)]
+        finally:
+            subprocess.run(["umount", "-l", str(proc)], check=False)
