@@ -38,6 +38,7 @@ project's files are the project's, a home's credentials are
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import stat
@@ -54,7 +55,9 @@ log = logging.getLogger("trellis.sandbox")
 # another user's private files), /proc, /sys, /dev, /run and /tmp (the sandbox mounts its own or none).
 SCANNED_ROOTS = ("/etc", "/boot", "/var", "/srv", "/opt", "/usr/local", "/mnt", "/media", "/proc", "/sys/firmware",
                  "/sys/kernel")
-SHALLOW_ROOTS = ("/proc",)  # its own files (slabinfo, timer_list), not the processes' (the sandbox has its own)
+# Listed, not walked: /proc's own files (slabinfo, timer_list), not the processes' (the sandbox has its own);
+# /sys/kernel's debug, tracing and security directories, not the thousands of 0600 knobs below (slab, damon).
+SHALLOW_ROOTS = ("/proc", "/sys/kernel")
 ENTRY_LIMIT = 200_000
 DIRECTORY_LIMIT = 10_000  # entries listed of a directory anyone may write
 COALESCE_AT = 64  # a directory holding more hidden entries than this is hidden whole
@@ -135,25 +138,41 @@ def scan(roots: Iterable[str] = SCANNED_ROOTS, *, uid: int = 0, gid: int = 0, li
 def coalesce(paths: Sequence[str], *, per_directory: int = COALESCE_AT, total: int = MOUNT_LIMIT,
              roots: Iterable[str] = SCANNED_ROOTS) -> list[str]:
     """``paths`` with a directory holding more than ``per_directory`` of them hidden whole instead, and then the
-    fullest directories again until at most ``total`` are left: each is one mount of every command, and a
-    command that made 30,000 root-only files must not stop every other session's commands (an argument list
-    too long). A root (``/etc``) and what holds one are never hidden whole: commands need them."""
+    fullest directories until at most ``total`` are left: each is one mount of every command, and a command that
+    made 30,000 root-only files must not stop every other session's commands (an argument list too long). A
+    root (``/etc``) and what holds one are never hidden whole: commands need them. Linear in ``paths`` a round,
+    and every round leaves fewer."""
     kept = {os.path.realpath(r) for r in roots}
     kept |= {os.path.dirname(r) for r in list(kept)} | {os.sep}
     out = list(dict.fromkeys(paths))
     while True:
-        by_parent: dict[str, list[str]] = {}
-        for path in out:
-            by_parent.setdefault(os.path.dirname(path), []).append(path)
-        full = {parent for parent, held in by_parent.items()
-                if parent not in kept and (len(held) > per_directory or len(out) > total and len(held) > 1)}
+        counts = collections.Counter(os.path.dirname(p) for p in out)
+        full = {d for d, n in counts.items() if n > per_directory and d not in kept}
+        if not full and len(out) > total:
+            excess = len(out) - total
+            for directory, n in counts.most_common():
+                if directory in kept or n < 2:
+                    continue
+                full.add(directory)
+                excess -= n - 1
+                if excess <= 0:
+                    break
         if not full:
             return out
-        if len(out) > total and not any(len(by_parent[p]) > per_directory for p in full):
-            full = {max(full, key=lambda p: len(by_parent[p]))}  # one at a time: the fullest first
-        out = [p for p in out if os.path.dirname(p) not in full]
-        out = list(dict.fromkeys([*out, *sorted(full)]))
-        out = [p for p in out if not any(p != q and _within(p, q) for q in full)]
+        out = list(dict.fromkeys([*(p for p in out if not _below_any(p, full)), *sorted(full)]))
+        out = [p for p in out if not _below_any(p, full)]
+
+
+def _below_any(path: str, directories: set[str]) -> bool:
+    """Whether a directory above ``path`` (not ``path`` itself) is one of ``directories``."""
+    current = os.path.dirname(path)
+    while True:
+        if current in directories:
+            return True
+        parent = os.path.dirname(current)
+        if parent == current:
+            return False
+        current = parent
 
 
 def around(hidden: Sequence[str], keep: Iterable[str]) -> list[str]:
@@ -246,10 +265,11 @@ class RootOnlyFiles:
                 log.warning("sandboxed commands: the scan for files only root may read stopped after %d "
                             "entries of %s; what lies beyond is hidden only if an earlier scan found it",
                             self.limit, ", ".join(self.roots))
+            if stopped:  # an entry found before stays hidden: a walk made long must not uncover it
+                found = [*found, *(p for p in self._paths if os.path.lexists(p))]
+            found = coalesce(found, roots=self.roots)  # outside the lock: a command start waits on it
             with self._lock:
-                if stopped:  # an entry found before stays hidden: a walk made long must not uncover it
-                    found = [*found, *(p for p in self._paths if os.path.lexists(p))]
-                self._paths = tuple(coalesce(found, roots=self.roots))
+                self._paths = tuple(found)
                 self._scanned_at = time.monotonic()
         finally:
             with self._lock:

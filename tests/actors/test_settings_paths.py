@@ -96,7 +96,7 @@ def test_a_bad_sandbox_member_is_named_by_its_path() -> None:
         'settings.json: sandbox.maxProcesses: must be a number of processes from 8 to 4194304 (0: no limit), '
         'got "1024"')
     assert refused({"sandbox": {"maxprocesses": 64}}) == (
-        "settings.json: sandbox.maxprocesses: unknown key (it takes mode, env, writable, network, maxProcesses)")
+        "settings.json: sandbox.maxprocesses: unknown key (it takes mode, env, writable, network, maxProcesses, diskReserve)")
 
 
 def test_a_bad_process_limit_or_cluster_opt_out_changes_nothing(tmp_path: Path) -> None:
