@@ -156,9 +156,10 @@ class DiskGuard:
         amount = ("1,024 MiB, or 5 % of the file system when that is less" if self.setting_mib is None
                   else f"{self.setting_mib:,} MiB")
         if not self.watched:
-            return (f"a disk reserve of {amount} checked when a command starts only (no cgroup lists the "
-                    "commands: one running can still fill the disk)")
-        return f"a disk reserve of {amount} where they write, checked at each start and while they run"
+            return (f"a disk reserve ({amount}) on each file system they write, checked when a command starts "
+                    "only (no cgroup lists the commands: one running can still fill the disk)")
+        return (f"a disk reserve ({amount}) on each file system they write, checked at each start and while "
+                "they run")
 
     def admit(self, paths: Iterable[str]) -> None:
         """Before a command starts that may write ``paths``: :class:`DiskShortage` when one is below its
