@@ -208,6 +208,26 @@ def test_a_snapshot_asked_for_before_frames_that_came_meanwhile_does_not_drop_th
     assert shown == {"pending": ["p2"], "permissions": ["r1"], "asking": [None, None]}
 
 
+def test_a_stale_queue_answer_does_not_bring_back_a_prompt_seen_to_leave(modules):
+    """Two refreshes overlap: the second's ``asking`` takes the frames the first collected, and the first answer
+    (made before an abort) lands after them. A prompt the page saw leave must stay gone: the browser test that
+    aborts a queued prompt failed now and then with it listed again."""
+    shown = modules.evaluate("""async () => {
+        const { PendingPrompts } = await import('/ui/panels.js');
+        const list = document.createElement('ul');
+        document.createElement('section').append(list);
+        const pending = new PendingPrompts(list, () => 's');
+        pending.feed({ type: 'pending_prompt_added', promptId: 'p2', data: { text: 'next please' } });
+        pending.asking();  // refresh A
+        pending.asking();  // refresh B, before A's answer
+        pending.feed({ type: 'pending_prompt_completed', promptId: 'p2', data: {} });  // aborted
+        pending.snapshot([]);  // B's answer, made after the abort
+        pending.snapshot([{ promptId: 'p2', state: 'queued', text: 'next please' }]);  // A's, made before it
+        return [...pending.items.keys()];
+    }""")
+    assert shown == []
+
+
 def test_a_status_made_before_a_frame_moved_the_turn_on_does_not_move_it_back(modules):
     states = modules.evaluate("""async () => {
         const { Work } = await import('/ui/panels.js');

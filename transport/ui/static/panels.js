@@ -143,7 +143,10 @@ export class PendingPrompts {
   snapshot(pending) {
     const since = this.since || [];
     this.since = null;
-    this.items = new Map(pending.filter((p) => p.state === "queued").map((p) => [p.promptId, String(p.text ?? "")]));
+    // A prompt seen to leave never comes back (ids are never reused): an answer made before it left, arriving
+    // after a second refresh took the frames that said so, must not list it again.
+    this.items = new Map(pending.filter((p) => p.state === "queued" && !this.gone.has(p.promptId))
+      .map((p) => [p.promptId, String(p.text ?? "")]));
     for (const frame of since) this.feed(frame);
     this.render();
   }
@@ -162,10 +165,9 @@ export class PendingPrompts {
       if (!answer.removed) { // a waiting mid-turn message is listed under its id too
         answer = await api("DELETE", path("session", this.session(), "mid-turn-messages", id));
       }
-      if (!answer.removed) {
-        this.items.delete(id);
-        this.render();
-      }
+      this.gone.add(id); // removed now, or gone before the answer: either way it is not queued
+      this.items.delete(id);
+      this.render();
     } catch (error) {
       button.disabled = false;
       button.title = error.message;
