@@ -113,3 +113,17 @@ def test_the_scan_sees_the_forms_that_were_used(tmp_path: Path):
                       "from actors._actor import Reply\n")
     assert private_names(sample) == {"h11._writers", "re._parser", "trio._core", "trio._core._run",
                                      "subprocess._args_from_interpreter_flags", "httpx._main"}
+
+
+def test_the_daemon_imports_no_test_framework():
+    # trio.testing imports pytest where it is installed: megabytes of every daemon's memory and a tenth of a
+    # second of its start, for a MockClock only a test makes
+    import subprocess
+    import sys
+
+    probe = ("import sys, transport.cli, transport.server, actors\n"
+             "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in {'pytest', '_pytest', 'hypothesis'}"
+             " or m == 'trio.testing')))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == [], f"the daemon imports {out.stdout.strip()}"

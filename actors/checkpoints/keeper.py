@@ -54,12 +54,12 @@ follows), since the undo needs them.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import orjson
 import trio
-import trio.testing
 
 from ..storage import StorageError
 from ..tools.paths import Scope
@@ -95,7 +95,10 @@ class ConversationPort(Protocol):
 
 
 async def _off_loop(fn: Callable[[], Any]) -> Any:
-    if isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock):
+    # trio.testing imports pytest where it is installed (megabytes a daemon never uses); a MockClock exists
+    # only once something imported it
+    testing = sys.modules.get("trio.testing")
+    if testing is not None and isinstance(trio.lowlevel.current_clock(), testing.MockClock):
         return fn()  # virtual time: a worker thread would let the clock jump while it runs
     return await trio.to_thread.run_sync(fn)
 
