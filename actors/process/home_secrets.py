@@ -147,10 +147,11 @@ def secret_paths(environ: Mapping[str, str] | None = None, home_dirs: Iterable[s
     out: list[str] = []
     for home in homes(env) if home_dirs is None else home_dirs:
         out += [os.path.join(home, name) for name in HOME_SECRETS]
+    # every command's start comes here: each variable is read once, not once a name
+    bases = {prefix: base for prefix, variable in XDG_PREFIXES.items() if os.path.isabs(base := env.get(variable, ""))}
     for name in HOME_SECRETS:
-        for prefix, variable in XDG_PREFIXES.items():
-            base = env.get(variable, "")
-            if name.startswith(prefix) and os.path.isabs(base):
+        for prefix, base in bases.items():
+            if name.startswith(prefix):
                 out.append(os.path.join(base, name.removeprefix(prefix)))
     for variable, inside in SECRET_PATH_VARIABLES.items():
         for value in env.get(variable, "").split(":"):

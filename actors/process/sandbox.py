@@ -439,12 +439,13 @@ class Sandbox:
         if self.protect_for is not None:
             protect = [*protect, *self.protect_for(cwd)]
         read_only = [*read_only, *(os.path.join(cwd, p) for p in protect)]
-        mounted = [*pinned, *read_only, *hidden]
         # Bound over itself: a mount point, which cannot be renamed or removed (EBUSY). The git directories,
         # and every directory between the cwd and what is mounted below: renaming a parent would take the
         # mount along with it and leave the path it protects free to be made anew (mv proj proj2: the
         # state directory and settings file readable at proj2/..., a new .claude/hooks/check.sh).
-        for path in _outermost_first([*pinned, *_parents_to_pin(mounted, cwd)]):
+        # hidden paths are resolved already: only those under the cwd can have a parent to pin
+        below = [*pinned, *read_only, *(path for path in hidden if _is_within(path, cwd))]
+        for path in _outermost_first([*pinned, *_parents_to_pin(below, cwd)]):
             args += ["--bind", path, path]
         for path in read_only:  # before hiding: none is bound back
             args += _read_only(path, cwd)
