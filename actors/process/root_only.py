@@ -230,6 +230,7 @@ class RootOnlyFiles:
         self._paths: tuple[str, ...] = ()
         self._scanned_at = 0.0
         self._scanning = False
+        self._failure = ""  # why no scan has completed yet, once one failed: commands are refused, not let see
         self._writable: dict[str, None] = {}  # where commands write, newest last (not walked: see scan)
 
     def note_writable(self, paths: Iterable[str]) -> None:
@@ -251,10 +252,17 @@ class RootOnlyFiles:
         threading.Thread(target=self._scan, name="trellis-root-only-scan", daemon=True).start()
 
     def paths(self) -> tuple[str, ...]:
-        """The entries only root may read, as of the last scan (the first call waits for the first)."""
+        """The entries only root may read, as of the last scan (the first call waits for the first).
+
+        Raises :class:`OSError` while no scan has completed and the last one failed: hiding nothing of what
+        the scan would find is not a sandbox (the next call starts another)."""
         self.start()
         self._first.wait()
-        return self._paths
+        with self._lock:
+            if self._failure and not self._scanned_at:
+                raise OSError(f"the scan for files only root may read failed ({self._failure}); "
+                              "no sandboxed command starts until one completes")
+            return self._paths
 
     def _scan(self) -> None:
         try:
@@ -271,6 +279,10 @@ class RootOnlyFiles:
             with self._lock:
                 self._paths = tuple(found)
                 self._scanned_at = time.monotonic()
+        except Exception as exc:
+            log.exception("sandboxed commands: the scan for files only root may read failed")
+            with self._lock:
+                self._failure = f"{type(exc).__name__}: {exc}"
         finally:
             with self._lock:
                 self._scanning = False

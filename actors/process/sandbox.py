@@ -398,12 +398,6 @@ class Sandbox:
                 raise SandboxRefusal(f"refusing to run a command in {cwd}: it lies inside {path}, "
                                      "which the sandbox hides")
         expose = [os.path.realpath(p) for p in expose]
-        note_writable([cwd, self.home or "", *self.writable])
-        keep = [cwd, *homes(), self.home or "", *self.writable, *expose, *interpreter_paths()]
-        try:  # a root daemon's: what the scan found only root may read, but what this command must reach
-            hidden = list(dict.fromkeys([*hidden, *around(root_only_paths(), keep)]))
-        except OSError as exc:
-            raise SandboxRefusal(f"refusing to run a command in {cwd}: {exc}") from None
         for home in homes():
             if _is_within(home, cwd):
                 where = "it is the home directory" if home == cwd else f"the home directory {home} lies inside it"
@@ -412,6 +406,12 @@ class Sandbox:
                     "home: it may write its cwd, and from there it could create what the home does not have yet "
                     "(~/.bash_profile, ~/.ssh/authorized_keys, ~/.config/git/config), which nothing hides in "
                     "advance. Use a directory under the home (a project) as the session's cwd")
+        note_writable([cwd, self.home or "", *self.writable])
+        keep = [cwd, *homes(), self.home or "", *self.writable, *expose, *interpreter_paths()]
+        try:  # a root daemon's: what the scan found only root may read, but what this command must reach
+            hidden = list(dict.fromkeys([*hidden, *around(root_only_paths(), keep)]))
+        except OSError as exc:
+            raise SandboxRefusal(f"refusing to run a command in {cwd}: {exc}") from None
         if self.disk is not None:
             try:
                 self.disk.admit([cwd, self.home or "", *self.writable])

@@ -148,3 +148,33 @@ def test_the_walk_does_not_enter_where_commands_write_nor_others_directories_in_
     if UID == 0:  # another user's directory in the shared one is not entered (it could be made to be long)
         os.chown(mine, 12345, 12345)
         assert scan([str(root)], uid=UID, gid=GID, skip=[str(work)])[0] == []
+
+
+def test_a_failed_first_scan_refuses_instead_of_hiding_nothing(tmp_path, caplog):
+    root = made(tmp_path / "etc", 0o755, directory=True)
+    secret = made(root / "key", 0o600)
+    files = RootOnlyFiles([str(root), "/srv/a\0b"], refresh=0, uid=UID, gid=GID)  # a root the walk cannot take
+    with pytest.raises(OSError, match=r"the scan for files only root may read failed \(ValueError: .*null"):
+        files.paths()
+    assert "the scan for files only root may read failed" in caplog.text
+    files.roots = (str(root),)  # the next call scans again; once one completes, its finds are served
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if files.paths() == (str(secret),):
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_a_failed_later_scan_keeps_serving_the_last_one(tmp_path):
+    root = made(tmp_path / "etc", 0o755, directory=True)
+    secret = made(root / "key", 0o600)
+    files = RootOnlyFiles([str(root)], refresh=0, uid=UID, gid=GID)
+    assert files.paths() == (str(secret),)
+    files.roots = (str(root), "/srv/a\0b")
+    for _ in range(20):  # each call starts another scan, each fails
+        assert files.paths() == (str(secret),)
+        time.sleep(0.005)
