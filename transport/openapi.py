@@ -214,7 +214,7 @@ OPERATIONS: tuple[Operation, ...] = (
               answer=a.WorkspaceSettings, tag="webshell"),
     Operation(method="get", path="/workspace/models", summary="Model services (none)", answer=a.ModelServices,
               tag="webshell"),
-    Operation(method="get", path="/workspace/git", summary="The workspace's git branch", answer=a.GitBranch,
+    Operation(method="get", path="/workspace/git", summary="The workspace's git branch and status", answer=a.GitStatus,
               tag="webshell", errors=("invalid_request",),
               params=(CWD_QUERY,)),
     *(Operation(method="get", path=path, summary=summary, answer=answer, tag="webshell", errors=errors,
@@ -222,7 +222,7 @@ OPERATIONS: tuple[Operation, ...] = (
                               description="A workspace id from GET /capabilities, or an absolute path "
                                           "(percent-encoded)"), *params))
       for path, summary, answer, errors, params in (
-          ("/workspaces/{workspace}/git", "A workspace's git branch", a.GitBranch,
+          ("/workspaces/{workspace}/git", "A workspace's git branch and status", a.GitStatus,
            ("invalid_request", "workspace_not_found", "not_found"),
            (CWD_QUERY,)),
           *((f"/{prefix}/{{workspace}}/sessions", "The sessions working in a workspace, a page at a time",

@@ -30,7 +30,9 @@ from datetime import datetime, timezone
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
 import orjson
+import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.routing import PathConverter
@@ -39,6 +41,7 @@ from actors import Daemon, SessionHandle, SessionStarting, UnknownSession
 from actors.model import configured_model
 from actors.settings import APPROVAL_MODES
 from actors.wire import SessionMetadataBody, answers, unstructure
+from actors.workspace_git import read_status as read_git_status
 
 from .errors import HttpError, json_response, not_found_session
 
@@ -426,11 +429,25 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
     async def model_services() -> Response:
         return json_response({"models": []})  # qwen's model services; Trellis has its one model (providers)
 
+    git_runs = trio.CapacityLimiter(2)  # each a sandboxed process: a page polling many workspaces waits its turn
+
     @app.get("/workspace/git")
     @app.get("/workspaces/<anypath:selector>/git", merge_slashes=False)
     async def git(selector: str | None = None) -> Response:
         cwd = absolute("cwd") or (await workspace(selector) if selector is not None else primary_workspace(daemon))
-        return json_response({"v": 2, "workspaceCwd": cwd, "branch": git_branch(cwd)})
+        status = None
+        # Only where sessions work: a command there is nothing new, and the root-only scan stops walking
+        # where commands run (actors/process/root_only.py), which a request must not choose.
+        if os.path.isdir(cwd) and any(cwd == w or cwd.startswith(w.rstrip("/") + "/")
+                                      for w in await workspace_cwds(daemon)):
+            async with git_runs:
+                status = await read_git_status(daemon.runtime.sandbox, cwd)
+        if status is False:  # in no work tree
+            return json_response({"v": 2, "workspaceCwd": cwd, "branch": None})
+        if status is None:  # no sandbox to run git in, or git could not answer: the branch from .git/HEAD
+            return json_response({"v": 2, "workspaceCwd": cwd, "branch": git_branch(cwd)})
+        found = {k: v for k, v in attrs.asdict(status).items() if v is not None or k == "branch"}
+        return json_response({"v": 2, "workspaceCwd": cwd, **found, "computedAt": int(time.time() * 1000)})
 
     @app.get("/workspace/<anypath:selector>/sessions", merge_slashes=False)
     @app.get("/workspaces/<anypath:selector>/sessions", merge_slashes=False)

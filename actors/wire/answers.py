@@ -600,10 +600,25 @@ class ModelServices:
 
 
 @attrs.frozen(kw_only=True)
-class GitBranch:
+class GitStatus:
+    """``GET /workspaces/:workspace/git`` in qwen serve's names. The counts and ``computedAt`` come from ``git
+    status`` run in the sandbox, and are absent where it was not run (actors/workspace_git.py says when);
+    ``operation`` only while one is under way."""
+
     v: Literal[2]
     workspaceCwd: str
     branch: str | None
+    detached: bool | None = None
+    hasUpstream: bool | None = None
+    ahead: int | None = None
+    behind: int | None = None
+    staged: int | None = None
+    unstaged: int | None = None
+    untracked: int | None = None
+    conflicted: int | None = None
+    stashCount: int | None = None
+    computedAt: int | None = None
+    operation: Literal["rebase", "merge", "cherry-pick", "revert", "bisect"] | None = None
 
 
 @attrs.frozen(kw_only=True)

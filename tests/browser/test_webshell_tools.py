@@ -88,3 +88,37 @@ def test_fork_with_a_directive_starts_a_session_that_runs_it(page, daemons, shel
                 break
             page.wait_for_timeout(50)
         assert texts == ["remember the plan", "First answer.", "write the tests", "Forked and done."], texts
+
+
+def test_the_environment_panel_shows_the_work_trees_changes(page, daemons, shell_origin, tmp_path):
+    """``GET /workspaces/:workspace/git`` with the counts of ``git status`` run in the sandbox (the branch alone
+    before): the Environment panel says what changed. Without a sandbox it shows the branch alone."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    project = tmp_path / "project"
+    project.mkdir()
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=trunk", *args],
+                       cwd=project, check=True, capture_output=True)
+
+    git("init", "-q")
+    (project / "kept.txt").write_text("one\n")
+    git("add", ".")
+    git("commit", "-qm", "one")
+    (project / "kept.txt").write_text("two\n")
+    (project / "new.txt").write_text("new\n")
+    d = daemons().start([[{"text": "ok"}]], None, "--allow-origin", shell_origin, "--workspace", str(project))
+    with d.client() as client:
+        sandboxed = client.get("/capabilities").json().get("sandbox") == "bwrap"
+    open_shell(page, shell_origin, d)
+    send(page, "hello")
+    expect(page.get_by_text("ok", exact=True)).to_be_visible(timeout=WAIT)
+    page.get_by_role("button", name="Toggle environment information").click()
+    panel = page.get_by_role("complementary", name="Environment")
+    expect(panel.get_by_role("button", name="trunk", exact=True)).to_be_visible(timeout=WAIT)
+    if sandboxed:
+        expect(panel.get_by_role("button", name="Changes 1 modified · 1 untracked")).to_be_visible(timeout=WAIT)
