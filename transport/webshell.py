@@ -236,6 +236,28 @@ def context_usage_of(status: dict[str, Any], details: bool) -> answers.SessionCo
                                        usage=figures, formattedText=text)
 
 
+TASK_STATES = {"running": "running", "paused": "paused", "completed": "completed", "failed": "failed",
+               "killed": "cancelled", "cancelled": "cancelled"}
+
+
+def tasks_of(status: dict[str, Any], session_id: str, now_ms: int) -> dict[str, Any]:
+    """qwen serve's ``GET /session/:id/tasks`` from a session's ``backgroundTasks``: its shells, monitors and
+    subagent runs, oldest first (@wakeups and cron jobs are scheduled tasks, not listed here, as in qwen)."""
+    tasks = []
+    for item in status["backgroundTasks"]:
+        if item["kind"] not in ("shell", "monitor", "agent") or "startedAt" not in item:
+            continue
+        end = item.get("endedAt")
+        task = answers.SessionTask(
+            kind=item["kind"], id=item["taskId"], label=item["label"], description=item["label"],
+            status=TASK_STATES.get(item["status"], "failed"),  # type: ignore[arg-type]
+            startTime=item["startedAt"], runtimeMs=max(0, (end if end is not None else now_ms) - item["startedAt"]),
+            endTime=end, command=item["label"] if item["kind"] != "agent" else None, exitCode=item.get("exitCode"))
+        tasks.append({k: v for k, v in unstructure(task).items() if v is not None})  # absent, as qwen omits them
+    tasks.sort(key=lambda t: t["startTime"])
+    return {**unstructure(answers.SessionTasks(v=1, sessionId=session_id, now=now_ms, tasks=[])), "tasks": tasks}
+
+
 def stats_of(status: dict[str, Any], created_at: int, now_ms: int) -> answers.SessionStats:
     """qwen serve's ``GET /session/:id/stats`` from a session's status (its ``usage``): the model calls and
     tokens since the session began, under the model it uses now."""
@@ -502,6 +524,11 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
         status = await handle.status()
         return json_response(unstructure(stats_of(status, handle.summary()["createdAt"], daemon.runtime.clock_ms())),
                              headers={"Cache-Control": "no-store"})  # as qwen serve answers it (polled every 2 s)
+
+    @app.get("/session/<session_id>/tasks")
+    async def tasks(session_id: str) -> Response:
+        status = await handle_of(session_id).status()
+        return json_response(tasks_of(status, session_id, daemon.runtime.clock_ms()))
 
     if session is not None and body is not None:
         found, decode = session, body

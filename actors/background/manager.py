@@ -83,7 +83,9 @@ class BackgroundManager:
         return self.registry.snapshot(self.queue.queued_task_ids())
 
     def status(self) -> list[dict[str, Any]]:
-        return [item.to_wire() for item in self.registry]
+        # one reading of each clock: the wall clock's now, less how long ago on Trio's clock
+        now_ms, now = self._now().timestamp() * 1000, trio.current_time()
+        return [item.to_wire(lambda t: round(now_ms - (now - t) * 1000)) for item in self.registry]
 
     @property
     def processes_live(self) -> bool:

@@ -8,7 +8,7 @@ whose id is not in that snapshot is *new* to the chain.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import attrs
@@ -35,10 +35,16 @@ class BackgroundItem:
     def live(self) -> bool:
         return self.state in LIVE_STATES
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self, epoch_ms: Callable[[float], int] | None = None) -> dict[str, Any]:
+        """The status entry; ``epoch_ms`` turns a Trio clock reading into milliseconds since the epoch, to give
+        ``startedAt`` and (once it ended) ``endedAt``."""
         out: dict[str, Any] = {"taskId": self.task_id, "kind": self.kind, "status": self.state, "label": self.label}
         if self.exit_code is not None:
             out["exitCode"] = self.exit_code
+        if epoch_ms is not None and self.state != "scheduled":  # a timer that has not fired has not started
+            out["startedAt"] = epoch_ms(self.started_at)
+            if self.ended_at is not None:
+                out["endedAt"] = epoch_ms(self.ended_at)
         return out
 
 

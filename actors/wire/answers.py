@@ -219,11 +219,16 @@ class GuardStatus:
 
 @attrs.frozen(kw_only=True)
 class BackgroundTaskStatus:
+    """A background item of a session: ``startedAt`` and ``endedAt`` in milliseconds since the epoch (none
+    for a timer that has not fired; ``endedAt`` once it ended)."""
+
     taskId: str
     kind: str
     status: str
     label: str
     exitCode: int | None = None
+    startedAt: int | None = None
+    endedAt: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -619,6 +624,33 @@ class GitStatus:
     stashCount: int | None = None
     computedAt: int | None = None
     operation: Literal["rebase", "merge", "cherry-pick", "revert", "bisect"] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionTask:
+    """One entry of ``GET /session/:id/tasks``, in qwen serve's names: a background shell, monitor or
+    subagent run (``kind`` ``shell``, ``monitor``, ``agent``)."""
+
+    kind: Literal["shell", "monitor", "agent"]
+    id: str
+    label: str
+    description: str
+    status: Literal["running", "paused", "completed", "failed", "cancelled"]
+    startTime: int
+    runtimeMs: int
+    endTime: int | None = None
+    command: str | None = None
+    exitCode: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SessionTasks:
+    """``GET /session/:id/tasks``: the session's background work, oldest first (qwen's Environment panel)."""
+
+    v: Literal[1]
+    sessionId: str
+    now: int
+    tasks: list[SessionTask]
 
 
 @attrs.frozen(kw_only=True)

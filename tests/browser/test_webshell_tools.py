@@ -122,3 +122,18 @@ def test_the_environment_panel_shows_the_work_trees_changes(page, daemons, shell
     expect(panel.get_by_role("button", name="trunk", exact=True)).to_be_visible(timeout=WAIT)
     if sandboxed:
         expect(panel.get_by_role("button", name="Changes 1 modified · 1 untracked")).to_be_visible(timeout=WAIT)
+
+
+def test_the_environment_panel_lists_a_running_background_shell(page, daemons, shell_origin):
+    """``GET /session/:id/tasks`` (404 before: the panel showed "Get tasks failed"): a background shell the
+    model started is listed, running."""
+    d = daemons().start([[{"tool_call": {"name": "shell", "arguments": {"command": "sleep 30",
+                                                                        "run_in_background": True}}}],
+                         [{"text": "Started it."}]], {"approvalMode": "yolo"}, "--allow-origin", shell_origin)
+    open_shell(page, shell_origin, d)
+    send(page, "start the server")
+    expect(page.get_by_text("Started it.")).to_be_visible(timeout=WAIT)
+    page.get_by_role("button", name="Toggle environment information").click()
+    panel = page.get_by_role("complementary", name="Environment")
+    expect(panel.get_by_role("button", name="sleep 30 Running")).to_be_visible(timeout=WAIT)
+    expect(page.get_by_text("Get tasks failed", exact=False)).to_have_count(0)

@@ -400,3 +400,31 @@ async def test_fork_with_a_directive_runs_it_in_a_copy_of_the_conversation(tmp_p
         assert titles[fork] == "write the tests"
         source = [e["message"]["content"] for e in (await client.get(f"/session/{sid}/transcript")).json()["entries"]]
         assert source[:2] == ["first", "one"] and "write the tests" not in source  # the source is left as it was
+
+
+async def test_the_tasks_panel_lists_background_shells_as_qwen_does(tmp_path, scripted):
+    """``GET /session/:id/tasks`` (404 before: the Environment panel said "Get tasks failed"): background
+    shells in qwen serve's shape, oldest first, a finished one with its end and exit code."""
+    model = scripted([{"tool_call": {"name": "shell", "arguments": {"command": "true", "run_in_background": True}}}],
+                     [{"tool_call": {"name": "shell", "arguments": {"command": "sleep 30",
+                                                                     "run_in_background": True}}}],
+                     [{"text": "started both"}])
+    async with live_daemon(model=model) as (daemon, client):
+        sid = (await client.post("/session", json=shell_create(tmp_path, approvalMode="yolo"))).json()["sessionId"]
+        assert (await client.get(f"/session/{sid}/tasks")).json()["tasks"] == []
+        await turn(client, sid, "start two shells")
+        with trio.fail_after(20):
+            while True:
+                body = (await client.get(f"/session/{sid}/tasks")).json()
+                if [t["status"] for t in body["tasks"]] == ["completed", "running"]:
+                    break
+                await trio.sleep(0.02)
+        assert body["v"] == 1 and body["sessionId"] == sid and isinstance(body["now"], int)
+        done, running = body["tasks"]
+        assert {k: done[k] for k in ("kind", "label", "description", "command", "exitCode")} == {
+            "kind": "shell", "label": "true", "description": "true", "command": "true", "exitCode": 0}
+        assert done["startTime"] <= done["endTime"] <= body["now"] and done["runtimeMs"] == done["endTime"] - \
+            done["startTime"]
+        assert running["command"] == "sleep 30" and "endTime" not in running and "exitCode" not in running
+        assert done["startTime"] <= running["startTime"] and running["runtimeMs"] == body["now"] - running["startTime"]
+        assert (await client.get("/session/nope/tasks")).status_code == 404

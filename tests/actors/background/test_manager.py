@@ -295,6 +295,8 @@ async def test_snapshot_has_live_shells_and_queued_notifications(tmp_path: Path)
     assert base.ids == {running.task_id, done.task_id, wakeup.task_id}
     assert after.ids == {running.task_id, wakeup.task_id}
     assert status[running.task_id]["status"] == "running"
+    started, ended = status[done.task_id].pop("startedAt"), status[done.task_id].pop("endedAt")
     assert status[done.task_id] == {"taskId": done.task_id, "kind": "shell", "status": "completed",
                                     "label": "true", "exitCode": 0}
-    assert status[wakeup.task_id]["status"] == "scheduled"
+    assert status[running.task_id]["startedAt"] <= started <= ended and "endedAt" not in status[running.task_id]
+    assert status[wakeup.task_id]["status"] == "scheduled" and "startedAt" not in status[wakeup.task_id]
