@@ -22,13 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("actors", "transport", "trellis", "bench", "tests")
 OURS = {"actors", "transport", "trellis", "tests", "bench"} | {p.stem for d in SOURCES for p in (ROOT / d).rglob("*.py")}
 
-# The one exception, until Trio has a public way to seed its scheduler: replays of concurrency scenarios need
-# a fixed interleaving, and Trio decides it with a private RNG behind a private flag (the guard test fails
-# loudly if a Trio release changes them; docs/upstream/trio-seeded-scheduling.md).
-ALLOWED = {
-    "actors/replay/determinism.py": {"trio._core", "trio._core._run"},
-    "tests/actors/replay/test_determinism.py": {"trio._core", "trio._core._run"},
-}
+ALLOWED: dict[str, set[str]] = {}  # none: replays seed Trio through its Hypothesis plugin (actors/replay/determinism.py)
 DOCUMENTED = {"os._exit"}
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")  # underscored, yet public and documented
 

@@ -29,7 +29,7 @@ answers to its client calls compared with the recorded ones, and becomes a scena
 :func:`~.to_scenario.to_scenario`.
 """
 
-from .determinism import deterministic, run_deterministic
+from .determinism import NotDeterministic, apply_seed, run_deterministic
 from .explore import explore, shrink
 from .fields import Field, ScenarioError
 from .jitter import Schedule, Window
@@ -45,7 +45,7 @@ from .world import World
 __all__ = [
     "ACTIONS", "INVARIANTS", "Difference", "Field", "PlaybackResult", "Recorder", "Recording", "RecordingError",
     "Result", "Scenario", "ScenarioError", "Schedule", "Step", "Trace", "Window",
-    "World", "deterministic", "explore", "format_trace", "load_scenario", "parse_scenario", "read_recording",
+    "NotDeterministic", "World", "apply_seed", "explore", "format_trace", "load_scenario", "parse_scenario", "read_recording",
     "register_action",
     "register_invariant", "replay", "replay_recording", "run_deterministic", "shrink",
 ]

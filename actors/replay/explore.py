@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import orjson
 
+from .determinism import SEED_CYCLE
 from .jitter import Window
 from .runner import Result, replay
 from .scenario import Scenario
@@ -52,8 +53,9 @@ def order_digest(trace: Trace) -> str:
 
 
 def fresh_base(rng: random.Random | None = None) -> int:
-    """A random first seed for an exploration (printed, so the run can be repeated with ``--from``)."""
-    return (rng or random.SystemRandom()).randrange(FRESH_SEEDS_FROM, 10**9)
+    """A random first seed for an exploration (printed, so the run can be repeated with ``--from``), within one
+    cycle of seeds (``determinism.SEED_CYCLE``: seeds beyond it repeat the interleavings of the ones below)."""
+    return (rng or random.SystemRandom()).randrange(FRESH_SEEDS_FROM, SEED_CYCLE)
 
 
 @attrs.frozen

@@ -1,27 +1,24 @@
-"""The private Trio API the replays stand on (actors/replay/determinism.py).
+"""Replays' seeded scheduling (actors/replay/determinism.py): public APIs only, and it holds.
 
-Replays need Trio's scheduler to be replayable from a seed, which only the
-private flag ``trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING`` and the RNG
-``trio._core._run._r`` provide. These tests are meant to fail loudly on a Trio
-upgrade that removes or changes them: if one fails, the golden digests and the
-seed exploration can no longer be trusted.
+Trio's interleaving is fixed through Trio's own Hypothesis plugin and a seed applied inside the run. These
+tests fail if a Trio or Hypothesis release stops that from working: the golden digests and the seed
+exploration would mean nothing then.
 """
 
 from __future__ import annotations
 
-import random
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
-from trio._core import _run
 
-from actors.replay import deterministic, run_deterministic
+from actors.replay import NotDeterministic, run_deterministic
 
-
-def test_the_private_flag_and_rng_exist() -> None:
-    assert hasattr(_run, "_ALLOW_DETERMINISTIC_SCHEDULING"), "Trio removed _ALLOW_DETERMINISTIC_SCHEDULING"
-    assert isinstance(_run._ALLOW_DETERMINISTIC_SCHEDULING, bool)
-    assert isinstance(_run._r, random.Random), "Trio's scheduler RNG _r is gone or changed type"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class StepRecorder(trio.abc.Instrument):
@@ -73,16 +70,48 @@ def test_a_seeded_trace_is_stable() -> None:
     assert len({repr(seeded_trace(s)) for s in range(10)}) > 1, "seeds no longer change the interleaving"
 
 
-def test_the_flag_and_rng_state_are_restored() -> None:
-    flag = _run._ALLOW_DETERMINISTIC_SCHEDULING
-    state = _run._r.getstate()
-    with deterministic(7):
-        assert _run._ALLOW_DETERMINISTIC_SCHEDULING is True
-        inside = _run._r.random()
-    assert _run._ALLOW_DETERMINISTIC_SCHEDULING is flag
-    assert _run._r.getstate() == state
-    with deterministic(7):
-        assert _run._r.random() == inside  # the seed alone decides
+def test_nearby_seeds_give_different_interleavings() -> None:
+    traces = [repr(seeded_trace(s)) for s in range(12)]
+    assert len(set(traces)) >= 6, "seeds barely change the interleaving"
+    assert repr(seeded_trace(5000)) not in traces[:1]  # a large seed applies too
+
+
+PRINT_TRACES = (
+    "import sys; sys.path.insert(0, {root!r})\n"
+    "from tests.actors.replay.test_determinism import seeded_trace\n"
+    "print([seeded_trace(s) for s in (0, 3, 7)])\n"
+)
+
+
+def test_another_process_replays_the_same_interleavings() -> None:
+    code = PRINT_TRACES.format(root=str(ROOT))
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONHASHSEED": str(n)}) for n in (1, 2)]
+    assert all(r.returncode == 0 for r in runs), runs
+    assert runs[0].stdout == runs[1].stdout == f"{[seeded_trace(s) for s in (0, 3, 7)]}\n"
+
+
+def test_without_trios_hypothesis_plugin_a_replay_refuses_to_run() -> None:
+    code = ("from actors.replay import run_deterministic\n"
+            "async def nothing(): pass\n"
+            "run_deterministic(nothing)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "HYPOTHESIS_NO_PLUGINS": "1"})
+    assert done.returncode == 1
+    assert "NotDeterministic: Trio's scheduler is not deterministic under Hypothesis here" in done.stderr
+    assert "HYPOTHESIS_NO_PLUGINS" in done.stderr
+
+
+def test_an_exception_of_the_run_reaches_the_caller_as_it_was() -> None:
+    async def fails() -> None:
+        raise KeyError("from the run")
+
+    with pytest.raises(KeyError, match="from the run") as caught:
+        run_deterministic(fails, seed=3)
+    assert not getattr(caught.value, "__notes__", None)  # not wrapped in Hypothesis's report
+    with pytest.raises(ValueError, match="a replay seed is 0 or more, not -1"):
+        run_deterministic(fails, seed=-1)
+    assert isinstance(NotDeterministic("x"), RuntimeError)
 
 
 def test_replays_run_on_virtual_time() -> None:

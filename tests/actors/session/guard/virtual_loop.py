@@ -18,7 +18,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from actors.replay import deterministic
+from actors.replay import run_deterministic
 
 WATCHDOG = 60.0  # real seconds a call may take before the test fails as hung
 
@@ -42,8 +42,7 @@ class VirtualLoop:
 
     def _run(self) -> None:
         try:
-            with deterministic(self._seed):
-                trio.run(self._main, clock=self.clock)
+            run_deterministic(self._main, seed=self._seed, clock=self.clock)
         except BaseException as exc:  # reported by start or close, in the test's thread
             self.error = exc
         finally:
