@@ -279,6 +279,7 @@ class RootOnlyFiles:
             with self._lock:
                 self._paths = tuple(found)
                 self._scanned_at = time.monotonic()
+                self._failure = ""
         except Exception as exc:
             log.exception("sandboxed commands: the scan for files only root may read failed")
             with self._lock:
