@@ -471,6 +471,26 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
         found = {k: v for k, v in attrs.asdict(status).items() if v is not None or k == "branch"}
         return json_response({"v": 2, "workspaceCwd": cwd, **found, "computedAt": int(time.time() * 1000)})
 
+    # The Changes dialog's diffs are not served yet: qwen's "unavailable" answer, so the dialog says so
+    # instead of "Failed to load changes" (docs/webshell.md).
+    @app.get("/workspace/git/diff")
+    @app.get("/workspaces/<anypath:selector>/git/diff", merge_slashes=False)
+    async def git_diff(selector: str | None = None) -> Response:
+        cwd = absolute("cwd") or (await workspace(selector) if selector is not None else primary_workspace(daemon))
+        return json_response(unstructure(answers.GitDiff(v=1, workspaceCwd=cwd, available=False, filesCount=0,
+                                                         linesAdded=0, linesRemoved=0, files=[], hiddenCount=0)))
+
+    @app.get("/workspace/git/diff/file")
+    @app.get("/workspaces/<anypath:selector>/git/diff/file", merge_slashes=False)
+    async def git_diff_file(selector: str | None = None) -> Response:
+        cwd = absolute("cwd") or (await workspace(selector) if selector is not None else primary_workspace(daemon))
+        path = request.args.get("path", "")
+        if not path or path.startswith("/"):
+            raise HttpError(400, "path must be a file's path relative to the work tree", "invalid_request",
+                            "query.path")
+        return json_response(unstructure(answers.GitDiffFile(v=1, workspaceCwd=cwd, path=path, available=False,
+                                                             hunks=[])))
+
     @app.get("/workspace/<anypath:selector>/sessions", merge_slashes=False)
     @app.get("/workspaces/<anypath:selector>/sessions", merge_slashes=False)
     async def sessions(selector: str) -> Response:

@@ -654,6 +654,32 @@ class SessionTasks:
 
 
 @attrs.frozen(kw_only=True)
+class GitDiff:
+    """``GET /workspaces/:workspace/git/diff``: qwen's answer for a work tree whose diff is not available (Trellis
+    serves no diffs yet)."""
+
+    v: Literal[1]
+    workspaceCwd: str
+    available: bool
+    filesCount: int
+    linesAdded: int
+    linesRemoved: int
+    files: list[Any]
+    hiddenCount: int
+
+
+@attrs.frozen(kw_only=True)
+class GitDiffFile:
+    """``GET /workspaces/:workspace/git/diff/file?path=``: one file's diff, not available (as above)."""
+
+    v: Literal[1]
+    workspaceCwd: str
+    path: str
+    available: bool
+    hunks: list[Any]
+
+
+@attrs.frozen(kw_only=True)
 class WorkspaceSession:
     sessionId: str
     workspaceCwd: str | None

@@ -121,7 +121,12 @@ def test_the_environment_panel_shows_the_work_trees_changes(page, daemons, shell
     panel = page.get_by_role("complementary", name="Environment")
     expect(panel.get_by_role("button", name="trunk", exact=True)).to_be_visible(timeout=WAIT)
     if sandboxed:
-        expect(panel.get_by_role("button", name="Changes 1 modified · 1 untracked")).to_be_visible(timeout=WAIT)
+        changes = panel.get_by_role("button", name="Changes 1 modified · 1 untracked")
+        expect(changes).to_be_visible(timeout=WAIT)
+        changes.click()  # the diffs are not served: the dialog says so (it said "Failed to load changes")
+        dialog = page.get_by_role("dialog", name="Changes")
+        expect(dialog.get_by_text("Git is not available for this workspace")).to_be_visible(timeout=WAIT)
+        expect(dialog.get_by_text("Failed to load changes")).to_have_count(0)
 
 
 def test_the_environment_panel_lists_a_running_background_shell(page, daemons, shell_origin):

@@ -428,3 +428,18 @@ async def test_the_tasks_panel_lists_background_shells_as_qwen_does(tmp_path, sc
         assert running["command"] == "sleep 30" and "endTime" not in running and "exitCode" not in running
         assert done["startTime"] <= running["startTime"] and running["runtimeMs"] == body["now"] - running["startTime"]
         assert (await client.get("/session/nope/tasks")).status_code == 404
+
+
+async def test_the_changes_dialog_is_told_diffs_are_not_available(tmp_path):
+    """``/git/diff`` and ``/git/diff/file`` (404 before: "Failed to load changes"): qwen's unavailable answers."""
+    async with live_daemon() as (_, client):
+        diff = (await client.get(f"/workspaces/{enc(tmp_path)}/git/diff")).json()
+        assert diff == {"v": 1, "workspaceCwd": str(tmp_path), "available": False, "filesCount": 0, "linesAdded": 0,
+                        "linesRemoved": 0, "files": [], "hiddenCount": 0}
+        one = await client.get(f"/workspaces/{enc(tmp_path)}/git/diff/file", params={"path": "src/a.py"})
+        assert one.json() == {"v": 1, "workspaceCwd": str(tmp_path), "path": "src/a.py", "available": False,
+                              "hunks": []}
+        for bad in ({}, {"path": "/etc/passwd"}):
+            assert refused(await client.get(f"/workspaces/{enc(tmp_path)}/git/diff/file", params=bad), 400,
+                           "query.path")
+        assert (await client.get("/workspace/git/diff")).json()["available"] is False
