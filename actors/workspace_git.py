@@ -41,13 +41,13 @@ NOT_A_REPOSITORY = 3  # the script's exit code outside a work tree
 SCRIPT = """exec 2>/dev/null
 export LC_ALL=C GIT_OPTIONAL_LOCKS=0
 g() { git -c core.quotepath=false -c core.fsmonitor= -c log.showSignature=false "$@"; }
-test "$(g rev-parse --is-inside-work-tree)" = true || exit 3
+test "$(g rev-parse --is-inside-work-tree)" = true || exit """ + str(NOT_A_REPOSITORY) + """
 g stash list --format=%H | wc -l
 for m in """ + " ".join(OPERATIONS) + """; do
   p=$(g rev-parse --git-path "$m") && test -e "$p" && { printf %s "$m"; break; }
 done
 echo
-exec git -c core.quotepath=false -c core.fsmonitor= status --porcelain=v1 --branch -z
+g status --porcelain=v1 --branch -z
 """
 
 

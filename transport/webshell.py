@@ -248,14 +248,15 @@ def tasks_of(status: dict[str, Any], session_id: str, now_ms: int) -> dict[str, 
         if item["kind"] not in ("shell", "monitor", "agent") or "startedAt" not in item:
             continue
         end = item.get("endedAt")
-        task = answers.SessionTask(
+        tasks.append(answers.SessionTask(
             kind=item["kind"], id=item["taskId"], label=item["label"], description=item["label"],
             status=TASK_STATES.get(item["status"], "failed"),  # type: ignore[arg-type]
             startTime=item["startedAt"], runtimeMs=max(0, (end if end is not None else now_ms) - item["startedAt"]),
-            endTime=end, command=item["label"] if item["kind"] != "agent" else None, exitCode=item.get("exitCode"))
-        tasks.append({k: v for k, v in unstructure(task).items() if v is not None})  # absent, as qwen omits them
-    tasks.sort(key=lambda t: t["startTime"])
-    return {**unstructure(answers.SessionTasks(v=1, sessionId=session_id, now=now_ms, tasks=[])), "tasks": tasks}
+            endTime=end, command=item["label"] if item["kind"] != "agent" else None, exitCode=item.get("exitCode")))
+    body = unstructure(answers.SessionTasks(v=1, sessionId=session_id, now=now_ms,
+                                            tasks=sorted(tasks, key=lambda t: t.startTime)))
+    body["tasks"] = [{k: v for k, v in t.items() if v is not None} for t in body["tasks"]]  # qwen omits them
+    return body
 
 
 def stats_of(status: dict[str, Any], created_at: int, now_ms: int) -> answers.SessionStats:
@@ -469,7 +470,7 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
         if status is None:  # no sandbox to run git in, or git could not answer: the branch from .git/HEAD
             return json_response({"v": 2, "workspaceCwd": cwd, "branch": git_branch(cwd)})
         found = {k: v for k, v in attrs.asdict(status).items() if v is not None or k == "branch"}
-        return json_response({"v": 2, "workspaceCwd": cwd, **found, "computedAt": int(time.time() * 1000)})
+        return json_response({"v": 2, "workspaceCwd": cwd, **found, "computedAt": daemon.runtime.clock_ms()})
 
     # The Changes dialog's diffs are not served yet: qwen's "unavailable" answer, so the dialog says so
     # instead of "Failed to load changes" (docs/webshell.md).
