@@ -37,18 +37,53 @@ OPERATIONS = {"rebase-merge": "rebase", "rebase-apply": "rebase", "MERGE_HEAD": 
               "CHERRY_PICK_HEAD": "cherry-pick", "REVERT_HEAD": "revert", "BISECT_LOG": "bisect"}
 NOT_A_REPOSITORY = 3  # the script's exit code outside a work tree
 
-# core.fsmonitor= turns the monitor off (qwen's no-exec settings); the rest is what the sandbox is for.
-SCRIPT = """exec 2>/dev/null
-export LC_ALL=C GIT_OPTIONAL_LOCKS=0
-g() { git -c core.quotepath=false -c core.fsmonitor= -c log.showSignature=false "$@"; }
-test "$(g rev-parse --is-inside-work-tree)" = true || exit """ + str(NOT_A_REPOSITORY) + """
-g stash list --format=%H | wc -l
+# core.fsmonitor= turns the monitor off (qwen's no-exec settings); the rest is what the sandbox is for. Paths given
+# as arguments are literal (a "*" names the file "*"), and no command waits on a terminal or a pager.
+PRELUDE = """exec 2>/dev/null </dev/null
+export LC_ALL=C GIT_OPTIONAL_LOCKS=0 GIT_TERMINAL_PROMPT=0 GIT_PAGER=cat
+g() { git -c core.quotepath=false -c core.fsmonitor= -c log.showSignature=false --literal-pathspecs "$@"; }
+test "$(g rev-parse --is-inside-work-tree)" = true || exit """ + str(NOT_A_REPOSITORY) + "\n"
+
+SCRIPT = PRELUDE + """g stash list --format=%H | wc -l
 for m in """ + " ".join(OPERATIONS) + """; do
   p=$(g rev-parse --git-path "$m") && test -e "$p" && { printf %s "$m"; break; }
 done
 echo
 g status --porcelain=v1 --branch -z
 """
+
+
+class _Script(ShellProcess):
+    """A fixed script, given its arguments as ``$1``, ``$2``...: nothing of a request is in the script's text."""
+
+    def __init__(self, script: str, args: tuple[str, ...], cwd: str, output: OutputBuffer, sandbox: Sandbox) -> None:
+        super().__init__(script, cwd, output, sandbox=sandbox)
+        self.args = args
+
+    def argv(self) -> list[str]:
+        return ["/bin/sh", "-c", self.command, "sh", *self.args]
+
+
+async def run_script(sandbox: Sandbox, cwd: str, script: str, *args: str) -> tuple[int, str] | None:
+    """Run ``script`` (of this module's) in ``sandbox`` at ``cwd``: its exit code and output; ``None`` when it
+    cannot run here (no sandbox, a refusal), takes longer than :data:`TIMEOUT` or prints more than
+    :data:`OUTPUT_LIMIT`."""
+    if not sandbox.active:
+        return None
+    output = OutputBuffer(limit=OUTPUT_LIMIT)
+    process = _Script(script, args, cwd, output, sandbox)
+    try:
+        await process.start()
+    except OSError:
+        return None
+    try:
+        with trio.move_on_after(TIMEOUT):
+            code = await process.run()
+            if not output.dropped:
+                return code, output.tail(OUTPUT_LIMIT)
+        return None
+    finally:
+        await process.kill_and_reap()  # a filter or monitor may have left something behind
 
 
 @attrs.frozen(kw_only=True)
@@ -133,21 +168,10 @@ async def read_status(sandbox: Sandbox, cwd: str) -> GitStatus | None | bool:
 
     ``False`` when ``cwd`` is in no work tree; ``None`` when the status cannot be had here (no sandbox, no git,
     a refusal, a failure, too long or too much: see the module's docstring)."""
-    if not sandbox.active:
+    ran = await run_script(sandbox, cwd, SCRIPT)
+    if ran is None:
         return None
-    output = OutputBuffer(limit=OUTPUT_LIMIT)
-    process = ShellProcess(SCRIPT, cwd, output, sandbox=sandbox)
-    try:
-        await process.start()
-    except OSError:
-        return None
-    try:
-        with trio.move_on_after(TIMEOUT):
-            code = await process.run()
-            if code == NOT_A_REPOSITORY:
-                return False
-            if code == 0 and not output.dropped:
-                return parse(output.tail(OUTPUT_LIMIT))
-        return None
-    finally:
-        await process.kill_and_reap()  # a filter or monitor may have left something behind
+    code, output = ran
+    if code == NOT_A_REPOSITORY:
+        return False
+    return parse(output) if code == 0 else None

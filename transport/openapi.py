@@ -58,6 +58,12 @@ CLIENT_ID = Param(name="X-Qwen-Client-Id", where="header", schema={"type": "stri
                   description="The clientId a session answer handed out; an unknown one is 400 invalid_client_id.")
 CWD_QUERY = Param(name="cwd", where="query", schema={"type": "string", "pattern": "^/"},
                   description="An absolute path to read the branch of instead.")
+# A path from the top of the work tree: not absolute, no ".." part, no NUL (the route answers 400 otherwise).
+_RELATIVE = {"type": "string", "pattern": r"^(?!/)(?!(?:.*/)?\.\.(?:/|$))[^\x00]*$"}
+DIFF_PATH_QUERY = (Param(name="path", where="query", required=True, schema={**_RELATIVE, "minLength": 1},
+                         description="The file, from the top of the work tree."),
+                   Param(name="oldPath", where="query", schema=_RELATIVE,
+                         description="A renamed file's old path (a diff entry's oldPath); empty is none."))
 
 
 def _id(name: str, description: str = "") -> Param:
@@ -217,12 +223,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="get", path="/workspace/git", summary="The workspace's git branch and status", answer=a.GitStatus,
               tag="webshell", errors=("invalid_request",),
               params=(CWD_QUERY,)),
-    Operation(method="get", path="/workspace/git/diff", summary="The work tree's diff (not available: none served)",
+    Operation(method="get", path="/workspace/git/diff", summary="The work tree's changes against HEAD",
               answer=a.GitDiff, tag="webshell", errors=("invalid_request",), params=(CWD_QUERY,)),
-    Operation(method="get", path="/workspace/git/diff/file", summary="One file's diff (not available: none served)",
+    Operation(method="get", path="/workspace/git/diff/file", summary="One file's diff",
               answer=a.GitDiffFile, tag="webshell", errors=("invalid_request",),
-              params=(CWD_QUERY, Param(name="path", where="query", required=True, schema={"type": "string",
-                                                                                        "minLength": 1}))),
+              params=(CWD_QUERY, *DIFF_PATH_QUERY)),
     *(Operation(method="get", path=path, summary=summary, answer=answer, tag="webshell", errors=errors,
                 params=(Param(name="workspace", where="path", required=True, schema={"type": "string", "minLength": 1},
                               description="A workspace id from GET /capabilities, or an absolute path "
@@ -231,11 +236,10 @@ OPERATIONS: tuple[Operation, ...] = (
           ("/workspaces/{workspace}/git", "A workspace's git branch and status", a.GitStatus,
            ("invalid_request", "workspace_not_found", "not_found"),
            (CWD_QUERY,)),
-          ("/workspaces/{workspace}/git/diff", "A workspace's diff (not available: none served)", a.GitDiff,
+          ("/workspaces/{workspace}/git/diff", "A workspace's changes against HEAD", a.GitDiff,
            ("invalid_request", "workspace_not_found", "not_found"), (CWD_QUERY,)),
-          ("/workspaces/{workspace}/git/diff/file", "One file's diff (not available: none served)", a.GitDiffFile,
-           ("invalid_request", "workspace_not_found", "not_found"),
-           (CWD_QUERY, Param(name="path", where="query", required=True, schema={"type": "string", "minLength": 1}))),
+          ("/workspaces/{workspace}/git/diff/file", "One file's diff", a.GitDiffFile,
+           ("invalid_request", "workspace_not_found", "not_found"), (CWD_QUERY, *DIFF_PATH_QUERY)),
           *((f"/{prefix}/{{workspace}}/sessions", "The sessions working in a workspace, a page at a time",
              a.WorkspaceSessions, ("invalid_request", "workspace_not_found", "not_found", "session_closing"),
              (Param(name="size", where="query", schema={"type": "integer", "minimum": 1, "maximum": 1000}),

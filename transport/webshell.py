@@ -41,6 +41,9 @@ from actors import Daemon, SessionHandle, SessionStarting, UnknownSession
 from actors.model import configured_model
 from actors.settings import APPROVAL_MODES
 from actors.wire import SessionMetadataBody, answers, unstructure
+from actors.git_diff import read_diff as read_git_diff
+from actors.git_diff import read_file_diff as read_git_file_diff
+from actors.git_diff import unavailable_list as unavailable_diff
 from actors.workspace_git import read_status as read_git_status
 
 from .errors import HttpError, json_response, not_found_session
@@ -304,6 +307,28 @@ def page_start() -> int:
     return int(raw)
 
 
+def diff_path(name: str, *, required: bool = False) -> str | None:
+    """``?path=`` or ``?oldPath=`` of a diff route: a path from the top of the work tree, or 400 naming it."""
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        if required:
+            raise HttpError(400, f"{name} is required: a file's path from the top of the work tree",
+                            "invalid_request", f"query.{name}")
+        return None
+    if raw.startswith("/") or ".." in raw.split("/") or "\0" in raw:
+        raise HttpError(400, f"{name} must be a file's path from the top of the work tree (not absolute, no "
+                             f"'..'): {raw[:200]!r}", "invalid_request", f"query.{name}")
+    return raw
+
+
+def without_none(body: dict[str, Any]) -> dict[str, Any]:
+    """A diff answer as qwen serve writes it: its optional members (``oldPath``, ``truncated``) only when set."""
+    out = {k: v for k, v in body.items() if v is not None}
+    if "files" in out:
+        out["files"] = [{k: v for k, v in f.items() if v is not None} for f in out["files"]]
+    return out
+
+
 async def status_report(daemon: Daemon, detail: str, started: float, *, auth: bool, origins: bool,
                         acp: Any) -> dict[str, Any]:
     """``GET /daemon/status`` in the shape qwen's Daemon Status panel reads (in a request: the bound address
@@ -454,15 +479,21 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
 
     git_runs = trio.CapacityLimiter(2)  # each a sandboxed process: a page polling many workspaces waits its turn
 
+    async def git_cwd(selector: str | None) -> tuple[str, bool]:
+        """The directory a git route reads, and whether git may run there: only where sessions work (a
+        command there is nothing new, and the root-only scan stops walking where commands run,
+        actors/process/root_only.py, which a request must not choose)."""
+        cwd = absolute("cwd") or (await workspace(selector) if selector is not None else primary_workspace(daemon))
+        runs = os.path.isdir(cwd) and any(cwd == w or cwd.startswith(w.rstrip("/") + "/")
+                                          for w in await workspace_cwds(daemon))
+        return cwd, runs
+
     @app.get("/workspace/git")
     @app.get("/workspaces/<anypath:selector>/git", merge_slashes=False)
     async def git(selector: str | None = None) -> Response:
-        cwd = absolute("cwd") or (await workspace(selector) if selector is not None else primary_workspace(daemon))
+        cwd, runs = await git_cwd(selector)
         status = None
-        # Only where sessions work: a command there is nothing new, and the root-only scan stops walking
-        # where commands run (actors/process/root_only.py), which a request must not choose.
-        if os.path.isdir(cwd) and any(cwd == w or cwd.startswith(w.rstrip("/") + "/")
-                                      for w in await workspace_cwds(daemon)):
+        if runs:
             async with git_runs:
                 status = await read_git_status(daemon.runtime.sandbox, cwd)
         if status is False:  # in no work tree
@@ -472,25 +503,28 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
         found = {k: v for k, v in attrs.asdict(status).items() if v is not None or k == "branch"}
         return json_response({"v": 2, "workspaceCwd": cwd, **found, "computedAt": daemon.runtime.clock_ms()})
 
-    # The Changes dialog's diffs are not served yet: qwen's "unavailable" answer, so the dialog says so
-    # instead of "Failed to load changes" (docs/webshell.md).
     @app.get("/workspace/git/diff")
     @app.get("/workspaces/<anypath:selector>/git/diff", merge_slashes=False)
     async def git_diff(selector: str | None = None) -> Response:
-        cwd = absolute("cwd") or (await workspace(selector) if selector is not None else primary_workspace(daemon))
-        return json_response(unstructure(answers.GitDiff(v=1, workspaceCwd=cwd, available=False, filesCount=0,
-                                                         linesAdded=0, linesRemoved=0, files=[], hiddenCount=0)))
+        cwd, runs = await git_cwd(selector)
+        if not runs:
+            return json_response(without_none(unstructure(unavailable_diff(cwd))))
+        async with git_runs:
+            diff = await read_git_diff(daemon.runtime.sandbox, cwd)
+        return json_response(without_none(unstructure(diff)))
 
     @app.get("/workspace/git/diff/file")
     @app.get("/workspaces/<anypath:selector>/git/diff/file", merge_slashes=False)
     async def git_diff_file(selector: str | None = None) -> Response:
-        cwd = absolute("cwd") or (await workspace(selector) if selector is not None else primary_workspace(daemon))
-        path = request.args.get("path", "")
-        if not path or path.startswith("/"):
-            raise HttpError(400, "path must be a file's path relative to the work tree", "invalid_request",
-                            "query.path")
-        return json_response(unstructure(answers.GitDiffFile(v=1, workspaceCwd=cwd, path=path, available=False,
-                                                             hunks=[])))
+        path = diff_path("path", required=True)
+        old_path = diff_path("oldPath")
+        cwd, runs = await git_cwd(selector)
+        if not runs:
+            return json_response(without_none(unstructure(answers.GitDiffFile(v=1, workspaceCwd=cwd, path=path,
+                                                                              available=False, hunks=[]))))
+        async with git_runs:
+            diff = await read_git_file_diff(daemon.runtime.sandbox, cwd, path, old_path)
+        return json_response(without_none(unstructure(diff)))
 
     @app.get("/workspace/<anypath:selector>/sessions", merge_slashes=False)
     @app.get("/workspaces/<anypath:selector>/sessions", merge_slashes=False)

@@ -654,9 +654,25 @@ class SessionTasks:
 
 
 @attrs.frozen(kw_only=True)
+class GitDiffEntry:
+    """One changed file of ``GET /workspaces/:workspace/git/diff``, its path from the top of the work tree;
+    ``oldPath`` only for a rename."""
+
+    path: str
+    added: int
+    removed: int
+    isBinary: bool
+    isUntracked: bool
+    isDeleted: bool
+    truncated: bool
+    oldPath: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class GitDiff:
-    """``GET /workspaces/:workspace/git/diff``: qwen's answer for a work tree whose diff is not available (Trellis
-    serves no diffs yet)."""
+    """``GET /workspaces/:workspace/git/diff``: the work tree's changes against ``HEAD``, in qwen serve's names
+    and limits (actors/git_diff.py): at most 50 ``files``, ``hiddenCount`` the rest; ``available`` false (and
+    nothing listed) where git could not say."""
 
     v: Literal[1]
     workspaceCwd: str
@@ -664,19 +680,34 @@ class GitDiff:
     filesCount: int
     linesAdded: int
     linesRemoved: int
-    files: list[Any]
+    files: list[GitDiffEntry]
     hiddenCount: int
 
 
 @attrs.frozen(kw_only=True)
+class GitHunk:
+    """One hunk of a file's diff: its lines with their ``+``, ``-`` or space prefix, as ``git diff`` prints
+    them."""
+
+    oldStart: int
+    oldLines: int
+    newStart: int
+    newLines: int
+    lines: list[str]
+
+
+@attrs.frozen(kw_only=True)
 class GitDiffFile:
-    """``GET /workspaces/:workspace/git/diff/file?path=``: one file's diff, not available (as above)."""
+    """``GET /workspaces/:workspace/git/diff/file?path=[&oldPath=]``: one file's hunks (an untracked file's one
+    hunk of added lines); ``truncated`` only when the limits cut them; ``available`` false when there are
+    none."""
 
     v: Literal[1]
     workspaceCwd: str
     path: str
     available: bool
-    hunks: list[Any]
+    hunks: list[GitHunk]
+    truncated: bool | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -82,14 +82,12 @@ def test_a_real_repository_read_by_the_script(tmp_path):
                                            unstaged=1, untracked=2, conflicted=0, stashCount=1)
 
 
-@needs_git
-def test_a_conflicted_merge_an_unborn_branch_and_no_repository(tmp_path):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    assert parse(script(repo).stdout) == GitStatus(branch="main")  # no commits yet
-    (repo / "f.txt").write_text("base\n")
-    git(repo, "add", ".")
+def conflicted_merge(repo: Path, *, base_staged: bool = False) -> None:
+    """In a new repository: ``f.txt`` committed, changed on ``main`` and on ``other``, and ``other`` merged: a
+    conflict, the merge under way. ``base_staged``: ``f.txt`` is written and added already."""
+    if not base_staged:
+        (repo / "f.txt").write_text("base\n")
+        git(repo, "add", ".")
     git(repo, "commit", "-qm", "base")
     git(repo, "checkout", "-q", "-b", "other")
     (repo / "f.txt").write_text("other\n")
@@ -99,6 +97,15 @@ def test_a_conflicted_merge_an_unborn_branch_and_no_repository(tmp_path):
     git(repo, "commit", "-qam", "main")
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "merge", "-q", "other"], cwd=repo,
                    capture_output=True)
+
+
+@needs_git
+def test_a_conflicted_merge_an_unborn_branch_and_no_repository(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    assert parse(script(repo).stdout) == GitStatus(branch="main")  # no commits yet
+    conflicted_merge(repo)
     status = parse(script(repo).stdout)
     assert status is not None and status.conflicted == 1 and status.operation == "merge", status
     plain = tmp_path / "plain"

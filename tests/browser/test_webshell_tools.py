@@ -92,7 +92,8 @@ def test_fork_with_a_directive_starts_a_session_that_runs_it(page, daemons, shel
 
 def test_the_environment_panel_shows_the_work_trees_changes(page, daemons, shell_origin, tmp_path):
     """``GET /workspaces/:workspace/git`` with the counts of ``git status`` run in the sandbox (the branch alone
-    before): the Environment panel says what changed. Without a sandbox it shows the branch alone."""
+    before): the Environment panel says what changed, and its Changes dialog lists the files and shows a file's
+    hunks (``/git/diff``, ``/git/diff/file``). Without a sandbox it shows the branch alone."""
     import shutil
     import subprocess
 
@@ -123,10 +124,14 @@ def test_the_environment_panel_shows_the_work_trees_changes(page, daemons, shell
     if sandboxed:
         changes = panel.get_by_role("button", name="Changes 1 modified · 1 untracked")
         expect(changes).to_be_visible(timeout=WAIT)
-        changes.click()  # the diffs are not served: the dialog says so (it said "Failed to load changes")
-        dialog = page.get_by_role("dialog", name="Changes")
-        expect(dialog.get_by_text("Git is not available for this workspace")).to_be_visible(timeout=WAIT)
-        expect(dialog.get_by_text("Failed to load changes")).to_have_count(0)
+        changes.click()  # the diffs, from git diff in the sandbox (the dialog said "Failed to load changes", then
+        dialog = page.get_by_role("dialog", name="Changes")  # "Git is not available for this workspace")
+        expect(dialog.get_by_text("2 files · +2 −1")).to_be_visible(timeout=WAIT)
+        expect(dialog.get_by_role("button", name="Show changes for new.txt")).to_contain_text("Untracked")
+        dialog.get_by_role("button", name="Show changes for kept.txt").click()
+        expect(dialog.get_by_role("code").filter(has_text="one")).to_be_visible(timeout=WAIT)  # the removed line
+        expect(dialog.get_by_role("code").filter(has_text="two")).to_be_visible(timeout=WAIT)  # and the added one
+        expect(dialog.get_by_text("Git is not available for this workspace")).to_have_count(0)
 
 
 def test_the_environment_panel_lists_a_running_background_shell(page, daemons, shell_origin):

@@ -430,8 +430,10 @@ async def test_the_tasks_panel_lists_background_shells_as_qwen_does(tmp_path, sc
         assert (await client.get("/session/nope/tasks")).status_code == 404
 
 
-async def test_the_changes_dialog_is_told_diffs_are_not_available(tmp_path):
-    """``/git/diff`` and ``/git/diff/file`` (404 before: "Failed to load changes"): qwen's unavailable answers."""
+async def test_the_changes_dialog_outside_the_workspaces_and_bad_paths(tmp_path):
+    """``/git/diff`` and ``/git/diff/file`` (404 before: "Failed to load changes"): where no session works, git
+    is not run and the answers are qwen's "not available"; a path that is not one from the top of the work tree
+    is 400 naming it (the diffs themselves: tests/security/test_workspace_git_sandboxed.py)."""
     async with live_daemon() as (_, client):
         diff = (await client.get(f"/workspaces/{enc(tmp_path)}/git/diff")).json()
         assert diff == {"v": 1, "workspaceCwd": str(tmp_path), "available": False, "filesCount": 0, "linesAdded": 0,
@@ -439,7 +441,9 @@ async def test_the_changes_dialog_is_told_diffs_are_not_available(tmp_path):
         one = await client.get(f"/workspaces/{enc(tmp_path)}/git/diff/file", params={"path": "src/a.py"})
         assert one.json() == {"v": 1, "workspaceCwd": str(tmp_path), "path": "src/a.py", "available": False,
                               "hunks": []}
-        for bad in ({}, {"path": "/etc/passwd"}):
+        for bad, where in (({}, "query.path"), ({"path": "/etc/passwd"}, "query.path"),
+                           ({"path": "../outside"}, "query.path"), ({"path": "a/../../b"}, "query.path"),
+                           ({"path": "a", "oldPath": "/etc/shadow"}, "query.oldPath"),
+                           ({"path": "a", "oldPath": ".."}, "query.oldPath")):
             assert refused(await client.get(f"/workspaces/{enc(tmp_path)}/git/diff/file", params=bad), 400,
-                           "query.path")
-        assert (await client.get("/workspace/git/diff")).json()["available"] is False
+                           where), bad
