@@ -31,9 +31,11 @@ class PermissionOption:
         return {"optionId": self.option_id, "name": self.name, "kind": self.kind}
 
 
+# Not qwen's "proceed_always": qwen's Web Shell labels an option of that id "Allow All Edits" whatever its name
+# says (qwen offers it on edits, to switch to auto-edit), so a shell command's session rule would read as that.
 DEFAULT_OPTIONS = (
     PermissionOption("proceed_once", "Allow", "allow_once"),
-    PermissionOption("proceed_always", "Always allow in this session", "allow_always"),
+    PermissionOption("proceed_always_session", "Always allow in this session", "allow_always"),
     PermissionOption("cancel", "Reject", "reject_once"),
     PermissionOption("reject_always", "Always reject in this session", "reject_always"),
 )

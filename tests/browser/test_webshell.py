@@ -18,6 +18,7 @@ import fcntl
 import functools
 import http.server
 import json
+import re
 import shutil
 import subprocess
 import tarfile
@@ -190,6 +191,10 @@ def test_a_permission_request_is_answered_in_the_page(page, daemons, shell_origi
     send(page, "run echo hi")
     allow = page.get_by_role("radio", name="Yes, allow once")
     expect(allow).to_be_visible(timeout=WAIT)
+    # The session-rule option reads as what it does: the shell labels an option of qwen's id "proceed_always"
+    # "Allow All Edits" whatever its name says, and on a shell command that was the rule Bash(echo:*).
+    expect(page.get_by_role("radio", name=re.compile(r"^Always allow in this session: Bash\(echo"))).to_be_visible()
+    expect(page.get_by_role("radio", name="Allow All Edits")).to_have_count(0)
     allow.click()
     expect(page.get_by_text("done", exact=True)).to_be_visible(timeout=WAIT)
     sid = only_session(d)

@@ -184,7 +184,7 @@ async def test_calls_ask_for_permission_per_tool_unless_the_server_is_trusted(tm
                 async for frame in frames(r):
                     if frame["type"] == "permission_request":
                         asked.append(frame["data"]["toolCall"])
-                        option = "proceed_always" if len(asked) == 1 else "cancel"  # allow add always; reject peek
+                        option = "proceed_always_session" if len(asked) == 1 else "cancel"  # allow add always; reject peek
                         vote = {"outcome": {"outcome": "selected", "optionId": option}}
                         await client.post(f"/session/{sid}/permission/{frame['data']['requestId']}", json=vote)
                     if frame["type"] == "turn_complete":

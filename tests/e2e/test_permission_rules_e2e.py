@@ -104,7 +104,7 @@ async def test_an_always_allow_answer_becomes_a_session_rule_for_that_command_na
                 async for frame in frames(r):
                     if frame["type"] == "permission_request":
                         asked.append(frame["data"]["toolCall"]["title"])
-                        option = "proceed_always" if len(asked) == 1 else "proceed_once"
+                        option = "proceed_always_session" if len(asked) == 1 else "proceed_once"
                         await client.post(f"/permission/{frame['data']['requestId']}",
                                           json={"outcome": {"outcome": "selected", "optionId": option}})
                     if frame["type"] == "turn_complete" and frame["data"].get("promptId") == pid:

@@ -86,7 +86,7 @@ async def always_then(d: Running) -> tuple[list[dict[str, Any]], dict[str, Any],
         r = await d.client.post("/session", json={})
         assert r.status_code == 200, r.text
         sid = r.json()["sessionId"]
-        async with voting(d, sid, ["proceed_always"]) as asked:
+        async with voting(d, sid, ["proceed_always_session"]) as asked:
             record = await d.wait_turn(sid, await d.prompt(sid, "go"), timeout=50)
         assert record["state"] == "completed", record
         rules = (await d.client.get(f"/session/{sid}/permissions")).json()["session"]
@@ -165,7 +165,7 @@ async def test_a_child_session_takes_the_exact_rule_and_nothing_for_the_kind(tmp
     async with hostile_daemon(tmp_path, responses, settings=DEFAULT) as d:
         with trio.fail_after(60):
             sid = (await d.client.post("/session", json={})).json()["sessionId"]
-            async with voting(d, sid, ["proceed_always", "proceed_once"]) as asked:
+            async with voting(d, sid, ["proceed_always_session", "proceed_once"]) as asked:
                 record = await d.wait_turn(sid, await d.prompt(sid, "go"), timeout=50)
                 assert record["state"] == "completed", record
                 children: list[str] = []
@@ -297,9 +297,9 @@ async def _ask(auth: Authorizer, command: str, option: str) -> tuple[str | None,
 
 async def test_always_allow_adds_the_named_rules_and_the_child_takes_exactly_those():
     auth = _authorizer()
-    assert await _ask(auth, FOR_LOOP, "proceed_always") == (None, [
+    assert await _ask(auth, FOR_LOOP, "proceed_always_session") == (None, [
         {"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"},
-        {"optionId": "proceed_always", "name": f"Always allow in this session: Bash({FOR_LOOP})",
+        {"optionId": "proceed_always_session", "name": f"Always allow in this session: Bash({FOR_LOOP})",
          "kind": "allow_always"},
         {"optionId": "cancel", "name": "Reject", "kind": "reject_once"},
         {"optionId": "reject_always", "name": f"Always reject in this session: Bash({FOR_LOOP})",

@@ -167,7 +167,7 @@ def test_the_plan_is_shown_once_then_only_what_changed():
 def test_a_permission_request_offers_a_key_per_option_and_its_resolution_is_shown():
     view = View()
     options = [{"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"},
-               {"optionId": "proceed_always", "name": "Always allow in this session", "kind": "allow_always"},
+               {"optionId": "proceed_always_session", "name": "Always allow in this session", "kind": "allow_always"},
                {"optionId": "cancel", "name": "Reject", "kind": "reject_once"},
                {"optionId": "reject_always", "name": "Always reject in this session", "kind": "reject_always"}]
     out = lines(view, event("permission_request", "p1", requestId="perm-1", options=options,
