@@ -11,6 +11,7 @@ and values are quoted with :func:`actors.wire.excerpt`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -59,6 +60,21 @@ def _shown(text: str, limit: int = 2 * EXCERPT_CHARS) -> str:
     return shorten(text, limit)
 
 
+# qwen serve's routes for what Trellis does not have, which qwen's Web Shell asks for when a panel opens: the
+# panel shows the answer's sentence, so it says what Trellis has instead (docs/webshell.md, *What does not*).
+NOT_IN_TRELLIS = (
+    (re.compile(r"^/workspaces?(/[^/]*)*/(extensions|mcp|skills|agents)(/|$)"),
+     "Trellis has no plugin manager: MCP servers, subagents and hooks are set in its settings file "
+     "(docs/settings.md)"),
+    (re.compile(r"^/scheduled-tasks(/|$)"),
+     "Trellis has no scheduled tasks: in a session, the model schedules prompts with its cron_create tool "
+     "(docs/reference/tools.md)"),
+    (re.compile(r"^/(goals|session/[^/]+/goal)(/|$)"),
+     "Trellis sessions have no goals: a goal belongs to a subagent run, given when the run starts "
+     "(docs/how-to/subagent-clis.md)"),
+)
+
+
 def framework_error(exc: HTTPException, method: str, path: str, *, body_timeout: float | None = None) -> HttpError:
     """What the web framework refused (no such route, a method the route lacks, ...), said in our words.
 
@@ -68,6 +84,9 @@ def framework_error(exc: HTTPException, method: str, path: str, *, body_timeout:
     code = FRAMEWORK_CODES.get(status, "http_error")
     if status == 404:
         message = f"no route {_shown(method)} {_shown(path)}"
+        instead = next((sentence for pattern, sentence in NOT_IN_TRELLIS if pattern.match(path)), None)
+        if instead is not None:
+            message = f"{instead} ({message})"
     elif status == 405:
         allowed = sorted(set(getattr(exc, "valid_methods", None) or ()) - IMPLICIT_METHODS)
         message = f"{_shown(method)} is not allowed on {_shown(path)}" + (

@@ -147,3 +147,15 @@ def test_the_environment_panel_lists_a_running_background_shell(page, daemons, s
     panel = page.get_by_role("complementary", name="Environment")
     expect(panel.get_by_role("button", name="sleep 30 Running")).to_be_visible(timeout=WAIT)
     expect(page.get_by_text("Get tasks failed", exact=False)).to_have_count(0)
+
+
+def test_the_panels_of_qwen_features_trellis_has_not_say_what_it_has_instead(page, daemons, shell_origin):
+    """Plugins, Scheduled Tasks and Goals ask for qwen routes Trellis does not serve; each panel shows the
+    answer's sentence, which said "no route GET /scheduled-tasks" and now says what Trellis has instead."""
+    d = start(daemons, shell_origin, [[{"text": "ok"}]])
+    open_shell(page, shell_origin, d)
+    for button, words in (("Scheduled Tasks", "Trellis has no scheduled tasks"), ("Goals", "Trellis sessions have no goals"),
+                          ("Plugins", "Trellis has no plugin manager")):
+        page.get_by_role("button", name=button, exact=True).click()
+        expect(page.get_by_text(words).first).to_be_visible(timeout=WAIT)
+        page.keyboard.press("Escape")

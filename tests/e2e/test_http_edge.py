@@ -131,6 +131,22 @@ async def test_an_unknown_route_and_an_unknown_method_answer_json():
             assert_small_error(await client.delete("/health"), 405, "method_not_allowed", None)
 
 
+async def test_qwens_routes_for_what_trellis_has_not_say_what_it_has_instead():
+    """qwen's Web Shell shows a panel's error sentence as it is ("GET /scheduled-tasks: no route ..."): for the
+    routes of qwen features Trellis does not have, the sentence says what Trellis has instead."""
+    with trio.fail_after(20):
+        async with live_daemon() as (daemon, client):
+            for path, words in (("/scheduled-tasks", "no scheduled tasks"), ("/goals", "no goals"),
+                                ("/session/s-1/goal", "no goals"), ("/workspace/extensions", "no plugin manager"),
+                                ("/workspace/extensions/operations", "no plugin manager"),
+                                ("/workspaces/%2Ftmp%2Fp/extensions", "no plugin manager"),
+                                ("/workspace/mcp", "no plugin manager")):
+                err = assert_small_error(await client.get(path), 404, "not_found", None)
+                assert words in err["error"] and "no route GET" in err["error"], (path, err)
+            err = assert_small_error(await client.get("/workspace/extensionsx"), 404, "not_found", None)
+            assert err["error"] == "no route GET /workspace/extensionsx"
+
+
 async def test_an_unknown_route_or_method_is_said_in_our_words():
     """What was not found, and which methods the route has: not the web framework's sentence."""
     with trio.fail_after(20):
