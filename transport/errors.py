@@ -69,7 +69,7 @@ NOT_IN_TRELLIS = (
     (re.compile(r"^/scheduled-tasks(/|$)"),
      "Trellis has no scheduled tasks: in a session, the model schedules prompts with its cron_create tool "
      "(docs/reference/tools.md)"),
-    (re.compile(r"^/(goals|session/[^/]+/goal)(/|$)"),
+    (re.compile(r"^/(goals|session/[^/]+/goal)(/|$)"),  # GET /session/:id/goal answers: no goal
      "Trellis sessions have no goals: a goal belongs to a subagent run, given when the run starts "
      "(docs/how-to/subagent-clis.md)"),
 )
@@ -84,9 +84,6 @@ def framework_error(exc: HTTPException, method: str, path: str, *, body_timeout:
     code = FRAMEWORK_CODES.get(status, "http_error")
     if status == 404:
         message = f"no route {_shown(method)} {_shown(path)}"
-        instead = next((sentence for pattern, sentence in NOT_IN_TRELLIS if pattern.match(path)), None)
-        if instead is not None:
-            message = f"{instead} ({message})"
     elif status == 405:
         allowed = sorted(set(getattr(exc, "valid_methods", None) or ()) - IMPLICIT_METHODS)
         message = f"{_shown(method)} is not allowed on {_shown(path)}" + (
@@ -104,6 +101,10 @@ def framework_error(exc: HTTPException, method: str, path: str, *, body_timeout:
         message = INTERNAL_ERROR
     else:
         message = f"the request was refused ({status})"
+    if status in (404, 405):  # a qwen feature's route (405: setting a session's goal, whose GET answers)
+        instead = next((sentence for pattern, sentence in NOT_IN_TRELLIS if pattern.match(path)), None)
+        if instead is not None:
+            message = f"{instead} ({message})"
     return HttpError(status, message, code)
 
 

@@ -585,6 +585,13 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
         status = await handle_of(session_id).status()
         return json_response(tasks_of(status, session_id, daemon.runtime.clock_ms()))
 
+    @app.get("/session/<session_id>/goal")
+    async def goal(session_id: str) -> Response:
+        # qwen's answer for a session without a goal: Trellis sessions have none (a goal belongs to a subagent
+        # run), and the shell polls this for the open session.
+        handle_of(session_id)
+        return json_response(unstructure(answers.SessionGoal(snapshot=None)))
+
     if session is not None and body is not None:
         found, decode = session, body
 

@@ -654,6 +654,14 @@ class SessionTasks:
 
 
 @attrs.frozen(kw_only=True)
+class SessionGoal:
+    """``GET /session/:id/goal``: qwen serve's answer for a session without a goal; a Trellis session has none
+    (a goal belongs to a subagent run)."""
+
+    snapshot: None
+
+
+@attrs.frozen(kw_only=True)
 class GitDiffEntry:
     """One changed file of ``GET /workspaces/:workspace/git/diff``, its path from the top of the work tree;
     ``oldPath`` only for a rename."""

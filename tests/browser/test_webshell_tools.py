@@ -11,6 +11,8 @@ by its own display name for the tool (``glob``: "Glob"). A cancelled turn's ``tu
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.browser import test_webshell as webshell
@@ -151,9 +153,19 @@ def test_the_environment_panel_lists_a_running_background_shell(page, daemons, s
 
 def test_the_panels_of_qwen_features_trellis_has_not_say_what_it_has_instead(page, daemons, shell_origin):
     """Plugins, Scheduled Tasks and Goals ask for qwen routes Trellis does not serve; each panel shows the
-    answer's sentence, which said "no route GET /scheduled-tasks" and now says what Trellis has instead."""
+    answer's sentence, which said "no route GET /scheduled-tasks" and now says what Trellis has instead. The
+    open session's goal, polled, is qwen's answer for a session without one."""
     d = start(daemons, shell_origin, [[{"text": "ok"}]])
+    goal_answers: list[int] = []
+    page.on("response", lambda r: goal_answers.append(r.status) if r.url.endswith("/goal") else None)
     open_shell(page, shell_origin, d)
+    send(page, "hello")
+    expect(page.get_by_text("ok", exact=True)).to_be_visible(timeout=WAIT)
+    # The open session's goal is polled: qwen's answer for none (it was a 404, an error in the console).
+    deadline = time.monotonic() + WAIT / 1000
+    while not goal_answers and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    assert goal_answers and set(goal_answers) == {200}, goal_answers
     for button, words in (("Scheduled Tasks", "Trellis has no scheduled tasks"), ("Goals", "Trellis sessions have no goals"),
                           ("Plugins", "Trellis has no plugin manager")):
         page.get_by_role("button", name=button, exact=True).click()

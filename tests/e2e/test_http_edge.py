@@ -137,7 +137,7 @@ async def test_qwens_routes_for_what_trellis_has_not_say_what_it_has_instead():
     with trio.fail_after(20):
         async with live_daemon() as (daemon, client):
             for path, words in (("/scheduled-tasks", "no scheduled tasks"), ("/goals", "no goals"),
-                                ("/session/s-1/goal", "no goals"), ("/workspace/extensions", "no plugin manager"),
+                                ("/workspace/extensions", "no plugin manager"),
                                 ("/workspace/extensions/operations", "no plugin manager"),
                                 ("/workspaces/%2Ftmp%2Fp/extensions", "no plugin manager"),
                                 ("/workspace/mcp", "no plugin manager")):
@@ -145,6 +145,15 @@ async def test_qwens_routes_for_what_trellis_has_not_say_what_it_has_instead():
                 assert words in err["error"] and "no route GET" in err["error"], (path, err)
             err = assert_small_error(await client.get("/workspace/extensionsx"), 404, "not_found", None)
             assert err["error"] == "no route GET /workspace/extensionsx"
+            # The shell polls the open session's goal: qwen's answer for a session without one. Setting one is
+            # refused in the same words.
+            sid = await new_session(client)
+            r = await client.get(f"/session/{sid}/goal")
+            assert r.status_code == 200 and r.json() == {"snapshot": None}
+            err = assert_small_error(await client.post(f"/session/{sid}/goal", json={"objective": "x"}), 405,
+                                     "method_not_allowed", None)
+            assert "no goals" in err["error"] and "POST is not allowed" in err["error"], err
+            assert_small_error(await client.get("/session/nope/goal"), 404, "session_not_found", "url.sessionId")
 
 
 async def test_an_unknown_route_or_method_is_said_in_our_words():
