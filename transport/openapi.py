@@ -60,6 +60,16 @@ CWD_QUERY = Param(name="cwd", where="query", schema={"type": "string", "pattern"
                   description="An absolute path to read the branch of instead.")
 # A path from the top of the work tree: not absolute, no ".." part, no NUL (the route answers 400 otherwise).
 _RELATIVE = {"type": "string", "pattern": r"^(?!/)(?!(?:.*/)?\.\.(?:/|$))[^\x00]*$"}
+LOG_QUERY = (Param(name="limit", where="query", schema={"type": "integer", "minimum": 1, "maximum": 200}),
+             Param(name="skip", where="query", schema={"type": "integer", "minimum": 0, "maximum": 1_000_000}),
+             Param(name="all", where="query", schema={"enum": ["0", "1"], "type": "string"},
+                   description="1: every branch, tag and remote, not HEAD alone."),
+             Param(name="range", where="query",
+                   schema={"type": "string", "pattern": r"^(?:(?!-|\.\.)[A-Za-z0-9_./~^-]+)?$"},
+                   description="A revision or a range of them (a..b)."),
+             Param(name="search", where="query", schema={"type": "string", "maxLength": 200, "pattern": "^[^\\x00]*$"},
+                   description="Commits whose message or author holds it (any case), or the commit it names."))
+SHA_QUERY = Param(name="sha", where="query", required=True, schema={"type": "string", "pattern": "^[0-9a-fA-F]{7,40}$"})
 DIFF_PATH_QUERY = (Param(name="path", where="query", required=True, schema={**_RELATIVE, "minLength": 1},
                          description="The file, from the top of the work tree."),
                    Param(name="oldPath", where="query", schema=_RELATIVE,
@@ -228,6 +238,10 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(method="get", path="/workspace/git/diff/file", summary="One file's diff",
               answer=a.GitDiffFile, tag="webshell", errors=("invalid_request",),
               params=(CWD_QUERY, *DIFF_PATH_QUERY)),
+    Operation(method="get", path="/workspace/git/log", summary="A page of the work tree's history", answer=a.GitLog,
+              tag="webshell", errors=("invalid_request",), params=(CWD_QUERY, *LOG_QUERY)),
+    Operation(method="get", path="/workspace/git/log/commit", summary="One commit and its files", answer=a.GitCommit,
+              tag="webshell", errors=("invalid_request",), params=(CWD_QUERY, SHA_QUERY)),
     *(Operation(method="get", path=path, summary=summary, answer=answer, tag="webshell", errors=errors,
                 params=(Param(name="workspace", where="path", required=True, schema={"type": "string", "minLength": 1},
                               description="A workspace id from GET /capabilities, or an absolute path "
@@ -240,6 +254,10 @@ OPERATIONS: tuple[Operation, ...] = (
            ("invalid_request", "workspace_not_found", "not_found"), (CWD_QUERY,)),
           ("/workspaces/{workspace}/git/diff/file", "One file's diff", a.GitDiffFile,
            ("invalid_request", "workspace_not_found", "not_found"), (CWD_QUERY, *DIFF_PATH_QUERY)),
+          ("/workspaces/{workspace}/git/log", "A page of a workspace's history", a.GitLog,
+           ("invalid_request", "workspace_not_found", "not_found"), (CWD_QUERY, *LOG_QUERY)),
+          ("/workspaces/{workspace}/git/log/commit", "One commit and its files", a.GitCommit,
+           ("invalid_request", "workspace_not_found", "not_found"), (CWD_QUERY, SHA_QUERY)),
           *((f"/{prefix}/{{workspace}}/sessions", "The sessions working in a workspace, a page at a time",
              a.WorkspaceSessions, ("invalid_request", "workspace_not_found", "not_found", "session_closing"),
              (Param(name="size", where="query", schema={"type": "integer", "minimum": 1, "maximum": 1000}),

@@ -44,9 +44,12 @@ from actors.wire import SessionMetadataBody, answers, unstructure
 from actors.git_diff import read_diff as read_git_diff
 from actors.git_diff import read_file_diff as read_git_file_diff
 from actors.git_diff import unavailable_list as unavailable_diff
+from actors.git_log import DEFAULT_LOG_LIMIT, MAX_LOG_LIMIT, MAX_SEARCH_CHARS, is_sha, safe_range, unavailable_log
+from actors.git_log import read_commit as read_git_commit
+from actors.git_log import read_log as read_git_log
 from actors.workspace_git import read_status as read_git_status
 
-from .errors import HttpError, json_response, not_found_session
+from .errors import HttpError, int_query, json_response, not_found_session
 
 # Features the shell checks before it sends a field or offers an action (a new session's sourceType needs the
 # first; its sidebar offers Rename only with the second, and renames by PATCH /workspaces/:workspace/session/:id/metadata).
@@ -322,10 +325,12 @@ def diff_path(name: str, *, required: bool = False) -> str | None:
 
 
 def without_none(body: dict[str, Any]) -> dict[str, Any]:
-    """A diff answer as qwen serve writes it: its optional members (``oldPath``, ``truncated``) only when set."""
+    """A git answer as qwen serve writes it: its optional members (``oldPath``, ``truncated``, ``refs``, a commit's
+    details) only when set."""
     out = {k: v for k, v in body.items() if v is not None}
-    if "files" in out:
-        out["files"] = [{k: v for k, v in f.items() if v is not None} for f in out["files"]]
+    for key in ("files", "entries"):
+        if key in out:
+            out[key] = [{k: v for k, v in item.items() if v is not None} for item in out[key]]
     return out
 
 
@@ -525,6 +530,45 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
         async with git_runs:
             diff = await read_git_file_diff(daemon.runtime.sandbox, cwd, path, old_path)
         return json_response(without_none(unstructure(diff)))
+
+    @app.get("/workspace/git/log")
+    @app.get("/workspaces/<anypath:selector>/git/log", merge_slashes=False)
+    async def git_log(selector: str | None = None) -> Response:
+        limit = int_query("limit", 1, MAX_LOG_LIMIT) or DEFAULT_LOG_LIMIT
+        skip = int_query("skip", 0, 1_000_000) or 0
+        every = request.args.get("all", "0")
+        if every not in ("0", "1"):
+            raise HttpError(400, "all must be 1 or 0", "invalid_request", "query.all")
+        revision = request.args.get("range") or None
+        if revision is not None and not safe_range(revision):
+            raise HttpError(400, "range must be a revision or a range of them (letters, digits, _ . / ~ ^ -; not "
+                                 f"starting with - or ..): {revision[:200]!r}", "invalid_request", "query.range")
+        search = request.args.get("search", "")
+        if len(search) > MAX_SEARCH_CHARS or "\0" in search:
+            raise HttpError(400, f"search must be at most {MAX_SEARCH_CHARS} characters, without NUL",
+                            "invalid_request", "query.search")
+        search = search.strip() or None
+        cwd, runs = await git_cwd(selector)
+        if not runs:
+            return json_response(unstructure(unavailable_log(cwd)))
+        async with git_runs:
+            log = await read_git_log(daemon.runtime.sandbox, cwd, limit=limit, skip=skip, all=every == "1",
+                                     range=revision, search=search)
+        return json_response(without_none(unstructure(log)))
+
+    @app.get("/workspace/git/log/commit")
+    @app.get("/workspaces/<anypath:selector>/git/log/commit", merge_slashes=False)
+    async def git_commit(selector: str | None = None) -> Response:
+        sha = request.args.get("sha", "")
+        if not is_sha(sha):
+            raise HttpError(400, "sha is required: 7 to 40 hexadecimal digits", "invalid_request", "query.sha")
+        cwd, runs = await git_cwd(selector)
+        if not runs:
+            return json_response(without_none(unstructure(answers.GitCommit(v=1, workspaceCwd=cwd,
+                                                                            available=False))))
+        async with git_runs:
+            commit = await read_git_commit(daemon.runtime.sandbox, cwd, sha)
+        return json_response(without_none(unstructure(commit)))
 
     @app.get("/workspace/<anypath:selector>/sessions", merge_slashes=False)
     @app.get("/workspaces/<anypath:selector>/sessions", merge_slashes=False)

@@ -719,6 +719,66 @@ class GitDiffFile:
 
 
 @attrs.frozen(kw_only=True)
+class GitLogEntry:
+    """One commit of ``GET /workspaces/:workspace/git/log``; ``authorDate`` in seconds, ``refs`` as ``git log``'s
+    ``%D`` (``HEAD -> main, tag: v1``) when there are any."""
+
+    sha: str
+    shortSha: str
+    authorName: str
+    authorEmail: str
+    authorDate: int
+    subject: str
+    parents: list[str]
+    refs: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GitLog:
+    """``GET /workspaces/:workspace/git/log[?limit=&skip=&all=1&range=&search=]``: a page of the history, newest
+    first (actors/git_log.py); ``available`` false where git could not say."""
+
+    v: Literal[1]
+    workspaceCwd: str
+    available: bool
+    entries: list[GitLogEntry]
+    hasMore: bool
+
+
+@attrs.frozen(kw_only=True)
+class GitCommitFile:
+    path: str
+    added: int
+    removed: int
+    isBinary: bool
+
+
+@attrs.frozen(kw_only=True)
+class GitCommit:
+    """``GET /workspaces/:workspace/git/log/commit?sha=``: one commit, its message and its files against its first
+    parent (at most 50 listed, ``hiddenCount`` the rest); only ``v``, ``workspaceCwd`` and ``available`` when it
+    is not available."""
+
+    v: Literal[1]
+    workspaceCwd: str
+    available: bool
+    sha: str | None = None
+    shortSha: str | None = None
+    authorName: str | None = None
+    authorEmail: str | None = None
+    authorDate: int | None = None
+    subject: str | None = None
+    body: str | None = None
+    refs: str | None = None
+    parents: list[str] | None = None
+    files: list[GitCommitFile] | None = None
+    filesCount: int | None = None
+    linesAdded: int | None = None
+    linesRemoved: int | None = None
+    hiddenCount: int | None = None
+
+
+@attrs.frozen(kw_only=True)
 class WorkspaceSession:
     sessionId: str
     workspaceCwd: str | None

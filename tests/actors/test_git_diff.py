@@ -111,11 +111,11 @@ def test_the_list_script_on_a_real_repository(tmp_path):
     assert kind == "tracked" and hunks(diff)[0][0].lines == [" one", "-two", "+2", " three", "+four"]
 
 
-def within(fn, *args):
-    """``fn(*args)`` run by Trio, failing after a minute instead of hanging."""
+def within(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` run by Trio, failing after a minute instead of hanging."""
     async def bounded():
         with trio.fail_after(60):
-            return await fn(*args)
+            return await fn(*args, **kwargs)
     return trio.run(bounded)
 
 

@@ -11,6 +11,7 @@ by its own display name for the tool (``glob``: "Glob"). A cancelled turn's ``tu
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -95,7 +96,8 @@ def test_fork_with_a_directive_starts_a_session_that_runs_it(page, daemons, shel
 def test_the_environment_panel_shows_the_work_trees_changes(page, daemons, shell_origin, tmp_path):
     """``GET /workspaces/:workspace/git`` with the counts of ``git status`` run in the sandbox (the branch alone
     before): the Environment panel says what changed, and its Changes dialog lists the files and shows a file's
-    hunks (``/git/diff``, ``/git/diff/file``). Without a sandbox it shows the branch alone."""
+    hunks (``/git/diff``, ``/git/diff/file``), and its History tab the commits and a commit's files (``/git/log``,
+    ``/git/log/commit``). Without a sandbox it shows the branch alone."""
     import shutil
     import subprocess
 
@@ -134,6 +136,12 @@ def test_the_environment_panel_shows_the_work_trees_changes(page, daemons, shell
         expect(dialog.get_by_role("code").filter(has_text="one")).to_be_visible(timeout=WAIT)  # the removed line
         expect(dialog.get_by_role("code").filter(has_text="two")).to_be_visible(timeout=WAIT)  # and the added one
         expect(dialog.get_by_text("Git is not available for this workspace")).to_have_count(0)
+        dialog.get_by_role("tab", name="History").click()  # git log in the sandbox ("Failed to load history")
+        history = page.get_by_role("dialog", name="History")
+        expect(history.get_by_text("1 commits")).to_be_visible(timeout=WAIT)
+        history.get_by_role("button", name=re.compile(r"^[0-9a-f]{7} one trunk")).click()
+        expect(history.get_by_text("1 files · +1 −0")).to_be_visible(timeout=WAIT)  # the commit's files
+        expect(history.get_by_text("Failed to load history")).to_have_count(0)
 
 
 def test_the_environment_panel_lists_a_running_background_shell(page, daemons, shell_origin):

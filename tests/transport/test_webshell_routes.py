@@ -447,3 +447,22 @@ async def test_the_changes_dialog_outside_the_workspaces_and_bad_paths(tmp_path)
                            ({"path": "a", "oldPath": ".."}, "query.oldPath")):
             assert refused(await client.get(f"/workspaces/{enc(tmp_path)}/git/diff/file", params=bad), 400,
                            where), bad
+
+async def test_the_history_tab_outside_the_workspaces_and_bad_queries(tmp_path):
+    """``/git/log`` and ``/git/log/commit`` (404 before: "Failed to load history"): where no session works, git is
+    not run (qwen's "not available"); each bad query value is 400 naming it (the history itself:
+    tests/actors/test_git_log.py, and the browser test of the Changes dialog)."""
+    async with live_daemon() as (_, client):
+        base = f"/workspaces/{enc(tmp_path)}/git/log"
+        assert (await client.get(base)).json() == {"v": 1, "workspaceCwd": str(tmp_path), "available": False,
+                                                   "entries": [], "hasMore": False}
+        assert (await client.get(f"{base}/commit", params={"sha": "abcdef1"})).json() == {
+            "v": 1, "workspaceCwd": str(tmp_path), "available": False}
+        for params, where in (({"limit": "0"}, "query.limit"), ({"limit": "201"}, "query.limit"),
+                              ({"limit": "x"}, "query.limit"), ({"skip": "-1"}, "query.skip"),
+                              ({"all": "yes"}, "query.all"), ({"range": "--output=/tmp/x"}, "query.range"),
+                              ({"range": "..main"}, "query.range"), ({"range": "a b"}, "query.range"),
+                              ({"search": "x" * 201}, "query.search")):
+            assert refused(await client.get(base, params=params), 400, where), params
+        for sha in ({}, {"sha": "HEAD"}, {"sha": "abc12"}, {"sha": "a" * 41}):
+            assert refused(await client.get(f"{base}/commit", params=sha), 400, "query.sha"), sha
