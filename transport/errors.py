@@ -66,6 +66,9 @@ NOT_IN_TRELLIS = (
     (re.compile(r"^/workspaces?(/[^/]*)*/(extensions|mcp|skills|agents)(/|$)"),
      "Trellis has no plugin manager: MCP servers, subagents and hooks are set in its settings file "
      "(docs/settings.md)"),
+    (re.compile(r"^/workspaces?(/[^/]*)*/git/(checkout|branch|commit|push|pull|remotes)$"),
+     "Trellis does not change the repository from the Web Shell: ask the session, whose commands run git in the "
+     "sandbox (the branches, changes and history are read here)"),
     (re.compile(r"^/scheduled-tasks(/|$)"),
      "Trellis has no scheduled tasks: in a session, the model schedules prompts with its cron_create tool "
      "(docs/reference/tools.md)"),

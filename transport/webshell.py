@@ -44,6 +44,8 @@ from actors.wire import SessionMetadataBody, answers, unstructure
 from actors.git_diff import read_diff as read_git_diff
 from actors.git_diff import read_file_diff as read_git_file_diff
 from actors.git_diff import unavailable_list as unavailable_diff
+from actors.git_branches import read_branches as read_git_branches
+from actors.git_branches import unavailable_branches
 from actors.git_log import DEFAULT_LOG_LIMIT, MAX_LOG_LIMIT, MAX_SEARCH_CHARS, is_sha, safe_range, unavailable_log
 from actors.git_log import read_commit as read_git_commit
 from actors.git_log import read_log as read_git_log
@@ -326,9 +328,9 @@ def diff_path(name: str, *, required: bool = False) -> str | None:
 
 def without_none(body: dict[str, Any]) -> dict[str, Any]:
     """A git answer as qwen serve writes it: its optional members (``oldPath``, ``truncated``, ``refs``, a commit's
-    details) only when set."""
+    details, a branch's upstream and push target) only when set."""
     out = {k: v for k, v in body.items() if v is not None}
-    for key in ("files", "entries"):
+    for key in ("files", "entries", "local", "remote"):
         if key in out:
             out[key] = [{k: v for k, v in item.items() if v is not None} for item in out[key]]
     return out
@@ -530,6 +532,16 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
         async with git_runs:
             diff = await read_git_file_diff(daemon.runtime.sandbox, cwd, path, old_path)
         return json_response(without_none(unstructure(diff)))
+
+    @app.get("/workspace/git/branches")
+    @app.get("/workspaces/<anypath:selector>/git/branches", merge_slashes=False)
+    async def git_branches(selector: str | None = None) -> Response:
+        cwd, runs = await git_cwd(selector)
+        if not runs:
+            return json_response(unstructure(unavailable_branches(cwd)))
+        async with git_runs:
+            found = await read_git_branches(daemon.runtime.sandbox, cwd)
+        return json_response(without_none(unstructure(found)))
 
     @app.get("/workspace/git/log")
     @app.get("/workspaces/<anypath:selector>/git/log", merge_slashes=False)

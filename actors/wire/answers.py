@@ -779,6 +779,48 @@ class GitCommit:
 
 
 @attrs.frozen(kw_only=True)
+class GitBranch:
+    """A local or remote branch of ``GET /workspaces/:workspace/git/branches``: its upstream and how far ahead and
+    behind it, its push target (``push*`` only with one), its last commit's time (seconds) and subject."""
+
+    name: str
+    isHead: bool
+    ahead: int
+    behind: int
+    commitDate: int
+    commitSubject: str
+    upstream: str | None = None
+    upstreamGone: bool | None = None
+    pushTarget: str | None = None
+    pushAhead: int | None = None
+    pushBehind: int | None = None
+    pushGone: bool | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GitTag:
+    name: str
+    date: int
+    subject: str
+
+
+@attrs.frozen(kw_only=True)
+class GitBranches:
+    """``GET /workspaces/:workspace/git/branches``: the branch picker's lists (actors/git_branches.py); ``head`` the
+    branch checked out, or the short hash of a detached head."""
+
+    v: Literal[1]
+    workspaceCwd: str
+    available: bool
+    local: list[GitBranch]
+    remote: list[GitBranch]
+    tags: list[GitTag]
+    recent: list[str]
+    head: str
+    detached: bool
+
+
+@attrs.frozen(kw_only=True)
 class WorkspaceSession:
     sessionId: str
     workspaceCwd: str | None

@@ -97,7 +97,8 @@ def test_the_environment_panel_shows_the_work_trees_changes(page, daemons, shell
     """``GET /workspaces/:workspace/git`` with the counts of ``git status`` run in the sandbox (the branch alone
     before): the Environment panel says what changed, and its Changes dialog lists the files and shows a file's
     hunks (``/git/diff``, ``/git/diff/file``), and its History tab the commits and a commit's files (``/git/log``,
-    ``/git/log/commit``). Without a sandbox it shows the branch alone."""
+    ``/git/log/commit``); the branch picker lists the branches (``/git/branches``). Without a sandbox it shows the
+    branch alone."""
     import shutil
     import subprocess
 
@@ -142,6 +143,14 @@ def test_the_environment_panel_shows_the_work_trees_changes(page, daemons, shell
         history.get_by_role("button", name=re.compile(r"^[0-9a-f]{7} one trunk")).click()
         expect(history.get_by_text("1 files · +1 −0")).to_be_visible(timeout=WAIT)  # the commit's files
         expect(history.get_by_text("Failed to load history")).to_have_count(0)
+        history.get_by_role("button", name="close").click()
+        git("branch", "feature")
+        page.get_by_role("button", name="Toggle environment information").click()  # the dialog closed the panel
+        panel.get_by_role("button", name="trunk", exact=True).click()  # the branch picker: git for-each-ref
+        picker = page.get_by_role("dialog").filter(has=page.get_by_role("textbox",
+                                                                         name="Search for branches and actions"))
+        expect(picker.get_by_role("button", name="feature", exact=True)).to_be_visible(timeout=WAIT)
+        expect(picker.get_by_text("no route")).to_have_count(0)
 
 
 def test_the_environment_panel_lists_a_running_background_shell(page, daemons, shell_origin):

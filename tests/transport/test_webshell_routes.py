@@ -466,3 +466,16 @@ async def test_the_history_tab_outside_the_workspaces_and_bad_queries(tmp_path):
             assert refused(await client.get(base, params=params), 400, where), params
         for sha in ({}, {"sha": "HEAD"}, {"sha": "abc12"}, {"sha": "a" * 41}):
             assert refused(await client.get(f"{base}/commit", params=sha), 400, "query.sha"), sha
+
+
+async def test_the_branch_picker_outside_the_workspaces_and_its_actions(tmp_path):
+    """``/git/branches`` (404 before: the picker showed "no route"): not run where no session works; the picker's
+    actions (checkout, a new branch, commit, push, pull) are refused in words that say what to do instead."""
+    async with live_daemon() as (_, client):
+        assert (await client.get(f"/workspaces/{enc(tmp_path)}/git/branches")).json() == {
+            "v": 1, "workspaceCwd": str(tmp_path), "available": False, "local": [], "remote": [], "tags": [],
+            "recent": [], "head": "", "detached": False}
+        for action in ("checkout", "branch", "commit", "push", "pull"):
+            r = await client.post(f"/workspaces/{enc(tmp_path)}/git/{action}", json={"ref": "main"})
+            assert r.status_code == 404 and r.json()["code"] == "not_found", action
+            assert "does not change the repository" in r.json()["error"], r.json()
