@@ -39,10 +39,18 @@ NOT_A_REPOSITORY = 3  # the script's exit code outside a work tree
 
 # core.fsmonitor= turns the monitor off (qwen's no-exec settings); the rest is what the sandbox is for. Paths given
 # as arguments are literal (a "*" names the file "*"), and no command waits on a terminal or a pager.
-PRELUDE = """exec 2>/dev/null </dev/null
-export LC_ALL=C GIT_OPTIONAL_LOCKS=0 GIT_TERMINAL_PROMPT=0 GIT_PAGER=cat
+_SETUP = """export LC_ALL=C GIT_OPTIONAL_LOCKS=0 GIT_TERMINAL_PROMPT=0 GIT_PAGER=cat GIT_EDITOR=true
 g() { git -c core.quotepath=false -c core.fsmonitor= -c log.showSignature=false --literal-pathspecs "$@"; }
 test "$(g rev-parse --is-inside-work-tree)" = true || exit """ + str(NOT_A_REPOSITORY) + "\n"
+
+
+def prelude(errors: str = "/dev/null") -> str:
+    """The scripts' first lines: git's options as ``g``, and the exit outside a work tree; git's messages go to
+    ``errors`` (``&1``: into the output, for an action whose failure is shown)."""
+    return f"exec 2>{errors} </dev/null\n" + _SETUP
+
+
+PRELUDE = prelude()
 
 SCRIPT = PRELUDE + """g stash list --format=%H | wc -l
 for m in """ + " ".join(OPERATIONS) + """; do

@@ -38,12 +38,14 @@ async def live_daemon(
 ) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
     """The real HTTP daemon on 127.0.0.1:0 and an httpx client pointed at it, sending its bearer token.
 
-    Authentication is on, as in the daemon proper: the token is ``token``, or a fresh one.
+    Authentication is on, as in the daemon proper: the token is ``token``, or a fresh one. Its workspace is an
+    empty temporary directory, not the directory the tests run in: that is this project's git repository, and
+    the Web Shell's git routes (checkout, commit) act on the workspace, so a fuzzed request would change it.
     """
     token = token or secrets.token_urlsafe(32)
-    async with open_daemon(settings, model=model or ScriptedModel(), state_dir=state_dir, ids=CountingIds(),
-                           tools=tools) as daemon:
-        async with trio.open_nursery() as nursery:
+    with tempfile.TemporaryDirectory(prefix="trellis-test-workspace-") as workspace:
+        async with open_daemon(settings, model=model or ScriptedModel(), state_dir=state_dir, ids=CountingIds(),
+                               tools=tools, workspace=workspace) as daemon, trio.open_nursery() as nursery:
             url = await nursery.start(partial(serve, daemon, host="127.0.0.1", port=0, token=token))
             headers = {"Authorization": f"Bearer {token}"}
             async with httpx.AsyncClient(base_url=url, headers=headers, timeout=10) as client:

@@ -60,6 +60,11 @@ class Daemon:
         script_file.write_text(json.dumps({"responses": script}))
         args = [sys.executable, "-m", "transport", "--port", str(self.port), "--state-dir", str(self.state),
                 "--script", str(script_file), *extra]
+        if "--workspace" not in extra:
+            # Not the directory the tests run in: that is this project's git repository, and the Web Shell's
+            # git routes (checkout, commit) act on the workspace, so a fuzzed request would change it.
+            (self.tmp / "workspace").mkdir(exist_ok=True)
+            args += ["--workspace", str(self.tmp / "workspace")]
         if settings is not None:
             settings_file = self.tmp / f"settings-{self.runs}.json"
             settings_file.write_text(json.dumps(settings))

@@ -66,9 +66,10 @@ NOT_IN_TRELLIS = (
     (re.compile(r"^/workspaces?(/[^/]*)*/(extensions|mcp|skills|agents)(/|$)"),
      "Trellis has no plugin manager: MCP servers, subagents and hooks are set in its settings file "
      "(docs/settings.md)"),
-    (re.compile(r"^/workspaces?(/[^/]*)*/git/(checkout|branch|commit|push|pull|remotes)$"),
-     "Trellis does not change the repository from the Web Shell: ask the session, whose commands run git in the "
-     "sandbox (the branches, changes and history are read here)"),
+    (re.compile(r"^/workspaces?(/[^/]*)*/git/(push|pull|fetch|remotes)(/|$)"),
+     "Trellis does not push, pull or manage remotes from the Web Shell: in the sandbox git has no credentials, and "
+     "outside it the repository's hooks and credential helpers would run as the daemon; ask the session, or run "
+     "git yourself"),
     (re.compile(r"^/scheduled-tasks(/|$)"),
      "Trellis has no scheduled tasks: in a session, the model schedules prompts with its cron_create tool "
      "(docs/reference/tools.md)"),

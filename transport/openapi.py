@@ -70,6 +70,8 @@ LOG_QUERY = (Param(name="limit", where="query", schema={"type": "integer", "mini
              Param(name="search", where="query", schema={"type": "string", "maxLength": 200, "pattern": "^[^\\x00]*$"},
                    description="Commits whose message or author holds it (any case), or the commit it names."))
 SHA_QUERY = Param(name="sha", where="query", required=True, schema={"type": "string", "pattern": "^[0-9a-fA-F]{7,40}$"})
+WORKSPACE_PARAM = Param(name="workspace", where="path", required=True, schema={"type": "string", "minLength": 1},
+                        description="A workspace id from GET /capabilities, or an absolute path (percent-encoded)")
 DIFF_PATH_QUERY = (Param(name="path", where="query", required=True, schema={**_RELATIVE, "minLength": 1},
                          description="The file, from the top of the work tree."),
                    Param(name="oldPath", where="query", schema=_RELATIVE,
@@ -240,14 +242,23 @@ OPERATIONS: tuple[Operation, ...] = (
               params=(CWD_QUERY, *DIFF_PATH_QUERY)),
     Operation(method="get", path="/workspace/git/branches", summary="The work tree's branches and tags",
               answer=a.GitBranches, tag="webshell", errors=("invalid_request",), params=(CWD_QUERY,)),
+    *(Operation(method="post", path=f"{prefix}/git/{action}", summary=summary, answer=answer, body=body,
+                tag="webshell", errors=BODY + ("git_refused",) + (("workspace_not_found", "not_found") if
+                                                                   "{workspace}" in prefix else ()),
+                params=(CWD_QUERY,) + ((WORKSPACE_PARAM,) if "{workspace}" in prefix else ()))
+      for prefix in ("/workspace", "/workspaces/{workspace}")
+      for action, summary, answer, body in (
+          ("checkout", "Check out a branch, a remote branch, a tag or a commit (git in the sandbox)", a.GitCheckedOut,
+           bodies.GitCheckoutBody),
+          ("branch", "Start a branch and check it out (git in the sandbox)", a.GitCheckedOut, bodies.GitBranchBody),
+          ("commit", "Commit what is staged, or every change (git in the sandbox)", a.GitCommitted,
+           bodies.GitCommitBody))),
     Operation(method="get", path="/workspace/git/log", summary="A page of the work tree's history", answer=a.GitLog,
               tag="webshell", errors=("invalid_request",), params=(CWD_QUERY, *LOG_QUERY)),
     Operation(method="get", path="/workspace/git/log/commit", summary="One commit and its files", answer=a.GitCommit,
               tag="webshell", errors=("invalid_request",), params=(CWD_QUERY, SHA_QUERY)),
     *(Operation(method="get", path=path, summary=summary, answer=answer, tag="webshell", errors=errors,
-                params=(Param(name="workspace", where="path", required=True, schema={"type": "string", "minLength": 1},
-                              description="A workspace id from GET /capabilities, or an absolute path "
-                                          "(percent-encoded)"), *params))
+                params=(WORKSPACE_PARAM, *params))
       for path, summary, answer, errors, params in (
           ("/workspaces/{workspace}/git", "A workspace's git branch and status", a.GitStatus,
            ("invalid_request", "workspace_not_found", "not_found"),
@@ -283,9 +294,7 @@ OPERATIONS: tuple[Operation, ...] = (
               summary="Rename a session of a workspace as qwen serve does", answer=a.SessionMetadata,
               body=bodies.SessionMetadataBody, tag="webshell",
               errors=BODY + SESSION + ("invalid_metadata", "workspace_not_found", "session_starting"),
-              params=(Param(name="workspace", where="path", required=True, schema={"type": "string", "minLength": 1},
-                            description="A workspace id from GET /capabilities, or an absolute path "
-                                        "(percent-encoded)"), SESSION_PARAM, CLIENT_ID)),
+              params=(WORKSPACE_PARAM, SESSION_PARAM, CLIENT_ID)),
     Operation(method="get", path="/session/{sessionId}/context-usage",
               summary="The last request's size against the context window, as qwen serve answers it",
               answer=a.SessionContextUsage, tag="webshell",

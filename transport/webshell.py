@@ -41,9 +41,12 @@ from actors import Daemon, SessionHandle, SessionStarting, UnknownSession
 from actors.model import configured_model
 from actors.settings import APPROVAL_MODES
 from actors.wire import SessionMetadataBody, answers, unstructure
+from actors.wire.bodies import GitBranchBody, GitCheckoutBody, GitCommitBody
 from actors.git_diff import read_diff as read_git_diff
 from actors.git_diff import read_file_diff as read_git_file_diff
 from actors.git_diff import unavailable_list as unavailable_diff
+from actors import git_actions
+from actors.git_actions import GitRefused, is_ref
 from actors.git_branches import read_branches as read_git_branches
 from actors.git_branches import unavailable_branches
 from actors.git_log import DEFAULT_LOG_LIMIT, MAX_LOG_LIMIT, MAX_SEARCH_CHARS, is_sha, safe_range, unavailable_log
@@ -542,6 +545,52 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
         async with git_runs:
             found = await read_git_branches(daemon.runtime.sandbox, cwd)
         return json_response(without_none(unstructure(found)))
+
+    if body is not None:
+        decode_git = body
+
+        async def git_action(selector: str | None, act: Callable[[str], Awaitable[Any]]) -> Response:
+            """Run one of the branch picker's actions (actors/git_actions.py) where sessions work; git's refusal
+            is 409 ``git_refused`` in its own words."""
+            cwd, runs = await git_cwd(selector)
+            if not runs:
+                raise HttpError(409, "git runs only in a directory sessions work in", "git_refused")
+            try:
+                async with git_runs:
+                    done = await act(cwd)
+            except GitRefused as exc:
+                raise HttpError(409, f"git: {exc}", "git_refused") from None
+            return json_response(unstructure(done))
+
+        def ref_or_400(value: str | None, where: str) -> None:
+            if value is not None and not is_ref(value):
+                raise HttpError(400, f"{where[2:]} must be a branch, tag or commit name (not starting with '-', "
+                                     "no space or control character)", "invalid_request", where)
+
+        @app.post("/workspace/git/checkout")
+        @app.post("/workspaces/<anypath:selector>/git/checkout", merge_slashes=False)
+        async def git_checkout(selector: str | None = None) -> Response:
+            b = await decode_git(GitCheckoutBody)
+            ref_or_400(b.ref, "$.ref")
+            return await git_action(selector, lambda cwd: git_actions.checkout(daemon.runtime.sandbox, cwd, b.ref))
+
+        @app.post("/workspace/git/branch")
+        @app.post("/workspaces/<anypath:selector>/git/branch", merge_slashes=False)
+        async def git_branch_create(selector: str | None = None) -> Response:
+            b = await decode_git(GitBranchBody)
+            ref_or_400(b.name, "$.name")
+            ref_or_400(b.startPoint or None, "$.startPoint")
+            return await git_action(selector, lambda cwd: git_actions.create_branch(
+                daemon.runtime.sandbox, cwd, b.name, b.startPoint or None))
+
+        @app.post("/workspace/git/commit")
+        @app.post("/workspaces/<anypath:selector>/git/commit", merge_slashes=False)
+        async def git_commit_create(selector: str | None = None) -> Response:
+            b = await decode_git(GitCommitBody)
+            if not b.message.strip():
+                raise HttpError(400, "message is required", "invalid_request", "$.message")
+            return await git_action(selector, lambda cwd: git_actions.commit(
+                daemon.runtime.sandbox, cwd, b.message.strip(), stage_all=b.all))
 
     @app.get("/workspace/git/log")
     @app.get("/workspaces/<anypath:selector>/git/log", merge_slashes=False)

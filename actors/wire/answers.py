@@ -37,6 +37,7 @@ ERROR_CODES: dict[str, int] = {
     "prompt_queue_full": 503, "too_many_sessions": 503, "too_many_subscribers": 503, "storage_unavailable": 503,
     "session_closing": 503, "shutting_down": 503, "too_many_connections": 503, "owner_unreachable": 503,
     "session_elsewhere": 503, "session_moving": 503, "node_draining": 503, "events_unavailable": 503,
+    "git_refused": 409,
 }
 # Werkzeug's other refusals (a body that did not arrive in time, one that cannot be read): any status.
 FRAMEWORK_CODE = "http_error"
@@ -818,6 +819,23 @@ class GitBranches:
     recent: list[str]
     head: str
     detached: bool
+
+
+@attrs.frozen(kw_only=True)
+class GitCheckedOut:
+    """``POST /workspaces/:workspace/git/checkout`` and ``.../git/branch``: what is checked out now (the short hash
+    when ``detached``)."""
+
+    branch: str
+    detached: bool
+
+
+@attrs.frozen(kw_only=True)
+class GitCommitted:
+    """``POST /workspaces/:workspace/git/commit``: the new commit's short hash and subject."""
+
+    sha: str
+    subject: str
 
 
 @attrs.frozen(kw_only=True)

@@ -331,6 +331,37 @@ class SessionMetadataBody:
     displayName: str | None = attrs.field(default=None, metadata={_DISPLAY_NAME: True})
 
 
+GIT_REF = r"^(?!-)[^\x00-\x20\x7f]+$"  # a ref or branch name git takes as nothing else: no option, no space
+
+
+@attrs.frozen(kw_only=True)
+class GitCheckoutBody:
+    """``POST /workspaces/:workspace/git/checkout``: a branch, a remote branch, a tag or a hash to check out."""
+
+    wire_schema: ClassVar[dict[str, Any]] = {"properties": {"ref": {"pattern": GIT_REF}}}
+    ref: str = bounded(255)
+
+
+@attrs.frozen(kw_only=True)
+class GitBranchBody:
+    """``POST /workspaces/:workspace/git/branch``: a new branch, started at ``startPoint`` (``HEAD`` without one)
+    and checked out."""
+
+    wire_schema: ClassVar[dict[str, Any]] = {"properties": {"name": {"pattern": GIT_REF},
+                                                            "startPoint": {"pattern": GIT_REF}}}
+    name: str = bounded(255)
+    startPoint: str | None = bounded(255, default=None)
+
+
+@attrs.frozen(kw_only=True)
+class GitCommitBody:
+    """``POST /workspaces/:workspace/git/commit``: a commit of what is staged, or of every change with ``all``."""
+
+    wire_schema: ClassVar[dict[str, Any]] = {"properties": {"message": {"pattern": NOT_BLANK}}}
+    message: str = bounded(65536)
+    all: bool = False
+
+
 @attrs.frozen(kw_only=True)
 class ForkBody:
     """``{sessionId?}``: a copy of the conversation; ``{directive}`` (qwen's Web Shell's ``/fork <directive>``):
@@ -527,7 +558,8 @@ def _make_converter() -> cattrs.Converter:
         conv.register_unstructure_hook(
             cls, cattrs.gen.make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=True, meta=override(rename="_meta"))
         )
-    for cls in (MidTurnMessageBody, SelectedOutcome, CwdBody, ModelBody, TitleBody,
+    for cls in (MidTurnMessageBody, SelectedOutcome, CwdBody, ModelBody, TitleBody, GitCheckoutBody, GitBranchBody,
+                GitCommitBody,
                 SessionMetadataBody):  # bounded fields, no `_meta`
         conv.register_structure_hook(
             cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **_overrides(cls))

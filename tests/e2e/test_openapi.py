@@ -78,6 +78,12 @@ def api(daemon: Daemon) -> schemathesis.BaseSchema:
     return schemathesis.openapi.from_dict(served.json(), config=config)
 
 
+def test_the_fuzzed_daemon_works_in_no_repository(client: httpx.Client):
+    """The fuzzed requests include the Web Shell's git actions (checkout, commit), which act on the workspace:
+    it must not be the directory the tests run in, this project's repository (a fuzzed commit once landed there)."""
+    assert client.get("/workspace/git/branches").json()["available"] is False
+
+
 def _breakable(operation: dict[str, Any]) -> bool:
     """Whether an operation has input that can be made invalid: a body, a query parameter, or a parameter
     the schema constrains (the session id is fixed, the token is always sent)."""
