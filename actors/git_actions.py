@@ -6,7 +6,8 @@ may have written; so git runs where a model-run command runs, in the sandbox
 (:mod:`actors.workspace_git`), and so do its hooks. The answers are qwen serve's:
 
 * check out ``ref``: a local branch; a remote branch (``origin/x``) as its local
-  branch, made to track it if there is none; anything else (a tag, a hash)
+  branch, made from it if there is none (its upstream is not recorded: the
+  sandbox keeps ``.git/config`` read-only); anything else (a tag, a hash)
   detached. ``{branch, detached}``, ``branch`` the short hash when detached;
 * start branch ``name`` at ``startPoint`` (``HEAD`` without one) and check it
   out: ``{branch, detached: false}``;

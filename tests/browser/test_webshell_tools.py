@@ -151,6 +151,12 @@ def test_the_environment_panel_shows_the_work_trees_changes(page, daemons, shell
                                                                          name="Search for branches and actions"))
         expect(picker.get_by_role("button", name="feature", exact=True)).to_be_visible(timeout=WAIT)
         expect(picker.get_by_text("no route")).to_have_count(0)
+        picker.get_by_role("button", name="feature", exact=True).click()  # git checkout, in the sandbox
+        deadline = time.monotonic() + WAIT / 1000
+        while subprocess.run(["git", "branch", "--show-current"], cwd=project, capture_output=True,
+                             text=True).stdout.strip() != "feature":
+            assert time.monotonic() < deadline, page.locator("body").aria_snapshot()[-1500:]
+            page.wait_for_timeout(100)
 
 
 def test_the_environment_panel_lists_a_running_background_shell(page, daemons, shell_origin):

@@ -469,13 +469,25 @@ async def test_the_history_tab_outside_the_workspaces_and_bad_queries(tmp_path):
 
 
 async def test_the_branch_picker_outside_the_workspaces_and_its_actions(tmp_path):
-    """``/git/branches`` (404 before: the picker showed "no route"): not run where no session works; the picker's
-    actions (checkout, a new branch, commit, push, pull) are refused in words that say what to do instead."""
+    """``/git/branches`` (404 before: the picker showed "no route"): not run where no session works, nor are the
+    picker's actions (409 ``git_refused``); a bad body is 400 naming the value; push and pull are refused in words
+    that say why (the actions themselves: tests/actors/test_git_actions.py and the browser test)."""
     async with live_daemon() as (_, client):
-        assert (await client.get(f"/workspaces/{enc(tmp_path)}/git/branches")).json() == {
+        base = f"/workspaces/{enc(tmp_path)}/git"
+        assert (await client.get(f"{base}/branches")).json() == {
             "v": 1, "workspaceCwd": str(tmp_path), "available": False, "local": [], "remote": [], "tags": [],
             "recent": [], "head": "", "detached": False}
-        for action in ("checkout", "branch", "commit", "push", "pull"):
-            r = await client.post(f"/workspaces/{enc(tmp_path)}/git/{action}", json={"ref": "main"})
-            assert r.status_code == 404 and r.json()["code"] == "not_found", action
-            assert "does not change the repository" in r.json()["error"], r.json()
+        for action, good in (("checkout", {"ref": "main"}), ("branch", {"name": "x"}),
+                             ("commit", {"message": "m", "all": True})):
+            assert refused(await client.post(f"{base}/{action}", json=good), 409, None, "git_refused"), action
+        for action, bad, where in (("checkout", {"ref": "-b"}, "$.ref"), ("checkout", {"ref": "a b"}, "$.ref"),
+                                   ("checkout", {}, "$.ref"), ("checkout", {"ref": "x", "force": True}, "$.force"),
+                                   ("branch", {"name": "--orphan"}, "$.name"),
+                                   ("branch", {"name": "x", "startPoint": "-p"}, "$.startPoint"),
+                                   ("commit", {"message": "  "}, "$.message"),
+                                   ("commit", {"message": "m", "all": "yes"}, "$.all")):
+            r = await client.post(f"{base}/{action}", json=bad)
+            assert r.status_code == 400 and r.json()["path"] == where, (action, bad, r.json())
+        for action in ("push", "pull"):
+            r = await client.post(f"{base}/{action}", json={})
+            assert r.status_code == 404 and "no credentials" in r.json()["error"], r.json()
