@@ -31,21 +31,26 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="trellis-test-config-")
 
 
+_TEMPORARY = object()  # live_daemon's default workspace: a temporary directory
+
+
 @asynccontextmanager
 async def live_daemon(
     *, model: Any = None, settings: Settings | None = None, state_dir: Any = None, token: str | None = None,
-    tools: Callable[[], Any] | None = None,
+    tools: Callable[[], Any] | None = None, workspace: Any = _TEMPORARY,
 ) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
     """The real HTTP daemon on 127.0.0.1:0 and an httpx client pointed at it, sending its bearer token.
 
-    Authentication is on, as in the daemon proper: the token is ``token``, or a fresh one. Its workspace is an
-    empty temporary directory, not the directory the tests run in: that is this project's git repository, and
-    the Web Shell's git routes (checkout, commit) act on the workspace, so a fuzzed request would change it.
+    Authentication is on, as in the daemon proper: the token is ``token``, or a fresh one. Its ``workspace`` is
+    an empty temporary directory unless given (``None``: the directory the daemon starts in, as ``open_daemon``'s
+    default), not the directory the tests run in: that is this project's git repository, and the Web Shell's git
+    routes (checkout, commit) act on the workspace, so a fuzzed request would change it.
     """
     token = token or secrets.token_urlsafe(32)
-    with tempfile.TemporaryDirectory(prefix="trellis-test-workspace-") as workspace:
+    with tempfile.TemporaryDirectory(prefix="trellis-test-workspace-") as temporary:
         async with open_daemon(settings, model=model or ScriptedModel(), state_dir=state_dir, ids=CountingIds(),
-                               tools=tools, workspace=workspace) as daemon, trio.open_nursery() as nursery:
+                               tools=tools, workspace=temporary if workspace is _TEMPORARY else workspace
+                               ) as daemon, trio.open_nursery() as nursery:
             url = await nursery.start(partial(serve, daemon, host="127.0.0.1", port=0, token=token))
             headers = {"Authorization": f"Bearer {token}"}
             async with httpx.AsyncClient(base_url=url, headers=headers, timeout=10) as client:

@@ -50,7 +50,7 @@ def new_session(page: Any) -> str:
 
 def send(page: Any, words: str) -> None:
     page.get_by_role("textbox", name="Prompt").fill(words)
-    page.get_by_role("button", name="Send").click()
+    page.get_by_role("button", name="Send", exact=True).click()
 
 
 def wait_idle(client: httpx.Client, sid: str, timeout: float = 10) -> None:
@@ -120,7 +120,7 @@ def test_a_queued_prompt_is_aborted_and_a_running_turn_cancelled(page, daemons):
     send(page, "take your time")
     expect(conversation(page).get_by_text("working-slowly")).to_be_visible()
     page.get_by_role("textbox", name="Prompt").fill("next please")
-    page.get_by_role("button", name="Queue").click()
+    page.get_by_role("button", name="Queue", exact=True).click()
     queue = page.get_by_role("region", name="Pending prompts")
     entry = queue.get_by_role("listitem").filter(has_text="next please")
     expect(entry).to_be_visible()

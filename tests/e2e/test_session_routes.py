@@ -83,7 +83,7 @@ async def test_a_relative_cwd_resolves_against_the_daemons_workspace(tmp_path, m
     elsewhere.mkdir()
     monkeypatch.chdir(workspace)  # the daemon's workspace is the directory it starts in
     with trio.fail_after(20):
-        async with live_daemon() as (daemon, client):
+        async with live_daemon(workspace=None) as (daemon, client):
             monkeypatch.chdir(elsewhere)  # the process moves on; the workspace does not
             r = await client.post("/session", json={"cwd": "project"})
             assert r.status_code == 200, r.text
