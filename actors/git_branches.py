@@ -19,7 +19,7 @@ import re
 
 from .process.sandbox import Sandbox
 from .wire import answers
-from .workspace_git import NOT_A_REPOSITORY, PRELUDE, run_script
+from .workspace_git import PRELUDE, run_script
 
 MAX_RECENT_BRANCHES = 20
 MAX_REFLOG_ENTRIES = 200
@@ -112,7 +112,7 @@ def unavailable_branches(cwd: str) -> answers.GitBranches:
 async def read_branches(sandbox: Sandbox, cwd: str) -> answers.GitBranches:
     """The branches of the repository holding ``cwd`` (see the module's docstring)."""
     ran = await run_script(sandbox, cwd, BRANCHES_SCRIPT)
-    if ran is None or ran[0] == NOT_A_REPOSITORY or ran[0] != 0:
+    if ran is None or ran[0] != 0:  # no sandbox, no work tree, a failure
         return unavailable_branches(cwd)
     return parse(cwd, ran[1]) or unavailable_branches(cwd)
 

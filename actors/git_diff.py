@@ -34,7 +34,7 @@ import re
 
 from .process.sandbox import Sandbox
 from .wire import answers
-from .workspace_git import NOT_A_REPOSITORY, OPERATIONS, PRELUDE, run_script
+from .workspace_git import OPERATIONS, PRELUDE, run_script
 
 MAX_FILES = 50  # entries listed
 MAX_FILES_FOR_DETAILS = 500  # files past which none are listed
@@ -211,5 +211,5 @@ async def read_file_diff(sandbox: Sandbox, cwd: str, path: str, old_path: str | 
                                truncated=cut or None)
 
 
-__all__ = ["BUSY", "MAX_DIFF_BYTES", "MAX_FILES", "MAX_FILES_FOR_DETAILS", "MAX_LINES_PER_FILE",
-           "NOT_A_REPOSITORY", "deleted", "hunks", "numstat", "read_diff", "read_file_diff", "unavailable_list"]
+__all__ = ["BUSY", "MAX_DIFF_BYTES", "MAX_FILES", "MAX_FILES_FOR_DETAILS", "MAX_LINES_PER_FILE", "deleted", "hunks",
+           "numstat", "read_diff", "read_file_diff", "unavailable_list"]

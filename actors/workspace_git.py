@@ -73,9 +73,9 @@ class _Script(ShellProcess):
 
 
 async def run_script(sandbox: Sandbox, cwd: str, script: str, *args: str) -> tuple[int, str] | None:
-    """Run ``script`` (of this module's) in ``sandbox`` at ``cwd``: its exit code and output; ``None`` when it
-    cannot run here (no sandbox, a refusal), takes longer than :data:`TIMEOUT` or prints more than
-    :data:`OUTPUT_LIMIT`."""
+    """Run ``script`` (a fixed one, starting with :func:`prelude`; the request's values only in ``args``) in
+    ``sandbox`` at ``cwd``: its exit code and output; ``None`` when it cannot run here (no sandbox, a refusal),
+    takes longer than :data:`TIMEOUT` or prints more than :data:`OUTPUT_LIMIT`."""
     if not sandbox.active:
         return None
     output = OutputBuffer(limit=OUTPUT_LIMIT)

@@ -498,6 +498,17 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
                                           for w in await workspace_cwds(daemon))
         return cwd, runs
 
+    async def git_read(selector: str | None, unavailable: Callable[[str], Any],
+                       read: Callable[[str], Awaitable[Any]]) -> Response:
+        """A git read of the Web Shell's dialogs: ``read(cwd)`` where git may run (two at a time), else
+        ``unavailable(cwd)``; qwen's optional members only when set."""
+        cwd, runs = await git_cwd(selector)
+        if not runs:
+            return json_response(without_none(unstructure(unavailable(cwd))))
+        async with git_runs:
+            found = await read(cwd)
+        return json_response(without_none(unstructure(found)))
+
     @app.get("/workspace/git")
     @app.get("/workspaces/<anypath:selector>/git", merge_slashes=False)
     async def git(selector: str | None = None) -> Response:
@@ -516,35 +527,22 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
     @app.get("/workspace/git/diff")
     @app.get("/workspaces/<anypath:selector>/git/diff", merge_slashes=False)
     async def git_diff(selector: str | None = None) -> Response:
-        cwd, runs = await git_cwd(selector)
-        if not runs:
-            return json_response(without_none(unstructure(unavailable_diff(cwd))))
-        async with git_runs:
-            diff = await read_git_diff(daemon.runtime.sandbox, cwd)
-        return json_response(without_none(unstructure(diff)))
+        return await git_read(selector, unavailable_diff, lambda cwd: read_git_diff(daemon.runtime.sandbox, cwd))
 
     @app.get("/workspace/git/diff/file")
     @app.get("/workspaces/<anypath:selector>/git/diff/file", merge_slashes=False)
     async def git_diff_file(selector: str | None = None) -> Response:
         path = diff_path("path", required=True)
         old_path = diff_path("oldPath")
-        cwd, runs = await git_cwd(selector)
-        if not runs:
-            return json_response(without_none(unstructure(answers.GitDiffFile(v=1, workspaceCwd=cwd, path=path,
-                                                                              available=False, hunks=[]))))
-        async with git_runs:
-            diff = await read_git_file_diff(daemon.runtime.sandbox, cwd, path, old_path)
-        return json_response(without_none(unstructure(diff)))
+        return await git_read(
+            selector, lambda cwd: answers.GitDiffFile(v=1, workspaceCwd=cwd, path=path, available=False, hunks=[]),
+            lambda cwd: read_git_file_diff(daemon.runtime.sandbox, cwd, path, old_path))
 
     @app.get("/workspace/git/branches")
     @app.get("/workspaces/<anypath:selector>/git/branches", merge_slashes=False)
     async def git_branches(selector: str | None = None) -> Response:
-        cwd, runs = await git_cwd(selector)
-        if not runs:
-            return json_response(unstructure(unavailable_branches(cwd)))
-        async with git_runs:
-            found = await read_git_branches(daemon.runtime.sandbox, cwd)
-        return json_response(without_none(unstructure(found)))
+        return await git_read(selector, unavailable_branches,
+                              lambda cwd: read_git_branches(daemon.runtime.sandbox, cwd))
 
     if body is not None:
         decode_git = body
@@ -609,13 +607,8 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
             raise HttpError(400, f"search must be at most {MAX_SEARCH_CHARS} characters, without NUL",
                             "invalid_request", "query.search")
         search = search.strip() or None
-        cwd, runs = await git_cwd(selector)
-        if not runs:
-            return json_response(unstructure(unavailable_log(cwd)))
-        async with git_runs:
-            log = await read_git_log(daemon.runtime.sandbox, cwd, limit=limit, skip=skip, all=every == "1",
-                                     range=revision, search=search)
-        return json_response(without_none(unstructure(log)))
+        return await git_read(selector, unavailable_log, lambda cwd: read_git_log(
+            daemon.runtime.sandbox, cwd, limit=limit, skip=skip, all=every == "1", range=revision, search=search))
 
     @app.get("/workspace/git/log/commit")
     @app.get("/workspaces/<anypath:selector>/git/log/commit", merge_slashes=False)
@@ -623,13 +616,8 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
         sha = request.args.get("sha", "")
         if not is_sha(sha):
             raise HttpError(400, "sha is required: 7 to 40 hexadecimal digits", "invalid_request", "query.sha")
-        cwd, runs = await git_cwd(selector)
-        if not runs:
-            return json_response(without_none(unstructure(answers.GitCommit(v=1, workspaceCwd=cwd,
-                                                                            available=False))))
-        async with git_runs:
-            commit = await read_git_commit(daemon.runtime.sandbox, cwd, sha)
-        return json_response(without_none(unstructure(commit)))
+        return await git_read(selector, lambda cwd: answers.GitCommit(v=1, workspaceCwd=cwd, available=False),
+                              lambda cwd: read_git_commit(daemon.runtime.sandbox, cwd, sha))
 
     @app.get("/workspace/<anypath:selector>/sessions", merge_slashes=False)
     @app.get("/workspaces/<anypath:selector>/sessions", merge_slashes=False)
