@@ -264,10 +264,8 @@ def tasks_of(status: dict[str, Any], session_id: str, now_ms: int) -> dict[str, 
             status=TASK_STATES.get(item["status"], "failed"),  # type: ignore[arg-type]
             startTime=item["startedAt"], runtimeMs=max(0, (end if end is not None else now_ms) - item["startedAt"]),
             endTime=end, command=item["label"] if item["kind"] != "agent" else None, exitCode=item.get("exitCode")))
-    body = unstructure(answers.SessionTasks(v=1, sessionId=session_id, now=now_ms,
+    return unstructure(answers.SessionTasks(v=1, sessionId=session_id, now=now_ms,
                                             tasks=sorted(tasks, key=lambda t: t.startTime)))
-    body["tasks"] = [{k: v for k, v in t.items() if v is not None} for t in body["tasks"]]  # qwen omits them
-    return body
 
 
 def stats_of(status: dict[str, Any], created_at: int, now_ms: int) -> answers.SessionStats:
@@ -327,16 +325,6 @@ def diff_path(name: str, *, required: bool = False) -> str | None:
         raise HttpError(400, f"{name} must be a file's path from the top of the work tree (not absolute, no "
                              f"'..'): {raw[:200]!r}", "invalid_request", f"query.{name}")
     return raw
-
-
-def without_none(body: dict[str, Any]) -> dict[str, Any]:
-    """A git answer as qwen serve writes it: its optional members (``oldPath``, ``truncated``, ``refs``, a commit's
-    details, a branch's upstream and push target) only when set."""
-    out = {k: v for k, v in body.items() if v is not None}
-    for key in ("files", "entries", "local", "remote"):
-        if key in out:
-            out[key] = [{k: v for k, v in item.items() if v is not None} for item in out[key]]
-    return out
 
 
 async def status_report(daemon: Daemon, detail: str, started: float, *, auth: bool, origins: bool,
@@ -501,13 +489,13 @@ def register(app: QuartTrio, daemon: Daemon, *, auth: bool = True, allowed_origi
     async def git_read(selector: str | None, unavailable: Callable[[str], Any],
                        read: Callable[[str], Awaitable[Any]]) -> Response:
         """A git read of the Web Shell's dialogs: ``read(cwd)`` where git may run (two at a time), else
-        ``unavailable(cwd)``; qwen's optional members only when set."""
+        ``unavailable(cwd)``."""
         cwd, runs = await git_cwd(selector)
         if not runs:
-            return json_response(without_none(unstructure(unavailable(cwd))))
+            return json_response(unstructure(unavailable(cwd)))
         async with git_runs:
             found = await read(cwd)
-        return json_response(without_none(unstructure(found)))
+        return json_response(unstructure(found))
 
     @app.get("/workspace/git")
     @app.get("/workspaces/<anypath:selector>/git", merge_slashes=False)

@@ -3,7 +3,8 @@
 Routes build the simple answers from these classes (``unstructure(SessionInfo(...))``); the answers
 other modules build as dicts (a session's status, a turn record, the Web Shell's reads) are
 described here field by field, and the daemon's answers are checked against the schemas generated
-from these classes (actors/wire/schema.py, transport/openapi.py). A class with ``wire_open = True``
+from these classes (actors/wire/schema.py, transport/openapi.py). A class with ``wire_omits_none = True`` leaves
+out its members that are ``None`` (qwen serve writes such members only when set). A class with ``wire_open = True``
 may carry members beyond those listed (forwarded records, tool-shaped entries).
 """
 
@@ -632,6 +633,8 @@ class SessionTask:
     """One entry of ``GET /session/:id/tasks``, in qwen serve's names: a background shell, monitor or
     subagent run (``kind`` ``shell``, ``monitor``, ``agent``)."""
 
+    wire_omits_none: ClassVar[bool] = True
+
     kind: Literal["shell", "monitor", "agent"]
     id: str
     label: str
@@ -666,6 +669,8 @@ class SessionGoal:
 class GitDiffEntry:
     """One changed file of ``GET /workspaces/:workspace/git/diff``, its path from the top of the work tree;
     ``oldPath`` only for a rename."""
+
+    wire_omits_none: ClassVar[bool] = True
 
     path: str
     added: int
@@ -711,6 +716,8 @@ class GitDiffFile:
     hunk of added lines); ``truncated`` only when the limits cut them; ``available`` false when there are
     none."""
 
+    wire_omits_none: ClassVar[bool] = True
+
     v: Literal[1]
     workspaceCwd: str
     path: str
@@ -723,6 +730,8 @@ class GitDiffFile:
 class GitLogEntry:
     """One commit of ``GET /workspaces/:workspace/git/log``; ``authorDate`` in seconds, ``refs`` as ``git log``'s
     ``%D`` (``HEAD -> main, tag: v1``) when there are any."""
+
+    wire_omits_none: ClassVar[bool] = True
 
     sha: str
     shortSha: str
@@ -760,6 +769,8 @@ class GitCommit:
     parent (at most 50 listed, ``hiddenCount`` the rest); only ``v``, ``workspaceCwd`` and ``available`` when it
     is not available."""
 
+    wire_omits_none: ClassVar[bool] = True
+
     v: Literal[1]
     workspaceCwd: str
     available: bool
@@ -783,6 +794,8 @@ class GitCommit:
 class GitBranch:
     """A local or remote branch of ``GET /workspaces/:workspace/git/branches``: its upstream and how far ahead and
     behind it, its push target (``push*`` only with one), its last commit's time (seconds) and subject."""
+
+    wire_omits_none: ClassVar[bool] = True
 
     name: str
     isHead: bool

@@ -547,6 +547,10 @@ def _make_converter() -> cattrs.Converter:
         _tagged(conv, {"selected": SelectedOutcome, "cancelled": CancelledOutcome}, "permission", "outcome"),
     )
     conv.register_structure_hook_factory(lambda t: typing.get_origin(t) is list, _strict_list)
+    # Answers whose optional members are absent unless set (actors/wire/answers.py: ``wire_omits_none``).
+    conv.register_unstructure_hook_factory(
+        lambda t: getattr(t, "wire_omits_none", False) is True,
+        lambda t: cattrs.gen.make_dict_unstructure_fn(t, conv, _cattrs_omit_if_default=True))
     for cls in (
         TextBlock, ImageBlock, AudioBlock, ResourceLinkBlock, EmbeddedResource, ResourceBlock,  # inner classes first
         CreateSessionBody, PromptBody, LoadBody,
