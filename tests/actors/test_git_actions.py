@@ -8,6 +8,7 @@ import pytest
 
 from actors.git_actions import GitRefused, checkout, commit, create_branch, is_ref
 from actors.process import NO_SANDBOX
+from tests.actors.test_git_branches import with_remote
 from tests.actors.test_git_diff import git, needs_git, sandboxed, within
 from tests.actors.test_git_log import commit as make_commit
 
@@ -26,15 +27,10 @@ def head(repo) -> str:
 @needs_git
 def test_checkout_a_branch_a_remote_branch_and_a_tag(sandboxed):
     sandbox, work = sandboxed
-    upstream, repo = work / "upstream.git", work / "repo"
-    git(work, "init", "-q", "--bare", str(upstream))
-    repo.mkdir()
-    git(repo, "init", "-q")
-    make_commit(repo, "f.txt", "1\n", "first")
+    repo = with_remote(work)
     git(repo, "tag", "v1")
     git(repo, "branch", "feature")
     git(repo, "checkout", "-q", "-b", "shared")
-    git(repo, "remote", "add", "origin", str(upstream))
     git(repo, "push", "-q", "origin", "shared")
     git(repo, "checkout", "-q", "main")
     git(repo, "branch", "-q", "-D", "shared")

@@ -3,6 +3,8 @@ remote, in the sandbox as the daemon runs it, with qwen serve's rules."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from actors.git_branches import branches, parse, read_branches, recent, tags
 from actors.process import NO_SANDBOX
 from tests.actors.test_git_diff import git, needs_git, sandboxed, within
@@ -36,15 +38,21 @@ def test_tags_and_recently_checked_out_branches():
     assert parse("/w", "not the script's output") is None
 
 
-@needs_git
-def test_the_branches_of_a_repository_with_a_remote(sandboxed):
-    sandbox, work = sandboxed
+def with_remote(work: Path) -> Path:
+    """``work/repo``, one commit ("first") on ``main``, and a bare ``work/upstream.git`` as its ``origin``."""
     upstream, repo = work / "upstream.git", work / "repo"
     git(work, "init", "-q", "--bare", str(upstream))
     repo.mkdir()
     git(repo, "init", "-q")
     commit(repo, "f.txt", "1\n", "first")
     git(repo, "remote", "add", "origin", str(upstream))
+    return repo
+
+
+@needs_git
+def test_the_branches_of_a_repository_with_a_remote(sandboxed):
+    sandbox, work = sandboxed
+    repo = with_remote(work)
     git(repo, "push", "-q", "-u", "origin", "main")
     ahead = commit(repo, "f.txt", "2\n", "second, not pushed")
     git(repo, "tag", "v1")
